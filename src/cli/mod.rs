@@ -1,0 +1,38 @@
+//! The `ipusim` command line: one module per subcommand, dispatched from [`main`].
+//!
+//! Every subcommand returns its process exit code; errors are printed as one clear
+//! message on stderr and never as a panic.
+
+use clap::{Parser, Subcommand};
+
+/// Exit code for success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code for any error (bad input, bad flags, I/O).
+pub const EXIT_ERROR: i32 = 1;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ipusim",
+    version,
+    about = "An open, fast, cycle-accounting simulator of the Graphcore IPU"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {}
+
+/// Parses the process arguments, runs the subcommand and returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match cli.command {}
+}
