@@ -1,1 +1,25 @@
-//! placeholder
+//! ipusim-ir: the graph IR — element types and shapes, ops, the typed graph, inference,
+//! programs and training specs. Structure only: the IR holds no tensor values and knows
+//! nothing of tiles.
+//!
+//! Data flow: a program file is parsed into a [`Program`]; its [`Graph`] is validated; the
+//! training transform turns it into one training-step graph that the compiler lowers.
+
+pub mod builder;
+pub mod dtype;
+pub mod error;
+pub mod graph;
+pub mod infer;
+pub mod models;
+pub mod op;
+pub mod program;
+
+pub use builder::GraphBuilder;
+pub use dtype::{DType, Shape, TensorType};
+pub use error::{IrError, Operand};
+pub use graph::{Graph, Node, NodeId, Phase};
+pub use op::{Activation, Arity, BinaryOp, Init, Literal, LossReduction, Op, UnaryOp};
+pub use program::{
+    Columns, DataSource, InfeedSpec, Optimizer, OutfeedMode, OutfeedSpec, Precision, Program,
+    TrainingSpec,
+};

@@ -1,0 +1,429 @@
+//! The operations of the graph IR.
+//!
+//! [`Op`] is a flat Rust enum (not trait objects), so that the text format can name every op
+//! directly (`Add`, `MatMul`, `Softmax(axis: 1)`, ...), the compiler and the interpreter can
+//! match exhaustively, and adding an op is a compile error everywhere it must be handled.
+//! Every node produces exactly one tensor; sinks (`Outfeed`, `Assign`) pass their input's type
+//! through. Attributes are plain data; shapes and dtypes are inferred in [`crate::infer`].
+
+use crate::dtype::{DType, Shape};
+use serde::{Deserialize, Serialize};
+
+/// How a variable is initialised. Values are materialised by the simulator (the IR holds no
+/// values); the same initialiser and seed always give the same values.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Init {
+    /// All zeros.
+    Zeros,
+    /// Every element set to the constant.
+    Constant(f64),
+    /// Uniform in `[low, high)` from the seeded stream.
+    Uniform { low: f64, high: f64, seed: u64 },
+    /// Normal with the given mean and standard deviation from the seeded stream.
+    Normal { mean: f64, std: f64, seed: u64 },
+    /// Glorot (Xavier) uniform: `U(-l, l)`, `l = sqrt(6 / (fan_in + fan_out))`, with the fans
+    /// taken from the last two dimensions (rank 1: both equal the length).
+    GlorotUniform { seed: u64 },
+}
+
+/// The value of a constant tensor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Literal {
+    /// Every element equal to this value.
+    Splat(f64),
+    /// One value per element, row-major (rounded RNE to the dtype when materialised).
+    Values(Vec<f64>),
+}
+
+/// How a loss over a batch is reduced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub enum LossReduction {
+    /// Mean over the batch (TensorFlow's default).
+    #[default]
+    Mean,
+    /// Sum over the batch.
+    Sum,
+}
+
+/// The element-wise activations that have a fused gradient op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Activation {
+    Relu,
+    Sigmoid,
+    Tanh,
+    Gelu,
+}
+
+/// An operation. See each variant for its inputs (in order) and attributes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    /// A host-to-device stream (infeed): one micro-batch per step. No inputs.
+    Input {
+        stream: String,
+        dtype: DType,
+        shape: Shape,
+    },
+    /// A persistent, trainable or state tensor. No inputs.
+    Variable {
+        dtype: DType,
+        shape: Shape,
+        init: Init,
+    },
+    /// A constant tensor. No inputs.
+    Constant {
+        dtype: DType,
+        shape: Shape,
+        value: Literal,
+    },
+
+    /// `(a[..., m, k], b[..., k, n]) -> [..., m, n]`; 2-D or batched (batch dims broadcast).
+    MatMul,
+
+    /// Element-wise `a + b` with broadcasting.
+    Add,
+    /// Element-wise `a - b` with broadcasting.
+    Sub,
+    /// Element-wise `a * b` with broadcasting.
+    Mul,
+    /// Element-wise `a / b` with broadcasting.
+    Div,
+    /// Element-wise maximum with broadcasting.
+    Max,
+    /// Element-wise minimum with broadcasting.
+    Min,
+    /// `a + scale * b` (`b` broadcast to `a`'s shape): PopLibs' scaledAdd, used by optimizers
+    /// and gradient accumulation.
+    ScaledAdd { scale: f64 },
+
+    /// Element-wise `a == b` -> Bool, with broadcasting.
+    Equal,
+    /// Element-wise `a > b` -> Bool, with broadcasting.
+    Greater,
+    /// Element-wise `a < b` -> Bool, with broadcasting.
+    Less,
+    /// `(cond: Bool, a, b) -> cond ? a : b`, with broadcasting.
+    Select,
+
+    /// `-x`.
+    Neg,
+    /// `|x|`.
+    Abs,
+    /// `e^x`.
+    Exp,
+    /// Natural logarithm.
+    Log,
+    /// Square root.
+    Sqrt,
+    /// `max(x, 0)`.
+    Relu,
+    /// `1 / (1 + e^-x)`.
+    Sigmoid,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// GELU, tanh approximation (as PopLibs implements it).
+    Gelu,
+    /// `(x, dy) -> dy * f'(x)`: the fused gradient of an activation (PopLibs'
+    /// NonLinearityGrad), from the forward input `x`.
+    ActivationGrad { activation: Activation },
+
+    /// Softmax along `axis`.
+    Softmax { axis: usize },
+    /// Log-softmax along `axis`.
+    LogSoftmax { axis: usize },
+    /// `(logits[n, c], labels: I32[n]) -> loss[]`: softmax cross-entropy with integer labels.
+    SparseSoftmaxCrossEntropy {
+        #[serde(default)]
+        reduction: LossReduction,
+    },
+    /// `(indices: I32[...]) -> [..., depth]` of `dtype`: 1 at the index, 0 elsewhere
+    /// (out-of-range indices give an all-zero row).
+    OneHot { depth: usize, dtype: DType },
+
+    /// Sum over `axes`.
+    ReduceSum {
+        axes: Vec<usize>,
+        #[serde(default)]
+        keep_dims: bool,
+    },
+    /// Mean over `axes`.
+    ReduceMean {
+        axes: Vec<usize>,
+        #[serde(default)]
+        keep_dims: bool,
+    },
+    /// Maximum over `axes`.
+    ReduceMax {
+        axes: Vec<usize>,
+        #[serde(default)]
+        keep_dims: bool,
+    },
+    /// Index of the maximum along `axis` (first on ties) -> I32, axis removed.
+    ArgMax { axis: usize },
+
+    /// Same elements, new shape (same element count).
+    Reshape { shape: Shape },
+    /// Permute dimensions: output dim `i` is input dim `perm[i]`.
+    Transpose { perm: Vec<usize> },
+    /// Broadcast to `shape` (NumPy rules).
+    Broadcast { shape: Shape },
+    /// The sub-tensor `[begin, end)` in every dimension.
+    Slice { begin: Vec<usize>, end: Vec<usize> },
+    /// Zero padding: `before[i]` and `after[i]` elements around dimension `i`.
+    Pad {
+        before: Vec<usize>,
+        after: Vec<usize>,
+    },
+    /// Concatenate all inputs (at least one) along `axis`.
+    Concat { axis: usize },
+    /// Convert to `dtype` (float->int truncates toward zero, as TensorFlow's cast does).
+    Cast { dtype: DType },
+
+    /// A device-to-host stream (outfeed) named `stream`; passes its input through.
+    Outfeed { stream: String },
+    /// `(variable, value)`: the variable takes `value` at the end of the node's phase. The
+    /// first input must be a `Variable` node; the value's type must equal the variable's.
+    Assign,
+}
+
+/// How many inputs an op takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arity {
+    /// Exactly this many.
+    Exact(usize),
+    /// At least this many.
+    AtLeast(usize),
+}
+
+impl Arity {
+    /// True when `n` inputs are acceptable.
+    pub fn accepts(self, n: usize) -> bool {
+        match self {
+            Arity::Exact(k) => n == k,
+            Arity::AtLeast(k) => n >= k,
+        }
+    }
+}
+
+impl std::fmt::Display for Arity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Arity::Exact(k) => write!(f, "{k}"),
+            Arity::AtLeast(k) => write!(f, "at least {k}"),
+        }
+    }
+}
+
+impl Op {
+    /// The names of all ops, as written in the text format.
+    pub const NAMES: &'static [&'static str] = &[
+        "Input",
+        "Variable",
+        "Constant",
+        "MatMul",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Max",
+        "Min",
+        "ScaledAdd",
+        "Equal",
+        "Greater",
+        "Less",
+        "Select",
+        "Neg",
+        "Abs",
+        "Exp",
+        "Log",
+        "Sqrt",
+        "Relu",
+        "Sigmoid",
+        "Tanh",
+        "Gelu",
+        "ActivationGrad",
+        "Softmax",
+        "LogSoftmax",
+        "SparseSoftmaxCrossEntropy",
+        "OneHot",
+        "ReduceSum",
+        "ReduceMean",
+        "ReduceMax",
+        "ArgMax",
+        "Reshape",
+        "Transpose",
+        "Broadcast",
+        "Slice",
+        "Pad",
+        "Concat",
+        "Cast",
+        "Outfeed",
+        "Assign",
+    ];
+
+    /// The op's name, as written in the text format.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input { .. } => "Input",
+            Op::Variable { .. } => "Variable",
+            Op::Constant { .. } => "Constant",
+            Op::MatMul => "MatMul",
+            Op::Add => "Add",
+            Op::Sub => "Sub",
+            Op::Mul => "Mul",
+            Op::Div => "Div",
+            Op::Max => "Max",
+            Op::Min => "Min",
+            Op::ScaledAdd { .. } => "ScaledAdd",
+            Op::Equal => "Equal",
+            Op::Greater => "Greater",
+            Op::Less => "Less",
+            Op::Select => "Select",
+            Op::Neg => "Neg",
+            Op::Abs => "Abs",
+            Op::Exp => "Exp",
+            Op::Log => "Log",
+            Op::Sqrt => "Sqrt",
+            Op::Relu => "Relu",
+            Op::Sigmoid => "Sigmoid",
+            Op::Tanh => "Tanh",
+            Op::Gelu => "Gelu",
+            Op::ActivationGrad { .. } => "ActivationGrad",
+            Op::Softmax { .. } => "Softmax",
+            Op::LogSoftmax { .. } => "LogSoftmax",
+            Op::SparseSoftmaxCrossEntropy { .. } => "SparseSoftmaxCrossEntropy",
+            Op::OneHot { .. } => "OneHot",
+            Op::ReduceSum { .. } => "ReduceSum",
+            Op::ReduceMean { .. } => "ReduceMean",
+            Op::ReduceMax { .. } => "ReduceMax",
+            Op::ArgMax { .. } => "ArgMax",
+            Op::Reshape { .. } => "Reshape",
+            Op::Transpose { .. } => "Transpose",
+            Op::Broadcast { .. } => "Broadcast",
+            Op::Slice { .. } => "Slice",
+            Op::Pad { .. } => "Pad",
+            Op::Concat { .. } => "Concat",
+            Op::Cast { .. } => "Cast",
+            Op::Outfeed { .. } => "Outfeed",
+            Op::Assign => "Assign",
+        }
+    }
+
+    /// How many inputs the op takes.
+    pub fn arity(&self) -> Arity {
+        match self {
+            Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. } => Arity::Exact(0),
+            Op::MatMul
+            | Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::Div
+            | Op::Max
+            | Op::Min
+            | Op::ScaledAdd { .. }
+            | Op::Equal
+            | Op::Greater
+            | Op::Less
+            | Op::ActivationGrad { .. }
+            | Op::SparseSoftmaxCrossEntropy { .. }
+            | Op::Assign => Arity::Exact(2),
+            Op::Select => Arity::Exact(3),
+            Op::Concat { .. } => Arity::AtLeast(1),
+            _ => Arity::Exact(1),
+        }
+    }
+
+    /// The element-wise unary op this is, if any.
+    pub fn unary(&self) -> Option<UnaryOp> {
+        Some(match self {
+            Op::Neg => UnaryOp::Neg,
+            Op::Abs => UnaryOp::Abs,
+            Op::Exp => UnaryOp::Exp,
+            Op::Log => UnaryOp::Log,
+            Op::Sqrt => UnaryOp::Sqrt,
+            Op::Relu => UnaryOp::Relu,
+            Op::Sigmoid => UnaryOp::Sigmoid,
+            Op::Tanh => UnaryOp::Tanh,
+            Op::Gelu => UnaryOp::Gelu,
+            _ => return None,
+        })
+    }
+
+    /// The element-wise binary op this is, if any (arithmetic and comparisons).
+    pub fn binary(&self) -> Option<BinaryOp> {
+        Some(match self {
+            Op::Add => BinaryOp::Add,
+            Op::Sub => BinaryOp::Sub,
+            Op::Mul => BinaryOp::Mul,
+            Op::Div => BinaryOp::Div,
+            Op::Max => BinaryOp::Max,
+            Op::Min => BinaryOp::Min,
+            Op::Equal => BinaryOp::Equal,
+            Op::Greater => BinaryOp::Greater,
+            Op::Less => BinaryOp::Less,
+            _ => return None,
+        })
+    }
+
+    /// True for ops with no inputs that define a tensor (Input, Variable, Constant).
+    pub fn is_source(&self) -> bool {
+        matches!(
+            self,
+            Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. }
+        )
+    }
+
+    /// True for ops whose effect is outside the dataflow (Outfeed, Assign).
+    pub fn is_sink(&self) -> bool {
+        matches!(self, Op::Outfeed { .. } | Op::Assign)
+    }
+}
+
+/// Element-wise unary operations (a view of the unary [`Op`] variants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Relu,
+    Sigmoid,
+    Tanh,
+    Gelu,
+}
+
+/// Element-wise binary operations (a view of the binary [`Op`] variants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+    Equal,
+    Greater,
+    Less,
+}
+
+impl BinaryOp {
+    /// True for the comparisons, whose result is Bool.
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinaryOp::Equal | BinaryOp::Greater | BinaryOp::Less)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_table_is_complete_and_unique() {
+        let mut names: Vec<&str> = Op::NAMES.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Op::NAMES.len());
+        assert!(Op::NAMES.contains(&Op::Assign.name()));
+        assert!(Op::NAMES.contains(&Op::ArgMax { axis: 0 }.name()));
+    }
+}

@@ -1,0 +1,305 @@
+//! A program: the forward graph a user writes, its host streams and data sources, the
+//! device-iteration count, and an optional training spec.
+//!
+//! This is what a `.ron` program file describes (see `docs/program-format.md`). The training
+//! transform turns a program with a [`TrainingSpec`] into one training-step graph.
+
+use crate::dtype::DType;
+use crate::graph::Graph;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// A precision policy `<compute>.<weights>`, as in Graphcore's examples (seed 003): inputs and
+/// compute in the first type, weights and their updates in the second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Precision {
+    /// FP16 compute, FP16 weights (stochastic rounding recommended).
+    P16_16,
+    /// FP16 compute, FP32 master weights cast to FP16 for compute.
+    #[default]
+    P16_32,
+    /// FP32 everywhere.
+    P32_32,
+}
+
+impl Precision {
+    /// All policies.
+    pub const ALL: [Precision; 3] = [Precision::P16_16, Precision::P16_32, Precision::P32_32];
+
+    /// The dtype of inputs, activations and compute.
+    pub fn compute(self) -> DType {
+        match self {
+            Precision::P16_16 | Precision::P16_32 => DType::F16,
+            Precision::P32_32 => DType::F32,
+        }
+    }
+
+    /// The dtype of weights and their updates.
+    pub fn weights(self) -> DType {
+        match self {
+            Precision::P16_16 => DType::F16,
+            Precision::P16_32 | Precision::P32_32 => DType::F32,
+        }
+    }
+
+    /// The policy's name: `16.16`, `16.32` or `32.32`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::P16_16 => "16.16",
+            Precision::P16_32 => "16.32",
+            Precision::P32_32 => "32.32",
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Precision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Precision, String> {
+        match s {
+            "16.16" => Ok(Precision::P16_16),
+            "16.32" => Ok(Precision::P16_32),
+            "32.32" => Ok(Precision::P32_32),
+            _ => Err(format!(
+                "unknown precision '{s}' (expected 16.16, 16.32 or 32.32)"
+            )),
+        }
+    }
+}
+
+impl Serialize for Precision {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Precision {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Precision, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The optimizer of a training step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Optimizer {
+    /// `w -= lr * g`.
+    Sgd { learning_rate: f64 },
+    /// `v = momentum * v + g; w -= lr * v` (TensorFlow's MomentumOptimizer).
+    Momentum { learning_rate: f64, momentum: f64 },
+    /// Adam (Kingma & Ba) with bias correction.
+    Adam {
+        learning_rate: f64,
+        #[serde(default = "default_beta1")]
+        beta1: f64,
+        #[serde(default = "default_beta2")]
+        beta2: f64,
+        #[serde(default = "default_epsilon")]
+        epsilon: f64,
+    },
+}
+
+fn default_beta1() -> f64 {
+    0.9
+}
+fn default_beta2() -> f64 {
+    0.999
+}
+fn default_epsilon() -> f64 {
+    1e-7
+}
+
+/// What turns a forward graph into a training step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainingSpec {
+    /// Name of the scalar loss node.
+    pub loss: String,
+    /// The optimizer.
+    pub optimizer: Optimizer,
+    /// Static loss scaling factor (1.0 = none): the loss is multiplied by it before the
+    /// backward pass and the gradients divided by it before the update.
+    #[serde(default = "one")]
+    pub loss_scaling: f64,
+    /// The precision policy.
+    #[serde(default)]
+    pub precision: Precision,
+    /// Micro-batches per weight update.
+    #[serde(default = "one_u32")]
+    pub gradient_accumulation: u32,
+    /// Dtype of the gradient accumulators (default: the weights' dtype).
+    #[serde(default)]
+    pub accumulation_dtype: Option<DType>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn one_u32() -> u32 {
+    1
+}
+
+/// Which columns of a CSV file feed a stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Columns {
+    /// Columns `[start, end)` by position.
+    Range(usize, usize),
+    /// Columns by header name, in this order.
+    Names(Vec<String>),
+}
+
+/// Where an infeed's data comes from on the host.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum DataSource {
+    /// Rows of a CSV file (path relative to the program file); each row gives one sample
+    /// (the stream's shape without its leading batch dimension). Wraps around at the end.
+    Csv {
+        path: String,
+        columns: Columns,
+        #[serde(default = "yes")]
+        header: bool,
+    },
+    /// Every element equal to the value.
+    Constant(f64),
+    /// Seeded uniform values in `[low, high)`.
+    Uniform { low: f64, high: f64, seed: u64 },
+    /// `start, start + step, ...` over the elements of successive micro-batches.
+    Sequence { start: f64, step: f64 },
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The host-side source of one infeed stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InfeedSpec {
+    /// The stream name (an `Input` node's `stream`).
+    pub stream: String,
+    /// The data source.
+    pub source: DataSource,
+}
+
+/// How an outfeed's entries are returned to the host (TF `IPUOutfeedMode`, PopTorch
+/// `OutputMode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum OutfeedMode {
+    /// Every entry.
+    #[default]
+    All,
+    /// Only the last entry.
+    Last,
+    /// The element-wise sum of all entries.
+    Sum,
+    /// Every N-th entry (entries N, 2N, ...).
+    Every(u32),
+}
+
+impl fmt::Display for OutfeedMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OutfeedMode::All => f.write_str("all"),
+            OutfeedMode::Last => f.write_str("last"),
+            OutfeedMode::Sum => f.write_str("sum"),
+            OutfeedMode::Every(n) => write!(f, "every:{n}"),
+        }
+    }
+}
+
+impl FromStr for OutfeedMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<OutfeedMode, String> {
+        match s {
+            "all" => Ok(OutfeedMode::All),
+            "last" => Ok(OutfeedMode::Last),
+            "sum" => Ok(OutfeedMode::Sum),
+            _ => match s.strip_prefix("every:").map(str::parse::<u32>) {
+                Some(Ok(n)) if n > 0 => Ok(OutfeedMode::Every(n)),
+                _ => Err(format!(
+                    "unknown outfeed mode '{s}' (expected all, last, sum or every:N with N > 0)"
+                )),
+            },
+        }
+    }
+}
+
+impl Serialize for OutfeedMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for OutfeedMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<OutfeedMode, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The default host-side mode of one outfeed stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutfeedSpec {
+    /// The stream name (an `Outfeed` node's `stream`).
+    pub stream: String,
+    /// How entries are returned.
+    pub mode: OutfeedMode,
+}
+
+/// A program: forward graph, streams, loop count and optional training.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    /// The program's name (used in reports).
+    pub name: String,
+    /// What the program shows (free text).
+    pub description: String,
+    /// The forward graph.
+    pub graph: Graph,
+    /// Training, if the program trains.
+    pub training: Option<TrainingSpec>,
+    /// Host data sources of infeeds.
+    pub infeeds: Vec<InfeedSpec>,
+    /// Default modes of outfeeds (streams not listed use `all`).
+    pub outfeeds: Vec<OutfeedSpec>,
+    /// Loop iterations per device run (`loops.repeat` count / PopTorch `deviceIterations`).
+    pub device_iterations: u32,
+}
+
+impl Program {
+    /// A program around a graph, with no training, no feed sources and one iteration.
+    pub fn new(name: impl Into<String>, graph: Graph) -> Program {
+        Program {
+            name: name.into(),
+            description: String::new(),
+            graph,
+            training: None,
+            infeeds: Vec::new(),
+            outfeeds: Vec::new(),
+            device_iterations: 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precision_and_modes_parse() {
+        for p in Precision::ALL {
+            assert_eq!(p.as_str().parse::<Precision>(), Ok(p));
+        }
+        assert!("16.8".parse::<Precision>().is_err());
+        assert_eq!(Precision::P16_32.compute(), DType::F16);
+        assert_eq!(Precision::P16_32.weights(), DType::F32);
+        for m in ["all", "last", "sum", "every:3"] {
+            assert_eq!(m.parse::<OutfeedMode>().unwrap().to_string(), m);
+        }
+        assert!("every:0".parse::<OutfeedMode>().is_err());
+        assert!("some".parse::<OutfeedMode>().is_err());
+    }
+}
