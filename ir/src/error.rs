@@ -77,4 +77,9 @@ pub enum IrError {
     /// A program-level fault (training spec, feeds) that is not tied to one op.
     #[error("{0}")]
     Program(String),
+    /// A program-level fault at one field of the program, named by its path as written in
+    /// the text format (`training.optimizer.learning_rate`, `infeeds[1].source.columns`,
+    /// `device_iterations`), so that the text layer can point at the line that holds it.
+    #[error("{field}: {message}")]
+    Field { field: String, message: String },
 }

@@ -252,6 +252,18 @@ impl Graph {
     pub fn petgraph(&self) -> &StableDiGraph<Node, u32, u32> {
         &self.g
     }
+
+    /// Raw mutable access that bypasses every invariant, so validator tests can build the
+    /// broken graphs that [`Graph::add_node`] refuses to build.
+    #[cfg(test)]
+    pub(crate) fn raw_parts_mut(
+        &mut self,
+    ) -> (
+        &mut StableDiGraph<Node, u32, u32>,
+        &mut HashMap<String, NodeId>,
+    ) {
+        (&mut self.g, &mut self.by_name)
+    }
 }
 
 /// Two graphs are equal when they have the same nodes by name: same op, phase, type, and

@@ -13,6 +13,7 @@ pub mod infer;
 pub mod models;
 pub mod op;
 pub mod program;
+pub mod validate;
 
 pub use builder::GraphBuilder;
 pub use dtype::{DType, Shape, TensorType};
@@ -23,3 +24,4 @@ pub use program::{
     Columns, DataSource, InfeedSpec, Optimizer, OutfeedMode, OutfeedSpec, Precision, Program,
     TrainingSpec,
 };
+pub use validate::{validate_graph, validate_program};

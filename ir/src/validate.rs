@@ -1,0 +1,967 @@
+//! The validator: the written invariants of a [`Graph`] and a [`Program`].
+//!
+//! Everything downstream (the training transform, the compiler, the reference interpreter, the
+//! runtime) may assume these invariants once [`validate_program`] (or [`validate_graph`] for a
+//! bare graph) has returned `Ok`: **a validated program never makes ipusim panic**. The text
+//! parser runs [`validate_program`] on every program it reads; code that builds or transforms
+//! graphs should run it between passes, as cranelift runs its verifier.
+//!
+//! # Graph invariants ([`validate_graph`])
+//!
+//! 1. Every input of every node exists, and the graph's edges are exactly the nodes' input
+//!    lists (one edge per input slot, labelled with the slot).
+//! 2. Node names are non-empty and unique, and looking a node up by name finds it.
+//! 3. The graph is acyclic.
+//! 4. Every node's stored type equals the type re-inferred from its op and its inputs' stored
+//!    types (so arity, dtypes and shapes are consistent everywhere).
+//! 5. No tensor has a zero-sized dimension (empty tensors are not supported: an `ArgMax`, a
+//!    `ReduceMax` or a softmax over nothing has no value), and none has more than
+//!    [`crate::infer::MAX_ELEMENTS`] elements.
+//! 6. Numeric attributes are usable: `ScaledAdd`'s scale is finite; variable initialisers have
+//!    finite parameters, `Uniform` has `low < high`, `Normal` has `std >= 0`.
+//! 7. `Input` stream names are non-empty and unique among inputs; `Outfeed` stream names are
+//!    non-empty and unique among outfeeds; no name is both an input and an outfeed stream.
+//! 8. `Input` nodes run in [`Phase::Step`] (an infeed delivers one micro-batch per step).
+//! 9. `Assign`'s first input is a `Variable` node, and each variable is assigned at most once
+//!    per phase.
+//! 10. A [`Phase::Step`] node never reads a [`Phase::Update`] node (the update runs after the
+//!     micro-batches of a step, so its values do not exist yet).
+//!
+//! # Program invariants ([`validate_program`])
+//!
+//! 11. The graph satisfies invariants 1-10.
+//! 12. `device_iterations >= 1`.
+//! 13. A training spec, if any: `loss` names an existing scalar floating-point node in the
+//!     step phase; learning rate finite and > 0; momentum, `beta1` and `beta2` finite and in
+//!     `[0, 1)`; Adam's epsilon finite and > 0; `loss_scaling` finite and > 0;
+//!     `gradient_accumulation >= 1`; `accumulation_dtype`, if given, is a float type.
+//! 14. Every infeed spec names an existing `Input` stream, and each stream has at most one
+//!     spec. A CSV source has a non-empty path, its stream has a leading batch dimension, and
+//!     its column selection gives exactly as many columns as one sample has elements (the
+//!     stream's shape without the batch dimension), without repeating a column name. Constant,
+//!     uniform and sequence sources have finite parameters, uniform with `low < high`.
+//! 15. Every outfeed spec names an existing `Outfeed` stream, each stream has at most one
+//!     spec, and an `every:N` mode has `N >= 1`.
+//!
+//! Program-level faults are [`IrError::Field`] errors naming the field by its path in the text
+//! format, so the text layer can point at the line that holds it.
+
+use crate::error::IrError;
+use crate::graph::{Graph, NodeId, Phase};
+use crate::infer::MAX_ELEMENTS;
+use crate::op::{Init, Op};
+use crate::program::{Columns, DataSource, OutfeedMode, Program, TrainingSpec};
+use petgraph::visit::{EdgeRef, IntoEdgeReferences};
+use std::collections::{HashMap, HashSet};
+
+/// Checks invariants 1-10 of the module documentation.
+pub fn validate_graph(graph: &Graph) -> Result<(), IrError> {
+    check_edges(graph)?;
+    check_names(graph)?;
+    check_acyclic(graph)?;
+    for (_, node) in graph.nodes() {
+        let inferred = graph.infer_node(&node.name, &node.op, &node.inputs)?;
+        if inferred != node.ty {
+            return Err(invalid(
+                &node.name,
+                &node.op,
+                format!(
+                    "stored type {} differs from the type {inferred} inferred from its inputs",
+                    node.ty
+                ),
+            ));
+        }
+        check_size(&node.name, &node.op, node)?;
+        check_attributes(&node.name, &node.op)?;
+    }
+    check_streams(graph)?;
+    check_phases_and_assigns(graph)?;
+    Ok(())
+}
+
+/// Checks invariants 1-15 of the module documentation.
+pub fn validate_program(program: &Program) -> Result<(), IrError> {
+    validate_graph(&program.graph)?;
+    if program.device_iterations == 0 {
+        return Err(field("device_iterations", "must be at least 1, got 0"));
+    }
+    if let Some(spec) = &program.training {
+        check_training(&program.graph, spec)?;
+    }
+    check_infeeds(program)?;
+    check_outfeeds(program)?;
+    Ok(())
+}
+
+fn field(path: impl Into<String>, message: impl Into<String>) -> IrError {
+    IrError::Field {
+        field: path.into(),
+        message: message.into(),
+    }
+}
+
+fn invalid(node: &str, op: &Op, message: String) -> IrError {
+    IrError::Invalid {
+        node: node.to_string(),
+        op: op.name(),
+        message,
+    }
+}
+
+/// Invariant 1.
+fn check_edges(graph: &Graph) -> Result<(), IrError> {
+    for (_, node) in graph.nodes() {
+        if let Some(missing) = node.inputs.iter().find(|&&i| graph.get(i).is_none()) {
+            return Err(IrError::UnknownInput {
+                node: node.name.clone(),
+                input: missing.to_string(),
+            });
+        }
+    }
+    let g = graph.petgraph();
+    let mut edges_into: HashMap<NodeId, usize> = HashMap::new();
+    for e in g.edge_references() {
+        let (src, dst) = (
+            NodeId(e.source().index() as u32),
+            NodeId(e.target().index() as u32),
+        );
+        let node = graph.node(dst);
+        if node.inputs.get(*e.weight() as usize) != Some(&src) {
+            return Err(invalid(
+                &node.name,
+                &node.op,
+                format!(
+                    "graph edge from '{}' into slot {} does not match the node's inputs",
+                    graph.node(src).name,
+                    e.weight()
+                ),
+            ));
+        }
+        *edges_into.entry(dst).or_default() += 1;
+    }
+    for (id, node) in graph.nodes() {
+        let n = edges_into.get(&id).copied().unwrap_or(0);
+        if n != node.inputs.len() {
+            return Err(invalid(
+                &node.name,
+                &node.op,
+                format!("node has {} inputs but {n} graph edges", node.inputs.len()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 2.
+fn check_names(graph: &Graph) -> Result<(), IrError> {
+    let mut seen = HashSet::new();
+    for (id, node) in graph.nodes() {
+        if node.name.is_empty() {
+            return Err(invalid(
+                "",
+                &node.op,
+                format!("node {id} has an empty name"),
+            ));
+        }
+        if !seen.insert(node.name.as_str()) || graph.find(&node.name) != Some(id) {
+            return Err(IrError::DuplicateName(node.name.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 3.
+fn check_acyclic(graph: &Graph) -> Result<(), IrError> {
+    let ids: Vec<NodeId> = graph.ids().collect();
+    let index: HashMap<NodeId, usize> = ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+    let inputs: Vec<Vec<usize>> = ids
+        .iter()
+        .map(|&id| {
+            graph
+                .node(id)
+                .inputs
+                .iter()
+                .filter_map(|i| index.get(i).copied())
+                .collect()
+        })
+        .collect();
+    match find_cycle(&inputs) {
+        Some(cycle) => Err(IrError::Cycle(
+            cycle
+                .iter()
+                .map(|&i| graph.node(ids[i]).name.clone())
+                .collect(),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A cycle of the graph whose node `i` reads the nodes `inputs[i]`, if there is one: the nodes
+/// in data-flow order (each feeds the next), starting at the lowest index, the first repeated
+/// at the end.
+pub(crate) fn find_cycle(inputs: &[Vec<usize>]) -> Option<Vec<usize>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnStack,
+        Done,
+    }
+    let mut mark = vec![Mark::New; inputs.len()];
+    for root in 0..inputs.len() {
+        if mark[root] != Mark::New {
+            continue;
+        }
+        // Iterative depth-first search along input edges: (node, next input to visit).
+        let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
+        mark[root] = Mark::OnStack;
+        while let Some(top) = stack.last_mut() {
+            let (node, next) = *top;
+            let Some(&child) = inputs[node].get(next) else {
+                mark[node] = Mark::Done;
+                stack.pop();
+                continue;
+            };
+            top.1 += 1;
+            match mark.get(child).copied() {
+                Some(Mark::New) => {
+                    mark[child] = Mark::OnStack;
+                    stack.push((child, 0));
+                }
+                Some(Mark::OnStack) => {
+                    // The stack from `child` to the top reads backwards along the data flow.
+                    let start = stack.iter().position(|&(n, _)| n == child).unwrap_or(0);
+                    let mut cycle: Vec<usize> = stack[start..].iter().map(|&(n, _)| n).collect();
+                    cycle.reverse();
+                    // Start at the lowest index (the first in file or id order).
+                    let first = (0..cycle.len()).min_by_key(|&i| cycle[i]).unwrap_or(0);
+                    cycle.rotate_left(first);
+                    cycle.push(cycle[0]);
+                    return Some(cycle);
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// Invariant 5.
+fn check_size(name: &str, op: &Op, node: &crate::graph::Node) -> Result<(), IrError> {
+    let dims = node.ty.shape.dims();
+    if let Some(axis) = dims.iter().position(|&d| d == 0) {
+        return Err(invalid(
+            name,
+            op,
+            format!(
+                "tensor {} has a zero-sized dimension {axis} (empty tensors are not supported)",
+                node.ty
+            ),
+        ));
+    }
+    let mut n: u128 = 1;
+    for &d in dims {
+        n = n.saturating_mul(d as u128);
+    }
+    if n > MAX_ELEMENTS as u128 {
+        return Err(invalid(
+            name,
+            op,
+            format!("tensor {} has more than 2^40 elements", node.ty),
+        ));
+    }
+    Ok(())
+}
+
+/// Invariant 6.
+fn check_attributes(name: &str, op: &Op) -> Result<(), IrError> {
+    let bad = |message: String| Err(invalid(name, op, message));
+    match op {
+        Op::ScaledAdd { scale } if !scale.is_finite() => {
+            bad(format!("scale must be finite, got {scale}"))
+        }
+        Op::Variable { init, .. } => match *init {
+            Init::Constant(v) if !v.is_finite() => {
+                bad(format!("initial value must be finite, got {v}"))
+            }
+            Init::Uniform { low, high, .. }
+                if !(low.is_finite() && high.is_finite() && low < high) =>
+            {
+                bad(format!(
+                    "uniform initialiser needs finite low < high, got [{low}, {high})"
+                ))
+            }
+            Init::Normal { mean, std, .. }
+                if !(mean.is_finite() && std.is_finite() && std >= 0.0) =>
+            {
+                bad(format!(
+                    "normal initialiser needs a finite mean and a finite std >= 0, got mean {mean}, std {std}"
+                ))
+            }
+            _ => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// Invariants 7 and 8.
+fn check_streams(graph: &Graph) -> Result<(), IrError> {
+    let mut inputs: HashMap<&str, &str> = HashMap::new();
+    let mut outfeeds: HashMap<&str, &str> = HashMap::new();
+    for (_, node) in graph.nodes() {
+        let (stream, mine, other) = match &node.op {
+            Op::Input { stream, .. } => (stream, &mut inputs, &outfeeds),
+            Op::Outfeed { stream } => (stream, &mut outfeeds, &inputs),
+            _ => continue,
+        };
+        if stream.is_empty() {
+            return Err(invalid(
+                &node.name,
+                &node.op,
+                "stream name must not be empty".into(),
+            ));
+        }
+        if let Some(first) = mine
+            .get(stream.as_str())
+            .or_else(|| other.get(stream.as_str()))
+        {
+            return Err(IrError::DuplicateStream {
+                stream: stream.clone(),
+                first: first.to_string(),
+                second: node.name.clone(),
+            });
+        }
+        mine.insert(stream, &node.name);
+        if matches!(node.op, Op::Input { .. }) && node.phase != Phase::Step {
+            return Err(invalid(
+                &node.name,
+                &node.op,
+                "an Input runs in the Step phase (one micro-batch per step)".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Invariants 9 and 10.
+fn check_phases_and_assigns(graph: &Graph) -> Result<(), IrError> {
+    let mut assigned: HashMap<(NodeId, Phase), &str> = HashMap::new();
+    for (_, node) in graph.nodes() {
+        if node.phase == Phase::Step {
+            if let Some(&late) = node
+                .inputs
+                .iter()
+                .find(|&&i| graph.node(i).phase == Phase::Update)
+            {
+                return Err(invalid(
+                    &node.name,
+                    &node.op,
+                    format!(
+                        "a Step-phase node cannot read '{}', which runs in the Update phase",
+                        graph.node(late).name
+                    ),
+                ));
+            }
+        }
+        if !matches!(node.op, Op::Assign) {
+            continue;
+        }
+        let Some(&var) = node.inputs.first() else {
+            continue; // arity is checked by re-inference
+        };
+        let target = graph.node(var);
+        if !matches!(target.op, Op::Variable { .. }) {
+            return Err(invalid(
+                &node.name,
+                &node.op,
+                format!(
+                    "the first input '{}' is a {}, not a Variable",
+                    target.name,
+                    target.op.name()
+                ),
+            ));
+        }
+        if let Some(first) = assigned.insert((var, node.phase), &node.name) {
+            return Err(invalid(
+                &node.name,
+                &node.op,
+                format!(
+                    "variable '{}' is already assigned by '{first}' in the {:?} phase",
+                    target.name, node.phase
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 13.
+fn check_training(graph: &Graph, spec: &TrainingSpec) -> Result<(), IrError> {
+    let Some(id) = graph.find(&spec.loss) else {
+        return Err(field(
+            "training.loss",
+            format!("no node is named '{}'", spec.loss),
+        ));
+    };
+    let loss = graph.node(id);
+    if loss.ty.shape.rank() != 0 || !loss.ty.dtype.is_float() {
+        return Err(field(
+            "training.loss",
+            format!(
+                "the loss '{}' must be a floating-point scalar, but has type {}",
+                spec.loss, loss.ty
+            ),
+        ));
+    }
+    if loss.phase != Phase::Step {
+        return Err(field(
+            "training.loss",
+            format!("the loss '{}' must run in the Step phase", spec.loss),
+        ));
+    }
+    let positive = |path: &str, v: f64| {
+        if v.is_finite() && v > 0.0 {
+            Ok(())
+        } else {
+            Err(field(path, format!("must be finite and > 0, got {v}")))
+        }
+    };
+    let unit = |path: &str, v: f64| {
+        if v.is_finite() && (0.0..1.0).contains(&v) {
+            Ok(())
+        } else {
+            Err(field(path, format!("must be in [0, 1), got {v}")))
+        }
+    };
+    use crate::program::Optimizer;
+    match spec.optimizer {
+        Optimizer::Sgd { learning_rate } => {
+            positive("training.optimizer.learning_rate", learning_rate)?
+        }
+        Optimizer::Momentum {
+            learning_rate,
+            momentum,
+        } => {
+            positive("training.optimizer.learning_rate", learning_rate)?;
+            unit("training.optimizer.momentum", momentum)?;
+        }
+        Optimizer::Adam {
+            learning_rate,
+            beta1,
+            beta2,
+            epsilon,
+        } => {
+            positive("training.optimizer.learning_rate", learning_rate)?;
+            unit("training.optimizer.beta1", beta1)?;
+            unit("training.optimizer.beta2", beta2)?;
+            positive("training.optimizer.epsilon", epsilon)?;
+        }
+    }
+    positive("training.loss_scaling", spec.loss_scaling)?;
+    if spec.gradient_accumulation == 0 {
+        return Err(field(
+            "training.gradient_accumulation",
+            "must be at least 1, got 0",
+        ));
+    }
+    if let Some(d) = spec.accumulation_dtype {
+        if !d.is_float() {
+            return Err(field(
+                "training.accumulation_dtype",
+                format!("gradient accumulators must be f16 or f32, got {d}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The `Input` node of each infeed stream.
+fn input_streams(graph: &Graph) -> HashMap<&str, &crate::graph::Node> {
+    graph
+        .nodes()
+        .filter_map(|(_, n)| match &n.op {
+            Op::Input { stream, .. } => Some((stream.as_str(), n)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Invariant 14.
+fn check_infeeds(program: &Program) -> Result<(), IrError> {
+    let inputs = input_streams(&program.graph);
+    let mut specified: HashSet<&str> = HashSet::new();
+    for (i, spec) in program.infeeds.iter().enumerate() {
+        let at = |f: &str| format!("infeeds[{i}].{f}");
+        let Some(node) = inputs.get(spec.stream.as_str()) else {
+            let mut known: Vec<&str> = inputs.keys().copied().collect();
+            known.sort_unstable();
+            return Err(field(
+                at("stream"),
+                format!(
+                    "no Input node reads a stream named '{}' (input streams: {})",
+                    spec.stream,
+                    list_or_none(&known)
+                ),
+            ));
+        };
+        if !specified.insert(spec.stream.as_str()) {
+            return Err(field(
+                at("stream"),
+                format!("stream '{}' already has an infeed source", spec.stream),
+            ));
+        }
+        let finite = |name: &str, v: f64| {
+            if v.is_finite() {
+                Ok(())
+            } else {
+                Err(field(
+                    at(&format!("source.{name}")),
+                    format!("must be finite, got {v}"),
+                ))
+            }
+        };
+        match &spec.source {
+            DataSource::Csv { path, columns, .. } => {
+                if path.is_empty() {
+                    return Err(field(at("source.path"), "the CSV path must not be empty"));
+                }
+                check_columns(&at("source.columns"), &spec.stream, node, columns)?;
+            }
+            DataSource::Constant(v) => {
+                if !v.is_finite() {
+                    return Err(field(at("source"), format!("must be finite, got {v}")));
+                }
+            }
+            DataSource::Uniform { low, high, .. } => {
+                finite("low", *low)?;
+                finite("high", *high)?;
+                if low >= high {
+                    return Err(field(
+                        at("source.high"),
+                        format!("uniform source needs low < high, got [{low}, {high})"),
+                    ));
+                }
+            }
+            DataSource::Sequence { start, step } => {
+                finite("start", *start)?;
+                finite("step", *step)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_columns(
+    path: &str,
+    stream: &str,
+    node: &crate::graph::Node,
+    columns: &Columns,
+) -> Result<(), IrError> {
+    let dims = node.ty.shape.dims();
+    let Some((_, sample)) = dims.split_first() else {
+        return Err(field(
+            path,
+            format!(
+                "stream '{stream}' has scalar type {}; a CSV source needs a leading batch dimension",
+                node.ty
+            ),
+        ));
+    };
+    let per_sample: usize = sample.iter().product();
+    let (given, what) = match columns {
+        Columns::Range(start, end) => {
+            if start >= end {
+                return Err(field(path, format!("column range {start}..{end} is empty")));
+            }
+            (end - start, format!("columns {start}..{end}"))
+        }
+        Columns::Names(names) => {
+            let mut seen = HashSet::new();
+            if let Some(dup) = names.iter().find(|n| !seen.insert(n.as_str())) {
+                return Err(field(path, format!("column '{dup}' is selected twice")));
+            }
+            if let Some(_empty) = names.iter().find(|n| n.is_empty()) {
+                return Err(field(path, "column names must not be empty"));
+            }
+            (names.len(), format!("{} named columns", names.len()))
+        }
+    };
+    if given != per_sample {
+        return Err(field(
+            path,
+            format!(
+                "{what} give {given} values per row, but one sample of stream '{stream}' ({}, batch dimension {}) has {per_sample} elements",
+                node.ty, dims[0]
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Invariant 15.
+fn check_outfeeds(program: &Program) -> Result<(), IrError> {
+    let mut streams: Vec<&str> = program
+        .graph
+        .nodes()
+        .filter_map(|(_, n)| match &n.op {
+            Op::Outfeed { stream } => Some(stream.as_str()),
+            _ => None,
+        })
+        .collect();
+    streams.sort_unstable();
+    let mut specified: HashSet<&str> = HashSet::new();
+    for (i, spec) in program.outfeeds.iter().enumerate() {
+        if streams.binary_search(&spec.stream.as_str()).is_err() {
+            return Err(field(
+                format!("outfeeds[{i}].stream"),
+                format!(
+                    "no Outfeed node writes a stream named '{}' (outfeed streams: {})",
+                    spec.stream,
+                    list_or_none(&streams)
+                ),
+            ));
+        }
+        if !specified.insert(spec.stream.as_str()) {
+            return Err(field(
+                format!("outfeeds[{i}].stream"),
+                format!("stream '{}' already has an outfeed mode", spec.stream),
+            ));
+        }
+        if spec.mode == OutfeedMode::Every(0) {
+            return Err(field(format!("outfeeds[{i}].mode"), "every:N needs N >= 1"));
+        }
+    }
+    Ok(())
+}
+
+fn list_or_none(names: &[&str]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::GraphBuilder;
+    use crate::dtype::{DType, Shape, TensorType};
+    use crate::models::{mlp, MlpSpec};
+    use crate::program::{InfeedSpec, Optimizer, OutfeedSpec};
+    use petgraph::stable_graph::NodeIndex;
+
+    fn small() -> Program {
+        mlp(&MlpSpec {
+            batch: 4,
+            widths: vec![6, 5, 3],
+            activation: Op::Relu,
+            input_dtype: DType::F32,
+            input_scale: 1.0,
+            seed: 1,
+        })
+        .unwrap()
+    }
+
+    fn sgd(loss: &str) -> TrainingSpec {
+        TrainingSpec {
+            loss: loss.into(),
+            optimizer: Optimizer::Sgd { learning_rate: 0.1 },
+            loss_scaling: 1.0,
+            precision: Default::default(),
+            gradient_accumulation: 1,
+            accumulation_dtype: None,
+        }
+    }
+
+    fn field_of(e: IrError) -> String {
+        match e {
+            IrError::Field { field, .. } => field,
+            other => panic!("expected a field error, got {other}"),
+        }
+    }
+
+    #[test]
+    fn generated_programs_are_valid() {
+        let mut p = small();
+        p.training = Some(sgd("loss"));
+        validate_program(&p).unwrap();
+    }
+
+    #[test]
+    fn type_drift_cycles_and_duplicate_names_are_caught() {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DType::F32, [2]).unwrap();
+        let y = b.relu(x).unwrap();
+        let z = b.relu(y).unwrap();
+        let clean = b.finish();
+
+        let mut g = clean.clone();
+        g.raw_parts_mut().0[NodeIndex::new(y.as_usize())].ty = TensorType::new(DType::F16, [2]);
+        let msg = validate_graph(&g).unwrap_err().to_string();
+        assert!(msg.contains("stored type f16[2]"), "{msg}");
+
+        let mut g = clean.clone();
+        {
+            let (raw, _) = g.raw_parts_mut();
+            raw[NodeIndex::new(y.as_usize())].inputs = vec![z];
+            let old = raw.find_edge(NodeIndex::new(x.as_usize()), NodeIndex::new(y.as_usize()));
+            raw.remove_edge(old.unwrap());
+            raw.add_edge(
+                NodeIndex::new(z.as_usize()),
+                NodeIndex::new(y.as_usize()),
+                0,
+            );
+        }
+        assert_eq!(
+            validate_graph(&g),
+            Err(IrError::Cycle(vec![
+                "relu".into(),
+                "relu_1".into(),
+                "relu".into()
+            ]))
+        );
+
+        let mut g = clean.clone();
+        g.raw_parts_mut().0[NodeIndex::new(z.as_usize())].name = "relu".into();
+        assert_eq!(
+            validate_graph(&g),
+            Err(IrError::DuplicateName("relu".into()))
+        );
+
+        let mut g = clean;
+        g.raw_parts_mut().0[NodeIndex::new(z.as_usize())].inputs = vec![NodeId(99)];
+        assert!(matches!(
+            validate_graph(&g),
+            Err(IrError::UnknownInput { .. })
+        ));
+    }
+
+    #[test]
+    fn find_cycle_reports_data_flow_order() {
+        // 0 reads 2, 2 reads 1, 1 reads 0: data flows 0 -> 1 -> 2 -> 0.
+        let inputs = vec![vec![2], vec![0], vec![1], vec![]];
+        assert_eq!(find_cycle(&inputs), Some(vec![0, 1, 2, 0]));
+        assert_eq!(find_cycle(&[vec![], vec![0], vec![0, 1]]), None);
+        assert_eq!(find_cycle(&[vec![0]]), Some(vec![0, 0]));
+    }
+
+    #[test]
+    fn streams_must_be_unique_in_both_directions() {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DType::F32, [2]).unwrap();
+        b.op("out", Op::Outfeed { stream: "x".into() }, &[x])
+            .unwrap();
+        assert_eq!(
+            validate_graph(&b.finish()),
+            Err(IrError::DuplicateStream {
+                stream: "x".into(),
+                first: "x".into(),
+                second: "out".into()
+            })
+        );
+        let mut b = GraphBuilder::new();
+        b.input("x", DType::F32, [2]).unwrap();
+        b.named(
+            "x2",
+            Op::Input {
+                stream: "x".into(),
+                dtype: DType::F32,
+                shape: Shape::new([2]),
+            },
+            &[],
+        )
+        .unwrap();
+        assert!(matches!(
+            validate_graph(&b.finish()),
+            Err(IrError::DuplicateStream { .. })
+        ));
+    }
+
+    #[test]
+    fn assigns_phases_and_empty_tensors() {
+        let mut b = GraphBuilder::new();
+        let v = b.variable("v", DType::F32, [2], Init::Zeros).unwrap();
+        let x = b.input("x", DType::F32, [2]).unwrap();
+        b.assign(v, x).unwrap();
+        validate_graph(b.graph()).unwrap();
+        b.assign(v, x).unwrap();
+        let msg = validate_graph(b.graph()).unwrap_err().to_string();
+        assert!(msg.contains("already assigned by 'assign'"), "{msg}");
+
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DType::F32, [2]).unwrap();
+        let y = b.relu(x).unwrap();
+        b.assign(y, x).unwrap();
+        let msg = validate_graph(b.graph()).unwrap_err().to_string();
+        assert!(msg.contains("'relu' is a Relu, not a Variable"), "{msg}");
+
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", DType::F32, [2]).unwrap();
+        b.set_phase(Phase::Update);
+        let u = b.relu(x).unwrap();
+        b.set_phase(Phase::Step);
+        b.relu(u).unwrap();
+        let msg = validate_graph(b.graph()).unwrap_err().to_string();
+        assert!(msg.contains("cannot read 'relu'"), "{msg}");
+
+        let mut b = GraphBuilder::new();
+        b.input("x", DType::F32, [4, 0]).unwrap();
+        let msg = validate_graph(b.graph()).unwrap_err().to_string();
+        assert!(msg.contains("zero-sized dimension 1"), "{msg}");
+
+        let mut b = GraphBuilder::new();
+        b.variable(
+            "w",
+            DType::F32,
+            [2],
+            Init::Uniform {
+                low: 1.0,
+                high: 1.0,
+                seed: 0,
+            },
+        )
+        .unwrap();
+        assert!(validate_graph(b.graph()).is_err());
+    }
+
+    #[test]
+    fn training_spec_ranges() {
+        let mut p = small();
+        for (spec, path) in [
+            (sgd("nope"), "training.loss"),
+            (sgd("dense1/matmul"), "training.loss"),
+            (
+                TrainingSpec {
+                    optimizer: Optimizer::Sgd {
+                        learning_rate: f64::NAN,
+                    },
+                    ..sgd("loss")
+                },
+                "training.optimizer.learning_rate",
+            ),
+            (
+                TrainingSpec {
+                    optimizer: Optimizer::Momentum {
+                        learning_rate: 0.1,
+                        momentum: 1.0,
+                    },
+                    ..sgd("loss")
+                },
+                "training.optimizer.momentum",
+            ),
+            (
+                TrainingSpec {
+                    optimizer: Optimizer::Adam {
+                        learning_rate: 0.1,
+                        beta1: 0.9,
+                        beta2: 0.999,
+                        epsilon: 0.0,
+                    },
+                    ..sgd("loss")
+                },
+                "training.optimizer.epsilon",
+            ),
+            (
+                TrainingSpec {
+                    loss_scaling: f64::INFINITY,
+                    ..sgd("loss")
+                },
+                "training.loss_scaling",
+            ),
+            (
+                TrainingSpec {
+                    gradient_accumulation: 0,
+                    ..sgd("loss")
+                },
+                "training.gradient_accumulation",
+            ),
+            (
+                TrainingSpec {
+                    accumulation_dtype: Some(DType::I32),
+                    ..sgd("loss")
+                },
+                "training.accumulation_dtype",
+            ),
+        ] {
+            p.training = Some(spec);
+            assert_eq!(field_of(validate_program(&p).unwrap_err()), path);
+        }
+        p.training = None;
+        p.device_iterations = 0;
+        assert_eq!(
+            field_of(validate_program(&p).unwrap_err()),
+            "device_iterations"
+        );
+    }
+
+    #[test]
+    fn feeds_name_streams_and_match_sample_sizes() {
+        let csv = |columns| DataSource::Csv {
+            path: "d.csv".into(),
+            columns,
+            header: true,
+        };
+        let mut p = small();
+        p.infeeds = vec![
+            InfeedSpec {
+                stream: "features".into(),
+                source: csv(Columns::Range(0, 6)),
+            },
+            InfeedSpec {
+                stream: "labels".into(),
+                source: csv(Columns::Names(vec!["y".into()])),
+            },
+        ];
+        p.outfeeds = vec![OutfeedSpec {
+            stream: "loss".into(),
+            mode: OutfeedMode::Every(2),
+        }];
+        validate_program(&p).unwrap();
+
+        let mut q = p.clone();
+        q.infeeds[0].source = csv(Columns::Range(0, 5));
+        let e = validate_program(&q).unwrap_err();
+        assert!(e.to_string().contains("give 5 values per row"), "{e}");
+        assert_eq!(field_of(e), "infeeds[0].source.columns");
+
+        let mut q = p.clone();
+        q.infeeds[1].stream = "features".into();
+        assert_eq!(
+            field_of(validate_program(&q).unwrap_err()),
+            "infeeds[1].stream"
+        );
+
+        let mut q = p.clone();
+        q.infeeds[1].stream = "labelz".into();
+        let e = validate_program(&q).unwrap_err();
+        assert!(
+            e.to_string().contains("input streams: features, labels"),
+            "{e}"
+        );
+
+        let mut q = p.clone();
+        q.outfeeds[0].stream = "features".into();
+        assert_eq!(
+            field_of(validate_program(&q).unwrap_err()),
+            "outfeeds[0].stream"
+        );
+
+        let mut q = p.clone();
+        q.outfeeds[0].mode = OutfeedMode::Every(0);
+        assert_eq!(
+            field_of(validate_program(&q).unwrap_err()),
+            "outfeeds[0].mode"
+        );
+
+        let mut q = p;
+        q.infeeds[0].source = DataSource::Uniform {
+            low: 1.0,
+            high: 0.0,
+            seed: 3,
+        };
+        assert_eq!(
+            field_of(validate_program(&q).unwrap_err()),
+            "infeeds[0].source.high"
+        );
+    }
+}
