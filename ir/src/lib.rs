@@ -13,6 +13,7 @@ pub mod infer;
 pub mod models;
 pub mod op;
 pub mod program;
+pub mod text;
 pub mod validate;
 
 pub use builder::GraphBuilder;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 /// How a variable is initialised. Values are materialised by the simulator (the IR holds no
 /// values); the same initialiser and seed always give the same values.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub enum Init {
     /// All zeros.
     Zeros,
@@ -56,6 +57,7 @@ pub enum Activation {
 
 /// An operation. See each variant for its inputs (in order) and attributes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub enum Op {
     /// A host-to-device stream (infeed): one micro-batch per step. No inputs.
     Input {

@@ -88,6 +88,7 @@ impl<'de> Deserialize<'de> for Precision {
 
 /// The optimizer of a training step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub enum Optimizer {
     /// `w -= lr * g`.
     Sgd { learning_rate: f64 },
@@ -117,6 +118,7 @@ fn default_epsilon() -> f64 {
 
 /// What turns a forward graph into a training step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TrainingSpec {
     /// Name of the scalar loss node.
     pub loss: String,
@@ -155,6 +157,7 @@ pub enum Columns {
 
 /// Where an infeed's data comes from on the host.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub enum DataSource {
     /// Rows of a CSV file (path relative to the program file); each row gives one sample
     /// (the stream's shape without its leading batch dimension). Wraps around at the end.
@@ -178,6 +181,7 @@ fn yes() -> bool {
 
 /// The host-side source of one infeed stream.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct InfeedSpec {
     /// The stream name (an `Input` node's `stream`).
     pub stream: String,
@@ -243,6 +247,7 @@ impl<'de> Deserialize<'de> for OutfeedMode {
 
 /// The default host-side mode of one outfeed stream.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct OutfeedSpec {
     /// The stream name (an `Outfeed` node's `stream`).
     pub stream: String,

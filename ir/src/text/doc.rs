@@ -1,0 +1,249 @@
+//! The program document as written: serde types that mirror the file layout (nodes by name,
+//! in any order), and the conversions between a document and a [`Program`].
+//!
+//! Reading resolves input names, orders the nodes topologically (ties in file order), adds
+//! them to a [`Graph`] (which infers every type) and validates the program; each fault is
+//! reported at the line where the user wrote the node or field. Writing orders the nodes
+//! topologically (ties by node id), so the text of a program is stable.
+
+use super::error::{did_you_mean, ErrorKind, ProgramError};
+use super::locate::SourceMap;
+use crate::graph::{Graph, NodeId, Phase};
+use crate::op::Op;
+use crate::program::{InfeedSpec, OutfeedSpec, Program, TrainingSpec};
+use crate::validate::{find_cycle, validate_program};
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+/// The top-level `Program(...)` value of a program file.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename = "Program", deny_unknown_fields)]
+pub(crate) struct ProgramDoc {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(default = "one")]
+    pub device_iterations: u32,
+    pub nodes: Vec<NodeDoc>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub infeeds: Vec<InfeedSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outfeeds: Vec<OutfeedSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training: Option<TrainingSpec>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One node as written: `(name: "y", op: Add, inputs: ["a", "b"], phase: Update)`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename = "Node", deny_unknown_fields)]
+pub(crate) struct NodeDoc {
+    pub name: String,
+    pub op: Op,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_step")]
+    pub phase: Phase,
+}
+
+fn is_step(p: &Phase) -> bool {
+    *p == Phase::Step
+}
+
+/// Builds and validates the program a document describes.
+pub(crate) fn build(doc: ProgramDoc, map: &SourceMap) -> Result<Program, ProgramError> {
+    let n = doc.nodes.len();
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
+    for (i, node) in doc.nodes.iter().enumerate() {
+        let path = format!("nodes[{i}].name");
+        if node.name.is_empty() {
+            return Err(map.at(&path, ErrorKind::Invalid, "node names must not be empty"));
+        }
+        if let Some(&first) = index.get(node.name.as_str()) {
+            return Err(map
+                .at(
+                    &path,
+                    ErrorKind::DuplicateName,
+                    format!("duplicate node name '{}'", node.name),
+                )
+                .note(format!(
+                    "'{}' is first defined at line {}",
+                    node.name,
+                    map.line_of(&format!("nodes[{first}].name"))
+                )));
+        }
+        index.insert(&node.name, i);
+    }
+
+    // Resolve input names to document indices.
+    let mut inputs: Vec<Vec<usize>> = Vec::with_capacity(n);
+    for (i, node) in doc.nodes.iter().enumerate() {
+        let mut resolved = Vec::with_capacity(node.inputs.len());
+        for (k, name) in node.inputs.iter().enumerate() {
+            let Some(&j) = index.get(name.as_str()) else {
+                let mut e = map.at(
+                    &format!("nodes[{i}].inputs[{k}]"),
+                    ErrorKind::MissingInput,
+                    format!(
+                        "node '{}' ({}): missing input '{name}': no node has that name",
+                        node.name,
+                        node.op.name()
+                    ),
+                );
+                if let Some(s) = did_you_mean(name, doc.nodes.iter().map(|n| n.name.as_str())) {
+                    e = e.help(format!("did you mean '{s}'?"));
+                }
+                return Err(e);
+            };
+            resolved.push(j);
+        }
+        inputs.push(resolved);
+    }
+
+    let order = topo_order(&inputs).map_err(|cycle| cycle_error(&doc, &inputs, &cycle, map))?;
+
+    let mut slots: Vec<Option<NodeDoc>> = doc.nodes.into_iter().map(Some).collect();
+    let mut ids: Vec<Option<NodeId>> = vec![None; n];
+    let mut graph = Graph::new();
+    for i in order {
+        let Some(node) = slots[i].take() else {
+            continue;
+        };
+        let input_ids: Vec<NodeId> = inputs[i].iter().filter_map(|&j| ids[j]).collect();
+        let id = graph
+            .add_node_in(node.phase, node.name, node.op, &input_ids)
+            .map_err(|e| map.ir_error(&e, true))?;
+        ids[i] = Some(id);
+    }
+
+    let program = Program {
+        name: doc.name,
+        description: doc.description,
+        graph,
+        training: doc.training,
+        infeeds: doc.infeeds,
+        outfeeds: doc.outfeeds,
+        device_iterations: doc.device_iterations,
+    };
+    validate_program(&program).map_err(|e| map.ir_error(&e, false))?;
+    Ok(program)
+}
+
+/// Kahn's algorithm over document indices, smallest index first among the ready nodes; the
+/// cycle found when some nodes are never ready.
+fn topo_order(inputs: &[Vec<usize>]) -> Result<Vec<usize>, Vec<usize>> {
+    let n = inputs.len();
+    let mut pending: Vec<usize> = inputs.iter().map(Vec::len).collect();
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, ins) in inputs.iter().enumerate() {
+        for &j in ins {
+            consumers[j].push(i);
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<usize>> =
+        (0..n).filter(|&i| pending[i] == 0).map(Reverse).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &c in &consumers[i] {
+            pending[c] -= 1;
+            if pending[c] == 0 {
+                ready.push(Reverse(c));
+            }
+        }
+    }
+    if order.len() == n {
+        Ok(order)
+    } else {
+        Err(find_cycle(inputs).unwrap_or_default())
+    }
+}
+
+fn cycle_error(
+    doc: &ProgramDoc,
+    inputs: &[Vec<usize>],
+    cycle: &[usize],
+    map: &SourceMap,
+) -> ProgramError {
+    let name = |i: usize| doc.nodes.get(i).map_or("?", |n| n.name.as_str());
+    let names: Vec<String> = cycle.iter().map(|&i| format!("'{}'", name(i))).collect();
+    // Point at the first node's input that closes the cycle.
+    let (first, last) = match cycle {
+        [first, .., last, _] => (*first, *last),
+        [first, _] => (*first, *first),
+        _ => (0, 0),
+    };
+    let slot = inputs
+        .get(first)
+        .and_then(|ins| ins.iter().position(|&j| j == last))
+        .unwrap_or(0);
+    let mut e = map.at(
+        &format!("nodes[{first}].inputs[{slot}]"),
+        ErrorKind::Cycle,
+        format!("nodes form a cycle: {}", names.join(" -> ")),
+    );
+    for pair in cycle.windows(2) {
+        e = e.note(format!(
+            "line {}: '{}' reads '{}'",
+            map.line_of(&format!("nodes[{}].name", pair[1])),
+            name(pair[1]),
+            name(pair[0])
+        ));
+    }
+    e
+}
+
+/// The document of a program: nodes in a stable topological order.
+pub(crate) fn from_program(program: &Program) -> ProgramDoc {
+    let g = &program.graph;
+    let nodes = stable_order(g)
+        .into_iter()
+        .map(|id| {
+            let node = g.node(id);
+            NodeDoc {
+                name: node.name.clone(),
+                op: node.op.clone(),
+                inputs: node
+                    .inputs
+                    .iter()
+                    .map(|&i| g.get(i).map_or_else(String::new, |n| n.name.clone()))
+                    .collect(),
+                phase: node.phase,
+            }
+        })
+        .collect();
+    ProgramDoc {
+        name: program.name.clone(),
+        description: program.description.clone(),
+        device_iterations: program.device_iterations,
+        nodes,
+        infeeds: program.infeeds.clone(),
+        outfeeds: program.outfeeds.clone(),
+        training: program.training.clone(),
+    }
+}
+
+/// Node ids in topological order, smallest id first among the ready nodes (plain id order,
+/// for a graph that is not acyclic).
+fn stable_order(g: &Graph) -> Vec<NodeId> {
+    let ids: Vec<NodeId> = g.ids().collect();
+    let pos: HashMap<NodeId, usize> = ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+    let inputs: Vec<Vec<usize>> = ids
+        .iter()
+        .map(|&id| {
+            g.node(id)
+                .inputs
+                .iter()
+                .filter_map(|i| pos.get(i).copied())
+                .collect()
+        })
+        .collect();
+    match topo_order(&inputs) {
+        Ok(order) => order.into_iter().map(|i| ids[i]).collect(),
+        Err(_) => ids,
+    }
+}

@@ -1,0 +1,343 @@
+//! Maps faults back to the source: `ron` errors by their spans, IR errors by the node or field
+//! they name, through the [`outline`](super::outline) of the document.
+
+use super::error::{did_you_mean, ErrorKind, ProgramError};
+use super::outline::{is_blank, outline, parse_path, Item, Span, Value};
+use crate::dtype::DType;
+use crate::error::IrError;
+use crate::op::Op;
+use std::collections::HashMap;
+
+/// A program's source with its outline and the document index of every node name.
+pub(crate) struct SourceMap<'a> {
+    file: &'a str,
+    src: &'a str,
+    root: Item,
+    /// First document index of each node name (as written in `nodes[i].name`).
+    nodes: HashMap<String, usize>,
+}
+
+impl<'a> SourceMap<'a> {
+    pub(crate) fn new(file: &'a str, src: &'a str) -> SourceMap<'a> {
+        let root = outline(src);
+        let mut nodes = HashMap::new();
+        let (list, matched) = root.resolve(&parse_path("nodes"));
+        if matched == 1 {
+            if let Value::List(items) = &list.value {
+                for (i, item) in items.iter().enumerate() {
+                    let (name, m) = item.resolve(&parse_path("name"));
+                    if m == 1 {
+                        if let Some(text) = string_at(src, name.span) {
+                            nodes.entry(text).or_insert(i);
+                        }
+                    }
+                }
+            }
+        }
+        SourceMap {
+            file,
+            src,
+            root,
+            nodes,
+        }
+    }
+
+    /// The span of the deepest item along `path` (the whole document if nothing matches).
+    fn span(&self, path: &str) -> Span {
+        self.root.resolve(&parse_path(path)).0.span
+    }
+
+    /// An error at the item a field path names.
+    pub(crate) fn at(
+        &self,
+        path: &str,
+        kind: ErrorKind,
+        message: impl Into<String>,
+    ) -> ProgramError {
+        ProgramError::at_span(self.file, self.src, self.span(path), kind, message)
+    }
+
+    /// The line of the item a field path names.
+    pub(crate) fn line_of(&self, path: &str) -> usize {
+        self.span(path).start.line
+    }
+
+    fn node_path(&self, node: &str, sub: &str) -> String {
+        match self.nodes.get(node) {
+            Some(i) if sub.is_empty() => format!("nodes[{i}]"),
+            Some(i) => format!("nodes[{i}].{sub}"),
+            None => String::new(),
+        }
+    }
+
+    /// The source error for an IR error; `inference` says it came from type inference while
+    /// building the graph (so `Invalid` is a bad shape or attribute, not a broken invariant).
+    pub(crate) fn ir_error(&self, err: &IrError, inference: bool) -> ProgramError {
+        let message = err.to_string();
+        let (path, kind) = match err {
+            IrError::DTypeMismatch { node, b, .. } => (
+                self.node_path(node, &format!("inputs[{}]", b.index)),
+                ErrorKind::Type,
+            ),
+            IrError::BadDType { node, input, .. } => (
+                self.node_path(node, &format!("inputs[{}]", input.index)),
+                ErrorKind::Type,
+            ),
+            IrError::ShapeMismatch { node, b, .. } => (
+                self.node_path(node, &format!("inputs[{}]", b.index)),
+                ErrorKind::Shape,
+            ),
+            IrError::Arity { node, .. } => (self.node_path(node, "inputs"), ErrorKind::Shape),
+            IrError::Invalid { node, .. } => (
+                self.node_path(node, "op"),
+                if inference {
+                    ErrorKind::Shape
+                } else {
+                    ErrorKind::Invalid
+                },
+            ),
+            IrError::DuplicateName(name) => {
+                (self.node_path(name, "name"), ErrorKind::DuplicateName)
+            }
+            IrError::UnknownInput { node, .. } => {
+                (self.node_path(node, "inputs"), ErrorKind::MissingInput)
+            }
+            IrError::DuplicateStream { second, .. } => (
+                self.node_path(second, "op.stream"),
+                ErrorKind::DuplicateStream,
+            ),
+            IrError::Cycle(names) => (
+                names
+                    .first()
+                    .map(|n| self.node_path(n, "name"))
+                    .unwrap_or_default(),
+                ErrorKind::Cycle,
+            ),
+            IrError::Field { field, .. } => (field.clone(), ErrorKind::Invalid),
+            IrError::Program(_) => (String::new(), ErrorKind::Invalid),
+        };
+        let mut e = self.at(&path, kind, message);
+        if let IrError::DuplicateStream { first, .. } = err {
+            e = e.note(format!(
+                "the stream is first used by '{first}' at line {}",
+                self.line_of(&self.node_path(first, "op.stream"))
+            ));
+        }
+        if let IrError::DTypeMismatch { a, b, .. } = err {
+            e = e.help(format!(
+                "cast one input explicitly, e.g. (name: \"{}_{}\", op: Cast(dtype: {:?}), inputs: [\"{}\"])",
+                b.name, a.ty.dtype, a.ty.dtype, b.name
+            ));
+        }
+        e
+    }
+
+    /// True when nothing but whitespace and comments follows `line:col` (1-based).
+    fn rest_is_blank(&self, line: usize, col: usize) -> bool {
+        let mut offset = 0;
+        for (i, l) in self.src.split_inclusive('\n').enumerate() {
+            if i + 1 == line {
+                offset += l
+                    .char_indices()
+                    .nth(col.saturating_sub(1))
+                    .map_or(l.len(), |(o, _)| o);
+                break;
+            }
+            offset += l.len();
+        }
+        is_blank(self.src.get(offset..).unwrap_or(""))
+    }
+
+    /// The path of the innermost field whose value contains `pos`, e.g. `nodes[1].op.axis`.
+    fn path_at(&self, line: usize, col: usize) -> Option<String> {
+        fn contains(span: Span, line: usize, col: usize) -> bool {
+            (span.start.line, span.start.col) <= (line, col)
+                && (line, col) < (span.end.line, span.end.col)
+        }
+        let mut path = String::new();
+        let mut item = &self.root;
+        'descend: loop {
+            let children: Vec<(String, &Item)> = match &item.value {
+                Value::Struct { fields, .. } => fields
+                    .iter()
+                    .map(|f| (format!(".{}", f.key), &f.value))
+                    .collect(),
+                Value::Tuple { items, .. } | Value::List(items) => items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (format!("[{i}]"), v))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for (seg, child) in children {
+                if contains(child.span, line, col) {
+                    // `Some(x)` and similar one-item wrappers add no path segment.
+                    if !matches!(&item.value, Value::Tuple { name: Some(n), .. } if n == "Some") {
+                        path.push_str(&seg);
+                    }
+                    item = child;
+                    continue 'descend;
+                }
+            }
+            break;
+        }
+        let path = path.trim_start_matches('.').to_string();
+        if path.is_empty() {
+            return None;
+        }
+        // Name the node when the path is inside one.
+        let node = path.strip_prefix("nodes[").and_then(|rest| {
+            let i: usize = rest.split(']').next()?.parse().ok()?;
+            self.nodes
+                .iter()
+                .find(|&(_, &j)| j == i)
+                .map(|(n, _)| n.clone())
+        });
+        Some(match node {
+            Some(n) => format!("{path} (node '{n}')"),
+            None => path,
+        })
+    }
+
+    /// The source error for a `ron` parse or deserialization error.
+    pub(crate) fn ron_error(&self, err: &ron::error::SpannedError) -> ProgramError {
+        use ron::error::Error as E;
+        let mut start = err.span.start;
+        // ron's spans start before the whitespace that precedes the faulty token: skip it.
+        if let Some(line) = self.src.lines().nth(start.line.saturating_sub(1)) {
+            let blanks = line
+                .chars()
+                .skip(start.col.saturating_sub(1))
+                .take_while(|c| c.is_whitespace())
+                .count();
+            if start.col + blanks <= line.chars().count() {
+                start.col += blanks;
+            }
+        }
+        let width = if err.span.end.line == start.line {
+            err.span.end.col.saturating_sub(start.col)
+        } else {
+            1
+        };
+        let at = |kind, message: String| {
+            ProgramError::at(
+                self.file, self.src, start.line, start.col, width, kind, message,
+            )
+        };
+        let e = match &err.code {
+            E::NoSuchEnumVariant {
+                expected,
+                found,
+                outer,
+            } => {
+                let what = outer.as_deref().unwrap_or("");
+                let (kind, noun) = if *expected == Op::NAMES || what == "Op" {
+                    (ErrorKind::UnknownOp, "op".to_string())
+                } else if what == "DType" {
+                    (ErrorKind::UnknownDType, "dtype".to_string())
+                } else if what.is_empty() {
+                    (ErrorKind::Syntax, "variant".to_string())
+                } else {
+                    (ErrorKind::Syntax, format!("{what} variant"))
+                };
+                let mut e = at(kind, format!("unknown {noun} '{found}'"));
+                if let Some(s) = did_you_mean(found, expected.iter().copied()) {
+                    e = e.help(format!("did you mean '{s}'?"));
+                }
+                let names = if kind == ErrorKind::UnknownDType {
+                    DType::ALL
+                        .iter()
+                        .map(|d| format!("{d:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                } else {
+                    expected.join(", ")
+                };
+                e.note(format!("the valid {noun}s are: {names}"))
+            }
+            E::NoSuchStructField {
+                expected,
+                found,
+                outer,
+            } => {
+                let mut e = at(
+                    ErrorKind::Syntax,
+                    format!("unknown field '{found}'{}", in_outer(outer)),
+                );
+                if let Some(s) = did_you_mean(found, expected.iter().copied()) {
+                    e = e.help(format!("did you mean '{s}'?"));
+                }
+                e.note(format!("the fields are: {}", expected.join(", ")))
+            }
+            E::MissingStructField { field, outer } => at(
+                ErrorKind::Syntax,
+                format!("missing field '{field}'{}", in_outer(outer)),
+            ),
+            E::DuplicateStructField { field, outer } => at(
+                ErrorKind::Syntax,
+                format!("field '{field}' is given twice{}", in_outer(outer)),
+            ),
+            E::InvalidValueForType { expected, found } => at(
+                ErrorKind::Syntax,
+                format!("expected {expected}, found {found}"),
+            ),
+            E::ExpectedComma => {
+                let mut e = at(ErrorKind::Syntax, "expected `,`".to_string());
+                let first_on_line = self
+                    .src
+                    .lines()
+                    .nth(start.line.saturating_sub(1))
+                    .map(|l| l.chars().take_while(|c| c.is_whitespace()).count() + 1);
+                if first_on_line == Some(start.col) && start.line > 1 {
+                    e = e.help(format!(
+                        "items are separated by commas: is one missing at the end of line {}?",
+                        start.line - 1
+                    ));
+                }
+                e
+            }
+            _ if is_blank(self.src) => at(
+                ErrorKind::Syntax,
+                "the file is empty (expected `Program(...)`)".to_string(),
+            ),
+            _ if self.rest_is_blank(start.line, start.col) => at(
+                ErrorKind::Syntax,
+                "unexpected end of file (is a closing `)` or `]` missing?)".to_string(),
+            ),
+            other => at(ErrorKind::Syntax, lower_first(&other.to_string())),
+        };
+        // Say which field was being read when a value has the wrong form.
+        match (&err.code, self.path_at(start.line, start.col)) {
+            (
+                E::ExpectedComma
+                | E::NoSuchStructField { .. }
+                | E::NoSuchEnumVariant { .. }
+                | E::Eof,
+                _,
+            )
+            | (_, None) => e,
+            (_, Some(path)) => e.note(format!("while reading {path}")),
+        }
+    }
+}
+
+fn in_outer(outer: &Option<String>) -> String {
+    outer
+        .as_deref()
+        .map(|o| format!(" in {o}"))
+        .unwrap_or_default()
+}
+
+fn lower_first(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// The value of the string literal at `span`, if it is one.
+fn string_at(src: &str, span: Span) -> Option<String> {
+    let text = src.get(span.start.offset..span.end.offset)?;
+    ron::from_str::<String>(text).ok()
+}
