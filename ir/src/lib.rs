@@ -7,12 +7,16 @@
 
 pub mod builder;
 pub mod dtype;
+pub mod effective;
 pub mod error;
 pub mod graph;
 pub mod infer;
+pub mod lint;
 pub mod models;
 pub mod op;
+pub mod op_tour;
 pub mod program;
+pub mod summary;
 pub mod text;
 pub mod validate;
 

@@ -132,6 +132,26 @@ impl<'a> SourceMap<'a> {
         e
     }
 
+    /// The op name that ends just before `line:col` (1-based), with its column.
+    fn op_before(&self, line: usize, col: usize) -> Option<(usize, &'static str)> {
+        let text = self.src.lines().nth(line.checked_sub(1)?)?;
+        let before: Vec<char> = text.chars().take(col.saturating_sub(1)).collect();
+        let end = before.len()
+            - before
+                .iter()
+                .rev()
+                .take_while(|c| c.is_whitespace())
+                .count();
+        let ident_len = before[..end]
+            .iter()
+            .rev()
+            .take_while(|c| c.is_alphanumeric() || **c == '_')
+            .count();
+        let ident: String = before[end - ident_len..end].iter().collect();
+        let op = Op::NAMES.iter().find(|&&n| n == ident)?;
+        Some((end - ident_len + 1, op))
+    }
+
     /// True when nothing but whitespace and comments follows `line:col` (1-based).
     fn rest_is_blank(&self, line: usize, col: usize) -> bool {
         let mut offset = 0;
@@ -296,6 +316,22 @@ impl<'a> SourceMap<'a> {
                 }
                 e
             }
+            E::ExpectedStructLike => match self.op_before(start.line, start.col) {
+                // `op: Name` for an op with attributes: point at the name.
+                Some((col, op)) => ProgramError::at(
+                    self.file,
+                    self.src,
+                    start.line,
+                    col,
+                    op.len(),
+                    ErrorKind::Syntax,
+                    format!("op '{op}' has attributes and needs parentheses"),
+                )
+                .help(format!(
+                    "write `{op}()` for its default attributes, or give them: see docs/program-format.md"
+                )),
+                None => at(ErrorKind::Syntax, lower_first(&err.code.to_string())),
+            },
             _ if is_blank(self.src) => at(
                 ErrorKind::Syntax,
                 "the file is empty (expected `Program(...)`)".to_string(),
@@ -307,7 +343,8 @@ impl<'a> SourceMap<'a> {
             other => at(ErrorKind::Syntax, lower_first(&other.to_string())),
         };
         // Say which field was being read when a value has the wrong form.
-        match (&err.code, self.path_at(start.line, start.col)) {
+        let path = self.path_at(start.line, start.col);
+        match (&err.code, path) {
             (
                 E::ExpectedComma
                 | E::NoSuchStructField { .. }
