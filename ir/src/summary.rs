@@ -73,8 +73,10 @@ pub struct InfeedSummary {
     /// The `Input` node.
     pub node: String,
     /// Dtype on the host link (under the precision policy).
+    #[serde(serialize_with = "dtype_name")]
     pub dtype: DType,
     /// Dtype as written.
+    #[serde(serialize_with = "dtype_name")]
     pub written_dtype: DType,
     /// Shape of one micro-batch.
     pub shape: Vec<usize>,
@@ -92,7 +94,11 @@ pub struct OutfeedSummary {
     /// The `Outfeed` node.
     pub node: String,
     /// Dtype on the host link (under the precision policy).
+    #[serde(serialize_with = "dtype_name")]
     pub dtype: DType,
+    /// Dtype as written.
+    #[serde(serialize_with = "dtype_name")]
+    pub written_dtype: DType,
     /// Shape of one entry.
     pub shape: Vec<usize>,
     /// Bytes per entry.
@@ -113,15 +119,23 @@ pub struct TrainingSummary {
     /// Precision policy (`16.16`, `16.32`, `32.32`).
     pub precision: String,
     /// Compute dtype of the policy.
+    #[serde(serialize_with = "dtype_name")]
     pub compute_dtype: DType,
     /// Weight dtype of the policy.
+    #[serde(serialize_with = "dtype_name")]
     pub weight_dtype: DType,
     /// Static loss scaling factor.
     pub loss_scaling: f64,
     /// Micro-batches per weight update.
     pub gradient_accumulation: u32,
     /// Dtype of the gradient accumulators.
+    #[serde(serialize_with = "dtype_name")]
     pub accumulation_dtype: DType,
+}
+
+/// Dtypes serialise by their lower-case names (`f16`), as in messages and reports.
+fn dtype_name<S: serde::Serializer>(d: &DType, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(d.name())
 }
 
 /// Summarises a program; call it on a validated program.
@@ -165,6 +179,7 @@ pub fn summarize(program: &Program) -> ProgramSummary {
                 stream: stream.clone(),
                 node: node.name.clone(),
                 dtype,
+                written_dtype: node.ty.dtype,
                 shape: node.ty.shape.dims().to_vec(),
                 bytes_per_entry: bytes,
                 mode: program

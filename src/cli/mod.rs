@@ -5,6 +5,8 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod check;
+
 /// Exit code for success.
 pub const EXIT_OK: i32 = 0;
 /// Exit code for any error (bad input, bad flags, I/O).
@@ -22,7 +24,11 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {}
+enum Command {
+    /// Validate a program file and print a summary: ops, parameters, streams, training,
+    /// numerical lint warnings.
+    Check(check::CheckArgs),
+}
 
 /// Parses the process arguments, runs the subcommand and returns the exit code.
 pub fn main() -> i32 {
@@ -34,5 +40,7 @@ pub fn main() -> i32 {
             return code;
         }
     };
-    match cli.command {}
+    match cli.command {
+        Command::Check(args) => check::run(&args),
+    }
 }

@@ -168,8 +168,9 @@ impl<'a> SourceMap<'a> {
         is_blank(self.src.get(offset..).unwrap_or(""))
     }
 
-    /// The path of the innermost field whose value contains `pos`, e.g. `nodes[1].op.axis`.
-    fn path_at(&self, line: usize, col: usize) -> Option<String> {
+    /// The innermost item whose span contains `line:col`, and its path (e.g.
+    /// `nodes[1].op.axis`; `Some(x)` wrappers add no segment).
+    fn innermost(&self, line: usize, col: usize) -> (String, &Item) {
         fn contains(span: Span, line: usize, col: usize) -> bool {
             (span.start.line, span.start.col) <= (line, col)
                 && (line, col) < (span.end.line, span.end.col)
@@ -191,7 +192,6 @@ impl<'a> SourceMap<'a> {
             };
             for (seg, child) in children {
                 if contains(child.span, line, col) {
-                    // `Some(x)` and similar one-item wrappers add no path segment.
                     if !matches!(&item.value, Value::Tuple { name: Some(n), .. } if n == "Some") {
                         path.push_str(&seg);
                     }
@@ -201,7 +201,13 @@ impl<'a> SourceMap<'a> {
             }
             break;
         }
-        let path = path.trim_start_matches('.').to_string();
+        (path.trim_start_matches('.').to_string(), item)
+    }
+
+    /// The path of the innermost field whose value contains `line:col`, naming the node when
+    /// it is inside one: `nodes[1].op.axis (node 'probs')`.
+    fn path_at(&self, line: usize, col: usize) -> Option<String> {
+        let (path, _) = self.innermost(line, col);
         if path.is_empty() {
             return None;
         }
@@ -234,11 +240,27 @@ impl<'a> SourceMap<'a> {
                 start.col += blanks;
             }
         }
-        let width = if err.span.end.line == start.line {
+        let mut width = if err.span.end.line == start.line {
             err.span.end.col.saturating_sub(start.col)
         } else {
             1
         };
+        // A value of the wrong form: underline the whole value and quote it.
+        let mut found = String::new();
+        if !matches!(
+            err.code,
+            E::ExpectedComma | E::NoSuchStructField { .. } | E::Eof | E::ExpectedStructLike
+        ) {
+            let (_, item) = self.innermost(start.line, start.col);
+            let span = item.span;
+            if matches!(item.value, Value::Atom) && span.start.line == span.end.line {
+                start.col = span.start.col;
+                width = span.end.col.saturating_sub(span.start.col);
+                if let Some(text) = self.src.get(span.start.offset..span.end.offset) {
+                    found = format!(", found `{text}`");
+                }
+            }
+        }
         let at = |kind, message: String| {
             ProgramError::at(
                 self.file, self.src, start.line, start.col, width, kind, message,
@@ -339,6 +361,15 @@ impl<'a> SourceMap<'a> {
             _ if self.rest_is_blank(start.line, start.col) => at(
                 ErrorKind::Syntax,
                 "unexpected end of file (is a closing `)` or `]` missing?)".to_string(),
+            ),
+            E::ExpectedInteger
+            | E::ExpectedFloat
+            | E::ExpectedString
+            | E::ExpectedBoolean
+            | E::ExpectedArray
+            | E::IntegerOutOfBounds => at(
+                ErrorKind::Syntax,
+                format!("{}{found}", lower_first(&err.code.to_string())),
             ),
             other => at(ErrorKind::Syntax, lower_first(&other.to_string())),
         };

@@ -159,8 +159,9 @@ pub fn is_blank(src: &str) -> bool {
     lex(src).is_empty()
 }
 
-/// Nesting deeper than this is outlined as an atom (ron's own recursion limit is lower).
-const MAX_DEPTH: usize = 512;
+/// Nesting deeper than this is outlined as an atom: ron refuses documents nested deeper than
+/// its recursion limit (128), and this keeps the recursion well inside a 2 MiB thread stack.
+const MAX_DEPTH: usize = 160;
 
 struct Parser {
     tokens: Vec<Token>,
@@ -195,6 +196,26 @@ impl Parser {
     fn value(&mut self, depth: usize) -> Option<Item> {
         let first = self.peek()?.clone();
         let start = first.span.start;
+        if depth >= MAX_DEPTH {
+            // Too deep to outline (and far deeper than ron accepts): one atom.
+            self.at += 1;
+            let close = match first.tok {
+                Tok::Punct('(') => Some(')'),
+                Tok::Punct('[') => Some(']'),
+                Tok::Punct('{') => Some('}'),
+                _ => None,
+            };
+            if let Some(close) = close {
+                self.skip_balanced(close);
+            }
+            return Some(Item {
+                span: Span {
+                    start,
+                    end: self.span_from(self.at.saturating_sub(1)).end,
+                },
+                value: Value::Atom,
+            });
+        }
         match first.tok {
             Tok::Ident(name) => {
                 self.at += 1;
@@ -275,13 +296,6 @@ impl Parser {
     fn group(&mut self, depth: usize, name: Option<String>) -> Option<Item> {
         let open = self.at;
         self.at += 1;
-        if depth >= MAX_DEPTH {
-            self.skip_balanced(')');
-            return Some(Item {
-                span: self.span_from(open),
-                value: Value::Atom,
-            });
-        }
         let is_struct = matches!(self.peek_tok(0), Some(Tok::Ident(_))) && self.is_punct(1, ':');
         let value = if is_struct {
             let mut fields = Vec::new();

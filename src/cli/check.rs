@@ -1,0 +1,327 @@
+//! `ipusim check PROGRAM [--json]`: validate a program file and summarise it.
+//!
+//! Prints the program's ops, parameters (variables, elements and bytes by dtype), streams
+//! (dtype, shape and bytes per micro-batch of each infeed, per entry of each outfeed, host I/O
+//! per device run), the training spec and the numerical lint's findings, all with the dtypes
+//! of the precision policy. A CSV data file that does not exist (relative to the program
+//! file) is reported as a `missing-data-file` warning: the program is valid, its data is not
+//! there yet.
+//!
+//! Exit code 0 when the program is valid (warnings allowed); 1 with the rendered error
+//! (`file:line:col: error: ...`) on stderr otherwise. With `--json`, stdout is one JSON object:
+//! `{"valid": true, "file": ..., "summary": {...}}` (the fields of
+//! [`ipusim_ir::summary::ProgramSummary`]) or `{"valid": false, "file": ..., "error": {"file",
+//! "line", "column", "kind", "message", "rendered"}}`.
+
+use super::{EXIT_ERROR, EXIT_OK};
+use clap::Args;
+use ipusim_ir::lint::{LintLevel, LintWarning};
+use ipusim_ir::program::DataSource;
+use ipusim_ir::summary::{summarize, ProgramSummary};
+use ipusim_ir::text::{load_program, ProgramError};
+use ipusim_ir::Program;
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `ipusim check`.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The program file (RON, see docs/program-format.md).
+    pub program: PathBuf,
+    /// Print the summary (or the error) as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `ipusim check`; returns the exit code.
+pub fn run(args: &CheckArgs) -> i32 {
+    let file = args.program.display().to_string();
+    match load_program(&args.program) {
+        Ok(program) => {
+            let mut summary = summarize(&program);
+            summary
+                .warnings
+                .extend(missing_data_files(&program, &args.program));
+            let out = if args.json {
+                let value = json!({ "valid": true, "file": file, "summary": summary });
+                serde_json::to_string_pretty(&value).unwrap_or_default() + "\n"
+            } else {
+                render(&file, &summary)
+            };
+            emit(&mut std::io::stdout(), &out);
+            EXIT_OK
+        }
+        Err(e) => {
+            if args.json {
+                let out = serde_json::to_string_pretty(&error_json(&file, &e)).unwrap_or_default();
+                emit(&mut std::io::stdout(), &(out + "\n"));
+            }
+            emit(&mut std::io::stderr(), &format!("{e}\n"));
+            EXIT_ERROR
+        }
+    }
+}
+
+/// Writes `text`, ignoring a closed pipe (`ipusim check ... | head` must not panic).
+fn emit(w: &mut impl Write, text: &str) {
+    let _ = w.write_all(text.as_bytes());
+    let _ = w.flush();
+}
+
+fn error_json(file: &str, e: &ProgramError) -> serde_json::Value {
+    json!({
+        "valid": false,
+        "file": file,
+        "error": {
+            "file": e.file(),
+            "line": e.line(),
+            "column": e.column(),
+            "kind": format!("{:?}", e.kind()),
+            "message": e.message(),
+            "rendered": e.to_string(),
+        }
+    })
+}
+
+/// A warning for every CSV source whose file does not exist next to the program.
+fn missing_data_files(program: &Program, program_path: &Path) -> Vec<LintWarning> {
+    let dir = program_path.parent().unwrap_or(Path::new(""));
+    program
+        .infeeds
+        .iter()
+        .filter_map(|spec| match &spec.source {
+            DataSource::Csv { path, .. } if !dir.join(path).is_file() => Some(LintWarning {
+                node: None,
+                code: "missing-data-file",
+                message: format!(
+                    "infeed '{}': CSV file '{path}' not found (looked for {})",
+                    spec.stream,
+                    dir.join(path).display()
+                ),
+                level: LintLevel::Warning,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `1234567` as `1,234,567`.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Formats rows as left-aligned columns (numbers right-aligned), two spaces apart, indented.
+fn table(header: &[&str], rows: &[Vec<String>], numeric: &[bool]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::from("  ");
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            let last = i + 1 == cells.len();
+            let pad = w.saturating_sub(cell.chars().count());
+            if numeric.get(i).copied().unwrap_or(false) {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(cell);
+            } else {
+                s.push_str(cell);
+                if !last {
+                    s.push_str(&" ".repeat(pad));
+                }
+            }
+            if !last {
+                s.push_str("  ");
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", grouped(n), if n == 1 { one } else { many })
+}
+
+/// The text report.
+fn render(file: &str, s: &ProgramSummary) -> String {
+    let mut out = format!("program: {} ({file})\n", s.name);
+    if !s.description.is_empty() {
+        out += &format!("  {}\n", s.description);
+    }
+
+    out += &format!("\nnodes: {}\n", s.nodes);
+    let ops: Vec<String> = s.ops.iter().map(|(op, n)| format!("{op} {n}")).collect();
+    out += &format!("  {}\n", ops.join(", "));
+
+    let p = &s.parameters;
+    out += &format!(
+        "\nparameters: {}, {}, {} bytes\n",
+        plural(p.count as u64, "variable", "variables"),
+        plural(p.elements, "element", "elements"),
+        grouped(p.bytes)
+    );
+    if !p.by_dtype.is_empty() {
+        let rows: Vec<Vec<String>> = p
+            .by_dtype
+            .iter()
+            .map(|(d, t)| {
+                vec![
+                    d.clone(),
+                    grouped(t.count as u64),
+                    grouped(t.elements),
+                    grouped(t.bytes),
+                ]
+            })
+            .collect();
+        out += &table(
+            &["dtype", "variables", "elements", "bytes"],
+            &rows,
+            &[false, true, true, true],
+        );
+    }
+
+    let dtype_cell = |dtype: ipusim_ir::DType, written: ipusim_ir::DType| {
+        if dtype == written {
+            dtype.to_string()
+        } else {
+            format!("{dtype} ({written} as written)")
+        }
+    };
+    out += "\ninfeeds (bytes per micro-batch):\n";
+    if s.infeeds.is_empty() {
+        out += "  none\n";
+    } else {
+        let rows: Vec<Vec<String>> = s
+            .infeeds
+            .iter()
+            .map(|i| {
+                vec![
+                    i.stream.clone(),
+                    dtype_cell(i.dtype, i.written_dtype),
+                    format!("{:?}", i.shape),
+                    grouped(i.bytes_per_micro_batch),
+                    i.source.clone(),
+                ]
+            })
+            .collect();
+        out += &table(
+            &["stream", "dtype", "shape", "bytes", "source"],
+            &rows,
+            &[false, false, false, true, false],
+        );
+    }
+    out += "\noutfeeds (bytes per entry):\n";
+    if s.outfeeds.is_empty() {
+        out += "  none\n";
+    } else {
+        let rows: Vec<Vec<String>> = s
+            .outfeeds
+            .iter()
+            .map(|o| {
+                vec![
+                    o.stream.clone(),
+                    dtype_cell(o.dtype, o.written_dtype),
+                    format!("{:?}", o.shape),
+                    grouped(o.bytes_per_entry),
+                    o.mode.clone(),
+                ]
+            })
+            .collect();
+        out += &table(
+            &["stream", "dtype", "shape", "bytes", "mode"],
+            &rows,
+            &[false, false, false, true, false],
+        );
+    }
+    let accumulation = s.training.as_ref().map_or(1, |t| t.gradient_accumulation);
+    out += &format!(
+        "\nper device run: {} x {} = {}; host link {} bytes in, {} bytes out (before outfeed modes)\n",
+        plural(u64::from(s.device_iterations), "device iteration", "device iterations"),
+        plural(u64::from(accumulation), "micro-batch per update", "micro-batches per update"),
+        plural(s.micro_batches_per_run, "micro-batch", "micro-batches"),
+        grouped(s.infeed_bytes_per_run),
+        grouped(s.outfeed_bytes_per_run)
+    );
+
+    match &s.training {
+        None => out += "\ntraining: none (the graph runs as written)\n",
+        Some(t) => {
+            let hyper: Vec<String> = t
+                .hyperparameters
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            out += &format!(
+                "\ntraining: loss '{}', {} ({})\n  precision {} (compute {}, weights {}), loss scaling {}, gradient accumulation {} (accumulators {})\n",
+                t.loss,
+                t.optimizer,
+                hyper.join(", "),
+                t.precision,
+                t.compute_dtype,
+                t.weight_dtype,
+                t.loss_scaling,
+                t.gradient_accumulation,
+                t.accumulation_dtype
+            );
+        }
+    }
+
+    let warnings = s
+        .warnings
+        .iter()
+        .filter(|w| w.level == LintLevel::Warning)
+        .count() as u64;
+    let infos = s.warnings.len() as u64 - warnings;
+    out += &format!(
+        "\nlint: {}, {}\n",
+        plural(warnings, "warning", "warnings"),
+        plural(infos, "info", "infos")
+    );
+    for w in &s.warnings {
+        out += &format!("  {w}\n");
+    }
+    out += &format!("\nok: '{}' is valid\n", s.name);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_grouped() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1000), "1,000");
+        assert_eq!(grouped(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn tables_align() {
+        let t = table(
+            &["a", "n"],
+            &[
+                vec!["xyz".into(), "1".into()],
+                vec!["b".into(), "1,000".into()],
+            ],
+            &[false, true],
+        );
+        assert_eq!(t, "  a        n\n  xyz      1\n  b    1,000\n");
+    }
+}
