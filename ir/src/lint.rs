@@ -34,7 +34,7 @@ use crate::dtype::DType;
 use crate::effective::effective_dtypes;
 use crate::graph::{Node, NodeId};
 use crate::op::{Init, Literal, LossReduction, Op};
-use crate::program::{Optimizer, Precision, Program, TrainingSpec};
+use crate::program::{Precision, Program, TrainingSpec};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -167,23 +167,12 @@ fn info(out: &mut Vec<LintWarning>, code: &'static str, message: String) {
 }
 
 fn optimizer_in_fp16(spec: &TrainingSpec, why: &str, out: &mut Vec<LintWarning>) {
-    let (lr, betas, epsilon): (f64, Vec<(&str, f64)>, Option<f64>) = match spec.optimizer {
-        Optimizer::Sgd { learning_rate } => (learning_rate, vec![], None),
-        Optimizer::Momentum {
-            learning_rate,
-            momentum,
-        } => (learning_rate, vec![("momentum", momentum)], None),
-        Optimizer::Adam {
-            learning_rate,
-            beta1,
-            beta2,
-            epsilon,
-        } => (
-            learning_rate,
-            vec![("beta1", beta1), ("beta2", beta2)],
-            Some(epsilon),
-        ),
-    };
+    let hyper = spec.optimizer.hyperparameters();
+    let lr = spec.optimizer.learning_rate();
+    let epsilon = hyper.iter().find(|(k, _)| *k == "epsilon").map(|&(_, v)| v);
+    let betas = hyper
+        .iter()
+        .filter(|(k, _)| matches!(*k, "momentum" | "beta1" | "beta2"));
     if let Some(loss) = small_value_loss(lr) {
         warn(
             out,
@@ -214,7 +203,7 @@ fn optimizer_in_fp16(spec: &TrainingSpec, why: &str, out: &mut Vec<LintWarning>)
             format!("{why}, and Adam's epsilon {loss}; use at least 1e-4 in FP16 (seed 000)"),
         );
     }
-    for (name, beta) in betas {
+    for &(name, beta) in betas {
         if beta != 1.0 && round_to_f16(beta) == 1.0 {
             warn(
                 out,
@@ -419,6 +408,7 @@ mod tests {
     use super::*;
     use crate::builder::GraphBuilder;
     use crate::models::{mlp, MlpSpec};
+    use crate::program::Optimizer;
 
     fn codes(p: &Program) -> Vec<&'static str> {
         lint_program(p).iter().map(|w| w.code).collect()

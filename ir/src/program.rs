@@ -106,6 +106,48 @@ pub enum Optimizer {
     },
 }
 
+impl Optimizer {
+    /// `sgd`, `momentum` or `adam`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Optimizer::Sgd { .. } => "sgd",
+            Optimizer::Momentum { .. } => "momentum",
+            Optimizer::Adam { .. } => "adam",
+        }
+    }
+
+    /// The learning rate.
+    pub fn learning_rate(&self) -> f64 {
+        match *self {
+            Optimizer::Sgd { learning_rate }
+            | Optimizer::Momentum { learning_rate, .. }
+            | Optimizer::Adam { learning_rate, .. } => learning_rate,
+        }
+    }
+
+    /// The hyperparameters by field name, `learning_rate` first, then in declaration order.
+    pub fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
+        match *self {
+            Optimizer::Sgd { learning_rate } => vec![("learning_rate", learning_rate)],
+            Optimizer::Momentum {
+                learning_rate,
+                momentum,
+            } => vec![("learning_rate", learning_rate), ("momentum", momentum)],
+            Optimizer::Adam {
+                learning_rate,
+                beta1,
+                beta2,
+                epsilon,
+            } => vec![
+                ("learning_rate", learning_rate),
+                ("beta1", beta1),
+                ("beta2", beta2),
+                ("epsilon", epsilon),
+            ],
+        }
+    }
+}
+
 fn default_beta1() -> f64 {
     0.9
 }

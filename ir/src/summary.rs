@@ -9,7 +9,7 @@ use crate::dtype::DType;
 use crate::effective::effective_dtypes;
 use crate::lint::{lint_program, LintWarning};
 use crate::op::Op;
-use crate::program::{Columns, DataSource, Optimizer, OutfeedMode, Program};
+use crate::program::{Columns, DataSource, OutfeedMode, Program};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -208,42 +208,21 @@ pub fn summarize(program: &Program) -> ProgramSummary {
         .iter()
         .map(|s| s.bytes_per_entry.saturating_mul(micro_batches_per_run))
         .sum();
-    let training = program.training.as_ref().map(|t| {
-        let (optimizer, hyper): (&str, Vec<(&str, f64)>) = match t.optimizer {
-            Optimizer::Sgd { learning_rate } => ("sgd", vec![("learning_rate", learning_rate)]),
-            Optimizer::Momentum {
-                learning_rate,
-                momentum,
-            } => (
-                "momentum",
-                vec![("learning_rate", learning_rate), ("momentum", momentum)],
-            ),
-            Optimizer::Adam {
-                learning_rate,
-                beta1,
-                beta2,
-                epsilon,
-            } => (
-                "adam",
-                vec![
-                    ("learning_rate", learning_rate),
-                    ("beta1", beta1),
-                    ("beta2", beta2),
-                    ("epsilon", epsilon),
-                ],
-            ),
-        };
-        TrainingSummary {
-            loss: t.loss.clone(),
-            optimizer: optimizer.to_string(),
-            hyperparameters: hyper.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-            precision: t.precision.to_string(),
-            compute_dtype: t.precision.compute(),
-            weight_dtype: t.precision.weights(),
-            loss_scaling: t.loss_scaling,
-            gradient_accumulation: t.gradient_accumulation,
-            accumulation_dtype: t.accumulation_dtype.unwrap_or(t.precision.weights()),
-        }
+    let training = program.training.as_ref().map(|t| TrainingSummary {
+        loss: t.loss.clone(),
+        optimizer: t.optimizer.name().to_string(),
+        hyperparameters: t
+            .optimizer
+            .hyperparameters()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        precision: t.precision.to_string(),
+        compute_dtype: t.precision.compute(),
+        weight_dtype: t.precision.weights(),
+        loss_scaling: t.loss_scaling,
+        gradient_accumulation: t.gradient_accumulation,
+        accumulation_dtype: t.accumulation_dtype.unwrap_or(t.precision.weights()),
     });
     ProgramSummary {
         name: program.name.clone(),

@@ -158,6 +158,21 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", grouped(n), if n == 1 { one } else { many })
 }
 
+/// A titled table of streams: name, dtype, shape, bytes and one more column.
+fn stream_section(title: &str, last: &str, rows: &[Vec<String>]) -> String {
+    let mut out = format!("\n{title}:\n");
+    if rows.is_empty() {
+        out += "  none\n";
+    } else {
+        out += &table(
+            &["stream", "dtype", "shape", "bytes", last],
+            rows,
+            &[false, false, false, true, false],
+        );
+    }
+    out
+}
+
 /// The text report.
 fn render(file: &str, s: &ProgramSummary) -> String {
     let mut out = format!("program: {} ({file})\n", s.name);
@@ -203,52 +218,34 @@ fn render(file: &str, s: &ProgramSummary) -> String {
             format!("{dtype} ({written} as written)")
         }
     };
-    out += "\ninfeeds (bytes per micro-batch):\n";
-    if s.infeeds.is_empty() {
-        out += "  none\n";
-    } else {
-        let rows: Vec<Vec<String>> = s
-            .infeeds
-            .iter()
-            .map(|i| {
-                vec![
-                    i.stream.clone(),
-                    dtype_cell(i.dtype, i.written_dtype),
-                    format!("{:?}", i.shape),
-                    grouped(i.bytes_per_micro_batch),
-                    i.source.clone(),
-                ]
-            })
-            .collect();
-        out += &table(
-            &["stream", "dtype", "shape", "bytes", "source"],
-            &rows,
-            &[false, false, false, true, false],
-        );
-    }
-    out += "\noutfeeds (bytes per entry):\n";
-    if s.outfeeds.is_empty() {
-        out += "  none\n";
-    } else {
-        let rows: Vec<Vec<String>> = s
-            .outfeeds
-            .iter()
-            .map(|o| {
-                vec![
-                    o.stream.clone(),
-                    dtype_cell(o.dtype, o.written_dtype),
-                    format!("{:?}", o.shape),
-                    grouped(o.bytes_per_entry),
-                    o.mode.clone(),
-                ]
-            })
-            .collect();
-        out += &table(
-            &["stream", "dtype", "shape", "bytes", "mode"],
-            &rows,
-            &[false, false, false, true, false],
-        );
-    }
+    let infeeds: Vec<Vec<String>> = s
+        .infeeds
+        .iter()
+        .map(|i| {
+            vec![
+                i.stream.clone(),
+                dtype_cell(i.dtype, i.written_dtype),
+                format!("{:?}", i.shape),
+                grouped(i.bytes_per_micro_batch),
+                i.source.clone(),
+            ]
+        })
+        .collect();
+    out += &stream_section("infeeds (bytes per micro-batch)", "source", &infeeds);
+    let outfeeds: Vec<Vec<String>> = s
+        .outfeeds
+        .iter()
+        .map(|o| {
+            vec![
+                o.stream.clone(),
+                dtype_cell(o.dtype, o.written_dtype),
+                format!("{:?}", o.shape),
+                grouped(o.bytes_per_entry),
+                o.mode.clone(),
+            ]
+        })
+        .collect();
+    out += &stream_section("outfeeds (bytes per entry)", "mode", &outfeeds);
     let accumulation = s.training.as_ref().map_or(1, |t| t.gradient_accumulation);
     out += &format!(
         "\nper device run: {} x {} = {}; host link {} bytes in, {} bytes out (before outfeed modes)\n",

@@ -6,7 +6,7 @@ use super::field;
 use crate::error::IrError;
 use crate::graph::{Graph, Node, Phase};
 use crate::op::Op;
-use crate::program::{Columns, DataSource, Optimizer, OutfeedMode, Program, TrainingSpec};
+use crate::program::{Columns, DataSource, OutfeedMode, Program, TrainingSpec};
 use std::collections::{HashMap, HashSet};
 
 /// Checks invariants 12-15 (the graph is already valid).
@@ -73,27 +73,11 @@ fn check_training(graph: &Graph, spec: &TrainingSpec) -> Result<(), IrError> {
             Err(field(path, format!("must be in [0, 1), got {v}")))
         }
     };
-    match spec.optimizer {
-        Optimizer::Sgd { learning_rate } => {
-            positive("training.optimizer.learning_rate", learning_rate)?
-        }
-        Optimizer::Momentum {
-            learning_rate,
-            momentum,
-        } => {
-            positive("training.optimizer.learning_rate", learning_rate)?;
-            unit("training.optimizer.momentum", momentum)?;
-        }
-        Optimizer::Adam {
-            learning_rate,
-            beta1,
-            beta2,
-            epsilon,
-        } => {
-            positive("training.optimizer.learning_rate", learning_rate)?;
-            unit("training.optimizer.beta1", beta1)?;
-            unit("training.optimizer.beta2", beta2)?;
-            positive("training.optimizer.epsilon", epsilon)?;
+    for (name, value) in spec.optimizer.hyperparameters() {
+        let path = format!("training.optimizer.{name}");
+        match name {
+            "momentum" | "beta1" | "beta2" => unit(&path, value)?,
+            _ => positive(&path, value)?,
         }
     }
     positive("training.loss_scaling", spec.loss_scaling)?;
@@ -281,7 +265,7 @@ mod tests {
     use super::*;
     use crate::dtype::DType;
     use crate::models::{mlp, MlpSpec};
-    use crate::program::{InfeedSpec, OutfeedSpec};
+    use crate::program::{InfeedSpec, Optimizer, OutfeedSpec};
     use crate::validate::validate_program;
 
     fn small() -> Program {
