@@ -65,7 +65,11 @@ fn valid_program_prints_a_summary() {
     assert!(out.ends_with("ok: 'mlp_digits' is valid\n"), "{out}");
 
     std::fs::create_dir_all(path.parent().unwrap().join("data")).unwrap();
-    std::fs::write(path.parent().unwrap().join("data/digits.csv"), "label\n").unwrap();
+    std::fs::write(
+        path.parent().unwrap().join("data/digits_train.csv"),
+        "label\n",
+    )
+    .unwrap();
     let out = stdout(&ipusim(&["check", path.to_str().unwrap()]));
     assert!(out.contains("lint: 0 warnings, 0 infos"), "{out}");
 }
