@@ -319,7 +319,7 @@ fn node_checks(node: &Node, dtype: DType, out: &mut Vec<LintWarning>) {
                 name,
                 "fp16-softmax",
                 format!(
-                    "{} computes in FP16{as_written}: exp overflows FP16 above 11.09 and small probabilities underflow; keep the output softmax and the loss in FP32 (seed 002), e.g. compute the loss with SparseSoftmaxCrossEntropy on the logits, which the precision policy keeps in FP32",
+                    "{} computes in FP16{as_written}: probabilities below 2^-25 underflow to 0 (their logs to -inf) and the rest keep 11 significant bits; keep the output softmax and the loss in FP32 (seed 002), e.g. compute the loss with SparseSoftmaxCrossEntropy on the logits, which the precision policy keeps in FP32",
                     node.op.name()
                 ),
             );

@@ -136,3 +136,32 @@ fn ops_with_default_attributes_need_parentheses() {
         "{e}"
     );
 }
+
+#[test]
+fn awkward_strings_and_floats_round_trip() {
+    use ipusim_ir::{GraphBuilder, Shape};
+    let mut b = GraphBuilder::new();
+    let x = b
+        .named(
+            "in \"quoted\"\n/ü",
+            Op::Input {
+                stream: "s\\t,(]".into(),
+                dtype: DType::F32,
+                shape: Shape::new([4]),
+            },
+            &[],
+        )
+        .unwrap();
+    let c = b
+        .constant(
+            "c",
+            DType::F32,
+            [4],
+            vec![f64::INFINITY, f64::NEG_INFINITY, 1e-300, 5e-324],
+        )
+        .unwrap();
+    b.named("r#raw // not a comment", Op::Add, &[x, c]).unwrap();
+    let mut p = Program::new("name with \"quotes\"", b.finish());
+    p.description = "two\nlines /* and a comment opener".into();
+    round_trip(&p);
+}
