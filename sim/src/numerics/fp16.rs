@@ -1,0 +1,232 @@
+//! FP16 scalar arithmetic with IPU semantics: every result is rounded once from the exact
+//! value (nearest even or stochastic, [`super::round`]) and returned with the [`FpSts`]
+//! flags the operation raised.
+//!
+//! How each exact value is obtained:
+//! - `add`, `sub`: exact in `f64` (an FP16 sum spans at most 2^16 down to 2^-24: 41 bits);
+//! - `mul`: exact in `f64` (an 11×11-bit product has at most 22 bits; numerics.md §5.1);
+//! - `div`, `sqrt`: the `f64` result plus the sign of its exact residual `a − q·b` or
+//!   `a − s²`, computed exactly with an FMA (the residual of a correctly rounded quotient or
+//!   square root is representable), so ties and stochastic thresholds are decided exactly;
+//! - `exp`, `log`, `tanh`, `sigmoid`, `gelu`: computed in `f64` and rounded once
+//!   ([`super::transcendental`]).
+//!
+//! Special cases: a NaN operand gives NaN and INV; `inf − inf`, `0 × inf`, `0/0`,
+//! `inf/inf`, `sqrt(x < 0)` give NaN and INV; a finite non-zero number divided by zero gives
+//! **NaN** with DIV0 — Graphcore's hardware test of FP16 `10000/0` returns NaN
+//! (numerics.md §2.3 [S18]); `inf/0` is ±inf. Infinite operands otherwise propagate without
+//! flags; overflow follows the `nanoo` policy of [`Rounding`].
+//!
+//! Every operation that rounds consumes one stochastic-rounding draw (when SR is on), even
+//! for special operands; `neg`, `abs`, `relu`, `min`, `max` and comparisons do not round.
+
+use half::f16;
+
+use super::exact;
+use super::flags::FpSts;
+use super::ops::{BinaryOp, CompareOp, UnaryOp};
+use super::round::{Rounding, Tail, F16_NAN};
+use super::transcendental;
+
+/// `a + b`.
+#[inline]
+pub fn add(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
+    let draw = r.draw();
+    r.round_f16_with(a.to_f64() + b.to_f64(), Tail::Exact, draw)
+}
+
+/// `a - b`.
+#[inline]
+pub fn sub(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
+    let draw = r.draw();
+    r.round_f16_with(a.to_f64() - b.to_f64(), Tail::Exact, draw)
+}
+
+/// `a * b`.
+#[inline]
+pub fn mul(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
+    let draw = r.draw();
+    r.round_f16_with(a.to_f64() * b.to_f64(), Tail::Exact, draw)
+}
+
+/// `a / b`; a finite non-zero `a` over zero gives NaN with DIV0 (see the module docs).
+#[inline]
+pub fn div(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
+    let draw = r.draw();
+    let (x, y) = (a.to_f64(), b.to_f64());
+    if y == 0.0 && x.is_finite() && x != 0.0 {
+        return (F16_NAN, FpSts::DIV0);
+    }
+    let q = x / y;
+    let tail = if q.is_finite() && q != 0.0 {
+        // x − q·y exactly; the exact quotient is q + residual/y.
+        let residual = (-q).mul_add(y, x);
+        Tail::of(residual * y.signum())
+    } else {
+        Tail::Exact
+    };
+    r.round_f16_with(q, tail, draw)
+}
+
+/// `√a`, correctly rounded; `sqrt(-0) = -0`.
+#[inline]
+pub fn sqrt(a: f16, r: &mut Rounding) -> (f16, FpSts) {
+    let draw = r.draw();
+    let x = a.to_f64();
+    if x < 0.0 {
+        return (F16_NAN, FpSts::INV);
+    }
+    let s = x.sqrt();
+    let tail = if s.is_finite() && s != 0.0 { Tail::of((-s).mul_add(s, x)) } else { Tail::Exact };
+    r.round_f16_with(s, tail, draw)
+}
+
+/// `e^a`.
+#[inline]
+pub fn exp(a: f16, r: &mut Rounding) -> (f16, FpSts) {
+    rounded_unary(UnaryOp::Exp, a, r)
+}
+
+/// `ln a`; `log(±0) = -inf` with DIV0.
+#[inline]
+pub fn log(a: f16, r: &mut Rounding) -> (f16, FpSts) {
+    rounded_unary(UnaryOp::Log, a, r)
+}
+
+/// `tanh a`.
+#[inline]
+pub fn tanh(a: f16, r: &mut Rounding) -> (f16, FpSts) {
+    rounded_unary(UnaryOp::Tanh, a, r)
+}
+
+/// `1 / (1 + e^-a)`.
+#[inline]
+pub fn sigmoid(a: f16, r: &mut Rounding) -> (f16, FpSts) {
+    rounded_unary(UnaryOp::Sigmoid, a, r)
+}
+
+/// GELU (tanh approximation, [`UnaryOp::Gelu`]).
+#[inline]
+pub fn gelu(a: f16, r: &mut Rounding) -> (f16, FpSts) {
+    rounded_unary(UnaryOp::Gelu, a, r)
+}
+
+#[inline]
+fn rounded_unary(op: UnaryOp, a: f16, r: &mut Rounding) -> (f16, FpSts) {
+    let draw = r.draw();
+    let (y, flags) = transcendental::eval(op, a.to_f64());
+    let (v, f) = r.round_f16_with(y, Tail::Exact, draw);
+    (v, f | flags)
+}
+
+/// `-a`.
+#[inline]
+pub fn neg(a: f16) -> (f16, FpSts) {
+    exact::neg(a)
+}
+
+/// `|a|`.
+#[inline]
+pub fn abs(a: f16) -> (f16, FpSts) {
+    exact::abs(a)
+}
+
+/// `max(a, 0)`.
+#[inline]
+pub fn relu(a: f16) -> (f16, FpSts) {
+    exact::relu(a)
+}
+
+/// The smaller operand (`min(-0, +0) = -0`).
+#[inline]
+pub fn min(a: f16, b: f16) -> (f16, FpSts) {
+    exact::min(a, b)
+}
+
+/// The larger operand (`max(-0, +0) = +0`).
+#[inline]
+pub fn max(a: f16, b: f16) -> (f16, FpSts) {
+    exact::max(a, b)
+}
+
+/// Applies `op` to `a` and `b`.
+pub fn binary(op: BinaryOp, a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
+    match op {
+        BinaryOp::Add => add(a, b, r),
+        BinaryOp::Sub => sub(a, b, r),
+        BinaryOp::Mul => mul(a, b, r),
+        BinaryOp::Div => div(a, b, r),
+        BinaryOp::Min => min(a, b),
+        BinaryOp::Max => max(a, b),
+    }
+}
+
+/// Applies `op` to `a`.
+pub fn unary(op: UnaryOp, a: f16, r: &mut Rounding) -> (f16, FpSts) {
+    match op {
+        UnaryOp::Neg => neg(a),
+        UnaryOp::Abs => abs(a),
+        UnaryOp::Relu => relu(a),
+        UnaryOp::Sqrt => sqrt(a, r),
+        UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Gelu => {
+            rounded_unary(op, a, r)
+        }
+    }
+}
+
+/// Compares `a` and `b`: false with a NaN operand (true for `Ne`), raising INV.
+pub fn compare(op: CompareOp, a: f16, b: f16) -> (bool, FpSts) {
+    exact::compare(op, a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bit pattern and flags (NaN != NaN, so compare bits).
+    fn b((v, f): (f16, FpSts)) -> (u16, FpSts) {
+        (v.to_bits(), f)
+    }
+
+    fn h(x: f64) -> f16 {
+        Rounding::nearest(false).round_f16(x, Tail::Exact).0
+    }
+
+    #[test]
+    fn specials_and_flags() {
+        let mut r = Rounding::nearest(false);
+        assert_eq!(b(add(f16::INFINITY, f16::NEG_INFINITY, &mut r)), (F16_NAN.to_bits(), FpSts::INV));
+        assert_eq!(b(mul(f16::ZERO, f16::INFINITY, &mut r)), (F16_NAN.to_bits(), FpSts::INV));
+        assert_eq!(b(div(h(10000.0), f16::ZERO, &mut r)), (F16_NAN.to_bits(), FpSts::DIV0));
+        assert_eq!(b(div(f16::ZERO, f16::ZERO, &mut r)), (F16_NAN.to_bits(), FpSts::INV));
+        assert_eq!(b(div(f16::NEG_INFINITY, f16::ZERO, &mut r)), (f16::NEG_INFINITY.to_bits(), FpSts::empty()));
+        assert_eq!(b(div(f16::INFINITY, f16::INFINITY, &mut r)), (F16_NAN.to_bits(), FpSts::INV));
+        assert_eq!(b(add(f16::INFINITY, f16::ONE, &mut r)), (f16::INFINITY.to_bits(), FpSts::empty()));
+        assert_eq!(b(sqrt(f16::NEG_ONE, &mut r)), (F16_NAN.to_bits(), FpSts::INV));
+        assert_eq!(sqrt(f16::NEG_ZERO, &mut r).0.to_bits(), 0x8000);
+        assert_eq!(log(f16::ZERO, &mut r), (f16::NEG_INFINITY, FpSts::DIV0));
+        assert_eq!(b(add(f16::NAN, f16::ONE, &mut r)), (F16_NAN.to_bits(), FpSts::INV));
+        // Cancellation gives +0 under round to nearest.
+        assert_eq!(sub(f16::ONE, f16::ONE, &mut r).0.to_bits(), 0);
+    }
+
+    #[test]
+    fn overflow_saturates_or_nans() {
+        let big = h(10000.0);
+        assert_eq!(b(mul(big, big, &mut Rounding::nearest(false))), (0x7bff, FpSts::OFLO));
+        let (v, f) = mul(big, big, &mut Rounding::nearest(true));
+        assert!(v.is_nan());
+        assert_eq!(f, FpSts::OFLO | FpSts::INV);
+        assert_eq!(exp(h(12.0), &mut Rounding::nearest(false)).1, FpSts::OFLO);
+    }
+
+    #[test]
+    fn quotients_and_roots_round_once() {
+        let mut r = Rounding::nearest(false);
+        // 1/3 = 0x3555 (0.33325195), 2/3 = 0x3955.
+        assert_eq!(div(f16::ONE, h(3.0), &mut r).0.to_bits(), 0x3555);
+        assert_eq!(div(h(2.0), h(3.0), &mut r).0.to_bits(), 0x3955);
+        assert_eq!(sqrt(h(2.0), &mut r).0.to_bits(), 0x3da8);
+        assert_eq!(sqrt(h(0.25), &mut r).0.to_bits(), 0x3800);
+    }
+}

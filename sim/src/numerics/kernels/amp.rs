@@ -1,0 +1,384 @@
+//! AMP-style dot products and matrix products: FP16 inputs with FP32 or FP16 partials
+//! (the IPU's `f16v4sisoamp` / `f16v4hihoamp`, numerics.md §2.5), and FP32 inputs with FP32
+//! partials (`f32sisoamp`), in one documented, fixed order.
+//!
+//! ## The order
+//!
+//! The AMP's internal summation order and width are not public (numerics.md §2.5, §6), so
+//! the order is a parameter: the reduction dimension is cut into chunks of `chunk` elements
+//! ([`AMP_CHUNK`] = 16 by default: one AMP pass over 16 input channels, as in the
+//! `f16v4sisoamp` 8×1×1×16 example [S25]). For every output element with partial `P`:
+//!
+//! ```text
+//! for each chunk [c0, c1) of 0..k, in order:
+//!     s = RN32(a[c0] * b[c0])
+//!     for kk in c0+1 .. c1:  s = RN32(a[kk] * b[kk] + s)      // fused multiply-add
+//!     P = round_P(P + s)
+//! ```
+//!
+//! - Products of FP16 values are exact in f32 (11+11 bits ≤ 24; numerics.md §5.1), so for
+//!   FP16 inputs the fused multiply-add equals a separate multiply and add; FP32 inputs are
+//!   genuinely fused (one rounding per step).
+//! - FP32 partials: `round_P` is the IEEE f32 addition (nearest even).
+//! - FP16 partials: each partial write widens `P` to f32, adds the chunk sum and rounds back
+//!   to FP16 (Graphcore's AI-Float white paper [S29]). ipusim forms the sum **exactly**
+//!   (TwoSum in f64) and rounds it **once** — nearest even, or stochastically with one draw
+//!   per write — so a partial is never double-rounded. Draws are taken in the order
+//!   (row, chunk, column).
+//!
+//! numerics.md §3.1's `dot([2048,1,1,1,1], [1;5])` separates the cases: chunk 1 with FP16
+//! partials gives 2048 (each `2048 + 1` is a tie to even), FP32 partials give 2052, and
+//! chunk 16 gives 2052 with either partials type (the chunk sum 2052 is an FP16 value).
+//!
+//! ## Flags
+//!
+//! The flags are those of the scalar operations the order above performs: INV for NaN
+//! operands, `0 × inf` and `inf − inf`; OFLO when a finite computation overflows (FP32
+//! partials: to ±inf; FP16 partials: the `nanoo` policy of the [`Rounding`]).
+//!
+//! ## Speed
+//!
+//! With finite inputs (checked once per call) the chunk sums of a whole output row are
+//! computed with vector FMAs across the output columns (each column keeps its own sequential
+//! order), compiled for AVX-512/AVX2 when the CPU has them. Any non-finite input sends the
+//! call through the scalar reference path, and an FP32 output row that overflowed is
+//! recomputed there, so flags are exact.
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
+use crate::numerics::error::{check_len, NumericsError};
+use crate::numerics::flags::FpSts;
+use crate::numerics::fp32;
+use crate::numerics::round::{Rounding, Tail};
+use crate::numerics::simd::simd_dispatch;
+
+/// The default reduction chunk: one AMP pass of 16 input channels.
+pub const AMP_CHUNK: usize = 16;
+
+/// The shape of `out[m×n] += a[m×k] · b[k×n]`, all row-major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatMulShape {
+    /// Rows of `a` and `out`.
+    pub m: usize,
+    /// The reduction dimension: columns of `a`, rows of `b`.
+    pub k: usize,
+    /// Columns of `b` and `out`.
+    pub n: usize,
+}
+
+impl MatMulShape {
+    /// Floating-point operations of one product (a multiply and an add per MAC).
+    pub fn flops(&self) -> u64 {
+        2 * self.m as u64 * self.k as u64 * self.n as u64
+    }
+
+    fn check(&self, kernel: &'static str, a: usize, b: usize, out: usize, chunk: usize) -> Result<(), NumericsError> {
+        if chunk == 0 {
+            return Err(NumericsError::ZeroChunk { kernel });
+        }
+        check_len(kernel, "a", self.m * self.k, a)?;
+        check_len(kernel, "b", self.k * self.n, b)?;
+        check_len(kernel, "out", self.m * self.n, out)
+    }
+}
+
+/// `out += a · b` with FP16 inputs and FP32 partials (`f16v4sisoamp`), in chunks of `chunk`.
+pub fn amp_matmul_f32_partials(
+    shape: MatMulShape,
+    a: &[f16],
+    b: &[f16],
+    out: &mut [f32],
+    chunk: usize,
+) -> Result<FpSts, NumericsError> {
+    shape.check("amp_matmul_f32_partials", a.len(), b.len(), out.len(), chunk)?;
+    Ok(matmul(shape, &widen(a), &widen(b), Partials::F32(out), chunk))
+}
+
+/// `out += a · b` with FP16 inputs and FP16 partials (`f16v4hihoamp`): every partial write
+/// is rounded once to FP16 with `r`.
+pub fn amp_matmul_f16_partials(
+    shape: MatMulShape,
+    a: &[f16],
+    b: &[f16],
+    out: &mut [f16],
+    chunk: usize,
+    r: &mut Rounding,
+) -> Result<FpSts, NumericsError> {
+    shape.check("amp_matmul_f16_partials", a.len(), b.len(), out.len(), chunk)?;
+    Ok(matmul(shape, &widen(a), &widen(b), Partials::F16(out, r), chunk))
+}
+
+/// `out += a · b` with FP32 inputs and FP32 partials (`f32sisoamp`).
+pub fn matmul_f32(
+    shape: MatMulShape,
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+    chunk: usize,
+) -> Result<FpSts, NumericsError> {
+    shape.check("matmul_f32", a.len(), b.len(), out.len(), chunk)?;
+    Ok(matmul(shape, a, b, Partials::F32(out), chunk))
+}
+
+/// `acc + a · b` with FP16 inputs and an FP32 partial.
+pub fn amp_dot_f32_partials(a: &[f16], b: &[f16], acc: f32, chunk: usize) -> Result<(f32, FpSts), NumericsError> {
+    let mut out = [acc];
+    let flags = amp_matmul_f32_partials(dot_shape(a.len()), a, b, &mut out, chunk)?;
+    Ok((out[0], flags))
+}
+
+/// `acc + a · b` with FP16 inputs and an FP16 partial rounded with `r` at every write.
+pub fn amp_dot_f16_partials(
+    a: &[f16],
+    b: &[f16],
+    acc: f16,
+    chunk: usize,
+    r: &mut Rounding,
+) -> Result<(f16, FpSts), NumericsError> {
+    let mut out = [acc];
+    let flags = amp_matmul_f16_partials(dot_shape(a.len()), a, b, &mut out, chunk, r)?;
+    Ok((out[0], flags))
+}
+
+/// `acc + a · b` with FP32 inputs and partial.
+pub fn dot_f32(a: &[f32], b: &[f32], acc: f32, chunk: usize) -> Result<(f32, FpSts), NumericsError> {
+    let mut out = [acc];
+    let flags = matmul_f32(dot_shape(a.len()), a, b, &mut out, chunk)?;
+    Ok((out[0], flags))
+}
+
+/// The shape of a dot product of length `k`: `(1×k)·(k×1)`.
+fn dot_shape(k: usize) -> MatMulShape {
+    MatMulShape { m: 1, k, n: 1 }
+}
+
+/// Exact f16 → f32 widening of a whole operand (NaNs stay NaN).
+fn widen(x: &[f16]) -> Vec<f32> {
+    let mut out = vec![0f32; x.len()];
+    x.convert_to_f32_slice(&mut out);
+    out
+}
+
+/// Where the partials live.
+enum Partials<'o, 'x, 'r> {
+    F32(&'o mut [f32]),
+    F16(&'o mut [f16], &'x mut Rounding<'r>),
+}
+
+fn all_finite(x: &[f32]) -> bool {
+    x.iter().filter(|v| !v.is_finite()).count() == 0
+}
+
+fn matmul(shape: MatMulShape, a: &[f32], b: &[f32], mut partials: Partials, chunk: usize) -> FpSts {
+    let MatMulShape { m, k, n } = shape;
+    if k == 0 || n == 0 {
+        return FpSts::empty();
+    }
+    let partials_finite = match &partials {
+        Partials::F32(out) => all_finite(out),
+        Partials::F16(out, _) => out.iter().all(|h| h.is_finite()),
+    };
+    if !(all_finite(a) && all_finite(b) && partials_finite) {
+        return reference(shape, a, b, partials, chunk, 0..m);
+    }
+    let mut flags = FpSts::empty();
+    let mut sums = vec![0f32; n];
+    let mut saved = Vec::new();
+    for i in 0..m {
+        let a_row = &a[i * k..(i + 1) * k];
+        if let Partials::F32(out) = &partials {
+            saved.clear();
+            saved.extend_from_slice(&out[i * n..(i + 1) * n]);
+        }
+        for c0 in (0..k).step_by(chunk) {
+            let c1 = (c0 + chunk).min(k);
+            chunk_sums(&a_row[c0..c1], &b[c0 * n..c1 * n], &mut sums);
+            match &mut partials {
+                Partials::F32(out) => {
+                    for (p, s) in out[i * n..(i + 1) * n].iter_mut().zip(&sums) {
+                        *p += s;
+                    }
+                }
+                Partials::F16(out, r) => {
+                    for (p, s) in out[i * n..(i + 1) * n].iter_mut().zip(&sums) {
+                        let (v, f) = write_f16(*p, *s, r);
+                        *p = v;
+                        flags |= f;
+                    }
+                }
+            }
+        }
+        if let Partials::F32(out) = &mut partials {
+            let row = &mut out[i * n..(i + 1) * n];
+            if !all_finite(row) {
+                // Overflow (possible with FP32 inputs): redo the row with exact flags.
+                row.copy_from_slice(&saved);
+                flags |= reference(shape, a, b, Partials::F32(out), chunk, i..i + 1);
+            }
+        }
+    }
+    flags
+}
+
+simd_dispatch! {
+    /// `sums[j] = a[0]·b[0][j]`, then `sums[j] = fma(a[kk], b[kk][j], sums[j])` for the
+    /// remaining rows of the chunk: the chunk sums of one output row.
+    fn chunk_sums(a: &[f32], b: &[f32], sums: &mut [f32]) -> () => chunk_sums_body
+}
+
+#[inline(always)]
+fn chunk_sums_body(a: &[f32], b: &[f32], sums: &mut [f32]) {
+    let n = sums.len();
+    for (s, bv) in sums.iter_mut().zip(&b[..n]) {
+        *s = a[0] * bv;
+    }
+    for (av, b_row) in a[1..].iter().zip(b[n..].chunks_exact(n)) {
+        for (s, bv) in sums.iter_mut().zip(b_row) {
+            *s = av.mul_add(*bv, *s);
+        }
+    }
+}
+
+/// One FP16 partial write: the exact value `p + s`, rounded once to FP16 (one draw).
+#[inline]
+fn write_f16(p: f16, s: f32, r: &mut Rounding) -> (f16, FpSts) {
+    let (x, y) = (p.to_f64(), f64::from(s));
+    let hi = x + y;
+    if !hi.is_finite() || x.is_nan() || y.is_nan() {
+        return r.round_f16(hi, Tail::Exact);
+    }
+    // TwoSum (Knuth): hi + lo == x + y exactly.
+    let yy = hi - x;
+    let lo = (x - (hi - yy)) + (y - yy);
+    r.round_f16(hi, Tail::of(lo))
+}
+
+/// The scalar reference of the order in the module docs, with every operation's flags, for
+/// the rows `rows`.
+fn reference(
+    shape: MatMulShape,
+    a: &[f32],
+    b: &[f32],
+    mut partials: Partials,
+    chunk: usize,
+    rows: std::ops::Range<usize>,
+) -> FpSts {
+    let MatMulShape { k, n, .. } = shape;
+    let mut flags = FpSts::empty();
+    for i in rows {
+        for c0 in (0..k).step_by(chunk) {
+            let c1 = (c0 + chunk).min(k);
+            for j in 0..n {
+                let (mut s, f) = fp32::mul(a[i * k + c0], b[c0 * n + j]);
+                flags |= f;
+                for kk in c0 + 1..c1 {
+                    let (v, f) = fp32::fma(a[i * k + kk], b[kk * n + j], s);
+                    s = v;
+                    flags |= f;
+                }
+                flags |= match &mut partials {
+                    Partials::F32(out) => {
+                        let (v, f) = fp32::add(out[i * n + j], s);
+                        out[i * n + j] = v;
+                        f
+                    }
+                    Partials::F16(out, r) => {
+                        let (v, f) = write_f16(out[i * n + j], s, r);
+                        out[i * n + j] = v;
+                        f
+                    }
+                };
+            }
+        }
+    }
+    flags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::numerics::rng::SrRng;
+
+    fn h(x: f32) -> f16 {
+        f16::from_f32(x)
+    }
+
+    #[test]
+    fn numerics_3_1_dot_vector() {
+        let a: Vec<f16> = [2048.0, 1.0, 1.0, 1.0, 1.0].map(h).to_vec();
+        let ones = vec![h(1.0); 5];
+        let f16p = |chunk| amp_dot_f16_partials(&a, &ones, f16::ZERO, chunk, &mut Rounding::nearest(false)).unwrap();
+        let f32p = |chunk| amp_dot_f32_partials(&a, &ones, 0.0, chunk).unwrap();
+        assert_eq!(f16p(1), (h(2048.0), FpSts::empty()));
+        assert_eq!(f32p(1), (2052.0, FpSts::empty()));
+        assert_eq!(f16p(AMP_CHUNK), (h(2052.0), FpSts::empty()));
+        assert_eq!(f32p(AMP_CHUNK), (2052.0, FpSts::empty()));
+        let a32: Vec<f32> = a.iter().map(|x| x.to_f32()).collect();
+        assert_eq!(dot_f32(&a32, &[1.0; 5], 0.0, 1).unwrap(), (2052.0, FpSts::empty()));
+    }
+
+    /// Deterministic pseudo-random FP16 operands of moderate size.
+    fn operands(len: usize, seed: u32) -> Vec<f16> {
+        let mut rng = SrRng::new(u64::from(seed), 0, 0);
+        (0..len).map(|_| h(((rng.next_u32() >> 8) as f32 / 8388608.0 - 1.0) * 8.0)).collect()
+    }
+
+    #[test]
+    fn fast_path_equals_reference_values_flags_and_draws() {
+        let shape = MatMulShape { m: 5, k: 37, n: 19 };
+        let a = operands(shape.m * shape.k, 1);
+        let b = operands(shape.k * shape.n, 2);
+        let (a32, b32) = (widen(&a), widen(&b));
+        for chunk in [1, 3, 16, 64] {
+            let init: Vec<f32> = (0..shape.m * shape.n).map(|i| i as f32 * 0.25).collect();
+            let mut fast = init.clone();
+            let mut slow = init.clone();
+            let ff = amp_matmul_f32_partials(shape, &a, &b, &mut fast, chunk).unwrap();
+            let fs = reference(shape, &a32, &b32, Partials::F32(&mut slow), chunk, 0..shape.m);
+            assert_eq!((fast, ff), (slow, fs));
+            for (sr, nanoo) in [(false, false), (true, false), (true, true)] {
+                let init16: Vec<f16> = init.iter().map(|x| h(*x)).collect();
+                let (mut fast, mut slow) = (init16.clone(), init16);
+                let mut rf = SrRng::new(7, 0, 0);
+                let mut rs = rf.clone();
+                let ff = amp_matmul_f16_partials(shape, &a, &b, &mut fast, chunk, &mut Rounding::new(sr, nanoo, &mut rf)).unwrap();
+                let fs = reference(shape, &a32, &b32, Partials::F16(&mut slow, &mut Rounding::new(sr, nanoo, &mut rs)), chunk, 0..shape.m);
+                assert_eq!(fast.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), slow.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+                assert_eq!((ff, rf), (fs, rs));
+            }
+        }
+    }
+
+    #[test]
+    fn f32_partials_flags() {
+        // Overflow of FP32 inputs is detected on the fast path's row check.
+        let (v, f) = dot_f32(&[3e38, 3e38], &[1.0, 1.0], 0.0, 1).unwrap();
+        assert_eq!((v, f), (f32::INFINITY, FpSts::OFLO));
+        let (v, f) = dot_f32(&[f32::INFINITY, 1.0], &[0.0, 1.0], 0.0, 16).unwrap();
+        assert!(v.is_nan());
+        assert_eq!(f, FpSts::INV);
+        let (v, f) = amp_dot_f32_partials(&[f16::INFINITY, h(1.0)], &[h(1.0), h(1.0)], 0.0, 16).unwrap();
+        assert_eq!((v, f), (f32::INFINITY, FpSts::empty()));
+    }
+
+    #[test]
+    fn f16_partials_overflow_policy() {
+        let a = vec![h(60000.0); 2];
+        let b = vec![h(1.0); 2];
+        let sat = amp_dot_f16_partials(&a, &b, f16::ZERO, 1, &mut Rounding::nearest(false)).unwrap();
+        assert_eq!(sat, (f16::MAX, FpSts::OFLO));
+        let (v, f) = amp_dot_f16_partials(&a, &b, f16::ZERO, 1, &mut Rounding::nearest(true)).unwrap();
+        assert!(v.is_nan());
+        assert_eq!(f, FpSts::OFLO | FpSts::INV);
+    }
+
+    #[test]
+    fn shape_errors() {
+        let shape = MatMulShape { m: 2, k: 3, n: 4 };
+        let err = matmul_f32(shape, &[0.0; 6], &[0.0; 11], &mut [0.0; 8], 16);
+        assert_eq!(err, Err(NumericsError::Length { kernel: "matmul_f32", operand: "b", expected: 12, found: 11 }));
+        let err = matmul_f32(shape, &[0.0; 6], &[0.0; 12], &mut [0.0; 8], 0);
+        assert_eq!(err, Err(NumericsError::ZeroChunk { kernel: "matmul_f32" }));
+    }
+}
