@@ -6,6 +6,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod check;
+pub mod fp;
 
 /// Exit code for success.
 pub const EXIT_OK: i32 = 0;
@@ -28,6 +29,8 @@ enum Command {
     /// Validate a program file and print a summary: ops, parameters, streams, training,
     /// numerical lint warnings.
     Check(check::CheckArgs),
+    /// Evaluate FP16/FP32 expressions with IPU arithmetic (rounding, overflow, flags).
+    Fp(fp::FpArgs),
 }
 
 /// Parses the process arguments, runs the subcommand and returns the exit code.
@@ -42,5 +45,6 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Check(args) => check::run(&args),
+        Command::Fp(args) => fp::run(args),
     }
 }

@@ -7,6 +7,9 @@
 //! more bits than FP16 and 29 more than FP32, the result is the correctly rounded value
 //! except when the true result lies within ~2^-52 (relative) of a rounding boundary.
 //!
+//! A finite argument whose result exceeds the destination range overflows (OFLO, and the
+//! FP16 `nanoo` policy), even when it also exceeds `f64` (`exp(1000)`).
+//!
 //! Special cases (IEEE 754-2019 §9.2): a NaN operand gives NaN and INV; `log` of a negative
 //! number gives NaN and INV; `log(±0) = -inf` with DIV0; `exp(+inf) = +inf`,
 //! `exp(-inf) = +0`, `tanh(±inf) = ±1`, `sigmoid(+inf) = 1`, `sigmoid(-inf) = +0`,
@@ -25,6 +28,16 @@ pub(crate) fn eval(op: UnaryOp, x: f64) -> (f64, FpSts) {
     if x.is_nan() {
         return (f64::NAN, FpSts::INV);
     }
+    let (y, flags) = eval_f64(op, x);
+    if y.is_infinite() && x.is_finite() && flags.is_empty() {
+        // A finite argument whose result overflows even f64 (exp(1000)): hand the rounding
+        // a finite value beyond every format's range, so that it reports the overflow.
+        return (f64::MAX.copysign(y), flags);
+    }
+    (y, flags)
+}
+
+fn eval_f64(op: UnaryOp, x: f64) -> (f64, FpSts) {
     match op {
         UnaryOp::Neg => (-x, FpSts::empty()),
         UnaryOp::Abs => (x.abs(), FpSts::empty()),
@@ -94,6 +107,8 @@ mod tests {
         let g = eval(UnaryOp::Gelu, f64::NEG_INFINITY).0;
         assert!(g == 0.0 && g.is_sign_negative());
         assert_eq!(eval(UnaryOp::Exp, f64::NAN).1, FpSts::INV);
+        assert_eq!(eval(UnaryOp::Exp, 1000.0), (f64::MAX, FpSts::empty()));
+        assert_eq!(eval(UnaryOp::Exp, f64::INFINITY), (f64::INFINITY, FpSts::empty()));
     }
 
     #[test]
