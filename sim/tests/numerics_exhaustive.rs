@@ -47,7 +47,13 @@ fn exact_unary_ops_on_every_fp16_value() {
     for x in all_f16() {
         let b = x.to_bits();
         let nan = x.is_nan();
-        let expect = |v: u16| if nan { (0x7e00, FpSts::INV) } else { (v, FpSts::empty()) };
+        let expect = |v: u16| {
+            if nan {
+                (0x7e00, FpSts::INV)
+            } else {
+                (v, FpSts::empty())
+            }
+        };
         let bits = |(v, f): (f16, FpSts)| (v.to_bits(), f);
         assert_eq!(bits(fp16::neg(x)), expect(b ^ 0x8000));
         assert_eq!(bits(fp16::abs(x)), expect(b & 0x7fff));
@@ -72,7 +78,13 @@ fn sqrt_on_every_fp16_value() {
 
 #[test]
 fn elementary_functions_on_every_fp16_value() {
-    let ops = [UnaryOp::Exp, UnaryOp::Log, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Gelu];
+    let ops = [
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Gelu,
+    ];
     for nanoo in [false, true] {
         let mut r = Rounding::nearest(nanoo);
         let mut overflowed = 0;
@@ -93,16 +105,35 @@ fn elementary_functions_on_every_fp16_value() {
                     }
                 };
                 // A finite argument with a result beyond f64 (exp(1000)) still overflows.
-                let y = if y.is_infinite() && w.is_finite() && extra.is_empty() { f64::MAX.copysign(y) } else { y };
+                let y = if y.is_infinite() && w.is_finite() && extra.is_empty() {
+                    f64::MAX.copysign(y)
+                } else {
+                    y
+                };
                 let (want, flags) = apfloat_f16(y, nanoo);
-                let flags = flags | extra | if x.is_nan() { FpSts::INV } else { FpSts::empty() };
+                let flags = flags
+                    | extra
+                    | if x.is_nan() {
+                        FpSts::INV
+                    } else {
+                        FpSts::empty()
+                    };
                 if op == UnaryOp::Gelu && w < -3.0 {
                     // The textbook formula cancels for negative inputs (1 + tanh(u) → 0);
                     // ipusim evaluates it stably. Check the sign and the size instead.
-                    assert!(v.to_f64() <= 0.0 && v.to_f64() > -0.01, "gelu 0x{:04x}: {v}", x.to_bits());
+                    assert!(
+                        v.to_f64() <= 0.0 && v.to_f64() > -0.01,
+                        "gelu 0x{:04x}: {v}",
+                        x.to_bits()
+                    );
                     continue;
                 }
-                assert_eq!((v.to_bits(), f), (want, flags), "{op:?} 0x{:04x} nanoo={nanoo}", x.to_bits());
+                assert_eq!(
+                    (v.to_bits(), f),
+                    (want, flags),
+                    "{op:?} 0x{:04x} nanoo={nanoo}",
+                    x.to_bits()
+                );
                 overflowed += usize::from(f.contains(FpSts::OFLO));
             }
         }
@@ -130,14 +161,28 @@ fn casts_from_every_fp16_value() {
             assert_eq!((v, f), (i32::MIN, FpSts::INV));
         } else if want.status.contains(Status::INVALID_OP) {
             assert!(x.is_infinite());
-            assert_eq!((v, f), (if b & 0x8000 != 0 { i32::MIN } else { i32::MAX }, FpSts::INV));
+            assert_eq!(
+                (v, f),
+                (
+                    if b & 0x8000 != 0 { i32::MIN } else { i32::MAX },
+                    FpSts::INV
+                )
+            );
         } else {
-            assert_eq!((i128::from(v), f), (want.value, FpSts::empty()), "0x{b:04x}");
+            assert_eq!(
+                (i128::from(v), f),
+                (want.value, FpSts::empty()),
+                "0x{b:04x}"
+            );
         }
         // f16 → f32 → f16 is the identity, under both roundings and policies.
         for nanoo in [false, true] {
             let (v, f) = cast::f32_to_f16(x.to_f32(), &mut Rounding::nearest(nanoo));
-            let want = if x.is_nan() { (0x7e00, FpSts::INV) } else { (b, FpSts::empty()) };
+            let want = if x.is_nan() {
+                (0x7e00, FpSts::INV)
+            } else {
+                (b, FpSts::empty())
+            };
             assert_eq!((v.to_bits(), f), want);
         }
     }
@@ -160,7 +205,11 @@ fn f32_to_f16_sweep_scalar_and_slice() {
     let mut inputs: Vec<u32> = (0..=u32::MAX).step_by(stride).collect();
     for h in 0u32..0x7c00 {
         let lo = f16::from_bits(h as u16).to_f32();
-        let hi = if h == 0x7bff { 65536.0 } else { f16::from_bits(h as u16 + 1).to_f32() };
+        let hi = if h == 0x7bff {
+            65536.0
+        } else {
+            f16::from_bits(h as u16 + 1).to_f32()
+        };
         let mid = ((f64::from(lo) + f64::from(hi)) / 2.0) as f32; // exact in f32
         for m in [mid.to_bits() - 1, mid.to_bits(), mid.to_bits() + 1] {
             inputs.push(m);
@@ -183,29 +232,49 @@ fn f32_to_f16_sweep_scalar_and_slice() {
         assert_eq!(slice_flags, all);
     }
     // And the slice kernel agrees with `half` wherever no IPU rule applies.
-    let finite: Vec<f32> = inputs.iter().map(|&b| f32::from_bits(b)).filter(|x| x.abs() < 65520.0).collect();
+    let finite: Vec<f32> = inputs
+        .iter()
+        .map(|&b| f32::from_bits(b))
+        .filter(|x| x.abs() < 65520.0)
+        .collect();
     let mut ours = vec![f16::ZERO; finite.len()];
     let mut theirs = vec![f16::ZERO; finite.len()];
     f32_to_f16_slice(&finite, &mut ours, &mut Rounding::nearest(false)).unwrap();
     theirs.convert_from_f32_slice(&finite);
-    assert!(ours.iter().zip(&theirs).all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(ours
+        .iter()
+        .zip(&theirs)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
 }
 
 #[test]
 fn integer_casts_into_floats() {
     let mut r = Rounding::nearest(false);
     let mut gen = Gen::new(3);
-    let sweep = (-70_000..=70_000).chain((0..trials(200_000)).map(|_| gen.u32() as i32)).chain([i32::MIN, i32::MAX]);
+    let sweep = (-70_000..=70_000)
+        .chain((0..trials(200_000)).map(|_| gen.u32() as i32))
+        .chain([i32::MIN, i32::MAX]);
     for i in sweep {
         let want = Half::from_i128_r(i.into(), Round::NearestTiesToEven);
         let (v, f) = cast::i32_to_f16(i, &mut r);
         if want.status.contains(Status::OVERFLOW) {
-            assert_eq!((v.to_bits(), f), (if i < 0 { 0xfbff } else { 0x7bff }, FpSts::OFLO), "{i}");
+            assert_eq!(
+                (v.to_bits(), f),
+                (if i < 0 { 0xfbff } else { 0x7bff }, FpSts::OFLO),
+                "{i}"
+            );
         } else {
-            assert_eq!((v.to_bits(), f), (want.value.to_bits() as u16, FpSts::empty()), "{i}");
+            assert_eq!(
+                (v.to_bits(), f),
+                (want.value.to_bits() as u16, FpSts::empty()),
+                "{i}"
+            );
         }
         let want = Single::from_i128_r(i.into(), Round::NearestTiesToEven).value;
-        assert_eq!(cast::i32_to_f32(i), (f32::from_bits(want.to_bits() as u32), FpSts::empty()));
+        assert_eq!(
+            cast::i32_to_f32(i),
+            (f32::from_bits(want.to_bits() as u32), FpSts::empty())
+        );
     }
     for u in 0..=u8::MAX {
         assert_eq!(cast::u8_to_f16(u).0.to_f64(), f64::from(u));
@@ -215,7 +284,11 @@ fn integer_casts_into_floats() {
 
 #[test]
 fn fp32_unary_ops_on_a_sweep() {
-    let stride = if cfg!(debug_assertions) { 1_000_003 } else { 20_011 };
+    let stride = if cfg!(debug_assertions) {
+        1_000_003
+    } else {
+        20_011
+    };
     for bits in (0..=u32::MAX).step_by(stride) {
         let x = f32::from_bits(bits);
         let w = f64::from(x);
@@ -228,16 +301,29 @@ fn fp32_unary_ops_on_a_sweep() {
             assert_eq!((v.to_bits(), f), (x.sqrt().to_bits(), FpSts::empty()));
         }
         for (op, y) in [(UnaryOp::Exp, w.exp()), (UnaryOp::Tanh, w.tanh())] {
-            let y = if y.is_infinite() && w.is_finite() { f64::MAX.copysign(y) } else { y };
+            let y = if y.is_infinite() && w.is_finite() {
+                f64::MAX.copysign(y)
+            } else {
+                y
+            };
             let (v, f) = fp32::unary(op, x);
             if nan {
                 assert_eq!((v.to_bits(), f), (0x7fc0_0000, FpSts::INV));
                 continue;
             }
             let mut li = false;
-            let want: StatusAnd<Single> = Double::from_bits(y.to_bits().into()).convert_r(Round::NearestTiesToEven, &mut li);
-            let flags = if want.status.contains(Status::OVERFLOW) { FpSts::OFLO } else { FpSts::empty() };
-            assert_eq!((v.to_bits(), f), (want.value.to_bits() as u32, flags), "{op:?} 0x{bits:08x}");
+            let want: StatusAnd<Single> =
+                Double::from_bits(y.to_bits().into()).convert_r(Round::NearestTiesToEven, &mut li);
+            let flags = if want.status.contains(Status::OVERFLOW) {
+                FpSts::OFLO
+            } else {
+                FpSts::empty()
+            };
+            assert_eq!(
+                (v.to_bits(), f),
+                (want.value.to_bits() as u32, flags),
+                "{op:?} 0x{bits:08x}"
+            );
         }
         let (v, f) = cast::f32_to_i32(x);
         let mut exact = false;
@@ -245,7 +331,10 @@ fn fp32_unary_ops_on_a_sweep() {
         if nan {
             assert_eq!((v, f), (i32::MIN, FpSts::INV));
         } else if want.status.contains(Status::INVALID_OP) {
-            assert_eq!((v, f), (if x < 0.0 { i32::MIN } else { i32::MAX }, FpSts::INV));
+            assert_eq!(
+                (v, f),
+                (if x < 0.0 { i32::MIN } else { i32::MAX }, FpSts::INV)
+            );
         } else {
             assert_eq!((i128::from(v), f), (want.value, FpSts::empty()));
         }

@@ -46,7 +46,9 @@ fn expect_f16(op: BinaryOp, a: u16, b: u16, nanoo: bool, round: Round) -> (u16, 
     // Directed roundings overflow to ±max instead of ±inf; either way the finite result
     // lies beyond 65504 only if the exact value does.
     let bits = value.to_bits() as u16;
-    if status.contains(Status::OVERFLOW) || (bits & 0x7fff == 0x7c00 && x.is_finite() && y.is_finite()) {
+    if status.contains(Status::OVERFLOW)
+        || (bits & 0x7fff == 0x7c00 && x.is_finite() && y.is_finite())
+    {
         return if nanoo {
             (0x7e00, FpSts::OFLO | FpSts::INV)
         } else {
@@ -93,14 +95,22 @@ fn fp16_binary_ops_match_apfloat_on_a_million_pairs() {
             for op in OPS {
                 let (v, f) = fp16::binary(op, f16::from_bits(a), f16::from_bits(b), &mut r);
                 let want = expect_f16(op, a, b, nanoo, Round::NearestTiesToEven);
-                assert_eq!((v.to_bits(), f), want, "{:?}(0x{a:04x}, 0x{b:04x}) nanoo={nanoo}", op);
+                assert_eq!(
+                    (v.to_bits(), f),
+                    want,
+                    "{:?}(0x{a:04x}, 0x{b:04x}) nanoo={nanoo}",
+                    op
+                );
                 checked += 1;
             }
         }
     }
     assert_eq!(checked, trials(1_000_000) * 8);
     // Every class was exercised on a sizeable share of the operands.
-    assert!(classes.iter().all(|&c| c > trials(1_000_000) / 50), "{classes:?}");
+    assert!(
+        classes.iter().all(|&c| c > trials(1_000_000) / 50),
+        "{classes:?}"
+    );
 }
 
 #[test]
@@ -113,7 +123,10 @@ fn fp32_binary_ops_match_apfloat_on_a_million_pairs() {
             let (v, f) = fp32::binary(op, f32::from_bits(a), f32::from_bits(b));
             let want = expect_f32(op, a, b);
             assert_eq!((v.to_bits(), f), want, "{:?}(0x{a:08x}, 0x{b:08x})", op);
-            for (i, flag) in [FpSts::INV, FpSts::DIV0, FpSts::OFLO].into_iter().enumerate() {
+            for (i, flag) in [FpSts::INV, FpSts::DIV0, FpSts::OFLO]
+                .into_iter()
+                .enumerate()
+            {
                 flagged[i] += usize::from(f.contains(flag));
             }
         }
@@ -135,7 +148,10 @@ fn fp16_stochastic_results_are_a_directed_rounding_of_the_exact_value() {
                 let got = (got.0.to_bits(), got.1);
                 let down = expect_f16(op, a, b, nanoo, Round::TowardNegative);
                 let up = expect_f16(op, a, b, nanoo, Round::TowardPositive);
-                assert!(got == down || got == up, "{op:?}(0x{a:04x}, 0x{b:04x}): {got:?} not in {{{down:?}, {up:?}}}");
+                assert!(
+                    got == down || got == up,
+                    "{op:?}(0x{a:04x}, 0x{b:04x}): {got:?} not in {{{down:?}, {up:?}}}"
+                );
                 let near = expect_f16(op, a, b, nanoo, Round::NearestTiesToEven);
                 moved += usize::from(got != near);
             }
@@ -154,7 +170,11 @@ fn decimal_literals_match_apfloat_string_conversion() {
     for bits in (0u16..0x7c00).step_by(3).chain([0x7bff]) {
         let lo = f16::from_bits(bits).to_f64();
         // The last gap ends at 2^16: its midpoint 65520 is the overflow threshold.
-        let hi = if bits == 0x7bff { 65536.0 } else { f16::from_bits(bits + 1).to_f64() };
+        let hi = if bits == 0x7bff {
+            65536.0
+        } else {
+            f16::from_bits(bits + 1).to_f64()
+        };
         let mid = format!("{:.30e}", (lo + hi) / 2.0);
         let (mant, exp) = mid.split_once('e').expect("exponent form");
         texts.push(mid.clone());
@@ -167,7 +187,9 @@ fn decimal_literals_match_apfloat_string_conversion() {
     }
     for _ in 0..trials(100_000) {
         let digits = 1 + gen.below(25);
-        let mut s: String = (0..digits).map(|_| char::from(b'0' + gen.below(10) as u8)).collect();
+        let mut s: String = (0..digits)
+            .map(|_| char::from(b'0' + gen.below(10) as u8))
+            .collect();
         s.insert(1 + gen.below(digits) as usize, '.');
         texts.push(format!("{s}e{}", gen.below(20) as i32 - 12));
     }

@@ -34,7 +34,10 @@ use ipusim_sim::numerics::{cast, fp16, FpSts, Rounding, SrRng, Tail};
 fn assert_binomial(what: &str, k: usize, n: usize, p: f64) {
     let (mean, sd) = (n as f64 * p, (n as f64 * p * (1.0 - p)).sqrt());
     let dev = (k as f64 - mean).abs();
-    assert!(dev <= 5.0 * sd + 1.0, "{what}: {k} round-ups in {n}, expected {mean:.1} ± 5·{sd:.2}");
+    assert!(
+        dev <= 5.0 * sd + 1.0,
+        "{what}: {k} round-ups in {n}, expected {mean:.1} ± 5·{sd:.2}"
+    );
 }
 
 /// Rounds the exact value `x` (an f32 value) to FP16 `n` times, checking that only the two
@@ -46,7 +49,10 @@ fn count_ups(x: f32, lo: u16, hi: u16, n: usize, nanoo: bool, seed: u64) -> usiz
     for _ in 0..n {
         let (v, _) = cast::f32_to_f16(x, &mut r);
         let b = v.to_bits();
-        assert!(b == lo || b == hi, "{x:e} rounded to 0x{b:04x}, not 0x{lo:04x} or 0x{hi:04x}");
+        assert!(
+            b == lo || b == hi,
+            "{x:e} rounded to 0x{b:04x}, not 0x{lo:04x} or 0x{hi:04x}"
+        );
         ups += usize::from(b == hi && hi != lo);
     }
     ups
@@ -57,15 +63,15 @@ fn f32_to_f16_round_up_frequencies() {
     let n = trials(400_000);
     // (f32 bits, lower neighbour, upper neighbour, exact P(up)) — numerics.md §3.2, §3.4.
     let cases: [(u32, u16, u16, f64); 9] = [
-        (0x3f80_0800, 0x3c00, 0x3c01, 0.25),                  // 1 + 2^-12
-        (0x3f80_1000, 0x3c00, 0x3c01, 0.5),                   // 1 + 2^-11 (tie)
-        (0x3f80_1800, 0x3c00, 0x3c01, 0.75),                  // 1 + 3·2^-12
-        (0x3f80_3000, 0x3c01, 0x3c02, 0.5),                   // 1 + 3·2^-11 (tie)
-        (0x3f80_1001, 0x3c00, 0x3c01, 0.5 + 2f64.powi(-13)),  // sticky bit
-        (0x3300_0000, 0x0000, 0x0001, 0.5),                   // 2^-25, subnormal
-        (0x3300_0001, 0x0000, 0x0001, 0.5 + 2f64.powi(-24)),  // 2^-25·(1 + 2^-23)
-        (0x3340_0000, 0x0000, 0x0001, 0.75),                  // 3·2^-26
-        (0x387f_e000, 0x03ff, 0x0400, 0.5),                   // subnormal → normal boundary
+        (0x3f80_0800, 0x3c00, 0x3c01, 0.25),                 // 1 + 2^-12
+        (0x3f80_1000, 0x3c00, 0x3c01, 0.5),                  // 1 + 2^-11 (tie)
+        (0x3f80_1800, 0x3c00, 0x3c01, 0.75),                 // 1 + 3·2^-12
+        (0x3f80_3000, 0x3c01, 0x3c02, 0.5),                  // 1 + 3·2^-11 (tie)
+        (0x3f80_1001, 0x3c00, 0x3c01, 0.5 + 2f64.powi(-13)), // sticky bit
+        (0x3300_0000, 0x0000, 0x0001, 0.5),                  // 2^-25, subnormal
+        (0x3300_0001, 0x0000, 0x0001, 0.5 + 2f64.powi(-24)), // 2^-25·(1 + 2^-23)
+        (0x3340_0000, 0x0000, 0x0001, 0.75),                 // 3·2^-26
+        (0x387f_e000, 0x03ff, 0x0400, 0.5),                  // subnormal → normal boundary
     ];
     for (i, (bits, lo, hi, p)) in cases.into_iter().enumerate() {
         let k = count_ups(f32::from_bits(bits), lo, hi, n, false, i as u64);
@@ -99,26 +105,69 @@ fn near_overflow_rounds_up_into_the_overflow_policy() {
         assert_binomial("65519.996", oflo, n, p);
     }
     // 65504 itself never moves, so never overflows.
-    assert_eq!(count_ups(65504.0, 0x7bff, 0x7bff, trials(100_000), true, 3), 0);
+    assert_eq!(
+        count_ups(65504.0, 0x7bff, 0x7bff, trials(100_000), true, 3),
+        0
+    );
 }
 
 #[test]
 fn fp16_arithmetic_round_up_frequencies() {
     let h = |bits: u16| f16::from_bits(bits);
     // (a, op, b, lower, upper, exact P(up))
-    type Case = (f16, fn(f16, f16, &mut Rounding) -> (f16, FpSts), f16, u16, u16, f64, usize);
+    type Case = (
+        f16,
+        fn(f16, f16, &mut Rounding) -> (f16, FpSts),
+        f16,
+        u16,
+        u16,
+        f64,
+        usize,
+    );
     let one = h(0x3c00);
     let cases: [Case; 4] = [
         // 1 + f16(1e-3): f16(1e-3) = 0x1419; the sum 1.0010004 lies 25/1024 of a gap above 1.
-        (one, fp16::add, h(0x1419), 0x3c01, 0x3c02, 25.0 / 1024.0, trials(200_000)),
+        (
+            one,
+            fp16::add,
+            h(0x1419),
+            0x3c01,
+            0x3c02,
+            25.0 / 1024.0,
+            trials(200_000),
+        ),
         // 1 + 2^-24 (both FP16): P(up) = 2^-14, ≈ 61 per million. Formed in f32 first it
         // would be a tie rounded to 1.0 and never round up (numerics.md §3.2 bias trap).
-        (one, fp16::add, h(0x0001), 0x3c00, 0x3c01, 2f64.powi(-14), trials(1_000_000)),
+        (
+            one,
+            fp16::add,
+            h(0x0001),
+            0x3c00,
+            0x3c01,
+            2f64.powi(-14),
+            trials(1_000_000),
+        ),
         // A subnormal product: 2^-12 · (1 + 2^-10)·2^-12 = 2^-24 + 2^-34: P(up) = 2^-10.
-        (h(0x0c00), fp16::mul, h(0x0c01), 0x0001, 0x0002, 2f64.powi(-10), trials(400_000)),
+        (
+            h(0x0c00),
+            fp16::mul,
+            h(0x0c01),
+            0x0001,
+            0x0002,
+            2f64.powi(-10),
+            trials(400_000),
+        ),
         // 1/3 = (1365 + 1/3)·2^-12: between 0x3555 = 1365·2^-12 and 0x3556, P(up) = 1/3
         // (truncated to 32 bits: low by less than 2^-32).
-        (one, fp16::div, h(0x4200), 0x3555, 0x3556, 1.0 / 3.0, trials(200_000)),
+        (
+            one,
+            fp16::div,
+            h(0x4200),
+            0x3555,
+            0x3556,
+            1.0 / 3.0,
+            trials(200_000),
+        ),
     ];
     for (i, (a, op, b, lo, hi, p, n)) in cases.into_iter().enumerate() {
         let mut rng = SrRng::new(1000 + i as u64, 0, 0);
@@ -133,7 +182,10 @@ fn fp16_arithmetic_round_up_frequencies() {
         }
         assert_binomial(&format!("case {i}"), ups, n, p);
         if p == 2f64.powi(-14) {
-            assert!(ups > 0, "1 + 2^-24 never rounded up: double rounding through f32");
+            assert!(
+                ups > 0,
+                "1 + 2^-24 never rounded up: double rounding through f32"
+            );
         }
     }
 }
@@ -159,8 +211,14 @@ fn representable_values_never_move() {
     }
     // Exactly representable results of inexact-looking operations do not move either.
     for _ in 0..1000 {
-        assert_eq!(r.round_f16(0.375, Tail::Exact), (f16::from_f32(0.375), FpSts::empty()));
-        assert_eq!(fp16::div(f16::from_f32(3.0), f16::from_f32(8.0), &mut r).0, f16::from_f32(0.375));
+        assert_eq!(
+            r.round_f16(0.375, Tail::Exact),
+            (f16::from_f32(0.375), FpSts::empty())
+        );
+        assert_eq!(
+            fp16::div(f16::from_f32(3.0), f16::from_f32(8.0), &mut r).0,
+            f16::from_f32(0.375)
+        );
     }
 }
 
@@ -181,9 +239,16 @@ fn outputs_are_only_ever_the_two_neighbours() {
         } else {
             (near.to_bits() - 1, near.to_bits())
         };
-        let b = if b & 0x7fff >= 0x7c00 { (b & 0x8000) | 0x7bff } else { b };
+        let b = if b & 0x7fff >= 0x7c00 {
+            (b & 0x8000) | 0x7bff
+        } else {
+            b
+        };
         let got = v.to_bits();
-        assert!(got == a || got == b, "{x:e}: 0x{got:04x} not 0x{a:04x}/0x{b:04x}");
+        assert!(
+            got == a || got == b,
+            "{x:e}: 0x{got:04x} not 0x{a:04x}/0x{b:04x}"
+        );
         if near.to_f32() == x {
             assert_eq!(got, near.to_bits());
         }
@@ -229,12 +294,21 @@ fn sum_of_ten_thousand_increments_has_the_exact_mean() {
     let mse = sum_sq_err / n;
     let sd = mse.sqrt();
     // Mean: unbiased for the exact sum, within 5 standard errors.
-    assert!((mean - exact).abs() <= 5.0 * sd / n.sqrt(), "mean {mean} vs {exact} (sd {sd})");
-    assert!((mean - 1.0002).abs() < 0.005 && sd > 0.005 && sd < 0.03, "mean {mean}, sd {sd}");
+    assert!(
+        (mean - exact).abs() <= 5.0 * sd / n.sqrt(),
+        "mean {mean} vs {exact} (sd {sd})"
+    );
+    assert!(
+        (mean - 1.0002).abs() < 0.005 && sd > 0.005 && sd < 0.03,
+        "mean {mean}, sd {sd}"
+    );
     // Variance: E[err²] = E[Σ p(1−p) ulp²], within 5 standard errors of the estimate.
     let expected_mse = sum_var / n;
     let se_mse = ((sum_sq_err2 / n - mse * mse) / n).sqrt();
-    assert!((mse - expected_mse).abs() <= 5.0 * se_mse, "E[err²] {mse:e} vs {expected_mse:e} ± {se_mse:e}");
+    assert!(
+        (mse - expected_mse).abs() <= 5.0 * se_mse,
+        "E[err²] {mse:e} vs {expected_mse:e} ± {se_mse:e}"
+    );
 }
 
 #[test]
@@ -242,7 +316,9 @@ fn same_seed_same_results() {
     let run = |seed| {
         let mut rng = SrRng::new(seed, 3, 2);
         let mut r = Rounding::stochastic(&mut rng, false);
-        (0..1000).map(|i| fp16::add(f16::ONE, f16::from_bits(i), &mut r).0.to_bits()).collect::<Vec<_>>()
+        (0..1000)
+            .map(|i| fp16::add(f16::ONE, f16::from_bits(i), &mut r).0.to_bits())
+            .collect::<Vec<_>>()
     };
     assert_eq!(run(1), run(1));
     assert_ne!(run(1), run(2));

@@ -33,7 +33,11 @@ fn swamping_and_the_tutorial_table() {
         ("0.0001", 0.0),
     ] {
         let s = fp16::add(lit(x), quarter, r).0;
-        assert_eq!(fp16::sub(s, quarter, r).0.to_f64(), want, "{x} + 0.25 - 0.25");
+        assert_eq!(
+            fp16::sub(s, quarter, r).0.to_f64(),
+            want,
+            "{x} + 0.25 - 0.25"
+        );
     }
 }
 
@@ -41,7 +45,10 @@ fn swamping_and_the_tutorial_table() {
 fn repeated_increments_stagnate() {
     let r = &mut rne();
     let inc = lit("0.0001");
-    assert_eq!((inc.to_bits(), inc.to_f64()), (0x068e, 0.000_100_016_593_933_105_47));
+    assert_eq!(
+        (inc.to_bits(), inc.to_f64()),
+        (0x068e, 0.000_100_016_593_933_105_47)
+    );
     let mut s = f16::ZERO;
     let mut stalled_at = None;
     for k in 1..=10_000 {
@@ -101,10 +108,26 @@ fn overflow_ties_and_underflow() {
     assert_eq!(fp16::add(n2048, f16::ONE, r).0, n2048);
     assert_eq!(fp16::add(n2050, f16::ONE, r).0.to_f64(), 2052.0);
     assert_eq!(fp16::add(f16::ONE, f16::from_bits(0x1000), r).0, f16::ONE);
-    assert_eq!(fp16::add(f16::ONE, fp16::mul(lit("3"), f16::from_bits(0x1000), r).0, r).0.to_f64(), 1.001_953_125);
+    assert_eq!(
+        fp16::add(
+            f16::ONE,
+            fp16::mul(lit("3"), f16::from_bits(0x1000), r).0,
+            r
+        )
+        .0
+        .to_f64(),
+        1.001_953_125
+    );
     // Underflow: 2^-25 → 0 (tie to even), 2^-25·(1 + ε) → 2^-24, 3·2^-26 → 2^-24.
-    for (x, want) in [(2f32.powi(-25), 0), (f32::from_bits(0x3300_0001), 1), (3.0 * 2f32.powi(-26), 1)] {
-        assert_eq!(cast::f32_to_f16(x, r), (f16::from_bits(want), FpSts::empty()));
+    for (x, want) in [
+        (2f32.powi(-25), 0),
+        (f32::from_bits(0x3300_0001), 1),
+        (3.0 * 2f32.powi(-26), 1),
+    ] {
+        assert_eq!(
+            cast::f32_to_f16(x, r),
+            (f16::from_bits(want), FpSts::empty())
+        );
     }
     // DIV0: FP16 10000/0 is NaN on the hardware (numerics.md §2.3).
     let (v, f) = fp16::div(ten_k, f16::ZERO, r);
@@ -115,7 +138,10 @@ fn overflow_ties_and_underflow() {
 
 #[test]
 fn dot_product_separates_partials_types() {
-    let a: Vec<f16> = [2048.0, 1.0, 1.0, 1.0, 1.0].into_iter().map(f16::from_f32).collect();
+    let a: Vec<f16> = [2048.0, 1.0, 1.0, 1.0, 1.0]
+        .into_iter()
+        .map(f16::from_f32)
+        .collect();
     let ones = vec![f16::ONE; 5];
     // Chunk 1 (a partial write after every product): FP16 partials 2048, FP32 2052.
     let (v, _) = amp_dot_f16_partials(&a, &ones, f16::ZERO, 1, &mut rne()).unwrap();
@@ -124,7 +150,10 @@ fn dot_product_separates_partials_types() {
     // Chunk 16: the five products are summed in f32 first, and 2052 is an FP16 value.
     let (v, _) = amp_dot_f16_partials(&a, &ones, f16::ZERO, AMP_CHUNK, &mut rne()).unwrap();
     assert_eq!(v.to_f64(), 2052.0);
-    assert_eq!(amp_dot_f32_partials(&a, &ones, 0.0, AMP_CHUNK).unwrap().0, 2052.0);
+    assert_eq!(
+        amp_dot_f32_partials(&a, &ones, 0.0, AMP_CHUNK).unwrap().0,
+        2052.0
+    );
 }
 
 #[test]
@@ -145,7 +174,13 @@ fn f32_to_f16_bit_table() {
         (0x3f80_0800, 0x3c00, 0x3c00, FpSts::empty(), FpSts::empty()),
         (0x477f_e000, 0x7bff, 0x7bff, FpSts::empty(), FpSts::empty()),
         (0x477f_efff, 0x7bff, 0x7bff, FpSts::empty(), FpSts::empty()),
-        (0x477f_f000, 0x7bff, 0x7e00, FpSts::OFLO, FpSts::OFLO.union(FpSts::INV)),
+        (
+            0x477f_f000,
+            0x7bff,
+            0x7e00,
+            FpSts::OFLO,
+            FpSts::OFLO.union(FpSts::INV),
+        ),
         (0x3380_0000, 0x0001, 0x0001, FpSts::empty(), FpSts::empty()),
         (0x3300_0000, 0x0000, 0x0000, FpSts::empty(), FpSts::empty()),
         (0x3300_0001, 0x0001, 0x0001, FpSts::empty(), FpSts::empty()),

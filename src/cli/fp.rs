@@ -134,11 +134,17 @@ pub fn run_lines(
             Ok(s) => s.trim_end_matches(['\n', '\r']),
             Err(e) => {
                 all_ok = false;
-                let column = String::from_utf8_lossy(&raw[..e.valid_up_to()]).chars().count() + 1;
+                let column = String::from_utf8_lossy(&raw[..e.valid_up_to()])
+                    .chars()
+                    .count()
+                    + 1;
                 if json {
                     writeln!(output, "{{\"line\": {line_no}, \"column\": {column}, \"error\": \"invalid UTF-8\"}}")?;
                 } else {
-                    writeln!(output, "line {line_no}: error: column {column}: invalid UTF-8")?;
+                    writeln!(
+                        output,
+                        "line {line_no}: error: column {column}: invalid UTF-8"
+                    )?;
                 }
                 continue;
             }

@@ -78,7 +78,13 @@ impl<'a> Decimal<'a> {
                 }
             }
         };
-        Some(Decimal { text, negative, int_digits, frac_digits, exponent })
+        Some(Decimal {
+            text,
+            negative,
+            int_digits,
+            frac_digits,
+            exponent,
+        })
     }
 
     /// The significant digits (no leading or trailing zeros) and the decimal exponent of
@@ -87,7 +93,13 @@ impl<'a> Decimal<'a> {
         let all = self.int_digits.bytes().chain(self.frac_digits.bytes());
         let total = self.int_digits.len() + self.frac_digits.len();
         let leading = all.clone().take_while(|&b| b == b'0').count();
-        let trailing = self.frac_digits.bytes().rev().chain(self.int_digits.bytes().rev()).take_while(|&b| b == b'0').count();
+        let trailing = self
+            .frac_digits
+            .bytes()
+            .rev()
+            .chain(self.int_digits.bytes().rev())
+            .take_while(|&b| b == b'0')
+            .count();
         let count = total.saturating_sub(leading + trailing);
         let exp = self.exponent - self.frac_digits.len() as i64 + trailing as i64;
         (all.skip(leading).take(count), count, exp)
@@ -107,7 +119,11 @@ impl<'a> Decimal<'a> {
         // Compare the positions of the leading digits, then the digit strings.
         let lead_d = exp + count as i64;
         let lead_v = n_exp + n_trimmed.len() as i64;
-        Some(lead_d.cmp(&lead_v).then_with(|| digits.cmp(n_trimmed.bytes())))
+        Some(
+            lead_d
+                .cmp(&lead_v)
+                .then_with(|| digits.cmp(n_trimmed.bytes())),
+        )
     }
 }
 
@@ -175,7 +191,11 @@ pub fn decimal_to_f16(text: &str, nanoo: bool) -> Option<(f16, FpSts)> {
 pub fn decimal_to_f32(text: &str) -> Option<(f32, FpSts)> {
     let d = Decimal::parse(text)?;
     let v: f32 = d.text.parse().ok()?;
-    let flags = if v.is_infinite() { FpSts::OFLO } else { FpSts::empty() };
+    let flags = if v.is_infinite() {
+        FpSts::OFLO
+    } else {
+        FpSts::empty()
+    };
     Some((v, flags))
 }
 
@@ -189,10 +209,14 @@ mod tests {
 
     #[test]
     fn syntax() {
-        for ok in ["1", "1.", ".5", "0.0004", "1e5", "1E-5", "+2.5e+3", "-0", "007.700"] {
+        for ok in [
+            "1", "1.", ".5", "0.0004", "1e5", "1E-5", "+2.5e+3", "-0", "007.700",
+        ] {
             assert!(Decimal::parse(ok).is_some(), "{ok}");
         }
-        for bad in ["", ".", "e5", "1e", "1e+", "1.2.3", "0x10", "inf", "nan", "1_0", "--1", " 1"] {
+        for bad in [
+            "", ".", "e5", "1e", "1e+", "1.2.3", "0x10", "inf", "nan", "1_0", "--1", " 1",
+        ] {
             assert!(Decimal::parse(bad).is_none(), "{bad}");
         }
     }
@@ -204,9 +228,18 @@ mod tests {
         assert_eq!(bits16("1e-3"), 0x1419);
         assert_eq!(bits16("65504"), 0x7bff);
         assert_eq!(bits16("65519"), 0x7bff);
-        assert_eq!(decimal_to_f16("65520", false), Some((f16::MAX, FpSts::OFLO)));
-        assert_eq!(decimal_to_f16("1e400", false), Some((f16::MAX, FpSts::OFLO)));
-        assert_eq!(decimal_to_f16("-1e400", true).unwrap().1, FpSts::OFLO | FpSts::INV);
+        assert_eq!(
+            decimal_to_f16("65520", false),
+            Some((f16::MAX, FpSts::OFLO))
+        );
+        assert_eq!(
+            decimal_to_f16("1e400", false),
+            Some((f16::MAX, FpSts::OFLO))
+        );
+        assert_eq!(
+            decimal_to_f16("-1e400", true).unwrap().1,
+            FpSts::OFLO | FpSts::INV
+        );
         assert_eq!(bits16("1e-400"), 0);
         assert_eq!(bits16("-0"), 0x8000);
     }
@@ -218,7 +251,10 @@ mod tests {
         assert_eq!(bits16("1.000488281250000000000000001"), 0x3c01);
         assert_eq!(bits16("1.000488281249999999999999999"), 0x3c00);
         // Both parse to the same f64, the midpoint itself:
-        assert_eq!("1.000488281250000000000000001".parse::<f64>(), Ok(1.00048828125));
+        assert_eq!(
+            "1.000488281250000000000000001".parse::<f64>(),
+            Ok(1.00048828125)
+        );
         // 1 + 3·2^-11 ties up to even; just below it goes down.
         assert_eq!(bits16("1.00146484375"), 0x3c02);
         assert_eq!(bits16("1.00146484374999999999999999"), 0x3c01);
@@ -227,7 +263,10 @@ mod tests {
         assert_eq!(bits16("2.98023223876953125e-8"), 0x0000);
         assert_eq!(bits16("2.980232238769531250000001e-8"), 0x0001);
         assert_eq!(bits16("65519.99999999999999999"), 0x7bff);
-        assert_eq!(decimal_to_f16("65520.00000000000000001", false).unwrap().1, FpSts::OFLO);
+        assert_eq!(
+            decimal_to_f16("65520.00000000000000001", false).unwrap().1,
+            FpSts::OFLO
+        );
         // Same midpoint written with an exponent and leading zeros.
         assert_eq!(bits16("0001000488281250000000000000001e-27"), 0x3c01);
         assert_eq!(bits16("100048828125.000e-11"), 0x3c00);
@@ -235,9 +274,15 @@ mod tests {
 
     #[test]
     fn f32_literals() {
-        assert_eq!(decimal_to_f32("0.1"), Some((f32::from_bits(0x3dcc_cccd), FpSts::empty())));
+        assert_eq!(
+            decimal_to_f32("0.1"),
+            Some((f32::from_bits(0x3dcc_cccd), FpSts::empty()))
+        );
         assert_eq!(decimal_to_f32("1e39"), Some((f32::INFINITY, FpSts::OFLO)));
-        assert_eq!(decimal_to_f32("1.00000005960464477539062500001"), Some((f32::from_bits(0x3f80_0001), FpSts::empty())));
+        assert_eq!(
+            decimal_to_f32("1.00000005960464477539062500001"),
+            Some((f32::from_bits(0x3f80_0001), FpSts::empty()))
+        );
         assert_eq!(decimal_to_f32("x"), None);
     }
 }

@@ -41,6 +41,11 @@ pub(crate) fn check_len(
     if expected == found {
         Ok(())
     } else {
-        Err(NumericsError::Length { kernel, operand, expected, found })
+        Err(NumericsError::Length {
+            kernel,
+            operand,
+            expected,
+            found,
+        })
     }
 }

@@ -136,7 +136,11 @@ fn min_max<T: IpuFloat>(a: T, b: T, min: bool) -> (T, FpSts) {
 
 #[inline]
 pub(crate) fn compare<T: IpuFloat>(op: CompareOp, a: T, b: T) -> (bool, FpSts) {
-    let flags = if a.is_nan() || b.is_nan() { FpSts::INV } else { FpSts::empty() };
+    let flags = if a.is_nan() || b.is_nan() {
+        FpSts::INV
+    } else {
+        FpSts::empty()
+    };
     (op.holds(a.wide(), b.wide()), flags)
 }
 
@@ -157,7 +161,10 @@ mod tests {
         assert_eq!(neg(f16::ONE).0, f16::NEG_ONE);
         assert_eq!(abs(f16::NEG_INFINITY).0, f16::INFINITY);
         assert_eq!(compare(CompareOp::Ne, f32::NAN, 1.0), (true, FpSts::INV));
-        assert_eq!(compare(CompareOp::Le, f16::NAN, f16::NAN), (false, FpSts::INV));
+        assert_eq!(
+            compare(CompareOp::Le, f16::NAN, f16::NAN),
+            (false, FpSts::INV)
+        );
         assert_eq!(compare(CompareOp::Eq, -0.0f32, 0.0), (true, FpSts::empty()));
     }
 }

@@ -77,7 +77,11 @@ pub fn sqrt(a: f16, r: &mut Rounding) -> (f16, FpSts) {
         return (F16_NAN, FpSts::INV);
     }
     let s = x.sqrt();
-    let tail = if s.is_finite() && s != 0.0 { Tail::of((-s).mul_add(s, x)) } else { Tail::Exact };
+    let tail = if s.is_finite() && s != 0.0 {
+        Tail::of((-s).mul_add(s, x))
+    } else {
+        Tail::Exact
+    };
     r.round_f16_with(s, tail, draw)
 }
 
@@ -195,17 +199,44 @@ mod tests {
     #[test]
     fn specials_and_flags() {
         let mut r = Rounding::nearest(false);
-        assert_eq!(b(add(f16::INFINITY, f16::NEG_INFINITY, &mut r)), (F16_NAN.to_bits(), FpSts::INV));
-        assert_eq!(b(mul(f16::ZERO, f16::INFINITY, &mut r)), (F16_NAN.to_bits(), FpSts::INV));
-        assert_eq!(b(div(h(10000.0), f16::ZERO, &mut r)), (F16_NAN.to_bits(), FpSts::DIV0));
-        assert_eq!(b(div(f16::ZERO, f16::ZERO, &mut r)), (F16_NAN.to_bits(), FpSts::INV));
-        assert_eq!(b(div(f16::NEG_INFINITY, f16::ZERO, &mut r)), (f16::NEG_INFINITY.to_bits(), FpSts::empty()));
-        assert_eq!(b(div(f16::INFINITY, f16::INFINITY, &mut r)), (F16_NAN.to_bits(), FpSts::INV));
-        assert_eq!(b(add(f16::INFINITY, f16::ONE, &mut r)), (f16::INFINITY.to_bits(), FpSts::empty()));
-        assert_eq!(b(sqrt(f16::NEG_ONE, &mut r)), (F16_NAN.to_bits(), FpSts::INV));
+        assert_eq!(
+            b(add(f16::INFINITY, f16::NEG_INFINITY, &mut r)),
+            (F16_NAN.to_bits(), FpSts::INV)
+        );
+        assert_eq!(
+            b(mul(f16::ZERO, f16::INFINITY, &mut r)),
+            (F16_NAN.to_bits(), FpSts::INV)
+        );
+        assert_eq!(
+            b(div(h(10000.0), f16::ZERO, &mut r)),
+            (F16_NAN.to_bits(), FpSts::DIV0)
+        );
+        assert_eq!(
+            b(div(f16::ZERO, f16::ZERO, &mut r)),
+            (F16_NAN.to_bits(), FpSts::INV)
+        );
+        assert_eq!(
+            b(div(f16::NEG_INFINITY, f16::ZERO, &mut r)),
+            (f16::NEG_INFINITY.to_bits(), FpSts::empty())
+        );
+        assert_eq!(
+            b(div(f16::INFINITY, f16::INFINITY, &mut r)),
+            (F16_NAN.to_bits(), FpSts::INV)
+        );
+        assert_eq!(
+            b(add(f16::INFINITY, f16::ONE, &mut r)),
+            (f16::INFINITY.to_bits(), FpSts::empty())
+        );
+        assert_eq!(
+            b(sqrt(f16::NEG_ONE, &mut r)),
+            (F16_NAN.to_bits(), FpSts::INV)
+        );
         assert_eq!(sqrt(f16::NEG_ZERO, &mut r).0.to_bits(), 0x8000);
         assert_eq!(log(f16::ZERO, &mut r), (f16::NEG_INFINITY, FpSts::DIV0));
-        assert_eq!(b(add(f16::NAN, f16::ONE, &mut r)), (F16_NAN.to_bits(), FpSts::INV));
+        assert_eq!(
+            b(add(f16::NAN, f16::ONE, &mut r)),
+            (F16_NAN.to_bits(), FpSts::INV)
+        );
         // Cancellation gives +0 under round to nearest.
         assert_eq!(sub(f16::ONE, f16::ONE, &mut r).0.to_bits(), 0);
     }
@@ -213,7 +244,10 @@ mod tests {
     #[test]
     fn overflow_saturates_or_nans() {
         let big = h(10000.0);
-        assert_eq!(b(mul(big, big, &mut Rounding::nearest(false))), (0x7bff, FpSts::OFLO));
+        assert_eq!(
+            b(mul(big, big, &mut Rounding::nearest(false))),
+            (0x7bff, FpSts::OFLO)
+        );
         let (v, f) = mul(big, big, &mut Rounding::nearest(true));
         assert!(v.is_nan());
         assert_eq!(f, FpSts::OFLO | FpSts::INV);

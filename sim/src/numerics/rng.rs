@@ -102,7 +102,10 @@ impl SrRng {
     /// discarded, as there).
     pub fn from_pcg(state: u64, stream: u64) -> SrRng {
         let increment = (stream << 1) | 1;
-        let mut rng = SrRng { state: state.wrapping_add(increment), increment };
+        let mut rng = SrRng {
+            state: state.wrapping_add(increment),
+            increment,
+        };
         rng.step(1);
         rng
     }
@@ -161,7 +164,11 @@ simd_dispatch! {
 
 #[inline(always)]
 fn fill_body(state: &mut u64, increment: u64, out: &mut [u32]) {
-    let bulk = if out.len() >= 2 * LANES { out.len() - out.len() % LANES } else { 0 };
+    let bulk = if out.len() >= 2 * LANES {
+        out.len() - out.len() % LANES
+    } else {
+        0
+    };
     let (head, rest) = out.split_at_mut(bulk);
     if !head.is_empty() {
         let mut lanes = [0u64; LANES];
@@ -179,7 +186,10 @@ fn fill_body(state: &mut u64, increment: u64, out: &mut [u32]) {
         }
         *state = lanes[0];
     }
-    let mut rng = SrRng { state: *state, increment };
+    let mut rng = SrRng {
+        state: *state,
+        increment,
+    };
     for o in rest {
         *o = rng.next_u32();
     }
@@ -207,7 +217,11 @@ mod tests {
 
     #[test]
     fn matches_rand_pcg_draw_for_draw() {
-        for (state, stream) in [(0u64, 0u64), (0xcafef00dd15ea5e5, 0xa02bdbf7bb3c0a7), (7, u64::MAX)] {
+        for (state, stream) in [
+            (0u64, 0u64),
+            (0xcafef00dd15ea5e5, 0xa02bdbf7bb3c0a7),
+            (7, u64::MAX),
+        ] {
             let mut ours = SrRng::from_pcg(state, stream);
             let mut theirs = Pcg32::new(state, stream);
             for _ in 0..1000 {

@@ -115,12 +115,18 @@ impl Rounding<'static> {
 impl<'r> Rounding<'r> {
     /// Stochastic rounding with bits drawn from `rng`.
     pub fn stochastic(rng: &'r mut SrRng, nanoo: bool) -> Rounding<'r> {
-        Rounding { rng: Some(rng), nanoo }
+        Rounding {
+            rng: Some(rng),
+            nanoo,
+        }
     }
 
     /// Stochastic rounding from `rng` if `sr`, else round to nearest even.
     pub fn new(sr: bool, nanoo: bool, rng: &'r mut SrRng) -> Rounding<'r> {
-        Rounding { rng: sr.then_some(rng), nanoo }
+        Rounding {
+            rng: sr.then_some(rng),
+            nanoo,
+        }
     }
 
     /// The rounding a worker with control bits `ctl` uses (ESR and NANOO).
@@ -213,9 +219,9 @@ pub(crate) fn round_magnitude(mag: f64, tail: Tail, draw: Option<u32>) -> u32 {
     }
     let e = ((m.to_bits() >> 52) & 0x7ff) as i32 - 1023;
     let e = e.max(-14);
-    let t = m * pow2(10 - e); // exact: a power-of-two scaling, t < 2048
-    let i = t.floor();
-    let frac = t - i; // exact
+    let t = m * pow2(10 - e); // exact: a power-of-two scaling, 0 <= t < 2048
+    let i = t as u32; // floor
+    let frac = t - f64::from(i); // exact
     let up = match draw {
         None => {
             frac > 0.5
@@ -223,12 +229,12 @@ pub(crate) fn round_magnitude(mag: f64, tail: Tail, draw: Option<u32>) -> u32 {
                     && match tail {
                         Tail::Above => true,
                         Tail::Below => false,
-                        Tail::Exact => (i as u32) & 1 == 1,
+                        Tail::Exact => i & 1 == 1,
                     })
         }
         Some(r) => u64::from(r) < (frac * 4_294_967_296.0) as u64,
     };
-    (((e + 14) as u32) << 10) + i as u32 + u32::from(up)
+    (((e + 14) as u32) << 10) + i + u32::from(up)
 }
 
 /// Rounds the value `x` (exact, or the `f64` result of a transcendental function) once to
@@ -252,7 +258,10 @@ mod tests {
     use super::*;
 
     fn rne(x: f64) -> u16 {
-        Rounding::nearest(false).round_f16(x, Tail::Exact).0.to_bits()
+        Rounding::nearest(false)
+            .round_f16(x, Tail::Exact)
+            .0
+            .to_bits()
     }
 
     #[test]
@@ -277,7 +286,10 @@ mod tests {
         let r = Rounding::nearest(false);
         assert_eq!(r.round_f16_with(tie, Tail::Above, None).0.to_bits(), 0x3c01);
         assert_eq!(r.round_f16_with(tie, Tail::Below, None).0.to_bits(), 0x3c00);
-        assert_eq!(r.round_f16_with(-tie, Tail::Below, None).0.to_bits(), 0xbc01);
+        assert_eq!(
+            r.round_f16_with(-tie, Tail::Below, None).0.to_bits(),
+            0xbc01
+        );
         // A grid point with a tail stays put under nearest rounding.
         assert_eq!(r.round_f16_with(1.0, Tail::Below, None).0.to_bits(), 0x3c00);
     }
@@ -305,16 +317,31 @@ mod tests {
     fn overflow_policy() {
         let sat = Rounding::nearest(false);
         let nan = Rounding::nearest(true);
-        assert_eq!(sat.round_f16_with(65520.0, Tail::Exact, None), (f16::from_bits(0x7bff), FpSts::OFLO));
-        assert_eq!(sat.round_f16_with(-1e10, Tail::Exact, None), (f16::from_bits(0xfbff), FpSts::OFLO));
+        assert_eq!(
+            sat.round_f16_with(65520.0, Tail::Exact, None),
+            (f16::from_bits(0x7bff), FpSts::OFLO)
+        );
+        assert_eq!(
+            sat.round_f16_with(-1e10, Tail::Exact, None),
+            (f16::from_bits(0xfbff), FpSts::OFLO)
+        );
         let (v, f) = nan.round_f16_with(1e5, Tail::Exact, None);
         assert_eq!((v.to_bits(), f), (0x7e00, FpSts::OFLO | FpSts::INV));
-        assert_eq!(nan.round_f16_with(f64::NEG_INFINITY, Tail::Exact, None), (f16::NEG_INFINITY, FpSts::empty()));
+        assert_eq!(
+            nan.round_f16_with(f64::NEG_INFINITY, Tail::Exact, None),
+            (f16::NEG_INFINITY, FpSts::empty())
+        );
         // SR may round 65519.996 up into overflow, or down to 65504.
         let x = f64::from(f32::from_bits(0x477f_efff));
         assert_eq!(sat.round_f16_with(x, Tail::Exact, Some(0)).1, FpSts::OFLO);
-        assert_eq!(sat.round_f16_with(x, Tail::Exact, Some(u32::MAX)), (f16::from_bits(0x7bff), FpSts::empty()));
-        assert_eq!(sat.round_f16_with(65504.0, Tail::Exact, Some(0)), (f16::from_bits(0x7bff), FpSts::empty()));
+        assert_eq!(
+            sat.round_f16_with(x, Tail::Exact, Some(u32::MAX)),
+            (f16::from_bits(0x7bff), FpSts::empty())
+        );
+        assert_eq!(
+            sat.round_f16_with(65504.0, Tail::Exact, Some(0)),
+            (f16::from_bits(0x7bff), FpSts::empty())
+        );
     }
 
     #[test]

@@ -100,22 +100,38 @@ mod tests {
         assert!(eval(UnaryOp::Log, -1.0).0.is_nan());
         assert_eq!(eval(UnaryOp::Log, -1.0).1, FpSts::INV);
         assert_eq!(eval(UnaryOp::Exp, f64::NEG_INFINITY), (0.0, FpSts::empty()));
-        assert_eq!(eval(UnaryOp::Tanh, f64::NEG_INFINITY), (-1.0, FpSts::empty()));
-        assert_eq!(eval(UnaryOp::Sigmoid, f64::NEG_INFINITY), (0.0, FpSts::empty()));
+        assert_eq!(
+            eval(UnaryOp::Tanh, f64::NEG_INFINITY),
+            (-1.0, FpSts::empty())
+        );
+        assert_eq!(
+            eval(UnaryOp::Sigmoid, f64::NEG_INFINITY),
+            (0.0, FpSts::empty())
+        );
         assert_eq!(eval(UnaryOp::Sigmoid, f64::INFINITY), (1.0, FpSts::empty()));
-        assert_eq!(eval(UnaryOp::Gelu, f64::INFINITY), (f64::INFINITY, FpSts::empty()));
+        assert_eq!(
+            eval(UnaryOp::Gelu, f64::INFINITY),
+            (f64::INFINITY, FpSts::empty())
+        );
         let g = eval(UnaryOp::Gelu, f64::NEG_INFINITY).0;
         assert!(g == 0.0 && g.is_sign_negative());
         assert_eq!(eval(UnaryOp::Exp, f64::NAN).1, FpSts::INV);
         assert_eq!(eval(UnaryOp::Exp, 1000.0), (f64::MAX, FpSts::empty()));
-        assert_eq!(eval(UnaryOp::Exp, f64::INFINITY), (f64::INFINITY, FpSts::empty()));
+        assert_eq!(
+            eval(UnaryOp::Exp, f64::INFINITY),
+            (f64::INFINITY, FpSts::empty())
+        );
     }
 
     #[test]
     fn gelu_matches_the_formula_and_keeps_tiny_negative_results() {
-        let formula = |x: f64| 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044_715 * x.powi(3))).tanh());
+        let formula =
+            |x: f64| 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044_715 * x.powi(3))).tanh());
         for x in [-3.0, -1.0, -0.25, 0.0, 0.5, 1.0, 4.0] {
-            assert!((gelu(x) - formula(x)).abs() <= 4.0 * f64::EPSILON * x.abs(), "{x}");
+            assert!(
+                (gelu(x) - formula(x)).abs() <= 4.0 * f64::EPSILON * x.abs(),
+                "{x}"
+            );
         }
         let tiny = gelu(-20.0);
         assert!(tiny < 0.0 && tiny > -1e-200, "{tiny}");

@@ -84,7 +84,10 @@ impl Gen {
         if self.below(2) == 0 && a & 0x7f80_0000 != 0x7f80_0000 {
             let exp = ((a >> 23) & 0xff) as i32 + self.below(53) as i32 - 26;
             let exp = exp.clamp(0, 254) as u32;
-            (a, (self.u32() & 0x8000_0000) | (exp << 23) | (self.u32() & 0x7f_ffff))
+            (
+                a,
+                (self.u32() & 0x8000_0000) | (exp << 23) | (self.u32() & 0x7f_ffff),
+            )
         } else {
             (a, self.f32_bits())
         }

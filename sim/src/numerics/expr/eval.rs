@@ -11,7 +11,12 @@ use crate::numerics::round::Rounding;
 use crate::numerics::{fp16, fp32};
 
 /// Runs `program` (type-checked by the parser) and returns the top value and all flags.
-pub(crate) fn run(program: &[Instr], options: &CalcOptions, rng: &mut SrRng, stack: &mut Vec<Value>) -> Outcome {
+pub(crate) fn run(
+    program: &[Instr],
+    options: &CalcOptions,
+    rng: &mut SrRng,
+    stack: &mut Vec<Value>,
+) -> Outcome {
     let mut r = Rounding::new(options.sr, options.nanoo, rng);
     let mut flags = FpSts::empty();
     stack.clear();
@@ -42,7 +47,10 @@ pub(crate) fn run(program: &[Instr], options: &CalcOptions, rng: &mut SrRng, sta
         stack.push(value);
         flags |= f;
     }
-    Outcome { value: pop(stack), flags }
+    Outcome {
+        value: pop(stack),
+        flags,
+    }
 }
 
 fn wrap16((v, f): (f16, FpSts)) -> (Value, FpSts) {
@@ -55,7 +63,10 @@ fn wrap32((v, f): (f32, FpSts)) -> (Value, FpSts) {
 
 /// Pops a value; the parser guarantees the stack is deep enough.
 fn pop(stack: &mut Vec<Value>) -> Value {
-    debug_assert!(!stack.is_empty(), "the parser emitted an unbalanced program");
+    debug_assert!(
+        !stack.is_empty(),
+        "the parser emitted an unbalanced program"
+    );
     stack.pop().unwrap_or(Value::F32(f32::NAN))
 }
 

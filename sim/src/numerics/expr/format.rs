@@ -92,7 +92,11 @@ pub fn write_human(outcome: &Outcome, out: &mut String) {
 /// Appends `{"line": N, "column": C, "error": "…"}` for a malformed expression on `line`
 /// (1-based; no newline).
 pub fn write_error_json(line: usize, error: &ExprError, out: &mut String) {
-    let _ = write!(out, "{{\"line\": {line}, \"column\": {}, \"error\": \"", error.column);
+    let _ = write!(
+        out,
+        "{{\"line\": {line}, \"column\": {}, \"error\": \"",
+        error.column
+    );
     let message = error.kind.to_string();
     for c in message.chars() {
         match c {

@@ -198,7 +198,12 @@ pub struct CalcOptions {
 
 impl Default for CalcOptions {
     fn default() -> Self {
-        CalcOptions { dtype: Type::F16, sr: false, nanoo: false, seed: 0 }
+        CalcOptions {
+            dtype: Type::F16,
+            sr: false,
+            nanoo: false,
+            seed: 0,
+        }
     }
 }
 
@@ -225,7 +230,12 @@ impl Calculator {
     /// Parses and evaluates `expr`. A malformed expression takes no draws.
     pub fn eval(&mut self, expr: &str) -> Result<Outcome, ExprError> {
         parse::compile(expr, &self.options, &mut self.program)?;
-        Ok(eval::run(&self.program, &self.options, &mut self.rng, &mut self.stack))
+        Ok(eval::run(
+            &self.program,
+            &self.options,
+            &mut self.rng,
+            &mut self.stack,
+        ))
     }
 }
 

@@ -88,9 +88,21 @@ struct Parser<'s, 'p> {
 }
 
 /// Compiles `src` into `program` (cleared first).
-pub(crate) fn compile(src: &str, options: &CalcOptions, program: &mut Vec<Instr>) -> Result<(), ExprError> {
+pub(crate) fn compile(
+    src: &str,
+    options: &CalcOptions,
+    program: &mut Vec<Instr>,
+) -> Result<(), ExprError> {
     program.clear();
-    let mut p = Parser { src, pos: 0, tok: Tok::End, start: 0, options, program, depth: 0 };
+    let mut p = Parser {
+        src,
+        pos: 0,
+        tok: Tok::End,
+        start: 0,
+        options,
+        program,
+        depth: 0,
+    };
     p.advance()?;
     if p.tok == Tok::End {
         return Err(p.error_at(p.start, ExprErrorKind::Empty));
@@ -112,7 +124,10 @@ impl<'s> Parser<'s, '_> {
     }
 
     fn error_at(&self, offset: usize, kind: ExprErrorKind) -> ExprError {
-        ExprError { column: self.column(offset), kind }
+        ExprError {
+            column: self.column(offset),
+            kind,
+        }
     }
 
     fn expected(&self, expected: &'static str) -> ExprError {
@@ -201,12 +216,21 @@ impl<'s> Parser<'s, '_> {
         Ok(())
     }
 
-    fn same_float(&self, op: &'static str, offset: usize, a: Type, b: Type) -> Result<Type, ExprError> {
+    fn same_float(
+        &self,
+        op: &'static str,
+        offset: usize,
+        a: Type,
+        b: Type,
+    ) -> Result<Type, ExprError> {
         if a == b && is_float(a) {
             return Ok(a);
         }
-        let mut problem =
-            format!("needs two operands of the same float type (f16 or f32), got {} and {}", a.name(), b.name());
+        let mut problem = format!(
+            "needs two operands of the same float type (f16 or f32), got {} and {}",
+            a.name(),
+            b.name()
+        );
         if is_float(a) && is_float(b) {
             problem.push_str("; convert one with cast_f16 or cast_f32");
         }
@@ -216,7 +240,11 @@ impl<'s> Parser<'s, '_> {
     fn expr(&mut self) -> Result<Type, ExprError> {
         let mut t = self.term()?;
         while let Tok::Plus | Tok::Minus = self.tok {
-            let (op, name) = if self.tok == Tok::Plus { (BinaryOp::Add, "+") } else { (BinaryOp::Sub, "-") };
+            let (op, name) = if self.tok == Tok::Plus {
+                (BinaryOp::Add, "+")
+            } else {
+                (BinaryOp::Sub, "-")
+            };
             let at = self.start;
             self.advance()?;
             let rhs = self.term()?;
@@ -229,7 +257,11 @@ impl<'s> Parser<'s, '_> {
     fn term(&mut self) -> Result<Type, ExprError> {
         let mut t = self.unary()?;
         while let Tok::Star | Tok::Slash = self.tok {
-            let (op, name) = if self.tok == Tok::Star { (BinaryOp::Mul, "*") } else { (BinaryOp::Div, "/") };
+            let (op, name) = if self.tok == Tok::Star {
+                (BinaryOp::Mul, "*")
+            } else {
+                (BinaryOp::Div, "/")
+            };
             let at = self.start;
             self.advance()?;
             let rhs = self.unary()?;
@@ -250,7 +282,8 @@ impl<'s> Parser<'s, '_> {
                 self.depth -= 1;
                 if minus {
                     if !is_float(t) {
-                        let problem = format!("(negation) needs an f16 or f32 operand, got {}", t.name());
+                        let problem =
+                            format!("(negation) needs an f16 or f32 operand, got {}", t.name());
                         return Err(self.error_at(at, ExprErrorKind::Type { op: "-", problem }));
                     }
                     self.program.push(Instr::Unary(UnaryOp::Neg));
@@ -270,7 +303,10 @@ impl<'s> Parser<'s, '_> {
                     _ => decimal_to_f16(text, self.options.nanoo).map(|(v, f)| (Value::F16(v), f)),
                 }
                 .ok_or_else(|| {
-                    let kind = ExprErrorKind::Literal { text: text.to_string(), reason: "not a decimal number" };
+                    let kind = ExprErrorKind::Literal {
+                        text: text.to_string(),
+                        reason: "not a decimal number",
+                    };
                     self.error_at(at, kind)
                 })?;
                 self.program.push(Instr::Push(value, flags));
@@ -279,7 +315,10 @@ impl<'s> Parser<'s, '_> {
             }
             Tok::Typed(ty, payload) => {
                 let value = typed_literal(ty, payload).map_err(|reason| {
-                    let kind = ExprErrorKind::Literal { text: format!("{ty}:{payload}"), reason };
+                    let kind = ExprErrorKind::Literal {
+                        text: format!("{ty}:{payload}"),
+                        reason,
+                    };
                     self.error_at(at, kind)
                 })?;
                 self.program.push(Instr::Push(value, FpSts::empty()));
@@ -296,7 +335,9 @@ impl<'s> Parser<'s, '_> {
                     ("inf", _) => Value::F16(f16::INFINITY),
                     ("nan", Type::F32) => Value::F32(F32_NAN),
                     ("nan", _) => Value::F16(F16_NAN),
-                    _ => return Err(self.error_at(at, ExprErrorKind::UnknownName(name.to_string()))),
+                    _ => {
+                        return Err(self.error_at(at, ExprErrorKind::UnknownName(name.to_string())))
+                    }
                 };
                 self.program.push(Instr::Push(value, FpSts::empty()));
                 Ok(value.ty())
@@ -341,7 +382,11 @@ impl<'s> Parser<'s, '_> {
         self.depth -= 1;
         self.advance()?;
         if count != function.arity() {
-            let kind = ExprErrorKind::Arity { name: fname, expected: function.arity(), found: count };
+            let kind = ExprErrorKind::Arity {
+                name: fname,
+                expected: function.arity(),
+                found: count,
+            };
             return Err(self.error_at(at, kind));
         }
         let type_error = |what: &str, t: Type| {
@@ -351,7 +396,10 @@ impl<'s> Parser<'s, '_> {
         let (instr, result) = match function {
             Function::Unary(op) if is_float(types[0]) => (Instr::Unary(op), types[0]),
             Function::Unary(_) => return Err(type_error("an f16 or f32 operand", types[0])),
-            Function::Binary(op) => (Instr::Binary(op), self.same_float(fname, at, types[0], types[1])?),
+            Function::Binary(op) => (
+                Instr::Binary(op),
+                self.same_float(fname, at, types[0], types[1])?,
+            ),
             Function::Compare(op) => {
                 self.same_float(fname, at, types[0], types[1])?;
                 (Instr::Compare(op), Type::Bool)
@@ -373,7 +421,10 @@ fn typed_literal(ty: &str, payload: &str) -> Result<Value, &'static str> {
             .strip_prefix("0x")
             .or_else(|| payload.strip_prefix("0X"))
             .ok_or("expected a bit pattern like f16:0x3c00 or f32:0x3f800000")?;
-        if digits.is_empty() || digits.len() > max_digits || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if digits.is_empty()
+            || digits.len() > max_digits
+            || !digits.bytes().all(|b| b.is_ascii_hexdigit())
+        {
             return Err(if max_digits == 4 {
                 "an f16 bit pattern has 1 to 4 hex digits"
             } else {
@@ -385,7 +436,13 @@ fn typed_literal(ty: &str, payload: &str) -> Result<Value, &'static str> {
     match ty {
         "f16" => Ok(Value::F16(f16::from_bits(hex(4)? as u16))),
         "f32" => Ok(Value::F32(f32::from_bits(hex(8)?))),
-        "i32" => payload.parse().map(Value::I32).map_err(|_| "expected an integer in the i32 range"),
-        _ => payload.parse().map(Value::U8).map_err(|_| "expected an integer from 0 to 255"),
+        "i32" => payload
+            .parse()
+            .map(Value::I32)
+            .map_err(|_| "expected an integer in the i32 range"),
+        _ => payload
+            .parse()
+            .map(Value::U8)
+            .map_err(|_| "expected an integer from 0 to 255"),
     }
 }

@@ -40,7 +40,9 @@
 //!
 //! With finite inputs (checked once per call) the chunk sums of a whole output row are
 //! computed with vector FMAs across the output columns (each column keeps its own sequential
-//! order), compiled for AVX-512/AVX2 when the CPU has them. Any non-finite input sends the
+//! order), compiled for AVX-512/AVX2 when the CPU has them; FP16 partial writes of a row are
+//! rounded with the vectorised lane rounding of [`super::lanes`] (TwoSum in f64, draws
+//! generated in bulk). Any non-finite input sends the
 //! call through the scalar reference path, and an FP32 output row that overflowed is
 //! recomputed there, so flags are exact.
 
@@ -52,6 +54,8 @@ use crate::numerics::flags::FpSts;
 use crate::numerics::fp32;
 use crate::numerics::round::{Rounding, Tail};
 use crate::numerics::simd::simd_dispatch;
+
+use super::lanes;
 
 /// The default reduction chunk: one AMP pass of 16 input channels.
 pub const AMP_CHUNK: usize = 16;
@@ -73,7 +77,14 @@ impl MatMulShape {
         2 * self.m as u64 * self.k as u64 * self.n as u64
     }
 
-    fn check(&self, kernel: &'static str, a: usize, b: usize, out: usize, chunk: usize) -> Result<(), NumericsError> {
+    fn check(
+        &self,
+        kernel: &'static str,
+        a: usize,
+        b: usize,
+        out: usize,
+        chunk: usize,
+    ) -> Result<(), NumericsError> {
         if chunk == 0 {
             return Err(NumericsError::ZeroChunk { kernel });
         }
@@ -91,8 +102,20 @@ pub fn amp_matmul_f32_partials(
     out: &mut [f32],
     chunk: usize,
 ) -> Result<FpSts, NumericsError> {
-    shape.check("amp_matmul_f32_partials", a.len(), b.len(), out.len(), chunk)?;
-    Ok(matmul(shape, &widen(a), &widen(b), Partials::F32(out), chunk))
+    shape.check(
+        "amp_matmul_f32_partials",
+        a.len(),
+        b.len(),
+        out.len(),
+        chunk,
+    )?;
+    Ok(matmul(
+        shape,
+        &widen(a),
+        &widen(b),
+        Partials::F32(out),
+        chunk,
+    ))
 }
 
 /// `out += a · b` with FP16 inputs and FP16 partials (`f16v4hihoamp`): every partial write
@@ -105,8 +128,20 @@ pub fn amp_matmul_f16_partials(
     chunk: usize,
     r: &mut Rounding,
 ) -> Result<FpSts, NumericsError> {
-    shape.check("amp_matmul_f16_partials", a.len(), b.len(), out.len(), chunk)?;
-    Ok(matmul(shape, &widen(a), &widen(b), Partials::F16(out, r), chunk))
+    shape.check(
+        "amp_matmul_f16_partials",
+        a.len(),
+        b.len(),
+        out.len(),
+        chunk,
+    )?;
+    Ok(matmul(
+        shape,
+        &widen(a),
+        &widen(b),
+        Partials::F16(out, r),
+        chunk,
+    ))
 }
 
 /// `out += a · b` with FP32 inputs and FP32 partials (`f32sisoamp`).
@@ -122,7 +157,12 @@ pub fn matmul_f32(
 }
 
 /// `acc + a · b` with FP16 inputs and an FP32 partial.
-pub fn amp_dot_f32_partials(a: &[f16], b: &[f16], acc: f32, chunk: usize) -> Result<(f32, FpSts), NumericsError> {
+pub fn amp_dot_f32_partials(
+    a: &[f16],
+    b: &[f16],
+    acc: f32,
+    chunk: usize,
+) -> Result<(f32, FpSts), NumericsError> {
     let mut out = [acc];
     let flags = amp_matmul_f32_partials(dot_shape(a.len()), a, b, &mut out, chunk)?;
     Ok((out[0], flags))
@@ -142,7 +182,12 @@ pub fn amp_dot_f16_partials(
 }
 
 /// `acc + a · b` with FP32 inputs and partial.
-pub fn dot_f32(a: &[f32], b: &[f32], acc: f32, chunk: usize) -> Result<(f32, FpSts), NumericsError> {
+pub fn dot_f32(
+    a: &[f32],
+    b: &[f32],
+    acc: f32,
+    chunk: usize,
+) -> Result<(f32, FpSts), NumericsError> {
     let mut out = [acc];
     let flags = matmul_f32(dot_shape(a.len()), a, b, &mut out, chunk)?;
     Ok((out[0], flags))
@@ -185,6 +230,7 @@ fn matmul(shape: MatMulShape, a: &[f32], b: &[f32], mut partials: Partials, chun
     let mut flags = FpSts::empty();
     let mut sums = vec![0f32; n];
     let mut saved = Vec::new();
+    let mut scratch = RowScratch::default();
     for i in 0..m {
         let a_row = &a[i * k..(i + 1) * k];
         if let Partials::F32(out) = &partials {
@@ -201,11 +247,7 @@ fn matmul(shape: MatMulShape, a: &[f32], b: &[f32], mut partials: Partials, chun
                     }
                 }
                 Partials::F16(out, r) => {
-                    for (p, s) in out[i * n..(i + 1) * n].iter_mut().zip(&sums) {
-                        let (v, f) = write_f16(*p, *s, r);
-                        *p = v;
-                        flags |= f;
-                    }
+                    flags |= write_f16_row(&mut out[i * n..(i + 1) * n], &sums, r, &mut scratch);
                 }
             }
         }
@@ -240,18 +282,97 @@ fn chunk_sums_body(a: &[f32], b: &[f32], sums: &mut [f32]) {
     }
 }
 
+/// The exact value `x + y` of two `f64` numbers as `hi` plus the tail of `lo` (TwoSum,
+/// Knuth: `hi + lo == x + y` exactly for finite values).
+#[inline(always)]
+fn two_sum(x: f64, y: f64) -> (f64, f64) {
+    let hi = x + y;
+    let yy = hi - x;
+    (hi, (x - (hi - yy)) + (y - yy))
+}
+
 /// One FP16 partial write: the exact value `p + s`, rounded once to FP16 (one draw).
 #[inline]
 fn write_f16(p: f16, s: f32, r: &mut Rounding) -> (f16, FpSts) {
-    let (x, y) = (p.to_f64(), f64::from(s));
-    let hi = x + y;
-    if !hi.is_finite() || x.is_nan() || y.is_nan() {
-        return r.round_f16(hi, Tail::Exact);
+    let draw = r.draw();
+    write_f16_with(p.to_f64(), f64::from(s), r, draw)
+}
+
+#[inline]
+fn write_f16_with(x: f64, y: f64, r: &Rounding, draw: Option<u32>) -> (f16, FpSts) {
+    let (hi, lo) = two_sum(x, y);
+    if !hi.is_finite() {
+        return r.round_f16_with(hi, Tail::Exact, draw);
     }
-    // TwoSum (Knuth): hi + lo == x + y exactly.
-    let yy = hi - x;
-    let lo = (x - (hi - yy)) + (y - yy);
-    r.round_f16(hi, Tail::of(lo))
+    r.round_f16_with(hi, Tail::of(lo), draw)
+}
+
+/// Buffers reused across the partial writes of one call.
+#[derive(Default)]
+struct RowScratch {
+    old: Vec<f32>,
+    draws: Vec<u32>,
+}
+
+/// Writes `p[j] = round16(p[j] + s[j])` for a whole output row: the vectorised lane
+/// rounding, then the scalar core for lanes it does not handle. Draws are taken in column
+/// order, one per write, exactly as [`write_f16`] would take them.
+fn write_f16_row(p: &mut [f16], s: &[f32], r: &mut Rounding, scratch: &mut RowScratch) -> FpSts {
+    let n = p.len();
+    scratch.old.resize(n, 0.0);
+    p.convert_to_f32_slice(&mut scratch.old);
+    let draws = match r.rng() {
+        Some(rng) => {
+            scratch.draws.resize(n, 0);
+            rng.fill(&mut scratch.draws);
+            Some(scratch.draws.as_slice())
+        }
+        None => None,
+    };
+    if !write_row(p, &scratch.old, s, draws) {
+        return FpSts::empty();
+    }
+    let mut flags = FpSts::empty();
+    for (j, h) in p.iter_mut().enumerate() {
+        let (x, y) = (f64::from(scratch.old[j]), f64::from(s[j]));
+        let (hi, lo) = two_sum(x, y);
+        if lanes::f16_from_f64(hi, lo, None).1 {
+            let (v, f) = write_f16_with(x, y, r, draws.map(|d| d[j]));
+            *h = v;
+            flags |= f;
+        }
+    }
+    flags
+}
+
+simd_dispatch! {
+    /// The lane part of [`write_f16_row`]; returns whether any lane needs the scalar core.
+    fn write_row(p: &mut [f16], old: &[f32], s: &[f32], draws: Option<&[u32]>) -> bool => write_row_body
+}
+
+#[inline(always)]
+fn write_row_body(p: &mut [f16], old: &[f32], s: &[f32], draws: Option<&[u32]>) -> bool {
+    let mut slow = false;
+    let lanes = p.iter_mut().zip(old).zip(s);
+    match draws {
+        None => {
+            for ((h, x), y) in lanes {
+                let (hi, lo) = two_sum(f64::from(*x), f64::from(*y));
+                let (bits, lane_slow) = lanes::f16_from_f64(hi, lo, None);
+                *h = f16::from_bits(bits);
+                slow |= lane_slow;
+            }
+        }
+        Some(draws) => {
+            for (((h, x), y), r) in lanes.zip(draws) {
+                let (hi, lo) = two_sum(f64::from(*x), f64::from(*y));
+                let (bits, lane_slow) = lanes::f16_from_f64(hi, lo, Some(u64::from(*r)));
+                *h = f16::from_bits(bits);
+                slow |= lane_slow;
+            }
+        }
+    }
+    slow
 }
 
 /// The scalar reference of the order in the module docs, with every operation's flags, for
@@ -308,20 +429,28 @@ mod tests {
     fn numerics_3_1_dot_vector() {
         let a: Vec<f16> = [2048.0, 1.0, 1.0, 1.0, 1.0].map(h).to_vec();
         let ones = vec![h(1.0); 5];
-        let f16p = |chunk| amp_dot_f16_partials(&a, &ones, f16::ZERO, chunk, &mut Rounding::nearest(false)).unwrap();
+        let f16p = |chunk| {
+            amp_dot_f16_partials(&a, &ones, f16::ZERO, chunk, &mut Rounding::nearest(false))
+                .unwrap()
+        };
         let f32p = |chunk| amp_dot_f32_partials(&a, &ones, 0.0, chunk).unwrap();
         assert_eq!(f16p(1), (h(2048.0), FpSts::empty()));
         assert_eq!(f32p(1), (2052.0, FpSts::empty()));
         assert_eq!(f16p(AMP_CHUNK), (h(2052.0), FpSts::empty()));
         assert_eq!(f32p(AMP_CHUNK), (2052.0, FpSts::empty()));
         let a32: Vec<f32> = a.iter().map(|x| x.to_f32()).collect();
-        assert_eq!(dot_f32(&a32, &[1.0; 5], 0.0, 1).unwrap(), (2052.0, FpSts::empty()));
+        assert_eq!(
+            dot_f32(&a32, &[1.0; 5], 0.0, 1).unwrap(),
+            (2052.0, FpSts::empty())
+        );
     }
 
     /// Deterministic pseudo-random FP16 operands of moderate size.
     fn operands(len: usize, seed: u32) -> Vec<f16> {
         let mut rng = SrRng::new(u64::from(seed), 0, 0);
-        (0..len).map(|_| h(((rng.next_u32() >> 8) as f32 / 8388608.0 - 1.0) * 8.0)).collect()
+        (0..len)
+            .map(|_| h(((rng.next_u32() >> 8) as f32 / 8388608.0 - 1.0) * 8.0))
+            .collect()
     }
 
     #[test]
@@ -335,16 +464,47 @@ mod tests {
             let mut fast = init.clone();
             let mut slow = init.clone();
             let ff = amp_matmul_f32_partials(shape, &a, &b, &mut fast, chunk).unwrap();
-            let fs = reference(shape, &a32, &b32, Partials::F32(&mut slow), chunk, 0..shape.m);
+            let fs = reference(
+                shape,
+                &a32,
+                &b32,
+                Partials::F32(&mut slow),
+                chunk,
+                0..shape.m,
+            );
             assert_eq!((fast, ff), (slow, fs));
             for (sr, nanoo) in [(false, false), (true, false), (true, true)] {
-                let init16: Vec<f16> = init.iter().map(|x| h(*x)).collect();
+                // Every seventh partial starts near the top of the range, so that rows mix
+                // lanes that overflow (scalar core) with ordinary ones.
+                let init16: Vec<f16> = init
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| h(if i % 7 == 0 { 65000.0 } else { *x }))
+                    .collect();
                 let (mut fast, mut slow) = (init16.clone(), init16);
                 let mut rf = SrRng::new(7, 0, 0);
                 let mut rs = rf.clone();
-                let ff = amp_matmul_f16_partials(shape, &a, &b, &mut fast, chunk, &mut Rounding::new(sr, nanoo, &mut rf)).unwrap();
-                let fs = reference(shape, &a32, &b32, Partials::F16(&mut slow, &mut Rounding::new(sr, nanoo, &mut rs)), chunk, 0..shape.m);
-                assert_eq!(fast.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), slow.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+                let ff = amp_matmul_f16_partials(
+                    shape,
+                    &a,
+                    &b,
+                    &mut fast,
+                    chunk,
+                    &mut Rounding::new(sr, nanoo, &mut rf),
+                )
+                .unwrap();
+                let fs = reference(
+                    shape,
+                    &a32,
+                    &b32,
+                    Partials::F16(&mut slow, &mut Rounding::new(sr, nanoo, &mut rs)),
+                    chunk,
+                    0..shape.m,
+                );
+                assert_eq!(
+                    fast.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    slow.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+                );
                 assert_eq!((ff, rf), (fs, rs));
             }
         }
@@ -358,7 +518,8 @@ mod tests {
         let (v, f) = dot_f32(&[f32::INFINITY, 1.0], &[0.0, 1.0], 0.0, 16).unwrap();
         assert!(v.is_nan());
         assert_eq!(f, FpSts::INV);
-        let (v, f) = amp_dot_f32_partials(&[f16::INFINITY, h(1.0)], &[h(1.0), h(1.0)], 0.0, 16).unwrap();
+        let (v, f) =
+            amp_dot_f32_partials(&[f16::INFINITY, h(1.0)], &[h(1.0), h(1.0)], 0.0, 16).unwrap();
         assert_eq!((v, f), (f32::INFINITY, FpSts::empty()));
     }
 
@@ -366,9 +527,11 @@ mod tests {
     fn f16_partials_overflow_policy() {
         let a = vec![h(60000.0); 2];
         let b = vec![h(1.0); 2];
-        let sat = amp_dot_f16_partials(&a, &b, f16::ZERO, 1, &mut Rounding::nearest(false)).unwrap();
+        let sat =
+            amp_dot_f16_partials(&a, &b, f16::ZERO, 1, &mut Rounding::nearest(false)).unwrap();
         assert_eq!(sat, (f16::MAX, FpSts::OFLO));
-        let (v, f) = amp_dot_f16_partials(&a, &b, f16::ZERO, 1, &mut Rounding::nearest(true)).unwrap();
+        let (v, f) =
+            amp_dot_f16_partials(&a, &b, f16::ZERO, 1, &mut Rounding::nearest(true)).unwrap();
         assert!(v.is_nan());
         assert_eq!(f, FpSts::OFLO | FpSts::INV);
     }
@@ -377,8 +540,21 @@ mod tests {
     fn shape_errors() {
         let shape = MatMulShape { m: 2, k: 3, n: 4 };
         let err = matmul_f32(shape, &[0.0; 6], &[0.0; 11], &mut [0.0; 8], 16);
-        assert_eq!(err, Err(NumericsError::Length { kernel: "matmul_f32", operand: "b", expected: 12, found: 11 }));
+        assert_eq!(
+            err,
+            Err(NumericsError::Length {
+                kernel: "matmul_f32",
+                operand: "b",
+                expected: 12,
+                found: 11
+            })
+        );
         let err = matmul_f32(shape, &[0.0; 6], &[0.0; 12], &mut [0.0; 8], 0);
-        assert_eq!(err, Err(NumericsError::ZeroChunk { kernel: "matmul_f32" }));
+        assert_eq!(
+            err,
+            Err(NumericsError::ZeroChunk {
+                kernel: "matmul_f32"
+            })
+        );
     }
 }

@@ -1,18 +1,21 @@
 //! Bulk f32→f16 conversion (round to nearest even or stochastic, with the IPU overflow
 //! policy) and exact f16→f32 widening.
 //!
-//! Nearest even: `half`'s `convert_from_f32_slice` (F16C `vcvtps2ph` when available; exact
-//! IEEE RNE from f32, numerics.md §0.1) converts a block, then a vectorised scan finds the
-//! lanes that came out infinite or NaN and re-rounds only those through the scalar core to
-//! apply the IPU rules (saturation or NaN on overflow, canonical NaN, flags).
+//! Both roundings work in blocks of [`BLOCK`] elements, first with a pass that is exact for
+//! values with normal FP16 results and notes whether the block holds any other value:
+//! nearest even uses F16C's `vcvtps2ph` where the CPU has it (IEEE nearest even from f32,
+//! as `half` uses it, numerics.md §0.1) or a short integer path; stochastic rounding a
+//! short branch-free integer path vectorised by the compiler (AVX-512/AVX2 via runtime
+//! dispatch). Blocks with other values go through the general lane rounding of
+//! [`super::lanes`] (subnormal results too). Stochastic rounding takes
+//! [`BLOCK`] consecutive draws per block from the stream (generated in bulk by
+//! [`SrRng::fill`]'s vector lanes); element `i` uses draw `i`, exactly as
+//! [`super::super::cast::f32_to_f16`] would.
 //!
-//! Stochastic: each block of [`BLOCK`] elements takes [`BLOCK`] consecutive draws from the
-//! stream (generated in bulk by [`SrRng::fill`]'s vector lanes); element `i` uses draw `i`,
-//! exactly like [`super::super::cast::f32_to_f16`] would. Values whose result is a normal
-//! FP16 number below the overflow range take a branch-free integer path: with 13 discarded
-//! bits `d`, the result rounds up iff `draw >> 19 < d` — the same decision as the scalar
-//! rule `draw < ⌊f·2^32⌋` with `f = d/2^13`. All other lanes (subnormal results, overflow,
-//! NaN, inf) go through the scalar core with their draw.
+//! A block that holds a value the lanes do not handle (NaN, inf, beyond 65504, non-zero
+//! below 2^-32) re-rounds just those lanes through the scalar core ([`Rounding`]), with
+//! their draws, which applies the IPU rules (saturation or NaN on overflow, canonical NaN,
+//! flags).
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -23,8 +26,10 @@ use crate::numerics::rng::SrRng;
 use crate::numerics::round::{Rounding, Tail, F32_NAN};
 use crate::numerics::simd::simd_dispatch;
 
+use super::lanes;
+
 /// Elements converted per block (and draws generated per block).
-pub const BLOCK: usize = 256;
+pub const BLOCK: usize = 1024;
 
 /// Converts `src` to FP16 into `dst` with the rounding `r` (nearest even or stochastic,
 /// `nanoo` policy on overflow). Returns the OR of the flags raised: OFLO on overflow (and
@@ -58,65 +63,224 @@ pub fn f16_to_f32_slice(src: &[f16], dst: &mut [f32]) -> Result<FpSts, NumericsE
     Ok(FpSts::INV)
 }
 
-fn rne(src: &[f32], dst: &mut [f16], nanoo: bool) -> FpSts {
-    let policy = Rounding::nearest(nanoo);
-    let mut flags = FpSts::empty();
-    for (s, d) in src.chunks(BLOCK).zip(dst.chunks_mut(BLOCK)) {
-        d.convert_from_f32_slice(s);
-        let specials = d.iter().filter(|h| h.to_bits() & 0x7c00 == 0x7c00).count();
-        if specials != 0 {
-            for (x, h) in s.iter().zip(d.iter_mut()) {
-                if h.to_bits() & 0x7c00 == 0x7c00 {
-                    let (v, f) = policy.round_f16_with(f64::from(*x), Tail::Exact, None);
-                    *h = v;
-                    flags |= f;
-                }
-            }
-        }
-    }
-    flags
-}
-
-/// f32 bits of 2^-14, the smallest normal FP16 value.
-const FAST_LO: u32 = 0x3880_0000;
-/// f32 bits of 65504, the largest FP16 value (nothing at or below it can overflow).
-const FAST_HI: u32 = 0x477f_e000;
 /// `(127 - 15) << 10`: the exponent re-bias from f32 to f16 in the shifted bits.
 const REBIAS: u32 = (127 - 15) << 10;
+
+/// Nearest-even conversion, with F16C's `vcvtps2ph` for the normal-range pass where the
+/// CPU has it (AVX-512F: 16 lanes; F16C + AVX2: 8 lanes), else the portable integer pass.
+fn rne(src: &[f32], dst: &mut [f16], nanoo: bool) -> FpSts {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vl")
+        {
+            // SAFETY: the CPU supports every feature `rne_avx512` was compiled for.
+            return unsafe { x86::rne_avx512(src, dst, nanoo) };
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c") {
+            // SAFETY: the CPU supports every feature `rne_f16c` was compiled for.
+            return unsafe { x86::rne_f16c(src, dst, nanoo) };
+        }
+    }
+    blocks_rne(src, dst, nanoo, normal_pass_rne)
+}
 
 simd_dispatch! {
     fn sr_dispatch(src: &[f32], dst: &mut [f16], rng: &mut SrRng, nanoo: bool) -> FpSts => sr_body
 }
 
+/// Runs `pass` (the normal-range rounding of a block; true if any value is outside the
+/// normal range) over every block, finishing the blocks that need it.
+#[inline(always)]
+fn blocks_rne(
+    src: &[f32],
+    dst: &mut [f16],
+    nanoo: bool,
+    pass: impl Fn(&[f32], &mut [f16]) -> bool,
+) -> FpSts {
+    let mut flags = FpSts::empty();
+    for (s, d) in src.chunks(BLOCK).zip(dst.chunks_mut(BLOCK)) {
+        if pass(s, d) {
+            flags |= finish_block(s, d, None, nanoo);
+        }
+    }
+    flags
+}
+
 #[inline(always)]
 fn sr_body(src: &[f32], dst: &mut [f16], rng: &mut SrRng, nanoo: bool) -> FpSts {
-    let policy = Rounding::nearest(nanoo);
     let mut flags = FpSts::empty();
     let mut draws = [0u32; BLOCK];
     for (s, d) in src.chunks(BLOCK).zip(dst.chunks_mut(BLOCK)) {
         let draws = &mut draws[..s.len()];
         rng.fill_inline(draws);
-        let mut slow = 0u32;
-        for ((x, h), r) in s.iter().zip(d.iter_mut()).zip(draws.iter()) {
-            let bits = x.to_bits();
-            let mag = bits & 0x7fff_ffff;
-            slow |= u32::from(mag.wrapping_sub(FAST_LO) > FAST_HI - FAST_LO);
-            let up = u32::from((r >> 19) < (mag & 0x1fff));
-            let m = (mag >> 13).wrapping_sub(REBIAS).wrapping_add(up);
-            *h = f16::from_bits((m | ((bits >> 16) & 0x8000)) as u16);
-        }
-        if slow != 0 {
-            for ((x, h), r) in s.iter().zip(d.iter_mut()).zip(draws.iter()) {
-                let mag = x.to_bits() & 0x7fff_ffff;
-                if mag.wrapping_sub(FAST_LO) > FAST_HI - FAST_LO {
-                    let (v, f) = policy.round_f16_with(f64::from(*x), Tail::Exact, Some(*r));
-                    *h = v;
-                    flags |= f;
-                }
-            }
+        if normal_pass_sr(s, d, draws) {
+            flags |= finish_block(s, d, Some(draws), nanoo);
         }
     }
     flags
+}
+
+/// f32 bits of 2^-14 and of 65504: values in between give normal FP16 results that
+/// cannot overflow, the case of nearly all real data.
+const NORMAL_LO: u32 = 0x3880_0000;
+const NORMAL_HI: u32 = 0x477f_e000;
+
+/// Whether the f32 `x` lies outside `[2^-14, 65504]` in magnitude.
+#[inline(always)]
+fn outside_normal(x: f32) -> bool {
+    (x.to_bits() & 0x7fff_ffff).wrapping_sub(NORMAL_LO) > NORMAL_HI - NORMAL_LO
+}
+
+/// Nearest even for normal results: add `0xfff` plus the lowest kept bit to the 13 dropped
+/// bits and truncate (a carry moves into the exponent). Returns whether any value is
+/// outside the normal range (its lane holds garbage until [`finish_block`]).
+#[inline(always)]
+fn normal_pass_rne(s: &[f32], d: &mut [f16]) -> bool {
+    let mut outside = false;
+    for (x, h) in s.iter().zip(d.iter_mut()) {
+        let mag = x.to_bits() & 0x7fff_ffff;
+        let m = (mag + 0x0fff + ((mag >> 13) & 1)) >> 13;
+        *h = f16::from_bits((m.wrapping_sub(REBIAS) | ((x.to_bits() >> 16) & 0x8000)) as u16);
+        outside |= outside_normal(*x);
+    }
+    outside
+}
+
+/// Stochastic rounding for normal results: up iff `draw < ⌊f·2^32⌋` with
+/// `f = (dropped bits)/2^13`, i.e. iff `draw >> 19 < dropped bits`.
+#[inline(always)]
+fn normal_pass_sr(s: &[f32], d: &mut [f16], draws: &[u32]) -> bool {
+    let mut outside = false;
+    for ((x, h), r) in s.iter().zip(d.iter_mut()).zip(draws) {
+        let mag = x.to_bits() & 0x7fff_ffff;
+        let m = (mag >> 13) + u32::from((r >> 19) < (mag & 0x1fff));
+        *h = f16::from_bits((m.wrapping_sub(REBIAS) | ((x.to_bits() >> 16) & 0x8000)) as u16);
+        outside |= outside_normal(*x);
+    }
+    outside
+}
+
+/// Lanes re-rounded together when a block holds values outside the normal range.
+const SUB: usize = 32;
+
+/// Re-rounds the parts of a block that hold values outside the normal range: each group of
+/// [`SUB`] lanes with such a value goes through the vectorised general lane rounding of
+/// [`lanes`] (subnormal results too), then the scalar core for the lanes that one does not
+/// handle (NaN, inf, overflow, tiny values), which applies the IPU rules.
+#[inline(always)]
+fn finish_block(s: &[f32], d: &mut [f16], draws: Option<&[u32]>, nanoo: bool) -> FpSts {
+    let mut flags = FpSts::empty();
+    for (k, (s, d)) in s.chunks(SUB).zip(d.chunks_mut(SUB)).enumerate() {
+        if s.iter().fold(false, |o, x| o | outside_normal(*x)) {
+            let draws = draws.map(|r| &r[k * SUB..k * SUB + s.len()]);
+            flags |= general_lanes(s, d, draws, nanoo);
+        }
+    }
+    flags
+}
+
+#[inline(always)]
+fn general_lanes(s: &[f32], d: &mut [f16], draws: Option<&[u32]>, nanoo: bool) -> FpSts {
+    let mut slow = false;
+    match draws {
+        None => {
+            for (x, h) in s.iter().zip(d.iter_mut()) {
+                let (bits, lane_slow) = lanes::f16_from_f32(x.to_bits(), None);
+                *h = f16::from_bits(bits);
+                slow |= lane_slow;
+            }
+        }
+        Some(draws) => {
+            for ((x, h), r) in s.iter().zip(d.iter_mut()).zip(draws) {
+                let (bits, lane_slow) = lanes::f16_from_f32(x.to_bits(), Some(*r));
+                *h = f16::from_bits(bits);
+                slow |= lane_slow;
+            }
+        }
+    }
+    if !slow {
+        return FpSts::empty();
+    }
+    let policy = Rounding::nearest(nanoo);
+    let mut flags = FpSts::empty();
+    for (i, (x, h)) in s.iter().zip(d.iter_mut()).enumerate() {
+        if lanes::f16_from_f32(x.to_bits(), None).1 {
+            let (v, f) = policy.round_f16_with(f64::from(*x), Tail::Exact, draws.map(|r| r[i]));
+            *h = v;
+            flags |= f;
+        }
+    }
+    flags
+}
+
+/// The F16C normal-range passes (the only `std::arch` code of the kernels).
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use half::f16;
+    use std::arch::x86_64::*;
+
+    use super::{blocks_rne, normal_pass_rne, FpSts, NORMAL_HI, NORMAL_LO};
+
+    /// IEEE nearest even (`vcvtps2ph` rounding control; the MXCSR flags it may set are
+    /// never read).
+    const RNE: i32 = _MM_FROUND_TO_NEAREST_INT;
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+    pub(super) unsafe fn rne_avx512(src: &[f32], dst: &mut [f16], nanoo: bool) -> FpSts {
+        // SAFETY (closure): this function only runs on CPUs with AVX-512F.
+        blocks_rne(src, dst, nanoo, |s, d| unsafe { pass_avx512(s, d) })
+    }
+
+    #[target_feature(enable = "avx2,f16c,fma")]
+    pub(super) unsafe fn rne_f16c(src: &[f32], dst: &mut [f16], nanoo: bool) -> FpSts {
+        // SAFETY (closure): this function only runs on CPUs with AVX2 and F16C.
+        blocks_rne(src, dst, nanoo, |s, d| unsafe { pass_f16c(s, d) })
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+    unsafe fn pass_avx512(s: &[f32], d: &mut [f16]) -> bool {
+        let abs = _mm512_set1_epi32(0x7fff_ffff);
+        let lo = _mm512_set1_epi32(NORMAL_LO as i32);
+        let span = _mm512_set1_epi32((NORMAL_HI - NORMAL_LO) as i32);
+        let mut outside: u16 = 0;
+        let mut src = s.chunks_exact(16);
+        let mut dst = d.chunks_exact_mut(16);
+        for (x, h) in (&mut src).zip(&mut dst) {
+            // SAFETY: `x` holds 16 f32 (64 bytes) and `h` 16 f16 (32 bytes); both accesses
+            // are unaligned-tolerant.
+            let v = unsafe { _mm512_loadu_ps(x.as_ptr()) };
+            let packed = _mm512_cvtps_ph::<RNE>(v);
+            unsafe { _mm256_storeu_si256(h.as_mut_ptr().cast(), packed) };
+            let mag = _mm512_and_si512(_mm512_castps_si512(v), abs);
+            outside |= _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(mag, lo), span);
+        }
+        normal_pass_rne(src.remainder(), dst.into_remainder()) | (outside != 0)
+    }
+
+    #[target_feature(enable = "avx2,f16c,fma")]
+    unsafe fn pass_f16c(s: &[f32], d: &mut [f16]) -> bool {
+        let abs = _mm256_set1_epi32(0x7fff_ffff);
+        let lo = _mm256_set1_epi32(NORMAL_LO as i32);
+        let hi = _mm256_set1_epi32(NORMAL_HI as i32);
+        let mut outside = _mm256_setzero_si256();
+        let mut src = s.chunks_exact(8);
+        let mut dst = d.chunks_exact_mut(8);
+        for (x, h) in (&mut src).zip(&mut dst) {
+            // SAFETY: `x` holds 8 f32 (32 bytes) and `h` 8 f16 (16 bytes); both accesses
+            // are unaligned-tolerant.
+            let v = unsafe { _mm256_loadu_ps(x.as_ptr()) };
+            let packed = _mm256_cvtps_ph::<RNE>(v);
+            unsafe { _mm_storeu_si128(h.as_mut_ptr().cast(), packed) };
+            // Magnitudes are non-negative as i32, so signed compares order them.
+            let mag = _mm256_and_si256(_mm256_castps_si256(v), abs);
+            let out = _mm256_or_si256(_mm256_cmpgt_epi32(lo, mag), _mm256_cmpgt_epi32(mag, hi));
+            outside = _mm256_or_si256(outside, out);
+        }
+        normal_pass_rne(src.remainder(), dst.into_remainder())
+            | (_mm256_movemask_epi8(outside) != 0)
+    }
 }
 
 #[cfg(test)]
@@ -127,11 +291,36 @@ mod tests {
     /// Inputs covering every class and the fast/slow boundaries.
     fn inputs() -> Vec<f32> {
         let mut v: Vec<f32> = vec![
-            0.0, -0.0, 1.0, 65504.0, 65519.996, 65520.0, 1e9, f32::MAX, f32::INFINITY,
-            f32::NEG_INFINITY, f32::NAN, 2f32.powi(-14), 2f32.powi(-15), 2f32.powi(-24),
-            2f32.powi(-25), 3.0 * 2f32.powi(-26), 1e-30, f32::from_bits(1),
+            0.0,
+            -0.0,
+            1.0,
+            65504.0,
+            65519.996,
+            65520.0,
+            1e9,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            2f32.powi(-14),
+            2f32.powi(-15),
+            2f32.powi(-24),
+            2f32.powi(-25),
+            3.0 * 2f32.powi(-26),
+            1e-30,
+            f32::from_bits(1),
         ];
-        for bits in [FAST_LO - 1, FAST_LO, FAST_HI, FAST_HI + 1, 0x477f_efff, 0x387f_e000] {
+        // Around 2^-14, 65504 (the lanes' limit), 2^-32 (the tiny limit) and the overflow tie.
+        for bits in [
+            0x387f_ffff,
+            0x3880_0000,
+            0x477f_e000,
+            0x477f_e001,
+            0x477f_efff,
+            0x387f_e000,
+            0x2f7f_ffff,
+            0x2f80_0000,
+        ] {
             v.push(f32::from_bits(bits));
         }
         let mut x = 0x1234_5678u32;
@@ -155,7 +344,12 @@ mod tests {
                 let mut rng_slice = SrRng::new(3, 1, 2);
                 let mut rng_scalar = rng_slice.clone();
                 let mut dst = vec![f16::ZERO; src.len()];
-                let flags = f32_to_f16_slice(&src, &mut dst, &mut Rounding::new(sr, nanoo, &mut rng_slice)).unwrap();
+                let flags = f32_to_f16_slice(
+                    &src,
+                    &mut dst,
+                    &mut Rounding::new(sr, nanoo, &mut rng_slice),
+                )
+                .unwrap();
                 let mut r = Rounding::new(sr, nanoo, &mut rng_scalar);
                 let mut expect_flags = FpSts::empty();
                 for (x, h) in src.iter().zip(&dst) {
@@ -165,6 +359,41 @@ mod tests {
                 }
                 assert_eq!(flags, expect_flags);
                 assert_eq!(rng_slice, rng_scalar, "draws consumed");
+            }
+        }
+    }
+
+    #[test]
+    fn every_nearest_even_implementation_agrees() {
+        let src = inputs();
+        for nanoo in [false, true] {
+            let mut expect = vec![f16::ZERO; src.len()];
+            let expect_flags = blocks_rne(&src, &mut expect, nanoo, normal_pass_rne);
+            let mut got = vec![f16::ZERO; src.len()];
+            let mut run = |name: &str, f: &dyn Fn(&[f32], &mut [f16]) -> FpSts| {
+                let flags = f(&src, &mut got);
+                assert_eq!(flags, expect_flags, "{name}");
+                assert!(
+                    got.iter()
+                        .zip(&expect)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{name}"
+                );
+            };
+            run("dispatched", &|s, d| rne(s, d, nanoo));
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c") {
+                    // SAFETY: the features were just detected.
+                    run("f16c", &|s, d| unsafe { x86::rne_f16c(s, d, nanoo) });
+                }
+                if std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl")
+                {
+                    // SAFETY: the features were just detected.
+                    run("avx512", &|s, d| unsafe { x86::rne_avx512(s, d, nanoo) });
+                }
             }
         }
     }
@@ -185,10 +414,19 @@ mod tests {
 
     #[test]
     fn length_mismatch_is_an_error() {
-        let err = f32_to_f16_slice(&[1.0; 3], &mut [f16::ZERO; 2], &mut Rounding::nearest(false));
+        let err = f32_to_f16_slice(
+            &[1.0; 3],
+            &mut [f16::ZERO; 2],
+            &mut Rounding::nearest(false),
+        );
         assert_eq!(
             err,
-            Err(NumericsError::Length { kernel: "f32_to_f16_slice", operand: "dst", expected: 3, found: 2 })
+            Err(NumericsError::Length {
+                kernel: "f32_to_f16_slice",
+                operand: "dst",
+                expected: 3,
+                found: 2
+            })
         );
     }
 }

@@ -6,3 +6,4 @@
 
 pub mod amp;
 pub mod convert;
+mod lanes;
