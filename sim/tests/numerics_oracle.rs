@@ -17,26 +17,26 @@ mod common;
 
 use common::{trials, Gen};
 use half::f16;
-use ipusim_sim::numerics::{fp16, fp32, BinaryOp, FpSts, Rounding, SrRng};
+use ipusim_sim::numerics::{fp16, fp32, ArithOp, FpSts, Rounding, SrRng};
 use rustc_apfloat::ieee::{Half, Single};
 use rustc_apfloat::{Float, Round, Status, StatusAnd};
 
-const OPS: [BinaryOp; 4] = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div];
+const OPS: [ArithOp; 4] = [ArithOp::Add, ArithOp::Sub, ArithOp::Mul, ArithOp::Div];
 
-fn apply<F: Float>(op: BinaryOp, x: F, y: F, round: Round) -> StatusAnd<F> {
+fn apply<F: Float>(op: ArithOp, x: F, y: F, round: Round) -> StatusAnd<F> {
     match op {
-        BinaryOp::Add => x.add_r(y, round),
-        BinaryOp::Sub => x.sub_r(y, round),
-        BinaryOp::Mul => x.mul_r(y, round),
+        ArithOp::Add => x.add_r(y, round),
+        ArithOp::Sub => x.sub_r(y, round),
+        ArithOp::Mul => x.mul_r(y, round),
         _ => x.div_r(y, round),
     }
 }
 
 /// The IPU result of an FP16 operation, from APFloat's IEEE result rounded with `round`.
-fn expect_f16(op: BinaryOp, a: u16, b: u16, nanoo: bool, round: Round) -> (u16, FpSts) {
+fn expect_f16(op: ArithOp, a: u16, b: u16, nanoo: bool, round: Round) -> (u16, FpSts) {
     let (x, y) = (Half::from_bits(a.into()), Half::from_bits(b.into()));
     let StatusAnd { status, value } = apply(op, x, y, round);
-    if op == BinaryOp::Div && y.is_zero() && x.is_finite() && !x.is_zero() {
+    if op == ArithOp::Div && y.is_zero() && x.is_finite() && !x.is_zero() {
         assert!(status.contains(Status::DIV_BY_ZERO));
         return (0x7e00, FpSts::DIV0);
     }
@@ -58,7 +58,7 @@ fn expect_f16(op: BinaryOp, a: u16, b: u16, nanoo: bool, round: Round) -> (u16, 
     (bits, FpSts::empty())
 }
 
-fn expect_f32(op: BinaryOp, a: u32, b: u32) -> (u32, FpSts) {
+fn expect_f32(op: ArithOp, a: u32, b: u32) -> (u32, FpSts) {
     let (x, y) = (Single::from_bits(a.into()), Single::from_bits(b.into()));
     let StatusAnd { status, value } = apply(op, x, y, Round::NearestTiesToEven);
     if x.is_nan() || y.is_nan() || status.contains(Status::INVALID_OP) {

@@ -18,8 +18,9 @@
 use std::io::{self, BufRead, BufWriter, Write};
 
 use clap::{Args, ValueEnum};
+use ipusim_ir::DType;
 use ipusim_sim::numerics::expr::{
-    write_error_json, write_human, write_json, CalcOptions, Calculator, ExprError, Type,
+    write_error_json, write_human, write_json, CalcOptions, Calculator, ExprError,
 };
 
 use super::{EXIT_ERROR, EXIT_OK};
@@ -60,8 +61,8 @@ pub struct FpArgs {
 pub fn run(args: FpArgs) -> i32 {
     let options = CalcOptions {
         dtype: match args.dtype {
-            Dtype::F16 => Type::F16,
-            Dtype::F32 => Type::F32,
+            Dtype::F16 => DType::F16,
+            Dtype::F32 => DType::F32,
         },
         sr: args.sr,
         nanoo: args.nanoo,

@@ -24,7 +24,7 @@ use half::f16;
 
 use super::exact;
 use super::flags::FpSts;
-use super::ops::{BinaryOp, CompareOp, UnaryOp};
+use super::ops::{ArithOp, CompareOp, UnaryOp};
 use super::round::{Rounding, Tail, F16_NAN};
 use super::transcendental;
 
@@ -154,14 +154,14 @@ pub fn max(a: f16, b: f16) -> (f16, FpSts) {
 }
 
 /// Applies `op` to `a` and `b`.
-pub fn binary(op: BinaryOp, a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
+pub fn binary(op: ArithOp, a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
     match op {
-        BinaryOp::Add => add(a, b, r),
-        BinaryOp::Sub => sub(a, b, r),
-        BinaryOp::Mul => mul(a, b, r),
-        BinaryOp::Div => div(a, b, r),
-        BinaryOp::Min => min(a, b),
-        BinaryOp::Max => max(a, b),
+        ArithOp::Add => add(a, b, r),
+        ArithOp::Sub => sub(a, b, r),
+        ArithOp::Mul => mul(a, b, r),
+        ArithOp::Div => div(a, b, r),
+        ArithOp::Min => min(a, b),
+        ArithOp::Max => max(a, b),
     }
 }
 

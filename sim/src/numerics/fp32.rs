@@ -15,7 +15,7 @@
 
 use super::exact;
 use super::flags::FpSts;
-use super::ops::{BinaryOp, CompareOp, UnaryOp};
+use super::ops::{ArithOp, CompareOp, UnaryOp};
 use super::round::{round_f32, F32_NAN};
 use super::transcendental;
 
@@ -139,14 +139,14 @@ pub fn max(a: f32, b: f32) -> (f32, FpSts) {
 }
 
 /// Applies `op` to `a` and `b`.
-pub fn binary(op: BinaryOp, a: f32, b: f32) -> (f32, FpSts) {
+pub fn binary(op: ArithOp, a: f32, b: f32) -> (f32, FpSts) {
     match op {
-        BinaryOp::Add => add(a, b),
-        BinaryOp::Sub => sub(a, b),
-        BinaryOp::Mul => mul(a, b),
-        BinaryOp::Div => div(a, b),
-        BinaryOp::Min => min(a, b),
-        BinaryOp::Max => max(a, b),
+        ArithOp::Add => add(a, b),
+        ArithOp::Sub => sub(a, b),
+        ArithOp::Mul => mul(a, b),
+        ArithOp::Div => div(a, b),
+        ArithOp::Min => min(a, b),
+        ArithOp::Max => max(a, b),
     }
 }
 

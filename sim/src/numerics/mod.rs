@@ -63,6 +63,6 @@ mod transcendental;
 pub use error::NumericsError;
 pub use flags::{FpConfig, FpCtl, FpSts, StochasticRounding};
 pub use kernels::amp::{MatMulShape, AMP_CHUNK};
-pub use ops::{BinaryOp, CompareOp, UnaryOp};
+pub use ops::{ArithOp, CompareOp, UnaryOp};
 pub use rng::SrRng;
 pub use round::{Rounding, Tail, SR_BITS};

@@ -1,79 +1,50 @@
-//! The operation vocabulary shared by the FP16 and FP32 scalar arithmetic, the expression
-//! calculator and (later) the reference interpreter and codelets: one enum per arity, with
-//! the lower-case names the calculator and the IR use.
+//! The operation vocabulary of the scalar arithmetic: the IR's [`UnaryOp`] (re-exported:
+//! the same nine elementwise functions), and for two operands [`ArithOp`] (value results)
+//! and [`CompareOp`] (truth results) — the IR's `BinaryOp` mixes the two, so it converts
+//! into one or the other.
 
+use ipusim_ir::BinaryOp;
 use serde::{Deserialize, Serialize};
 
-/// Elementwise unary operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UnaryOp {
-    /// `-x` (exact; sign flip).
-    Neg,
-    /// `|x|` (exact).
-    Abs,
-    /// `max(x, 0)` (exact).
-    Relu,
-    /// Square root, correctly rounded.
-    Sqrt,
-    /// `e^x`, computed in f64 and rounded once.
-    Exp,
-    /// Natural logarithm, computed in f64 and rounded once.
-    Log,
-    /// Hyperbolic tangent, computed in f64 and rounded once.
-    Tanh,
-    /// `1 / (1 + e^-x)`, computed in f64 and rounded once.
-    Sigmoid,
-    /// GELU, tanh approximation `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`
-    /// (Hendrycks & Gimpel 2016), computed in f64 and rounded once.
-    Gelu,
-}
+pub use ipusim_ir::UnaryOp;
 
-impl UnaryOp {
-    /// Every unary operation, in declaration order.
-    pub const ALL: [UnaryOp; 9] = [
-        UnaryOp::Neg,
-        UnaryOp::Abs,
-        UnaryOp::Relu,
-        UnaryOp::Sqrt,
-        UnaryOp::Exp,
-        UnaryOp::Log,
-        UnaryOp::Tanh,
-        UnaryOp::Sigmoid,
-        UnaryOp::Gelu,
-    ];
-
-    /// The operation's lower-case name (`"sqrt"`).
-    pub fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "neg",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Relu => "relu",
-            UnaryOp::Sqrt => "sqrt",
-            UnaryOp::Exp => "exp",
-            UnaryOp::Log => "log",
-            UnaryOp::Tanh => "tanh",
-            UnaryOp::Sigmoid => "sigmoid",
-            UnaryOp::Gelu => "gelu",
-        }
-    }
-
-    /// The operation called `name`.
-    pub fn from_name(name: &str) -> Option<UnaryOp> {
-        UnaryOp::ALL.into_iter().find(|op| op.name() == name)
-    }
-
-    /// Whether the result is a rounded value (and so consumes a stochastic-rounding draw
-    /// in FP16): everything except the exact sign and clamp operations.
-    pub fn rounds(self) -> bool {
-        !matches!(self, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu)
+/// The lower-case name of a unary operation (`"sqrt"`), as the calculator spells it.
+pub fn unary_name(op: UnaryOp) -> &'static str {
+    match op {
+        UnaryOp::Neg => "neg",
+        UnaryOp::Abs => "abs",
+        UnaryOp::Exp => "exp",
+        UnaryOp::Log => "log",
+        UnaryOp::Sqrt => "sqrt",
+        UnaryOp::Relu => "relu",
+        UnaryOp::Sigmoid => "sigmoid",
+        UnaryOp::Tanh => "tanh",
+        UnaryOp::Gelu => "gelu",
     }
 }
 
-/// Elementwise binary operations.
+/// Every unary operation.
+pub const UNARY_OPS: [UnaryOp; 9] = [
+    UnaryOp::Neg,
+    UnaryOp::Abs,
+    UnaryOp::Exp,
+    UnaryOp::Log,
+    UnaryOp::Sqrt,
+    UnaryOp::Relu,
+    UnaryOp::Sigmoid,
+    UnaryOp::Tanh,
+    UnaryOp::Gelu,
+];
+
+/// The unary operation called `name` (lower case).
+pub fn unary_from_name(name: &str) -> Option<UnaryOp> {
+    UNARY_OPS.into_iter().find(|op| unary_name(*op) == name)
+}
+
+/// Elementwise binary operations with a value result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum BinaryOp {
+pub enum ArithOp {
     /// `a + b`.
     Add,
     /// `a - b`.
@@ -88,32 +59,51 @@ pub enum BinaryOp {
     Max,
 }
 
-impl BinaryOp {
+impl ArithOp {
     /// Every binary operation, in declaration order.
-    pub const ALL: [BinaryOp; 6] = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Min,
-        BinaryOp::Max,
+    pub const ALL: [ArithOp; 6] = [
+        ArithOp::Add,
+        ArithOp::Sub,
+        ArithOp::Mul,
+        ArithOp::Div,
+        ArithOp::Min,
+        ArithOp::Max,
     ];
 
     /// The operation's lower-case name (`"add"`).
     pub fn name(self) -> &'static str {
         match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::Min => "min",
-            BinaryOp::Max => "max",
+            ArithOp::Add => "add",
+            ArithOp::Sub => "sub",
+            ArithOp::Mul => "mul",
+            ArithOp::Div => "div",
+            ArithOp::Min => "min",
+            ArithOp::Max => "max",
         }
     }
 
     /// The operation called `name`.
-    pub fn from_name(name: &str) -> Option<BinaryOp> {
-        BinaryOp::ALL.into_iter().find(|op| op.name() == name)
+    pub fn from_name(name: &str) -> Option<ArithOp> {
+        ArithOp::ALL.into_iter().find(|op| op.name() == name)
+    }
+}
+
+impl TryFrom<BinaryOp> for ArithOp {
+    /// The IR comparison that is not arithmetic.
+    type Error = CompareOp;
+
+    fn try_from(op: BinaryOp) -> Result<ArithOp, CompareOp> {
+        match op {
+            BinaryOp::Add => Ok(ArithOp::Add),
+            BinaryOp::Sub => Ok(ArithOp::Sub),
+            BinaryOp::Mul => Ok(ArithOp::Mul),
+            BinaryOp::Div => Ok(ArithOp::Div),
+            BinaryOp::Min => Ok(ArithOp::Min),
+            BinaryOp::Max => Ok(ArithOp::Max),
+            BinaryOp::Equal => Err(CompareOp::Eq),
+            BinaryOp::Greater => Err(CompareOp::Gt),
+            BinaryOp::Less => Err(CompareOp::Lt),
+        }
     }
 }
 
@@ -184,15 +174,21 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for op in UnaryOp::ALL {
-            assert_eq!(UnaryOp::from_name(op.name()), Some(op));
+        for op in UNARY_OPS {
+            assert_eq!(unary_from_name(unary_name(op)), Some(op));
         }
-        for op in BinaryOp::ALL {
-            assert_eq!(BinaryOp::from_name(op.name()), Some(op));
+        for op in ArithOp::ALL {
+            assert_eq!(ArithOp::from_name(op.name()), Some(op));
         }
         for op in CompareOp::ALL {
             assert_eq!(CompareOp::from_name(op.name()), Some(op));
         }
-        assert_eq!(UnaryOp::from_name("sqr"), None);
+        assert_eq!(unary_from_name("sqr"), None);
+    }
+
+    #[test]
+    fn ir_binary_ops_split_into_arithmetic_and_comparisons() {
+        assert_eq!(ArithOp::try_from(BinaryOp::Max), Ok(ArithOp::Max));
+        assert_eq!(ArithOp::try_from(BinaryOp::Less), Err(CompareOp::Lt));
     }
 }

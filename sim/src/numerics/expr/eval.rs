@@ -3,12 +3,13 @@
 use half::f16;
 
 use super::parse::Instr;
-use super::{CalcOptions, Outcome, Type, Value};
+use super::{CalcOptions, Outcome, Value};
 use crate::numerics::cast;
 use crate::numerics::flags::FpSts;
 use crate::numerics::rng::SrRng;
 use crate::numerics::round::Rounding;
 use crate::numerics::{fp16, fp32};
+use ipusim_ir::DType;
 
 /// Runs `program` (type-checked by the parser) and returns the top value and all flags.
 pub(crate) fn run(
@@ -81,23 +82,23 @@ fn as_f32(v: Value) -> f32 {
     }
 }
 
-fn convert(v: Value, to: Type, r: &mut Rounding) -> (Value, FpSts) {
+fn convert(v: Value, to: DType, r: &mut Rounding) -> (Value, FpSts) {
     match (to, v) {
-        (Type::F16, Value::F32(x)) => wrap16(cast::f32_to_f16(x, r)),
-        (Type::F16, Value::I32(x)) => wrap16(cast::i32_to_f16(x, r)),
-        (Type::F16, Value::U8(x)) => wrap16(cast::u8_to_f16(x)),
-        (Type::F32, Value::F16(x)) => wrap32(cast::f16_to_f32(x)),
-        (Type::F32, Value::I32(x)) => wrap32(cast::i32_to_f32(x)),
-        (Type::F32, Value::U8(x)) => wrap32(cast::u8_to_f32(x)),
-        (Type::I32, Value::F16(x)) => {
+        (DType::F16, Value::F32(x)) => wrap16(cast::f32_to_f16(x, r)),
+        (DType::F16, Value::I32(x)) => wrap16(cast::i32_to_f16(x, r)),
+        (DType::F16, Value::U8(x)) => wrap16(cast::u8_to_f16(x)),
+        (DType::F32, Value::F16(x)) => wrap32(cast::f16_to_f32(x)),
+        (DType::F32, Value::I32(x)) => wrap32(cast::i32_to_f32(x)),
+        (DType::F32, Value::U8(x)) => wrap32(cast::u8_to_f32(x)),
+        (DType::I32, Value::F16(x)) => {
             let (v, f) = cast::f16_to_i32(x);
             (Value::I32(v), f)
         }
-        (Type::I32, Value::F32(x)) => {
+        (DType::I32, Value::F32(x)) => {
             let (v, f) = cast::f32_to_i32(x);
             (Value::I32(v), f)
         }
-        (Type::I32, Value::U8(x)) => (Value::I32(i32::from(x)), FpSts::empty()),
+        (DType::I32, Value::U8(x)) => (Value::I32(i32::from(x)), FpSts::empty()),
         // Identity casts.
         (_, v) => (v, FpSts::empty()),
     }

@@ -36,40 +36,13 @@ mod format;
 mod parse;
 
 use half::f16;
+use ipusim_ir::DType;
 use thiserror::Error;
 
 use super::flags::FpSts;
 use super::rng::SrRng;
 
 pub use format::{write_error_json, write_human, write_json};
-
-/// The type of a calculator value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Type {
-    /// IEEE binary16.
-    F16,
-    /// IEEE binary32.
-    F32,
-    /// 32-bit signed integer.
-    I32,
-    /// 8-bit unsigned integer.
-    U8,
-    /// A comparison result.
-    Bool,
-}
-
-impl Type {
-    /// The type's name as it appears in literals (`f16`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Type::F16 => "f16",
-            Type::F32 => "f32",
-            Type::I32 => "i32",
-            Type::U8 => "u8",
-            Type::Bool => "bool",
-        }
-    }
-}
 
 /// A calculator value.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -88,13 +61,13 @@ pub enum Value {
 
 impl Value {
     /// The value's type.
-    pub fn ty(&self) -> Type {
+    pub fn ty(&self) -> DType {
         match self {
-            Value::F16(_) => Type::F16,
-            Value::F32(_) => Type::F32,
-            Value::I32(_) => Type::I32,
-            Value::U8(_) => Type::U8,
-            Value::Bool(_) => Type::Bool,
+            Value::F16(_) => DType::F16,
+            Value::F32(_) => DType::F32,
+            Value::I32(_) => DType::I32,
+            Value::U8(_) => DType::U8,
+            Value::Bool(_) => DType::Bool,
         }
     }
 
@@ -187,7 +160,7 @@ pub struct ExprError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CalcOptions {
     /// The type of decimal literals (`F16` or `F32`).
-    pub dtype: Type,
+    pub dtype: DType,
     /// Stochastic rounding of FP16 results.
     pub sr: bool,
     /// FP16 overflow gives NaN (with INV) instead of ±65504.
@@ -199,7 +172,7 @@ pub struct CalcOptions {
 impl Default for CalcOptions {
     fn default() -> Self {
         CalcOptions {
-            dtype: Type::F16,
+            dtype: DType::F16,
             sr: false,
             nanoo: false,
             seed: 0,

@@ -1,11 +1,12 @@
 //! Lexing, parsing and type checking of calculator expressions into a postfix program.
 
-use super::{CalcOptions, ExprError, ExprErrorKind, Type, Value};
+use super::{CalcOptions, ExprError, ExprErrorKind, Value};
 use crate::numerics::decimal::{decimal_to_f16, decimal_to_f32};
 use crate::numerics::flags::FpSts;
-use crate::numerics::ops::{BinaryOp, CompareOp, UnaryOp};
+use crate::numerics::ops::{unary_from_name, unary_name, ArithOp, CompareOp, UnaryOp};
 use crate::numerics::round::{F16_NAN, F32_NAN};
 use half::f16;
+use ipusim_ir::DType;
 
 /// Deepest nesting of parentheses and unary signs accepted (bounds the parser's recursion).
 pub(crate) const MAX_DEPTH: usize = 200;
@@ -18,11 +19,11 @@ pub(crate) enum Instr {
     /// Apply a unary operation to the top value.
     Unary(UnaryOp),
     /// Apply a binary operation to the two top values.
-    Binary(BinaryOp),
+    Binary(ArithOp),
     /// Compare the two top values.
     Compare(CompareOp),
     /// Convert the top value.
-    Cast(Type),
+    Cast(DType),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -45,26 +46,26 @@ enum Tok<'s> {
 #[derive(Clone, Copy)]
 enum Function {
     Unary(UnaryOp),
-    Binary(BinaryOp),
+    Binary(ArithOp),
     Compare(CompareOp),
-    Cast(Type),
+    Cast(DType),
 }
 
 impl Function {
     fn lookup(name: &str) -> Option<(Function, &'static str)> {
-        if let Some(op) = UnaryOp::from_name(name) {
-            return Some((Function::Unary(op), op.name()));
+        if let Some(op) = unary_from_name(name) {
+            return Some((Function::Unary(op), unary_name(op)));
         }
-        if let Some(op @ (BinaryOp::Min | BinaryOp::Max)) = BinaryOp::from_name(name) {
+        if let Some(op @ (ArithOp::Min | ArithOp::Max)) = ArithOp::from_name(name) {
             return Some((Function::Binary(op), op.name()));
         }
         if let Some(op) = CompareOp::from_name(name) {
             return Some((Function::Compare(op), op.name()));
         }
         match name {
-            "cast_f16" => Some((Function::Cast(Type::F16), "cast_f16")),
-            "cast_f32" => Some((Function::Cast(Type::F32), "cast_f32")),
-            "cast_i32" => Some((Function::Cast(Type::I32), "cast_i32")),
+            "cast_f16" => Some((Function::Cast(DType::F16), "cast_f16")),
+            "cast_f32" => Some((Function::Cast(DType::F32), "cast_f32")),
+            "cast_i32" => Some((Function::Cast(DType::I32), "cast_i32")),
             _ => None,
         }
     }
@@ -114,8 +115,8 @@ pub(crate) fn compile(
     Ok(())
 }
 
-fn is_float(t: Type) -> bool {
-    matches!(t, Type::F16 | Type::F32)
+fn is_float(t: DType) -> bool {
+    matches!(t, DType::F16 | DType::F32)
 }
 
 impl<'s> Parser<'s, '_> {
@@ -220,9 +221,9 @@ impl<'s> Parser<'s, '_> {
         &self,
         op: &'static str,
         offset: usize,
-        a: Type,
-        b: Type,
-    ) -> Result<Type, ExprError> {
+        a: DType,
+        b: DType,
+    ) -> Result<DType, ExprError> {
         if a == b && is_float(a) {
             return Ok(a);
         }
@@ -237,13 +238,13 @@ impl<'s> Parser<'s, '_> {
         Err(self.error_at(offset, ExprErrorKind::Type { op, problem }))
     }
 
-    fn expr(&mut self) -> Result<Type, ExprError> {
+    fn expr(&mut self) -> Result<DType, ExprError> {
         let mut t = self.term()?;
         while let Tok::Plus | Tok::Minus = self.tok {
             let (op, name) = if self.tok == Tok::Plus {
-                (BinaryOp::Add, "+")
+                (ArithOp::Add, "+")
             } else {
-                (BinaryOp::Sub, "-")
+                (ArithOp::Sub, "-")
             };
             let at = self.start;
             self.advance()?;
@@ -254,13 +255,13 @@ impl<'s> Parser<'s, '_> {
         Ok(t)
     }
 
-    fn term(&mut self) -> Result<Type, ExprError> {
+    fn term(&mut self) -> Result<DType, ExprError> {
         let mut t = self.unary()?;
         while let Tok::Star | Tok::Slash = self.tok {
             let (op, name) = if self.tok == Tok::Star {
-                (BinaryOp::Mul, "*")
+                (ArithOp::Mul, "*")
             } else {
-                (BinaryOp::Div, "/")
+                (ArithOp::Div, "/")
             };
             let at = self.start;
             self.advance()?;
@@ -271,7 +272,7 @@ impl<'s> Parser<'s, '_> {
         Ok(t)
     }
 
-    fn unary(&mut self) -> Result<Type, ExprError> {
+    fn unary(&mut self) -> Result<DType, ExprError> {
         match self.tok {
             Tok::Minus | Tok::Plus => {
                 let minus = self.tok == Tok::Minus;
@@ -294,12 +295,12 @@ impl<'s> Parser<'s, '_> {
         }
     }
 
-    fn primary(&mut self) -> Result<Type, ExprError> {
+    fn primary(&mut self) -> Result<DType, ExprError> {
         let at = self.start;
         match self.tok {
             Tok::Num(text) => {
                 let (value, flags) = match self.options.dtype {
-                    Type::F32 => decimal_to_f32(text).map(|(v, f)| (Value::F32(v), f)),
+                    DType::F32 => decimal_to_f32(text).map(|(v, f)| (Value::F32(v), f)),
                     _ => decimal_to_f16(text, self.options.nanoo).map(|(v, f)| (Value::F16(v), f)),
                 }
                 .ok_or_else(|| {
@@ -331,9 +332,9 @@ impl<'s> Parser<'s, '_> {
                     return self.call(name, at);
                 }
                 let value = match (name, self.options.dtype) {
-                    ("inf", Type::F32) => Value::F32(f32::INFINITY),
+                    ("inf", DType::F32) => Value::F32(f32::INFINITY),
                     ("inf", _) => Value::F16(f16::INFINITY),
-                    ("nan", Type::F32) => Value::F32(F32_NAN),
+                    ("nan", DType::F32) => Value::F32(F32_NAN),
                     ("nan", _) => Value::F16(F16_NAN),
                     _ => {
                         return Err(self.error_at(at, ExprErrorKind::UnknownName(name.to_string())))
@@ -358,12 +359,12 @@ impl<'s> Parser<'s, '_> {
     }
 
     /// Parses the arguments of `name(` (the current token is `(`) and emits the call.
-    fn call(&mut self, name: &'s str, at: usize) -> Result<Type, ExprError> {
+    fn call(&mut self, name: &'s str, at: usize) -> Result<DType, ExprError> {
         let (function, fname) = Function::lookup(name)
             .ok_or_else(|| self.error_at(at, ExprErrorKind::UnknownFunction(name.to_string())))?;
         self.nest()?;
         self.advance()?;
-        let mut types = [Type::Bool; 2];
+        let mut types = [DType::Bool; 2];
         let mut count = 0;
         if self.tok != Tok::RParen {
             loop {
@@ -389,7 +390,7 @@ impl<'s> Parser<'s, '_> {
             };
             return Err(self.error_at(at, kind));
         }
-        let type_error = |what: &str, t: Type| {
+        let type_error = |what: &str, t: DType| {
             let problem = format!("needs {what}, got {}", t.name());
             self.error_at(at, ExprErrorKind::Type { op: fname, problem })
         };
@@ -402,9 +403,9 @@ impl<'s> Parser<'s, '_> {
             ),
             Function::Compare(op) => {
                 self.same_float(fname, at, types[0], types[1])?;
-                (Instr::Compare(op), Type::Bool)
+                (Instr::Compare(op), DType::Bool)
             }
-            Function::Cast(_) if types[0] == Type::Bool => {
+            Function::Cast(_) if types[0] == DType::Bool => {
                 return Err(type_error("a number", types[0]));
             }
             Function::Cast(to) => (Instr::Cast(to), to),

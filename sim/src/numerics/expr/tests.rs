@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn calc(dtype: Type, sr: bool, nanoo: bool) -> Calculator {
+fn calc(dtype: DType, sr: bool, nanoo: bool) -> Calculator {
     Calculator::new(CalcOptions {
         dtype,
         sr,
@@ -12,7 +12,7 @@ fn calc(dtype: Type, sr: bool, nanoo: bool) -> Calculator {
 }
 
 fn f16_bits(expr: &str) -> (u16, FpSts) {
-    let o = calc(Type::F16, false, false).eval(expr).unwrap();
+    let o = calc(DType::F16, false, false).eval(expr).unwrap();
     match o.value {
         Value::F16(v) => (v.to_bits(), o.flags),
         other => panic!("{expr}: {other:?}"),
@@ -42,14 +42,14 @@ fn numerics_3_1_expressions() {
         f16::from_f32(2052.0).to_bits()
     );
     assert_eq!(f16_bits("2049").0, 0x6800);
-    let o = calc(Type::F32, false, false)
+    let o = calc(DType::F32, false, false)
         .eval("cast_f16(2049 + 1)")
         .unwrap();
     assert_eq!(o.value, Value::F16(f16::from_f32(2050.0)));
     assert_eq!(f16_bits("1 + f16:0x1000"), (0x3c00, FpSts::empty()));
     assert_eq!(f16_bits("1 + 3*f16:0x1000"), (0x3c02, FpSts::empty()));
     assert_eq!(f16_bits("10000 / 0"), (0x7e00, FpSts::DIV0));
-    let o = calc(Type::F16, false, true).eval("10000 * 10000").unwrap();
+    let o = calc(DType::F16, false, true).eval("10000 * 10000").unwrap();
     assert_eq!(
         (o.value.bits(), o.flags),
         (0x7e00, FpSts::OFLO | FpSts::INV)
@@ -88,7 +88,7 @@ fn functions_types_and_casts() {
         f16_bits("cast_f16(u8:255)").0,
         f16::from_f32(255.0).to_bits()
     );
-    let mut c = calc(Type::F16, false, false);
+    let mut c = calc(DType::F16, false, false);
     assert_eq!(
         c.eval("cast_i32(nan)").unwrap(),
         Outcome {
@@ -108,7 +108,7 @@ fn functions_types_and_casts() {
         Value::F32(1.0 + 2f32.powi(-10))
     );
     // 1 + 2^-24 in FP32 is a tie that goes to even.
-    let mut c32 = calc(Type::F32, false, false);
+    let mut c32 = calc(DType::F32, false, false);
     assert_eq!(
         c32.eval("1 + 5.9604644775390625e-8").unwrap().value,
         Value::F32(1.0)
@@ -125,7 +125,7 @@ fn functions_types_and_casts() {
 
 #[test]
 fn errors_name_the_column() {
-    let mut c = calc(Type::F16, false, false);
+    let mut c = calc(DType::F16, false, false);
     let err = |c: &mut Calculator, e: &str| c.eval(e).unwrap_err();
     assert_eq!(err(&mut c, "").kind, ExprErrorKind::Empty);
     assert_eq!(
@@ -178,15 +178,15 @@ fn errors_name_the_column() {
 
 #[test]
 fn malformed_expressions_take_no_draws() {
-    let mut a = calc(Type::F16, true, false);
-    let mut b = calc(Type::F16, true, false);
+    let mut a = calc(DType::F16, true, false);
+    let mut b = calc(DType::F16, true, false);
     assert!(a.eval("1 + f16:0x0001 + )").is_err());
     assert_eq!(json(&mut a, "1 + 0.0004"), json(&mut b, "1 + 0.0004"));
 }
 
 #[test]
 fn output_formats() {
-    let mut c = calc(Type::F16, false, false);
+    let mut c = calc(DType::F16, false, false);
     assert_eq!(
         json(&mut c, "0.0004 + 0.25 - 0.25"),
         r#"{"value": 0.00048828125, "bits": "0x1000", "flags": []}"#
@@ -215,7 +215,7 @@ fn output_formats() {
         json(&mut c, "eq(1, 1)"),
         r#"{"value": true, "bits": "0x1", "flags": []}"#
     );
-    let mut c32 = calc(Type::F32, false, false);
+    let mut c32 = calc(DType::F32, false, false);
     assert_eq!(
         json(&mut c32, "0.1"),
         r#"{"value": 0.10000000149011612, "bits": "0x3dcccccd", "flags": []}"#
@@ -233,7 +233,7 @@ fn output_formats() {
 
 #[test]
 fn printed_values_round_trip_exactly() {
-    let mut c = calc(Type::F16, false, false);
+    let mut c = calc(DType::F16, false, false);
     for bits in (0..=u16::MAX).step_by(7) {
         let o = c.eval(&format!("f16:0x{bits:04x}")).unwrap();
         let mut s = String::new();
