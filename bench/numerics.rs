@@ -101,35 +101,28 @@ fn amp(c: &mut Criterion) {
             amp_matmul_f32_partials(shape, black_box(&a), black_box(&b), &mut out, AMP_CHUNK)
         })
     });
-    group.bench_function(BenchmarkId::new("f16_in_f16_partials_rne", &id), |bench| {
-        let mut out = vec![f16::ZERO; shape.m * shape.n];
-        let mut r = Rounding::nearest(false);
-        bench.iter(|| {
-            amp_matmul_f16_partials(
-                shape,
-                black_box(&a),
-                black_box(&b),
-                &mut out,
-                AMP_CHUNK,
-                &mut r,
-            )
-        })
-    });
-    group.bench_function(BenchmarkId::new("f16_in_f16_partials_sr", &id), |bench| {
-        let mut out = vec![f16::ZERO; shape.m * shape.n];
-        let mut rng = SrRng::new(0, 0, 0);
-        let mut r = Rounding::stochastic(&mut rng, false);
-        bench.iter(|| {
-            amp_matmul_f16_partials(
-                shape,
-                black_box(&a),
-                black_box(&b),
-                &mut out,
-                AMP_CHUNK,
-                &mut r,
-            )
-        })
-    });
+    for sr in [false, true] {
+        let name = if sr {
+            "f16_in_f16_partials_sr"
+        } else {
+            "f16_in_f16_partials_rne"
+        };
+        group.bench_function(BenchmarkId::new(name, &id), |bench| {
+            let mut out = vec![f16::ZERO; shape.m * shape.n];
+            let mut rng = SrRng::new(0, 0, 0);
+            let mut r = Rounding::new(sr, false, &mut rng);
+            bench.iter(|| {
+                amp_matmul_f16_partials(
+                    shape,
+                    black_box(&a),
+                    black_box(&b),
+                    &mut out,
+                    AMP_CHUNK,
+                    &mut r,
+                )
+            })
+        });
+    }
     group.bench_function(BenchmarkId::new("f32_in_f32_partials", &id), |bench| {
         let mut out = vec![0f32; shape.m * shape.n];
         bench.iter(|| matmul_f32(shape, black_box(&a32), black_box(&b32), &mut out, AMP_CHUNK))

@@ -239,33 +239,37 @@ impl<'s> Parser<'s, '_> {
     }
 
     fn expr(&mut self) -> Result<DType, ExprError> {
-        let mut t = self.term()?;
-        while let Tok::Plus | Tok::Minus = self.tok {
-            let (op, name) = if self.tok == Tok::Plus {
-                (ArithOp::Add, "+")
-            } else {
-                (ArithOp::Sub, "-")
-            };
-            let at = self.start;
-            self.advance()?;
-            let rhs = self.term()?;
-            t = self.same_float(name, at, t, rhs)?;
-            self.program.push(Instr::Binary(op));
-        }
-        Ok(t)
+        self.left_assoc(
+            Self::term,
+            [
+                (Tok::Plus, ArithOp::Add, "+"),
+                (Tok::Minus, ArithOp::Sub, "-"),
+            ],
+        )
     }
 
     fn term(&mut self) -> Result<DType, ExprError> {
-        let mut t = self.unary()?;
-        while let Tok::Star | Tok::Slash = self.tok {
-            let (op, name) = if self.tok == Tok::Star {
-                (ArithOp::Mul, "*")
-            } else {
-                (ArithOp::Div, "/")
-            };
+        self.left_assoc(
+            Self::unary,
+            [
+                (Tok::Star, ArithOp::Mul, "*"),
+                (Tok::Slash, ArithOp::Div, "/"),
+            ],
+        )
+    }
+
+    /// `operand (op operand)*` for the two operators `ops` of one precedence level, left
+    /// associative: each operation is emitted after both its operands.
+    fn left_assoc(
+        &mut self,
+        operand: fn(&mut Self) -> Result<DType, ExprError>,
+        ops: [(Tok<'static>, ArithOp, &'static str); 2],
+    ) -> Result<DType, ExprError> {
+        let mut t = operand(self)?;
+        while let Some(&(_, op, name)) = ops.iter().find(|(tok, _, _)| *tok == self.tok) {
             let at = self.start;
             self.advance()?;
-            let rhs = self.unary()?;
+            let rhs = operand(self)?;
             t = self.same_float(name, at, t, rhs)?;
             self.program.push(Instr::Binary(op));
         }

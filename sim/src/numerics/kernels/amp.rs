@@ -102,20 +102,14 @@ pub fn amp_matmul_f32_partials(
     out: &mut [f32],
     chunk: usize,
 ) -> Result<FpSts, NumericsError> {
-    shape.check(
+    amp_matmul(
         "amp_matmul_f32_partials",
-        a.len(),
-        b.len(),
-        out.len(),
-        chunk,
-    )?;
-    Ok(matmul(
         shape,
-        &widen(a),
-        &widen(b),
+        a,
+        b,
         Partials::F32(out),
         chunk,
-    ))
+    )
 }
 
 /// `out += a · b` with FP16 inputs and FP16 partials (`f16v4hihoamp`): every partial write
@@ -128,20 +122,27 @@ pub fn amp_matmul_f16_partials(
     chunk: usize,
     r: &mut Rounding,
 ) -> Result<FpSts, NumericsError> {
-    shape.check(
+    amp_matmul(
         "amp_matmul_f16_partials",
-        a.len(),
-        b.len(),
-        out.len(),
-        chunk,
-    )?;
-    Ok(matmul(
         shape,
-        &widen(a),
-        &widen(b),
+        a,
+        b,
         Partials::F16(out, r),
         chunk,
-    ))
+    )
+}
+
+/// Checks the arguments, widens the FP16 inputs (exactly) and runs the product.
+fn amp_matmul(
+    kernel: &'static str,
+    shape: MatMulShape,
+    a: &[f16],
+    b: &[f16],
+    partials: Partials,
+    chunk: usize,
+) -> Result<FpSts, NumericsError> {
+    shape.check(kernel, a.len(), b.len(), partials.len(), chunk)?;
+    Ok(matmul(shape, &widen(a), &widen(b), partials, chunk))
 }
 
 /// `out += a · b` with FP32 inputs and FP32 partials (`f32sisoamp`).
@@ -209,6 +210,15 @@ fn widen(x: &[f16]) -> Vec<f32> {
 enum Partials<'o, 'x, 'r> {
     F32(&'o mut [f32]),
     F16(&'o mut [f16], &'x mut Rounding<'r>),
+}
+
+impl Partials<'_, '_, '_> {
+    fn len(&self) -> usize {
+        match self {
+            Partials::F32(out) => out.len(),
+            Partials::F16(out, _) => out.len(),
+        }
+    }
 }
 
 fn all_finite(x: &[f32]) -> bool {
