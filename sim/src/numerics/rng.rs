@@ -150,11 +150,28 @@ impl SrRng {
         fill_dispatch(&mut self.state, self.increment, out);
     }
 
-    /// [`SrRng::fill`] inlined into the caller, for kernels that are themselves compiled for
-    /// several CPU feature levels.
+    /// The bulk generator positioned at this stream's next draw, for kernels that draw
+    /// many blocks in a row (see [`Lanes`]); [`SrRng::resume`] hands the position back.
     #[inline(always)]
-    pub(crate) fn fill_inline(&mut self, out: &mut [u32]) {
-        fill_body(&mut self.state, self.increment, out);
+    pub(crate) fn lanes(&self) -> Lanes {
+        let mut lanes = [0u64; LANES];
+        for (l, lane) in lanes.iter_mut().enumerate() {
+            *lane = self
+                .state
+                .wrapping_mul(JUMP_MULT[l])
+                .wrapping_add(self.increment.wrapping_mul(JUMP_SUM[l]));
+        }
+        Lanes {
+            lanes,
+            mult: JUMP_MULT[LANES],
+            add: self.increment.wrapping_mul(JUMP_SUM[LANES]),
+        }
+    }
+
+    /// Continues this stream after the draws `lanes` produced.
+    #[inline(always)]
+    pub(crate) fn resume(&mut self, lanes: &Lanes) {
+        self.state = lanes.lanes[0];
     }
 }
 
@@ -164,36 +181,40 @@ simd_dispatch! {
 
 #[inline(always)]
 fn fill_body(state: &mut u64, increment: u64, out: &mut [u32]) {
-    let bulk = if out.len() >= 2 * LANES {
-        out.len() - out.len() % LANES
-    } else {
-        0
-    };
+    let mut rng = SrRng { state: *state, increment };
+    let bulk = if out.len() >= 2 * LANES { out.len() - out.len() % LANES } else { 0 };
     let (head, rest) = out.split_at_mut(bulk);
     if !head.is_empty() {
-        let mut lanes = [0u64; LANES];
-        for (l, lane) in lanes.iter_mut().enumerate() {
-            *lane = state
-                .wrapping_mul(JUMP_MULT[l])
-                .wrapping_add(increment.wrapping_mul(JUMP_SUM[l]));
-        }
-        let (m, c) = (JUMP_MULT[LANES], increment.wrapping_mul(JUMP_SUM[LANES]));
-        for block in head.chunks_exact_mut(LANES) {
-            for (o, lane) in block.iter_mut().zip(lanes.iter_mut()) {
-                *o = xsh_rr(*lane);
-                *lane = lane.wrapping_mul(m).wrapping_add(c);
-            }
-        }
-        *state = lanes[0];
+        let mut lanes = rng.lanes();
+        lanes.fill(head);
+        rng.resume(&lanes);
     }
-    let mut rng = SrRng {
-        state: *state,
-        increment,
-    };
     for o in rest {
         *o = rng.next_u32();
     }
     *state = rng.state;
+}
+
+/// [`LANES`] copies of a stream's LCG, lane `l` at draw `l`, each stepping [`LANES`] draws
+/// at a time: consecutive draws, computed with vector multiplies.
+pub(crate) struct Lanes {
+    lanes: [u64; LANES],
+    mult: u64,
+    add: u64,
+}
+
+impl Lanes {
+    /// The next `out.len()` draws; `out.len()` must be a multiple of [`LANES`] (a remainder
+    /// is left untouched).
+    #[inline(always)]
+    pub(crate) fn fill(&mut self, out: &mut [u32]) {
+        for block in out.chunks_exact_mut(LANES) {
+            for (o, lane) in block.iter_mut().zip(self.lanes.iter_mut()) {
+                *o = xsh_rr(*lane);
+                *lane = lane.wrapping_mul(self.mult).wrapping_add(self.add);
+            }
+        }
+    }
 }
 
 impl RngCore for SrRng {

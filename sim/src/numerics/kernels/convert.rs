@@ -22,7 +22,7 @@ use half::slice::HalfFloatSliceExt;
 
 use crate::numerics::error::{check_len, NumericsError};
 use crate::numerics::flags::FpSts;
-use crate::numerics::rng::SrRng;
+use crate::numerics::rng::{SrRng, LANES};
 use crate::numerics::round::{Rounding, Tail, F32_NAN};
 use crate::numerics::simd::simd_dispatch;
 
@@ -112,9 +112,17 @@ fn blocks_rne(
 fn sr_body(src: &[f32], dst: &mut [f16], rng: &mut SrRng, nanoo: bool) -> FpSts {
     let mut flags = FpSts::empty();
     let mut draws = [0u32; BLOCK];
+    // One bulk generator for the whole call; only the last block can be partial, and its
+    // draws beyond a multiple of `LANES` come from the scalar stream.
+    let mut lanes = rng.lanes();
     for (s, d) in src.chunks(BLOCK).zip(dst.chunks_mut(BLOCK)) {
         let draws = &mut draws[..s.len()];
-        rng.fill_inline(draws);
+        let bulk = s.len() - s.len() % LANES;
+        lanes.fill(&mut draws[..bulk]);
+        rng.resume(&lanes);
+        for r in &mut draws[bulk..] {
+            *r = rng.next_u32();
+        }
         if normal_pass_sr(s, d, draws) {
             flags |= finish_block(s, d, Some(draws), nanoo);
         }
