@@ -5,7 +5,7 @@
 //! - f16→f32, u8→f16 and u8→f32 are exact; i32→f32 rounds to nearest even.
 //! - f16/f32→i32 truncate toward zero (like TensorFlow's casts). NaN gives `i32::MIN`
 //!   (−2147483648) and INV, as Graphcore's hardware test shows for FP16 (numerics.md §2.3
-//!   [S18]); values outside the `i32` range (±inf included) saturate to `i32::MIN`/`MAX`
+//!   \[S18\]); values outside the `i32` range (±inf included) saturate to `i32::MIN`/`MAX`
 //!   and raise INV.
 //! - A NaN input of a float→float cast gives the canonical NaN and INV.
 

@@ -1,7 +1,7 @@
 //! Operations that never round, shared by FP16 and FP32: sign changes (`neg`, `abs`),
 //! `relu`, `min`/`max` and comparisons. Their result is an operand, zero, or a truth value;
 //! a NaN operand gives the canonical NaN (or `false`, except for `ne`) and INV, as every
-//! operation with a NaN operand does on the IPU (numerics.md §2.2 [S13]).
+//! operation with a NaN operand does on the IPU (numerics.md §2.2 \[S13\]).
 
 use half::f16;
 

@@ -10,7 +10,7 @@
 //!
 //! Bit positions: INV bit 0, DIV0 bit 1, OFLO bit 2, ESR bit 19, NANOO bit 20
 //! (`reference/ipu-hardware.md`, `$FP_CTL`/`$FP_STS` in Graphcore's
-//! `ipu_assembly_support` ISA hover docs, numerics.md [S25]).
+//! `ipu_assembly_support` ISA hover docs, numerics.md \[S25\]).
 
 use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
@@ -18,13 +18,13 @@ use serde::{Deserialize, Serialize};
 bitflags! {
     /// `$FP_STS`: the sticky floating-point status bits a worker raised.
     ///
-    /// `1` in a bit means the condition occurred (numerics.md §2.2 [S20]). Only three
+    /// `1` in a bit means the condition occurred (numerics.md §2.2 \[S20\]). Only three
     /// conditions exist on the IPU: there are no underflow or inexact flags.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
     pub struct FpSts: u32 {
         /// Invalid operation: inf−inf, 0/0, inf/inf, 0×inf, sqrt/log of a negative number,
         /// any NaN operand, a comparison with NaN, NaN produced by `nanoo` on overflow,
-        /// an out-of-range float→int cast (numerics.md §2.2 [S13][S18]).
+        /// an out-of-range float→int cast (numerics.md §2.2 \[S13\]\[S18\]).
         const INV = 1 << 0;
         /// Division of a finite non-zero number by zero (and `log(±0)`).
         const DIV0 = 1 << 1;
@@ -68,7 +68,7 @@ impl FpSts {
 }
 
 /// Stochastic-rounding behaviour, as TensorFlow's `StochasticRoundingBehaviour`
-/// (numerics.md §2.1 [S17]).
+/// (numerics.md §2.1 \[S17\]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StochasticRounding {
@@ -98,8 +98,8 @@ impl StochasticRounding {
 /// `IPUConfig.floating_point_behaviour`: `inv`, `div0`, `oflo` enable exceptions, `esr`
 /// selects stochastic rounding, `nanoo` selects NaN-on-overflow for FP16.
 ///
-/// The default is all off, like TensorFlow's `IPUConfig` (numerics.md §2.1 [S17]); note that
-/// Poplar's own `FloatingPointBehaviour{}` defaults to all on [S15].
+/// The default is all off, like TensorFlow's `IPUConfig` (numerics.md §2.1 \[S17\]); note that
+/// Poplar's own `FloatingPointBehaviour{}` defaults to all on \[S15\].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FpConfig {

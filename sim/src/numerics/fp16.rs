@@ -9,12 +9,12 @@
 //!   `a − s²`, computed exactly with an FMA (the residual of a correctly rounded quotient or
 //!   square root is representable), so ties and stochastic thresholds are decided exactly;
 //! - `exp`, `log`, `tanh`, `sigmoid`, `gelu`: computed in `f64` and rounded once
-//!   ([`super::transcendental`]).
+//!   (module `transcendental`).
 //!
 //! Special cases: a NaN operand gives NaN and INV; `inf − inf`, `0 × inf`, `0/0`,
 //! `inf/inf`, `sqrt(x < 0)` give NaN and INV; a finite non-zero number divided by zero gives
 //! **NaN** with DIV0 — Graphcore's hardware test of FP16 `10000/0` returns NaN
-//! (numerics.md §2.3 [S18]); `inf/0` is ±inf. Infinite operands otherwise propagate without
+//! (numerics.md §2.3 \[S18\]); `inf/0` is ±inf. Infinite operands otherwise propagate without
 //! flags; overflow follows the `nanoo` policy of [`Rounding`].
 //!
 //! Every operation that rounds consumes one stochastic-rounding draw (when SR is on), even

@@ -5,13 +5,13 @@
 //! Choices where the IPU is undocumented (numerics.md §2.2, §2.4, §6):
 //! - FP32 results are never stochastically rounded (every documented SR site produces FP16).
 //! - Overflow of a finite computation gives ±inf and OFLO ("FP32 overflow value: not
-//!   found"; IEEE default). `nanoo` applies to half precision only [S13].
+//!   found"; IEEE default). `nanoo` applies to half precision only \[S13\].
 //! - A finite non-zero number divided by zero gives ±inf and DIV0 (IEEE); FP16 gives NaN.
 //! - Subnormals are kept (FP32 denormal handling on the IPU: not found).
 //!
 //! Invalid operations (`inf − inf`, `0 × inf`, `0/0`, `inf/inf`, `sqrt(x < 0)`, `log(x < 0)`,
 //! any NaN operand) give the canonical NaN `0x7fc00000` and INV. Elementary functions are
-//! computed in `f64` and rounded once ([`super::transcendental`]).
+//! computed in `f64` and rounded once (module `transcendental`).
 
 use super::exact;
 use super::flags::FpSts;

@@ -15,7 +15,7 @@
 //!    rounds up with probability 2^-14, numerics.md §3.2). `half::f16::from_f64`, its
 //!    `Sum`/`Product` and `mul_add` are never used: they are not correctly rounded (§0, §1.1).
 //! 2. **Elementary functions** (`exp`, `log`, `tanh`, `sigmoid`, `gelu`) are computed in
-//!    `f64` and rounded once to the destination type ([`transcendental`]).
+//!    `f64` and rounded once to the destination type (module `transcendental`).
 //! 3. **Stochastic rounding** (ESR) applies to FP16 results only: up with probability
 //!    `(x − a)/(b − a)` from the exact value, resolved to [`round::SR_BITS`] = 32 bits (exact
 //!    for all FP16 sums and products); representable values never move; one draw per
@@ -23,14 +23,14 @@
 //!    (seed, tile, worker)). FP32 results are always round-to-nearest-even: no public source
 //!    says the IPU rounds FP32 arithmetic stochastically (§2.4).
 //! 4. **FP16 overflow** (after rounding): `nanoo` off → ±65504 with OFLO; `nanoo` on → NaN
-//!    with OFLO and INV (§2.2 [S13][S18]). **FP32 overflow**: ±inf with OFLO. Infinite
+//!    with OFLO and INV (§2.2 \[S13\]\[S18\]). **FP32 overflow**: ±inf with OFLO. Infinite
 //!    operands propagate without OFLO.
 //! 5. **DIV0**: a finite non-zero number divided by zero; FP16 gives NaN (Graphcore's
-//!    hardware test: FP16 `10000/0` = NaN, §2.3 [S18]), FP32 gives ±inf (IEEE; our choice).
+//!    hardware test: FP16 `10000/0` = NaN, §2.3 \[S18\]), FP32 gives ±inf (IEEE; our choice).
 //!    `log(±0) = -inf` also raises DIV0.
 //! 6. **INV**: `inf − inf`, `0/0`, `inf/inf`, `0 × inf`, `sqrt`/`log` of a negative number,
 //!    any NaN operand, comparisons with NaN, float→int casts of NaN or out-of-range values
-//!    (§2.2 [S13]).
+//!    (§2.2 \[S13\]).
 //! 7. **NaN results** are the canonical `0x7e00` (FP16) and `0x7fc00000` (FP32).
 //! 8. **Subnormals** are kept in both formats (gradual underflow).
 //!

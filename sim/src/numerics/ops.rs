@@ -108,7 +108,7 @@ impl TryFrom<BinaryOp> for ArithOp {
 }
 
 /// Comparisons. With a NaN operand every comparison is false except `Ne`, and raises INV
-/// (Poplar `FloatingPointBehaviour`: "comparisons with NaN", numerics.md §2.2 [S13]).
+/// (Poplar `FloatingPointBehaviour`: "comparisons with NaN", numerics.md §2.2 \[S13\]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CompareOp {

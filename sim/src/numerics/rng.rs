@@ -1,7 +1,7 @@
 //! The random bits of stochastic rounding: [`SrRng`], one PCG32 stream per (tile, worker).
 //!
 //! On the IPU every tile has a hardware PRNG and "each worker has a different seed when
-//! applying stochastic rounding" (numerics.md §2.4 [S24][S28]). The hardware generator
+//! applying stochastic rounding" (numerics.md §2.4 \[S24\]\[S28\]). The hardware generator
 //! (xoroshiro128aox), its seeding from a 32-bit seed and which of its bits feed the rounder
 //! are not public, so ipusim models the *structure* — an independent, reproducible stream
 //! per tile and worker derived from one program seed — with the PCG-XSH-RR 64/32 generator
@@ -181,8 +181,15 @@ simd_dispatch! {
 
 #[inline(always)]
 fn fill_body(state: &mut u64, increment: u64, out: &mut [u32]) {
-    let mut rng = SrRng { state: *state, increment };
-    let bulk = if out.len() >= 2 * LANES { out.len() - out.len() % LANES } else { 0 };
+    let mut rng = SrRng {
+        state: *state,
+        increment,
+    };
+    let bulk = if out.len() >= 2 * LANES {
+        out.len() - out.len() % LANES
+    } else {
+        0
+    };
     let (head, rest) = out.split_at_mut(bulk);
     if !head.is_empty() {
         let mut lanes = rng.lanes();

@@ -34,7 +34,7 @@
 //! Every stochastic rounding consumes exactly one draw, even for NaN, infinite or exact
 //! inputs, so stream positions never depend on data.
 //!
-//! ## Overflow (numerics.md §2.2 [S13][S18])
+//! ## Overflow (numerics.md §2.2 \[S13\]\[S18\])
 //!
 //! Applied after rounding: an FP16 result whose rounded magnitude exceeds 65504 (RNE: the
 //! exact magnitude is ≥ 65520; SR: it rounded up past 65504) saturates to ±65504 with OFLO

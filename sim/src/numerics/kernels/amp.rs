@@ -7,7 +7,7 @@
 //! The AMP's internal summation order and width are not public (numerics.md §2.5, §6), so
 //! the order is a parameter: the reduction dimension is cut into chunks of `chunk` elements
 //! ([`AMP_CHUNK`] = 16 by default: one AMP pass over 16 input channels, as in the
-//! `f16v4sisoamp` 8×1×1×16 example [S25]). For every output element with partial `P`:
+//! `f16v4sisoamp` 8×1×1×16 example \[S25\]). For every output element with partial `P`:
 //!
 //! ```text
 //! for each chunk [c0, c1) of 0..k, in order:
@@ -21,7 +21,7 @@
 //!   genuinely fused (one rounding per step).
 //! - FP32 partials: `round_P` is the IEEE f32 addition (nearest even).
 //! - FP16 partials: each partial write widens `P` to f32, adds the chunk sum and rounds back
-//!   to FP16 (Graphcore's AI-Float white paper [S29]). ipusim forms the sum **exactly**
+//!   to FP16 (Graphcore's AI-Float white paper \[S29\]). ipusim forms the sum **exactly**
 //!   (TwoSum in f64) and rounds it **once** — nearest even, or stochastically with one draw
 //!   per write — so a partial is never double-rounded. Draws are taken in the order
 //!   (row, chunk, column).
@@ -41,7 +41,7 @@
 //! With finite inputs (checked once per call) the chunk sums of a whole output row are
 //! computed with vector FMAs across the output columns (each column keeps its own sequential
 //! order), compiled for AVX-512/AVX2 when the CPU has them; FP16 partial writes of a row are
-//! rounded with the vectorised lane rounding of [`super::lanes`] (TwoSum in f64, draws
+//! rounded with the vectorised lane rounding of `kernels::lanes` (TwoSum in f64, draws
 //! generated in bulk). Any non-finite input sends the
 //! call through the scalar reference path, and an FP32 output row that overflowed is
 //! recomputed there, so flags are exact.

@@ -7,7 +7,7 @@
 //! as `half` uses it, numerics.md §0.1) or a short integer path; stochastic rounding a
 //! short branch-free integer path vectorised by the compiler (AVX-512/AVX2 via runtime
 //! dispatch). Blocks with other values go through the general lane rounding of
-//! [`super::lanes`] (subnormal results too). Stochastic rounding takes
+//! `kernels::lanes` (subnormal results too). Stochastic rounding takes
 //! [`BLOCK`] consecutive draws per block from the stream (generated in bulk by
 //! [`SrRng::fill`]'s vector lanes); element `i` uses draw `i`, exactly as
 //! [`super::super::cast::f32_to_f16`] would.
