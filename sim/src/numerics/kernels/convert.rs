@@ -8,8 +8,8 @@
 //! short branch-free integer path vectorised by the compiler (AVX-512/AVX2 via runtime
 //! dispatch). Blocks with other values go through the general lane rounding of
 //! `kernels::lanes` (subnormal results too). Stochastic rounding takes
-//! [`BLOCK`] consecutive draws per block from the stream (generated in bulk by
-//! [`SrRng::fill`]'s vector lanes); element `i` uses draw `i`, exactly as
+//! [`BLOCK`] consecutive draws per block from the stream (generated in bulk by its vector
+//! lanes, like [`SrRng::fill`]); element `i` uses draw `i`, exactly as
 //! [`super::super::cast::f32_to_f16`] would.
 //!
 //! A block that holds a value the lanes do not handle (NaN, inf, beyond 65504, non-zero
