@@ -60,6 +60,11 @@ impl GraphBuilder {
         self.phase = phase;
     }
 
+    /// The phase of nodes added from now on.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
     /// The scoped name for `base`, made unique with a numeric suffix if it is taken.
     pub fn scoped_name(&mut self, base: &str) -> String {
         let mut name = self.scope.iter().fold(String::new(), |mut acc, s| {

@@ -5,6 +5,7 @@
 //! Data flow: a program file is parsed into a [`Program`]; its [`Graph`] is validated; the
 //! training transform turns it into one training-step graph that the compiler lowers.
 
+pub mod autodiff;
 pub mod builder;
 pub mod dtype;
 pub mod effective;
@@ -15,9 +16,12 @@ pub mod lint;
 pub mod models;
 pub mod op;
 pub mod op_tour;
+pub mod precision;
 pub mod program;
+mod rewrite;
 pub mod summary;
 pub mod text;
+pub mod training;
 pub mod validate;
 
 pub use builder::GraphBuilder;
