@@ -20,7 +20,8 @@
 //!     `mean + std · r sin(2π u2)` (both values of a pair are used, in that order);
 //!   - `GlorotUniform`: `Uniform` on `[-l, l)`, `l = sqrt(6 / (fan_in + fan_out))`, with
 //!     `fan_in, fan_out` the last two dimensions (rank 1: both the length; rank 0: 1).
-//!   Random initialisers need a float dtype.
+//!
+//! Random initialisers need a float dtype.
 
 use crate::numerics::{round, Rounding, Tail};
 use crate::tensor::{Data, Tensor};
@@ -117,12 +118,25 @@ pub fn tensor_from_f64(ty: &TensorType, values: &[f64]) -> Result<Tensor, InitEr
         return Err(count);
     }
     let data = match ty.dtype {
-        DType::F16 => Data::F16(values.iter().map(|&v| to_f16(v)).collect::<Result<_, _>>()?),
-        DType::F32 => Data::F32(values.iter().map(|&v| to_f32(v)).collect::<Result<_, _>>()?),
+        DType::F16 => Data::F16(
+            values
+                .iter()
+                .map(|&v| to_f16(v))
+                .collect::<Result<_, _>>()?,
+        ),
+        DType::F32 => Data::F32(
+            values
+                .iter()
+                .map(|&v| to_f32(v))
+                .collect::<Result<_, _>>()?,
+        ),
         DType::I32 => Data::I32(
             values
                 .iter()
-                .map(|&v| integral(v, DType::I32, f64::from(i32::MIN), f64::from(i32::MAX)).map(|x| x as i32))
+                .map(|&v| {
+                    integral(v, DType::I32, f64::from(i32::MIN), f64::from(i32::MAX))
+                        .map(|x| x as i32)
+                })
                 .collect::<Result<_, _>>()?,
         ),
         DType::U8 => Data::U8(
@@ -187,7 +201,9 @@ fn unit(rng: &mut Pcg32) -> f64 {
 
 fn uniform(seed: u64, n: usize, low: f64, high: f64) -> Vec<f64> {
     let mut rng = Pcg32::seed_from_u64(seed);
-    (0..n).map(|_| low + (high - low) * unit(&mut rng)).collect()
+    (0..n)
+        .map(|_| low + (high - low) * unit(&mut rng))
+        .collect()
 }
 
 fn normal(seed: u64, n: usize, mean: f64, std: f64) -> Vec<f64> {
@@ -223,22 +239,44 @@ mod tests {
         assert!(v.iter().all(|x| x.abs() <= limit));
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         // Uniform on [-l, l): sd l/sqrt(3), mean of 2048 within 5 sigma.
-        assert!(mean.abs() < 5.0 * limit / 3f64.sqrt() / (v.len() as f64).sqrt(), "{mean}");
+        assert!(
+            mean.abs() < 5.0 * limit / 3f64.sqrt() / (v.len() as f64).sqrt(),
+            "{mean}"
+        );
         // FP16 values are the RNE roundings of the FP32 draws' exact values.
         let h = variable_tensor(&init, &ty(DType::F16, &[64, 32])).unwrap();
         let h = h.as_f16().unwrap();
         for (x, h) in uniform(3, 8, -limit, limit).into_iter().zip(h) {
             // Nearest: within half an FP16 ulp (2^-11 relative for normal values).
             let hv = h.to_f64();
-            assert!((x - hv).abs() <= (hv.abs() * 2f64.powi(-11)).max(2f64.powi(-25)), "{x} -> {hv}");
+            assert!(
+                (x - hv).abs() <= (hv.abs() * 2f64.powi(-11)).max(2f64.powi(-25)),
+                "{x} -> {hv}"
+            );
         }
-        let c = variable_tensor(&Init::Uniform { low: 0.0, high: 1.0, seed: 4 }, &ty(DType::F32, &[4])).unwrap();
+        let c = variable_tensor(
+            &Init::Uniform {
+                low: 0.0,
+                high: 1.0,
+                seed: 4,
+            },
+            &ty(DType::F32, &[4]),
+        )
+        .unwrap();
         assert_ne!(c.to_f64_vec()[..2], v[..2]);
     }
 
     #[test]
     fn normal_moments() {
-        let t = variable_tensor(&Init::Normal { mean: 1.0, std: 2.0, seed: 9 }, &ty(DType::F32, &[4001])).unwrap();
+        let t = variable_tensor(
+            &Init::Normal {
+                mean: 1.0,
+                std: 2.0,
+                seed: 9,
+            },
+            &ty(DType::F32, &[4001]),
+        )
+        .unwrap();
         let v = t.to_f64_vec();
         let n = v.len() as f64;
         let mean = v.iter().sum::<f64>() / n;
@@ -250,13 +288,20 @@ mod tests {
 
     #[test]
     fn literals_and_errors() {
-        let t = constant_tensor(&Literal::Values(vec![1.0, -2.0, 3.0]), &ty(DType::I32, &[3])).unwrap();
+        let t = constant_tensor(
+            &Literal::Values(vec![1.0, -2.0, 3.0]),
+            &ty(DType::I32, &[3]),
+        )
+        .unwrap();
         assert_eq!(t.as_i32().unwrap(), &[1, -2, 3]);
         let t = constant_tensor(&Literal::Splat(0.1), &ty(DType::F16, &[2])).unwrap();
         assert_eq!(t.as_f16().unwrap()[0].to_bits(), 0x2e66, "0.1 RNE to f16");
         assert_eq!(
             constant_tensor(&Literal::Splat(1e5), &ty(DType::F16, &[])).unwrap_err(),
-            InitError::Overflow { value: 1e5, dtype: DType::F16 }
+            InitError::Overflow {
+                value: 1e5,
+                dtype: DType::F16
+            }
         );
         assert!(constant_tensor(&Literal::Splat(f64::NEG_INFINITY), &ty(DType::F16, &[])).is_ok());
         assert!(matches!(
@@ -269,7 +314,10 @@ mod tests {
         ));
         assert!(matches!(
             constant_tensor(&Literal::Values(vec![1.0]), &ty(DType::F32, &[2])),
-            Err(InitError::Count { expected: 2, found: 1 })
+            Err(InitError::Count {
+                expected: 2,
+                found: 1
+            })
         ));
     }
 }

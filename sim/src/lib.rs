@@ -1,5 +1,9 @@
-//! ipusim-sim: the simulator side of ipusim — IPU numerics ([`numerics`]), and (to come)
-//! the reference interpreter of a graph, tile state, codelets, the BSP engine, cycle
-//! accounting, trace events and the stepping debugger.
+//! ipusim-sim: the simulator side of ipusim — IPU numerics ([`numerics`]), host tensor
+//! values ([`tensor`]), initial values ([`init`]), the reference interpreter of a graph
+//! ([`interp`]), and (to come) tile state, codelets, the BSP engine, cycle accounting, trace
+//! events and the stepping debugger.
 
+pub mod init;
+pub mod interp;
 pub mod numerics;
+pub mod tensor;

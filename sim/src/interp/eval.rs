@@ -88,14 +88,23 @@ pub(crate) fn eval(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) ->
 }
 
 fn unsupported(op: &Op, t: &Tensor) -> EvalFault {
-    EvalFault::Storage(format!("{} is not defined on {} tensors", op.name(), t.dtype()))
+    EvalFault::Storage(format!(
+        "{} is not defined on {} tensors",
+        op.name(),
+        t.dtype()
+    ))
 }
 
 fn float_op<E: Real>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> R<Data> {
-    let x = |i: usize| -> R<(&[E], &[usize])> { Ok((arg::<E>(inputs[i])?, inputs[i].shape().dims())) };
+    let x =
+        |i: usize| -> R<(&[E], &[usize])> { Ok((arg::<E>(inputs[i])?, inputs[i].shape().dims())) };
     let out = ty.shape.dims();
-    let bin = |o: BinaryOp, cx: &mut Cx| -> R<Data> { Ok(E::wrap(float::binary(o, x(0)?, x(1)?, out, cx))) };
-    let cmp = |o: CompareOp, cx: &mut Cx| -> R<Data> { Ok(Data::Bool(float::compare(o, x(0)?, x(1)?, out, cx))) };
+    let bin = |o: BinaryOp, cx: &mut Cx| -> R<Data> {
+        Ok(E::wrap(float::binary(o, x(0)?, x(1)?, out, cx)))
+    };
+    let cmp = |o: CompareOp, cx: &mut Cx| -> R<Data> {
+        Ok(Data::Bool(float::compare(o, x(0)?, x(1)?, out, cx)))
+    };
     let un = |o: UnaryOp, cx: &mut Cx| -> R<Data> { Ok(E::wrap(float::unary(o, x(0)?.0, cx))) };
     match op {
         Op::MatMul => Ok(E::wrap(float::matmul(x(0)?, x(1)?, out, cx)?)),
@@ -133,7 +142,9 @@ fn float_op<E: Real>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) 
             let (v, dims) = x(0)?;
             let labels = arg::<i32>(inputs[1])?;
             let mean = *reduction == LossReduction::Mean;
-            Ok(E::wrap(vec![float::sparse_softmax_cross_entropy(v, dims, labels, mean, cx)]))
+            Ok(E::wrap(vec![float::sparse_softmax_cross_entropy(
+                v, dims, labels, mean, cx,
+            )]))
         }
         Op::ReduceSum { axes, .. } | Op::ReduceMean { axes, .. } => {
             let (v, dims) = x(0)?;
@@ -211,7 +222,13 @@ impl Int for u8 {
 fn int_op<T: Int>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> R<Data> {
     use super::layout::{broadcast, ReducePlan};
     let out = ty.shape.dims();
-    let x = |i: usize| -> R<Vec<T>> { Ok(broadcast(arg::<T>(inputs[i])?, inputs[i].shape().dims(), out)) };
+    let x = |i: usize| -> R<Vec<T>> {
+        Ok(broadcast(
+            arg::<T>(inputs[i])?,
+            inputs[i].shape().dims(),
+            out,
+        ))
+    };
     let pairs = |f: &mut dyn FnMut(T, T) -> T| -> R<Vec<T>> {
         let (a, b) = (x(0)?, x(1)?);
         Ok(a.into_iter().zip(b).map(|(a, b)| f(a, b)).collect())
@@ -256,8 +273,15 @@ fn int_op<T: Int>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> 
         }
         Op::Neg => T::wrap(arg::<T>(inputs[0])?.iter().map(|&a| T::neg(a)).collect()),
         Op::Abs => T::wrap(arg::<T>(inputs[0])?.iter().map(|&a| T::abs(a)).collect()),
-        Op::Relu => T::wrap(arg::<T>(inputs[0])?.iter().map(|&a| a.max(T::ZERO)).collect()),
-        Op::ReduceSum { axes, .. } => T::wrap(reduce(axes, &mut |a, b| T::arith(BinaryOp::Add, a, b, cx))?),
+        Op::Relu => T::wrap(
+            arg::<T>(inputs[0])?
+                .iter()
+                .map(|&a| a.max(T::ZERO))
+                .collect(),
+        ),
+        Op::ReduceSum { axes, .. } => {
+            T::wrap(reduce(axes, &mut |a, b| T::arith(BinaryOp::Add, a, b, cx))?)
+        }
         Op::ReduceMax { axes, .. } => T::wrap(reduce(axes, &mut |a, b| a.max(b))?),
         Op::ArgMax { axis } => {
             let v = arg::<T>(inputs[0])?;
@@ -286,9 +310,13 @@ fn bool_op(op: &Op, inputs: &[&Tensor], ty: &TensorType) -> R<Data> {
     let out = ty.shape.dims();
     match op {
         Op::Equal => {
-            let a = super::layout::broadcast(arg::<bool>(inputs[0])?, inputs[0].shape().dims(), out);
-            let b = super::layout::broadcast(arg::<bool>(inputs[1])?, inputs[1].shape().dims(), out);
-            Ok(Data::Bool(a.into_iter().zip(b).map(|(a, b)| a == b).collect()))
+            let a =
+                super::layout::broadcast(arg::<bool>(inputs[0])?, inputs[0].shape().dims(), out);
+            let b =
+                super::layout::broadcast(arg::<bool>(inputs[1])?, inputs[1].shape().dims(), out);
+            Ok(Data::Bool(
+                a.into_iter().zip(b).map(|(a, b)| a == b).collect(),
+            ))
         }
         _ => Err(unsupported(op, inputs[0])),
     }
@@ -347,11 +375,17 @@ fn cast_data(t: &Tensor, to: DType, cx: &mut Cx) -> R<Data> {
         (d, to) if d.holds(to) => d.clone(),
         // Exact mode: every float tensor is f64.
         (_, DType::F16 | DType::F32) if cx.exact => Data::F64(t.to_f64_vec()),
-        (Data::F16(v), DType::F32) => Data::F32(v.iter().map(|&x| keep(cx, cast::f16_to_f32(x))).collect()),
+        (Data::F16(v), DType::F32) => {
+            Data::F32(v.iter().map(|&x| keep(cx, cast::f16_to_f32(x))).collect())
+        }
         (Data::F32(v), DType::F16) => Data::F16(v.iter().map(|&x| f16::narrow(x, cx)).collect()),
-        (Data::F16(v), DType::I32 | DType::U8) => ints(v.iter().map(|&x| keep(cx, cast::f16_to_i32(x))), to, cx),
-        (Data::F32(v), DType::I32 | DType::U8) => ints(v.iter().map(|&x| keep(cx, cast::f32_to_i32(x))), to, cx),
-        (Data::F64(v), DType::I32 | DType::U8) => ints(v.iter().map(|&x| keep(cx, f64_to_i32(x))), to, cx),
+        (Data::F16(v), DType::I32 | DType::U8) => {
+            ints(v.iter().map(|&x| cast::f16_to_i32(x)), to, cx)
+        }
+        (Data::F32(v), DType::I32 | DType::U8) => {
+            ints(v.iter().map(|&x| cast::f32_to_i32(x)), to, cx)
+        }
+        (Data::F64(v), DType::I32 | DType::U8) => ints(v.iter().map(|&x| f64_to_i32(x)), to, cx),
         (Data::I32(v), DType::U8) => Data::U8(v.iter().map(|&x| x as u8).collect()),
         (Data::U8(v), DType::I32) => Data::I32(v.iter().map(|&x| i32::from(x)).collect()),
         (Data::Bool(v), DType::I32) => Data::I32(v.iter().map(|&x| i32::from(x)).collect()),
@@ -365,11 +399,23 @@ fn cast_data(t: &Tensor, to: DType, cx: &mut Cx) -> R<Data> {
                 })
                 .collect(),
         ),
-        (Data::I32(v), DType::F32) => Data::F32(v.iter().map(|&x| keep(cx, cast::i32_to_f32(x))).collect()),
-        (Data::U8(v), DType::F16) => Data::F16(v.iter().map(|&x| keep(cx, cast::u8_to_f16(x))).collect()),
-        (Data::U8(v), DType::F32) => Data::F32(v.iter().map(|&x| keep(cx, cast::u8_to_f32(x))).collect()),
-        (Data::Bool(v), DType::F16) => Data::F16(v.iter().map(|&x| if x { f16::ONE } else { f16::ZERO }).collect()),
-        (Data::Bool(v), DType::F32) => Data::F32(v.iter().map(|&x| f32::from(u8::from(x))).collect()),
+        (Data::I32(v), DType::F32) => {
+            Data::F32(v.iter().map(|&x| keep(cx, cast::i32_to_f32(x))).collect())
+        }
+        (Data::U8(v), DType::F16) => {
+            Data::F16(v.iter().map(|&x| keep(cx, cast::u8_to_f16(x))).collect())
+        }
+        (Data::U8(v), DType::F32) => {
+            Data::F32(v.iter().map(|&x| keep(cx, cast::u8_to_f32(x))).collect())
+        }
+        (Data::Bool(v), DType::F16) => Data::F16(
+            v.iter()
+                .map(|&x| if x { f16::ONE } else { f16::ZERO })
+                .collect(),
+        ),
+        (Data::Bool(v), DType::F32) => {
+            Data::F32(v.iter().map(|&x| f32::from(u8::from(x))).collect())
+        }
         (d, to) => {
             return Err(EvalFault::Storage(format!(
                 "no cast from {} storage to {to}",
@@ -402,8 +448,8 @@ fn f64_to_i32(x: f64) -> (i32, FpSts) {
 }
 
 /// Truncated values as I32, or saturated to `0..=255` (INV when out of range) as U8.
-fn ints(v: impl Iterator<Item = i32>, to: DType, cx: &mut Cx) -> Data {
-    let v: Vec<i32> = v.collect();
+fn ints(v: impl Iterator<Item = (i32, FpSts)>, to: DType, cx: &mut Cx) -> Data {
+    let v: Vec<i32> = v.map(|r| keep(cx, r)).collect();
     if to == DType::I32 {
         return Data::I32(v);
     }

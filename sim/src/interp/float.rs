@@ -146,7 +146,13 @@ pub(crate) fn activation_grad<E: Real>(act: Activation, x: &[E], dy: &[E], cx: &
 }
 
 /// Sum (or mean, when `mean`) over `axes` of `x` with shape `dims`.
-pub(crate) fn reduce_sum<E: Real>(x: &[E], dims: &[usize], axes: &[usize], mean: bool, cx: &mut Cx) -> Vec<E> {
+pub(crate) fn reduce_sum<E: Real>(
+    x: &[E],
+    dims: &[usize],
+    axes: &[usize],
+    mean: bool,
+    cx: &mut Cx,
+) -> Vec<E> {
     let plan = ReducePlan::new(dims, axes);
     let count = plan.inner.len();
     plan.outer
@@ -229,7 +235,10 @@ fn softmax_rows<E: Real>(
 }
 
 /// `(x - m, exp(x - m), sum exp(x - m))` of one row, in the accumulation type `A`.
-fn softmax_row<E: Real>(row: impl Iterator<Item = E::Acc>, cx: &mut Cx) -> (Vec<E::Acc>, Vec<E::Acc>, E::Acc) {
+fn softmax_row<E: Real>(
+    row: impl Iterator<Item = E::Acc>,
+    cx: &mut Cx,
+) -> (Vec<E::Acc>, Vec<E::Acc>, E::Acc) {
     type A<E> = <E as Real>::Acc;
     let row: Vec<E::Acc> = row.collect();
     let mut m = row[0];
@@ -252,7 +261,13 @@ fn softmax_row<E: Real>(row: impl Iterator<Item = E::Acc>, cx: &mut Cx) -> (Vec<
 }
 
 /// Softmax (or log-softmax when `log`) along `axis`.
-pub(crate) fn softmax<E: Real>(x: &[E], dims: &[usize], axis: usize, log: bool, cx: &mut Cx) -> Vec<E> {
+pub(crate) fn softmax<E: Real>(
+    x: &[E],
+    dims: &[usize],
+    axis: usize,
+    log: bool,
+    cx: &mut Cx,
+) -> Vec<E> {
     type A<E> = <E as Real>::Acc;
     let mut out = vec![E::ZERO; x.len()];
     softmax_rows::<E>(x, dims, axis, cx, |offs, centred, e, s, cx| {

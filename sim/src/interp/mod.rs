@@ -81,7 +81,12 @@ impl Interpreter {
         Interpreter::build(graph, FpConfig::default(), seed, true)
     }
 
-    fn build(graph: &Graph, config: FpConfig, seed: u64, exact: bool) -> Result<Interpreter, InterpError> {
+    fn build(
+        graph: &Graph,
+        config: FpConfig,
+        seed: u64,
+        exact: bool,
+    ) -> Result<Interpreter, InterpError> {
         let order = graph.topo_order()?;
         let streams = check_graph(graph, &order)?;
         let mut state = HashMap::new();
@@ -217,7 +222,11 @@ impl Interpreter {
                 found: value.ty(),
             });
         }
-        let value = if self.cx.exact { to_exact(value) } else { value };
+        let value = if self.cx.exact {
+            to_exact(value)
+        } else {
+            value
+        };
         self.state.insert(id, value);
         Ok(())
     }
@@ -255,18 +264,22 @@ impl Interpreter {
         self.node_flags.clear();
     }
 
-    fn run_phase(&mut self, order: &[NodeId], feeds: Option<&Streams>) -> Result<Streams, InterpError> {
+    fn run_phase(
+        &mut self,
+        order: &[NodeId],
+        feeds: Option<&Streams>,
+    ) -> Result<Streams, InterpError> {
         let mut pending: Vec<(NodeId, Tensor)> = Vec::new();
         let mut outfeeds = Streams::new();
         for &id in order {
             let node = self.graph.node(id);
             let tensor = if let Op::Input { stream, .. } = &node.op {
-                let t = feeds
-                    .and_then(|f| f.get(stream))
-                    .ok_or_else(|| InterpError::MissingInfeed {
+                let t = feeds.and_then(|f| f.get(stream)).ok_or_else(|| {
+                    InterpError::MissingInfeed {
                         stream: stream.clone(),
                         node: node.name.clone(),
-                    })?;
+                    }
+                })?;
                 check_infeed(stream, t, &node.ty, self.cx.exact)?
             } else {
                 let inputs = node
@@ -291,10 +304,12 @@ impl Interpreter {
                     op: node.op.name(),
                     message,
                 };
-                let data = data.map_err(|f| eval_error(match f {
-                    eval::EvalFault::Numerics(e) => e.to_string(),
-                    eval::EvalFault::Storage(s) => s,
-                }))?;
+                let data = data.map_err(|f| {
+                    eval_error(match f {
+                        eval::EvalFault::Numerics(e) => e.to_string(),
+                        eval::EvalFault::Storage(s) => s,
+                    })
+                })?;
                 Tensor::new(node.ty.dtype, node.ty.shape.clone(), data)
                     .map_err(|e| eval_error(format!("internal error: {e}")))?
             };
@@ -333,7 +348,12 @@ fn lookup<'a>(
 }
 
 /// An infeed tensor checked against its Input node's type (exact mode: converted to f64).
-fn check_infeed(stream: &str, t: &Tensor, ty: &ipusim_ir::TensorType, exact: bool) -> Result<Tensor, InterpError> {
+fn check_infeed(
+    stream: &str,
+    t: &Tensor,
+    ty: &ipusim_ir::TensorType,
+    exact: bool,
+) -> Result<Tensor, InterpError> {
     if t.dtype() != ty.dtype || t.shape() != &ty.shape {
         return Err(InterpError::InfeedType {
             stream: stream.to_string(),
@@ -341,7 +361,11 @@ fn check_infeed(stream: &str, t: &Tensor, ty: &ipusim_ir::TensorType, exact: boo
             found: t.ty(),
         });
     }
-    Ok(if exact { to_exact(t.clone()) } else { t.clone() })
+    Ok(if exact {
+        to_exact(t.clone())
+    } else {
+        t.clone()
+    })
 }
 
 /// A float tensor with f64 storage (others unchanged).
@@ -364,7 +388,10 @@ fn check_graph(graph: &Graph, order: &[NodeId]) -> Result<BTreeMap<String, NodeI
         match &n.op {
             Op::Input { stream, .. } => {
                 if n.phase != Phase::Step {
-                    return bad(format!("Input '{}' is in the Update phase; infeeds are read per micro-batch", n.name));
+                    return bad(format!(
+                        "Input '{}' is in the Update phase; infeeds are read per micro-batch",
+                        n.name
+                    ));
                 }
                 if let Some(first) = streams.insert(stream.clone(), id) {
                     return bad(format!(
@@ -375,12 +402,18 @@ fn check_graph(graph: &Graph, order: &[NodeId]) -> Result<BTreeMap<String, NodeI
                 }
             }
             Op::Outfeed { stream } if !outfeeds.insert(stream.clone()) => {
-                return bad(format!("outfeed stream '{stream}' is written twice (again by '{}')", n.name));
+                return bad(format!(
+                    "outfeed stream '{stream}' is written twice (again by '{}')",
+                    n.name
+                ));
             }
             Op::Assign => {
                 let target = graph.node(n.inputs[0]);
                 if !matches!(target.op, Op::Variable { .. }) {
-                    return bad(format!("Assign '{}' writes '{}', which is not a Variable", n.name, target.name));
+                    return bad(format!(
+                        "Assign '{}' writes '{}', which is not a Variable",
+                        n.name, target.name
+                    ));
                 }
                 if !assigned.insert((n.inputs[0], n.phase)) {
                     return bad(format!(
@@ -394,8 +427,13 @@ fn check_graph(graph: &Graph, order: &[NodeId]) -> Result<BTreeMap<String, NodeI
         if n.phase == Phase::Step {
             for &i in &n.inputs {
                 let m = graph.node(i);
-                if m.phase == Phase::Update && !matches!(m.op, Op::Variable { .. } | Op::Constant { .. }) {
-                    return bad(format!("Step node '{}' reads Update node '{}'", n.name, m.name));
+                if m.phase == Phase::Update
+                    && !matches!(m.op, Op::Variable { .. } | Op::Constant { .. })
+                {
+                    return bad(format!(
+                        "Step node '{}' reads Update node '{}'",
+                        n.name, m.name
+                    ));
                 }
             }
         }

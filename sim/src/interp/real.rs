@@ -15,8 +15,8 @@
 
 use crate::numerics::kernels::amp::{self, MatMulShape, AMP_CHUNK};
 use crate::numerics::{
-    cast, fp16, fp32, round, transcendental, BinaryOp, CompareOp, FpConfig, FpSts,
-    NumericsError, Rounding, SrRng, StochasticRounding, Tail, UnaryOp,
+    cast, fp16, fp32, round, transcendental, BinaryOp, CompareOp, FpConfig, FpSts, NumericsError,
+    Rounding, SrRng, StochasticRounding, Tail, UnaryOp,
 };
 use crate::tensor::Data;
 use half::f16;
@@ -123,7 +123,12 @@ pub(crate) trait Real: Elem + PartialOrd {
     /// A comparison (INV with NaN operands).
     fn compare(op: CompareOp, a: Self, b: Self, cx: &mut Cx) -> bool;
     /// `a[m×k] · b[k×n]`, row-major, with the AMP conventions of the numerics core.
-    fn matmul(s: MatMulShape, a: &[Self], b: &[Self], cx: &mut Cx) -> Result<Vec<Self>, NumericsError>;
+    fn matmul(
+        s: MatMulShape,
+        a: &[Self],
+        b: &[Self],
+        cx: &mut Cx,
+    ) -> Result<Vec<Self>, NumericsError>;
 }
 
 impl Real for f16 {
@@ -158,7 +163,12 @@ impl Real for f16 {
     fn compare(op: CompareOp, a: f16, b: f16, cx: &mut Cx) -> bool {
         cx.keep(fp16::compare(op, a, b))
     }
-    fn matmul(s: MatMulShape, a: &[f16], b: &[f16], cx: &mut Cx) -> Result<Vec<f16>, NumericsError> {
+    fn matmul(
+        s: MatMulShape,
+        a: &[f16],
+        b: &[f16],
+        cx: &mut Cx,
+    ) -> Result<Vec<f16>, NumericsError> {
         // FP16 inputs, FP32 partials (PopLibs' default partialsType float), then one
         // rounding of every result to FP16 (the f32 -> f16 write, an SR site).
         let mut partials = vec![0f32; s.m * s.n];
@@ -195,7 +205,12 @@ impl Real for f32 {
     fn compare(op: CompareOp, a: f32, b: f32, cx: &mut Cx) -> bool {
         cx.keep(fp32::compare(op, a, b))
     }
-    fn matmul(s: MatMulShape, a: &[f32], b: &[f32], cx: &mut Cx) -> Result<Vec<f32>, NumericsError> {
+    fn matmul(
+        s: MatMulShape,
+        a: &[f32],
+        b: &[f32],
+        cx: &mut Cx,
+    ) -> Result<Vec<f32>, NumericsError> {
         let mut out = vec![0f32; s.m * s.n];
         let f = amp::matmul_f32(s, a, b, &mut out, AMP_CHUNK)?;
         cx.raise(f);
