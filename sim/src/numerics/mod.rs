@@ -58,7 +58,7 @@ pub mod ops;
 pub mod rng;
 pub mod round;
 mod simd;
-mod transcendental;
+pub(crate) mod transcendental;
 
 pub use error::NumericsError;
 pub use flags::{FpConfig, FpCtl, FpSts, StochasticRounding};
