@@ -18,7 +18,7 @@ use super::real::{Cx, Elem, Real};
 use crate::numerics::{cast, BinaryOp, CompareOp, FpSts, NumericsError, UnaryOp};
 use crate::tensor::{Data, Tensor};
 use half::f16;
-use ipusim_ir::{DType, LossReduction, Op, TensorType};
+use ipusim_ir::{BinaryOp as IrBinary, DType, LossReduction, Op, TensorType, UnaryOp as IrUnary};
 
 /// Why an op could not be evaluated.
 #[derive(Debug)]
@@ -95,38 +95,60 @@ fn unsupported(op: &Op, t: &Tensor) -> EvalFault {
     ))
 }
 
+/// The numerics core's arithmetic op of an IR op.
+fn arithmetic(op: &Op) -> Option<BinaryOp> {
+    Some(match op.binary()? {
+        IrBinary::Add => BinaryOp::Add,
+        IrBinary::Sub => BinaryOp::Sub,
+        IrBinary::Mul => BinaryOp::Mul,
+        IrBinary::Div => BinaryOp::Div,
+        IrBinary::Max => BinaryOp::Max,
+        IrBinary::Min => BinaryOp::Min,
+        IrBinary::Equal | IrBinary::Greater | IrBinary::Less => return None,
+    })
+}
+
+/// The numerics core's comparison of an IR op.
+fn comparison(op: &Op) -> Option<CompareOp> {
+    Some(match op.binary()? {
+        IrBinary::Equal => CompareOp::Eq,
+        IrBinary::Greater => CompareOp::Gt,
+        IrBinary::Less => CompareOp::Lt,
+        _ => return None,
+    })
+}
+
+/// The numerics core's unary op of an IR op.
+fn unary_op(op: &Op) -> Option<UnaryOp> {
+    Some(match op.unary()? {
+        IrUnary::Neg => UnaryOp::Neg,
+        IrUnary::Abs => UnaryOp::Abs,
+        IrUnary::Exp => UnaryOp::Exp,
+        IrUnary::Log => UnaryOp::Log,
+        IrUnary::Sqrt => UnaryOp::Sqrt,
+        IrUnary::Relu => UnaryOp::Relu,
+        IrUnary::Sigmoid => UnaryOp::Sigmoid,
+        IrUnary::Tanh => UnaryOp::Tanh,
+        IrUnary::Gelu => UnaryOp::Gelu,
+    })
+}
+
 fn float_op<E: Real>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> R<Data> {
     let x =
         |i: usize| -> R<(&[E], &[usize])> { Ok((arg::<E>(inputs[i])?, inputs[i].shape().dims())) };
     let out = ty.shape.dims();
-    let bin = |o: BinaryOp, cx: &mut Cx| -> R<Data> {
-        Ok(E::wrap(float::binary(o, x(0)?, x(1)?, out, cx)))
-    };
-    let cmp = |o: CompareOp, cx: &mut Cx| -> R<Data> {
-        Ok(Data::Bool(float::compare(o, x(0)?, x(1)?, out, cx)))
-    };
-    let un = |o: UnaryOp, cx: &mut Cx| -> R<Data> { Ok(E::wrap(float::unary(o, x(0)?.0, cx))) };
+    if let Some(o) = arithmetic(op) {
+        return Ok(E::wrap(float::binary(o, x(0)?, x(1)?, out, cx)));
+    }
+    if let Some(o) = comparison(op) {
+        return Ok(Data::Bool(float::compare(o, x(0)?, x(1)?, out, cx)));
+    }
+    if let Some(o) = unary_op(op) {
+        return Ok(E::wrap(float::unary(o, x(0)?.0, cx)));
+    }
     match op {
         Op::MatMul => Ok(E::wrap(float::matmul(x(0)?, x(1)?, out, cx)?)),
-        Op::Add => bin(BinaryOp::Add, cx),
-        Op::Sub => bin(BinaryOp::Sub, cx),
-        Op::Mul => bin(BinaryOp::Mul, cx),
-        Op::Div => bin(BinaryOp::Div, cx),
-        Op::Max => bin(BinaryOp::Max, cx),
-        Op::Min => bin(BinaryOp::Min, cx),
         Op::ScaledAdd { scale } => Ok(E::wrap(float::scaled_add(x(0)?, x(1)?, *scale, cx))),
-        Op::Equal => cmp(CompareOp::Eq, cx),
-        Op::Greater => cmp(CompareOp::Gt, cx),
-        Op::Less => cmp(CompareOp::Lt, cx),
-        Op::Neg => un(UnaryOp::Neg, cx),
-        Op::Abs => un(UnaryOp::Abs, cx),
-        Op::Exp => un(UnaryOp::Exp, cx),
-        Op::Log => un(UnaryOp::Log, cx),
-        Op::Sqrt => un(UnaryOp::Sqrt, cx),
-        Op::Relu => un(UnaryOp::Relu, cx),
-        Op::Sigmoid => un(UnaryOp::Sigmoid, cx),
-        Op::Tanh => un(UnaryOp::Tanh, cx),
-        Op::Gelu => un(UnaryOp::Gelu, cx),
         Op::ActivationGrad { activation } => Ok(E::wrap(float::activation_grad(
             *activation,
             x(0)?.0,
@@ -171,53 +193,36 @@ trait Int: Elem + Ord {
     fn abs(a: Self) -> Self;
 }
 
-impl Int for i32 {
-    const ZERO: i32 = 0;
-    fn arith(op: BinaryOp, a: i32, b: i32, cx: &mut Cx) -> i32 {
-        match op {
-            BinaryOp::Add => a.wrapping_add(b),
-            BinaryOp::Sub => a.wrapping_sub(b),
-            BinaryOp::Mul => a.wrapping_mul(b),
-            BinaryOp::Div if b == 0 => {
-                cx.raise(FpSts::DIV0);
-                0
+/// `Int` for an integer type; `$abs` is its absolute value.
+macro_rules! int {
+    ($t:ty, $abs:expr) => {
+        impl Int for $t {
+            const ZERO: $t = 0;
+            fn arith(op: BinaryOp, a: $t, b: $t, cx: &mut Cx) -> $t {
+                match op {
+                    BinaryOp::Add => a.wrapping_add(b),
+                    BinaryOp::Sub => a.wrapping_sub(b),
+                    BinaryOp::Mul => a.wrapping_mul(b),
+                    BinaryOp::Div if b == 0 => {
+                        cx.raise(FpSts::DIV0);
+                        0
+                    }
+                    BinaryOp::Div => a.wrapping_div(b),
+                    BinaryOp::Min => a.min(b),
+                    BinaryOp::Max => a.max(b),
+                }
             }
-            BinaryOp::Div => a.wrapping_div(b),
-            BinaryOp::Min => a.min(b),
-            BinaryOp::Max => a.max(b),
-        }
-    }
-    fn neg(a: i32) -> i32 {
-        a.wrapping_neg()
-    }
-    fn abs(a: i32) -> i32 {
-        a.wrapping_abs()
-    }
-}
-
-impl Int for u8 {
-    const ZERO: u8 = 0;
-    fn arith(op: BinaryOp, a: u8, b: u8, cx: &mut Cx) -> u8 {
-        match op {
-            BinaryOp::Add => a.wrapping_add(b),
-            BinaryOp::Sub => a.wrapping_sub(b),
-            BinaryOp::Mul => a.wrapping_mul(b),
-            BinaryOp::Div if b == 0 => {
-                cx.raise(FpSts::DIV0);
-                0
+            fn neg(a: $t) -> $t {
+                a.wrapping_neg()
             }
-            BinaryOp::Div => a / b,
-            BinaryOp::Min => a.min(b),
-            BinaryOp::Max => a.max(b),
+            fn abs(a: $t) -> $t {
+                $abs(a)
+            }
         }
-    }
-    fn neg(a: u8) -> u8 {
-        a.wrapping_neg()
-    }
-    fn abs(a: u8) -> u8 {
-        a
-    }
+    };
 }
+int!(i32, i32::wrapping_abs);
+int!(u8, |a: u8| a);
 
 fn int_op<T: Int>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> R<Data> {
     use super::layout::{broadcast, ReducePlan};
@@ -228,10 +233,6 @@ fn int_op<T: Int>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> 
             inputs[i].shape().dims(),
             out,
         ))
-    };
-    let pairs = |f: &mut dyn FnMut(T, T) -> T| -> R<Vec<T>> {
-        let (a, b) = (x(0)?, x(1)?);
-        Ok(a.into_iter().zip(b).map(|(a, b)| f(a, b)).collect())
     };
     let reduce = |axes: &[usize], f: &mut dyn FnMut(T, T) -> T| -> R<Vec<T>> {
         let v = arg::<T>(inputs[0])?;
@@ -246,31 +247,27 @@ fn int_op<T: Int>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> 
             })
             .collect())
     };
+    if let Some(o) = arithmetic(op) {
+        let (a, b) = (x(0)?, x(1)?);
+        return Ok(T::wrap(
+            a.into_iter()
+                .zip(b)
+                .map(|(a, b)| T::arith(o, a, b, cx))
+                .collect(),
+        ));
+    }
+    if let Some(o) = comparison(op) {
+        let (a, b) = (x(0)?, x(1)?);
+        let holds = |a: T, b: T| match o {
+            CompareOp::Eq => a == b,
+            CompareOp::Gt => a > b,
+            _ => a < b,
+        };
+        return Ok(Data::Bool(
+            a.into_iter().zip(b).map(|(a, b)| holds(a, b)).collect(),
+        ));
+    }
     let data = match op {
-        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Max | Op::Min => {
-            let o = match op {
-                Op::Add => BinaryOp::Add,
-                Op::Sub => BinaryOp::Sub,
-                Op::Mul => BinaryOp::Mul,
-                Op::Div => BinaryOp::Div,
-                Op::Max => BinaryOp::Max,
-                _ => BinaryOp::Min,
-            };
-            T::wrap(pairs(&mut |a, b| T::arith(o, a, b, cx))?)
-        }
-        Op::Equal | Op::Greater | Op::Less => {
-            let (a, b) = (x(0)?, x(1)?);
-            Data::Bool(
-                a.into_iter()
-                    .zip(b)
-                    .map(|(a, b)| match op {
-                        Op::Equal => a == b,
-                        Op::Greater => a > b,
-                        _ => a < b,
-                    })
-                    .collect(),
-            )
-        }
         Op::Neg => T::wrap(arg::<T>(inputs[0])?.iter().map(|&a| T::neg(a)).collect()),
         Op::Abs => T::wrap(arg::<T>(inputs[0])?.iter().map(|&a| T::abs(a)).collect()),
         Op::Relu => T::wrap(

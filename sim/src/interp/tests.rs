@@ -248,3 +248,61 @@ fn exact_mode_keeps_f64_and_casts_ints() {
         Shape::new([3])
     );
 }
+
+#[test]
+fn integer_ops_and_casts() {
+    let mut b = GraphBuilder::new();
+    let a = b.input("a", DType::I32, [4]).unwrap();
+    let d = b.input("d", DType::I32, [4]).unwrap();
+    let q = b.div(a, d).unwrap();
+    b.outfeed("q", q).unwrap();
+    let big = b.scalar("big", DType::I32, f64::from(i32::MAX)).unwrap();
+    let wrapped = b.add(a, big).unwrap();
+    b.outfeed("wrapped", wrapped).unwrap();
+    let gt = b.op("gt", Op::Greater, &[a, d]).unwrap();
+    b.outfeed("gt", gt).unwrap();
+    let f = b.input("f", DType::F32, [4]).unwrap();
+    let u = b.cast(f, DType::U8).unwrap();
+    b.outfeed("u8", u).unwrap();
+    let flags = b.cast(f, DType::Bool).unwrap();
+    b.outfeed("bool", flags).unwrap();
+    let h = b.cast(a, DType::F16).unwrap();
+    b.outfeed("f16", h).unwrap();
+    let g = b.finish();
+    let mut it = Interpreter::new(&g, FpConfig::default(), 0).unwrap();
+    let out = it
+        .micro_batch(&feeds(vec![
+            ("a", Tensor::i32([4], vec![7, -7, 1, 2049]).unwrap()),
+            ("d", Tensor::i32([4], vec![2, 2, 0, 1]).unwrap()),
+            ("f", Tensor::f32([4], vec![-1.5, 3.9, 300.0, 0.0]).unwrap()),
+        ]))
+        .unwrap();
+    assert_eq!(
+        out["q"].as_i32().unwrap(),
+        &[3, -3, 0, 2049],
+        "truncating division"
+    );
+    assert_eq!(
+        it.node_flags("div"),
+        FpSts::DIV0,
+        "integer division by zero"
+    );
+    assert_eq!(
+        out["wrapped"].as_i32().unwrap()[0],
+        i32::MIN + 6,
+        "wrapping"
+    );
+    assert_eq!(out["gt"].to_f64_vec(), vec![1.0, 0.0, 1.0, 1.0]);
+    assert_eq!(
+        out["u8"].to_f64_vec(),
+        vec![0.0, 3.0, 255.0, 0.0],
+        "saturating"
+    );
+    assert_eq!(it.node_flags("cast"), FpSts::INV, "out of range for u8");
+    assert_eq!(out["bool"].to_f64_vec(), vec![1.0, 1.0, 1.0, 0.0]);
+    assert_eq!(
+        out["f16"].to_f64_vec()[3],
+        2048.0,
+        "2049 rounds to even in FP16"
+    );
+}
