@@ -316,7 +316,9 @@ fn momentum_and_adam_follow_their_formulas() {
 }
 
 /// Mean loss over `steps` steps of SGD on a teacher-labelled problem, first and last fifth.
-fn train(precision: Precision, config: FpConfig, steps: usize) -> (f64, f64) {
+/// Trains for `steps` steps; returns the mean loss of the first and last fifth of the steps
+/// and the loss of the first batch before and after the first step.
+fn train(precision: Precision, config: FpConfig, steps: usize) -> ((f64, f64), (f64, f64)) {
     let (d, hidden, classes, n) = (16, 32, 4, 32);
     let s = spec(
         Optimizer::Momentum {
@@ -340,7 +342,8 @@ fn train(precision: Precision, config: FpConfig, steps: usize) -> (f64, f64) {
         .map(|(s, t)| (s.to_string(), t.clone()))
         .collect();
     let mut losses = Vec::with_capacity(steps);
-    for _ in 0..steps {
+    let mut first_batch = (0.0, 0.0);
+    for step in 0..steps {
         let x: Vec<f64> = (0..n * d)
             .map(|_| f64::from((2.0 * unit(&mut rng) - 1.0) as f32))
             .collect();
@@ -363,12 +366,19 @@ fn train(precision: Precision, config: FpConfig, steps: usize) -> (f64, f64) {
                 (s.clone(), tensor_from_f64(ty, v).unwrap())
             })
             .collect();
-        let out = it.step(&[feeds]).unwrap();
+        let out = it.step(std::slice::from_ref(&feeds)).unwrap();
         losses.push(out[0]["loss"].to_f64_vec()[0]);
+        if step == 0 {
+            // Without accumulation the Step phase assigns nothing: a micro-batch alone
+            // evaluates the loss at the updated weights.
+            let again = it.micro_batch(&feeds).unwrap();
+            first_batch = (losses[0], again["loss"].to_f64_vec()[0]);
+        }
     }
     let fifth = steps / 5;
     let mean = |s: &[f64]| s.iter().sum::<f64>() / s.len() as f64;
-    (mean(&losses[..fifth]), mean(&losses[steps - fifth..]))
+    let trend = (mean(&losses[..fifth]), mean(&losses[steps - fifth..]));
+    (trend, first_batch)
 }
 
 /// A small MLP trained by the reference interpreter lowers its loss in 32.32, 16.32 and
@@ -384,7 +394,11 @@ fn training_lowers_the_loss_in_every_precision_policy() {
         (Precision::P16_32, FpConfig::default()),
         (Precision::P16_16, sr),
     ] {
-        let (first, last) = train(precision, config, 100);
+        let ((first, last), (before, after)) = train(precision, config, 100);
+        assert!(
+            after < before,
+            "{precision}: one step: {before:.5} -> {after:.5}"
+        );
         // ln 4 = 1.386 at chance; a learnable teacher problem gets well below it.
         assert!(
             last < 0.6 * first,
