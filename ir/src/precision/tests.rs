@@ -27,6 +27,7 @@ fn mlp_under_each_policy() {
     let fwd = mlp_graph();
     for p in Precision::ALL {
         let g = apply(&fwd, p).unwrap();
+        crate::validate::validate_graph(&g).unwrap();
         for (_, n) in fwd.nodes() {
             assert!(g.find(&n.name).is_some(), "{p}: lost node {}", n.name);
         }

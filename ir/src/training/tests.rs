@@ -43,6 +43,9 @@ fn node<'g>(g: &'g Graph, name: &str) -> &'g crate::graph::Node {
 /// Phase invariants every training step satisfies: Step nodes never read Update nodes, and
 /// every Assign writes a Variable with a value of its type.
 fn check_phases(g: &Graph) {
+    if let Err(e) = crate::validate::validate_graph(g) {
+        panic!("the training step does not validate: {e}");
+    }
     for (_, n) in g.nodes() {
         if n.phase == Phase::Step {
             for &i in &n.inputs {
@@ -238,6 +241,7 @@ fn prepare_selects_training_or_inference() {
     assert_eq!(node(&over.graph, "dense1/matmul").ty.dtype, DType::F32);
 
     let inf = prepare(&p, None, true).unwrap();
+    crate::validate::validate_graph(&inf.graph).unwrap();
     assert_eq!(inf.gradient_accumulation, 1);
     assert_eq!(inf.precision, Some(Precision::P16_32));
     assert!(inf
