@@ -11,69 +11,42 @@
 //! - anything written `F16` (or a non-float type) is never changed.
 //!
 //! Without a training spec the program runs exactly as written. The training transform does
-//! the rewriting; this view lets the lint and the `check` summary reason about the dtypes the
-//! compiled program will have without running it.
+//! the rewriting ([`crate::precision::apply`], which owns the rule); this view applies the same
+//! pass and reads the dtypes back by node name, so the lint and the `check` summary reason
+//! about exactly the dtypes the compiled program will have, without running it.
 
-use crate::dtype::{DType, TensorType};
-use crate::graph::{Graph, NodeId};
-use crate::infer::infer;
-use crate::op::Op;
+use crate::dtype::DType;
+use crate::graph::NodeId;
+use crate::precision;
 use crate::program::Program;
 use std::collections::HashMap;
 
 /// The dtype of every node's output under the program's precision policy; for a `Variable`,
-/// the dtype it is stored in.
+/// the dtype it is stored in. A graph the policy cannot be applied to (only an invalid one)
+/// keeps its written dtypes.
 pub fn effective_dtypes(program: &Program) -> HashMap<NodeId, DType> {
     let graph = &program.graph;
-    let Some(spec) = &program.training else {
-        return graph.nodes().map(|(id, n)| (id, n.ty.dtype)).collect();
-    };
-    let (compute, weights) = (spec.precision.compute(), spec.precision.weights());
-    let policy = |d: DType| if d == DType::F32 { compute } else { d };
-    let order: Vec<NodeId> = graph.topo_order().unwrap_or_else(|_| graph.ids().collect());
-    let mut out: HashMap<NodeId, DType> = HashMap::with_capacity(graph.len());
-    for id in order {
-        let node = graph.node(id);
-        let written = node.ty.dtype;
-        let dtype = match &node.op {
-            Op::Input { .. } | Op::Constant { .. } | Op::Cast { .. } | Op::OneHot { .. } => {
-                policy(written)
-            }
-            Op::Variable { .. } if written == DType::F32 => weights,
-            Op::Variable { .. } => written,
-            Op::SparseSoftmaxCrossEntropy { .. } => DType::F32,
-            op => {
-                let types: Vec<TensorType> = node
-                    .inputs
-                    .iter()
-                    .map(|&i| TensorType {
-                        dtype: read_dtype(graph, &out, i, compute),
-                        shape: graph.node(i).ty.shape.clone(),
-                    })
-                    .collect();
-                let refs: Vec<&TensorType> = types.iter().collect();
-                infer(op, &refs).map_or_else(|_| policy(written), |t| t.dtype)
-            }
-        };
-        out.insert(id, dtype);
-    }
-    out
-}
-
-/// The dtype consumers read node `id` in: a variable written `F32` is cast to the compute
-/// type for compute.
-fn read_dtype(graph: &Graph, eff: &HashMap<NodeId, DType>, id: NodeId, compute: DType) -> DType {
-    let node = graph.node(id);
-    match node.op {
-        Op::Variable { .. } if node.ty.dtype == DType::F32 => compute,
-        _ => eff.get(&id).copied().unwrap_or(node.ty.dtype),
-    }
+    let mapped = program
+        .training
+        .as_ref()
+        .and_then(|spec| precision::apply(graph, spec.precision).ok());
+    graph
+        .nodes()
+        .map(|(id, n)| {
+            let dtype = mapped
+                .as_ref()
+                .and_then(|m| m.find(&n.name).map(|i| m.node(i).ty.dtype))
+                .unwrap_or(n.ty.dtype);
+            (id, dtype)
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::models::{mlp, MlpSpec};
+    use crate::op::Op;
     use crate::program::{Optimizer, Precision, TrainingSpec};
 
     fn trained(precision: Precision) -> Program {
