@@ -9,9 +9,11 @@
 //!   A finite value that overflows the dtype is an error, not a silent ±65504 or infinity;
 //!   infinities in a literal are kept.
 //! - Integer tensors take integral values in range (errors otherwise); Bool takes `v != 0`.
-//! - Random initialisers draw from `rand_pcg::Pcg32::seed_from_u64(seed)` (the
-//!   initialiser's own seed, so a variable's values do not depend on the rest of the graph),
-//!   one stream per variable, elements in row-major order:
+//! - Random initialisers draw from the PCG32 stream `SrRng::new(seed, INIT_TILE, 0)` of the
+//!   numerics core (exactly `rand_pcg::Pcg32`'s sequence, with the seed mixed by SplitMix64;
+//!   [`INIT_TILE`] is no real tile, so these streams never coincide with a stochastic-rounding
+//!   stream). `seed` is the initialiser's own, so a variable's values do not depend on the
+//!   rest of the graph. Elements in row-major order:
 //!   - a uniform `u = (next_u64 >> 11) · 2^-53` in `[0, 1)` (53 random bits);
 //!   - `Uniform { low, high }`: `low + (high - low) · u`; after rounding a value may equal
 //!     `high`;
@@ -23,13 +25,15 @@
 //!
 //! Random initialisers need a float dtype.
 
-use crate::numerics::{round, Rounding, Tail};
+use crate::numerics::{round, Rounding, SrRng, Tail};
 use crate::tensor::{Data, Tensor};
 use half::f16;
 use ipusim_ir::{DType, Init, Literal, TensorType};
-use rand_core::{RngCore, SeedableRng};
-use rand_pcg::Pcg32;
+use rand_core::RngCore;
 use thiserror::Error;
+
+/// The tile index of the initialisers' random streams (`SrRng::new(seed, INIT_TILE, 0)`).
+pub const INIT_TILE: u32 = u32::MAX;
 
 /// Why initial values cannot be materialised.
 #[derive(Clone, Debug, PartialEq, Error)]
@@ -195,19 +199,19 @@ fn check_finite(params: &[(&str, f64)]) -> Result<(), InitError> {
 }
 
 /// A uniform `f64` in `[0, 1)` from 53 random bits.
-fn unit(rng: &mut Pcg32) -> f64 {
+fn unit(rng: &mut SrRng) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 fn uniform(seed: u64, n: usize, low: f64, high: f64) -> Vec<f64> {
-    let mut rng = Pcg32::seed_from_u64(seed);
+    let mut rng = SrRng::new(seed, INIT_TILE, 0);
     (0..n)
         .map(|_| low + (high - low) * unit(&mut rng))
         .collect()
 }
 
 fn normal(seed: u64, n: usize, mean: f64, std: f64) -> Vec<f64> {
-    let mut rng = Pcg32::seed_from_u64(seed);
+    let mut rng = SrRng::new(seed, INIT_TILE, 0);
     let mut out = Vec::with_capacity(n + 1);
     while out.len() < n {
         let (u1, u2) = (unit(&mut rng), unit(&mut rng));

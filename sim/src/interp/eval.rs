@@ -15,10 +15,10 @@
 
 use super::float;
 use super::real::{Cx, Elem, Real};
-use crate::numerics::{cast, BinaryOp, CompareOp, FpSts, NumericsError, UnaryOp};
+use crate::numerics::{cast, ArithOp, CompareOp, FpSts, NumericsError};
 use crate::tensor::{Data, Tensor};
 use half::f16;
-use ipusim_ir::{BinaryOp as IrBinary, DType, LossReduction, Op, TensorType, UnaryOp as IrUnary};
+use ipusim_ir::{DType, LossReduction, Op, TensorType};
 
 /// Why an op could not be evaluated.
 #[derive(Debug)]
@@ -96,41 +96,13 @@ fn unsupported(op: &Op, t: &Tensor) -> EvalFault {
 }
 
 /// The numerics core's arithmetic op of an IR op.
-fn arithmetic(op: &Op) -> Option<BinaryOp> {
-    Some(match op.binary()? {
-        IrBinary::Add => BinaryOp::Add,
-        IrBinary::Sub => BinaryOp::Sub,
-        IrBinary::Mul => BinaryOp::Mul,
-        IrBinary::Div => BinaryOp::Div,
-        IrBinary::Max => BinaryOp::Max,
-        IrBinary::Min => BinaryOp::Min,
-        IrBinary::Equal | IrBinary::Greater | IrBinary::Less => return None,
-    })
+fn arithmetic(op: &Op) -> Option<ArithOp> {
+    ArithOp::try_from(op.binary()?).ok()
 }
 
 /// The numerics core's comparison of an IR op.
 fn comparison(op: &Op) -> Option<CompareOp> {
-    Some(match op.binary()? {
-        IrBinary::Equal => CompareOp::Eq,
-        IrBinary::Greater => CompareOp::Gt,
-        IrBinary::Less => CompareOp::Lt,
-        _ => return None,
-    })
-}
-
-/// The numerics core's unary op of an IR op.
-fn unary_op(op: &Op) -> Option<UnaryOp> {
-    Some(match op.unary()? {
-        IrUnary::Neg => UnaryOp::Neg,
-        IrUnary::Abs => UnaryOp::Abs,
-        IrUnary::Exp => UnaryOp::Exp,
-        IrUnary::Log => UnaryOp::Log,
-        IrUnary::Sqrt => UnaryOp::Sqrt,
-        IrUnary::Relu => UnaryOp::Relu,
-        IrUnary::Sigmoid => UnaryOp::Sigmoid,
-        IrUnary::Tanh => UnaryOp::Tanh,
-        IrUnary::Gelu => UnaryOp::Gelu,
-    })
+    ArithOp::try_from(op.binary()?).err()
 }
 
 fn float_op<E: Real>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> R<Data> {
@@ -143,7 +115,7 @@ fn float_op<E: Real>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) 
     if let Some(o) = comparison(op) {
         return Ok(Data::Bool(float::compare(o, x(0)?, x(1)?, out, cx)));
     }
-    if let Some(o) = unary_op(op) {
+    if let Some(o) = op.unary() {
         return Ok(E::wrap(float::unary(o, x(0)?.0, cx)));
     }
     match op {
@@ -188,7 +160,7 @@ fn float_op<E: Real>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) 
 /// Wrapping integer arithmetic of the integer storages.
 trait Int: Elem + Ord {
     const ZERO: Self;
-    fn arith(op: BinaryOp, a: Self, b: Self, cx: &mut Cx) -> Self;
+    fn arith(op: ArithOp, a: Self, b: Self, cx: &mut Cx) -> Self;
     fn neg(a: Self) -> Self;
     fn abs(a: Self) -> Self;
 }
@@ -198,18 +170,18 @@ macro_rules! int {
     ($t:ty, $abs:expr) => {
         impl Int for $t {
             const ZERO: $t = 0;
-            fn arith(op: BinaryOp, a: $t, b: $t, cx: &mut Cx) -> $t {
+            fn arith(op: ArithOp, a: $t, b: $t, cx: &mut Cx) -> $t {
                 match op {
-                    BinaryOp::Add => a.wrapping_add(b),
-                    BinaryOp::Sub => a.wrapping_sub(b),
-                    BinaryOp::Mul => a.wrapping_mul(b),
-                    BinaryOp::Div if b == 0 => {
+                    ArithOp::Add => a.wrapping_add(b),
+                    ArithOp::Sub => a.wrapping_sub(b),
+                    ArithOp::Mul => a.wrapping_mul(b),
+                    ArithOp::Div if b == 0 => {
                         cx.raise(FpSts::DIV0);
                         0
                     }
-                    BinaryOp::Div => a.wrapping_div(b),
-                    BinaryOp::Min => a.min(b),
-                    BinaryOp::Max => a.max(b),
+                    ArithOp::Div => a.wrapping_div(b),
+                    ArithOp::Min => a.min(b),
+                    ArithOp::Max => a.max(b),
                 }
             }
             fn neg(a: $t) -> $t {
@@ -277,7 +249,7 @@ fn int_op<T: Int>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> 
                 .collect(),
         ),
         Op::ReduceSum { axes, .. } => {
-            T::wrap(reduce(axes, &mut |a, b| T::arith(BinaryOp::Add, a, b, cx))?)
+            T::wrap(reduce(axes, &mut |a, b| T::arith(ArithOp::Add, a, b, cx))?)
         }
         Op::ReduceMax { axes, .. } => T::wrap(reduce(axes, &mut |a, b| a.max(b))?),
         Op::ArgMax { axis } => {

@@ -31,7 +31,7 @@
 use super::layout::{broadcast_offsets, broadcast_strides, view_offsets, ReducePlan};
 use super::real::{Cx, Real};
 use crate::numerics::kernels::amp::MatMulShape;
-use crate::numerics::{BinaryOp, CompareOp, FpSts, NumericsError, UnaryOp};
+use crate::numerics::{ArithOp, CompareOp, FpSts, NumericsError, UnaryOp};
 use ipusim_ir::Activation;
 
 /// Offsets of an operand of shape `from` broadcast to `to` (identity when equal).
@@ -45,7 +45,7 @@ fn offsets(from: &[usize], to: &[usize]) -> Vec<usize> {
 
 /// Element-wise `op` with broadcasting to `out`.
 pub(crate) fn binary<E: Real>(
-    op: BinaryOp,
+    op: ArithOp,
     (a, sa): (&[E], &[usize]),
     (b, sb): (&[E], &[usize]),
     out: &[usize],
@@ -90,8 +90,8 @@ pub(crate) fn scaled_add<E: Real>(
     a.iter()
         .zip(&ib)
         .map(|(&x, &j)| {
-            let t = E::binary(BinaryOp::Mul, s, b[j], cx);
-            E::binary(BinaryOp::Add, x, t, cx)
+            let t = E::binary(ArithOp::Mul, s, b[j], cx);
+            E::binary(ArithOp::Add, x, t, cx)
         })
         .collect()
 }
@@ -164,12 +164,12 @@ pub(crate) fn reduce_sum<E: Real>(
                 acc = if i == 0 {
                     v
                 } else {
-                    <E::Acc as Real>::binary(BinaryOp::Add, acc, v, cx)
+                    <E::Acc as Real>::binary(ArithOp::Add, acc, v, cx)
                 };
             }
             if mean {
                 let n = <E::Acc as Real>::constant(count as f64, cx);
-                acc = <E::Acc as Real>::binary(BinaryOp::Div, acc, n, cx);
+                acc = <E::Acc as Real>::binary(ArithOp::Div, acc, n, cx);
             }
             E::narrow(acc, cx)
         })
@@ -188,7 +188,7 @@ pub(crate) fn reduce_max<E: Real>(x: &[E], dims: &[usize], axes: &[usize], cx: &
             };
             let mut m = x[o + first];
             for &r in &plan.inner[1..] {
-                m = E::binary(BinaryOp::Max, m, x[o + r], cx);
+                m = E::binary(ArithOp::Max, m, x[o + r], cx);
             }
             m
         })
@@ -243,11 +243,11 @@ fn softmax_row<E: Real>(
     let row: Vec<E::Acc> = row.collect();
     let mut m = row[0];
     for &v in &row[1..] {
-        m = A::<E>::binary(BinaryOp::Max, m, v, cx);
+        m = A::<E>::binary(ArithOp::Max, m, v, cx);
     }
     let centred: Vec<E::Acc> = row
         .iter()
-        .map(|&v| A::<E>::binary(BinaryOp::Sub, v, m, cx))
+        .map(|&v| A::<E>::binary(ArithOp::Sub, v, m, cx))
         .collect();
     let e: Vec<E::Acc> = centred
         .iter()
@@ -255,7 +255,7 @@ fn softmax_row<E: Real>(
         .collect();
     let mut s = e[0];
     for &v in &e[1..] {
-        s = A::<E>::binary(BinaryOp::Add, s, v, cx);
+        s = A::<E>::binary(ArithOp::Add, s, v, cx);
     }
     (centred, e, s)
 }
@@ -274,8 +274,8 @@ pub(crate) fn softmax<E: Real>(
         let log_s = log.then(|| A::<E>::unary(UnaryOp::Log, s, cx));
         for (i, &o) in offs.iter().enumerate() {
             let y = match log_s {
-                Some(ls) => A::<E>::binary(BinaryOp::Sub, centred[i], ls, cx),
-                None => A::<E>::binary(BinaryOp::Div, e[i], s, cx),
+                Some(ls) => A::<E>::binary(ArithOp::Sub, centred[i], ls, cx),
+                None => A::<E>::binary(ArithOp::Div, e[i], s, cx),
             };
             out[o] = E::narrow(y, cx);
         }
@@ -301,7 +301,7 @@ pub(crate) fn sparse_softmax_cross_entropy<E: Real>(
         let loss = match usize::try_from(label).ok().filter(|&l| l < classes) {
             Some(l) => {
                 let log_s = A::<E>::unary(UnaryOp::Log, s, cx);
-                A::<E>::binary(BinaryOp::Sub, log_s, centred[l], cx)
+                A::<E>::binary(ArithOp::Sub, log_s, centred[l], cx)
             }
             None => {
                 cx.raise(FpSts::INV);
@@ -310,13 +310,13 @@ pub(crate) fn sparse_softmax_cross_entropy<E: Real>(
         };
         total = Some(match total {
             None => loss,
-            Some(t) => A::<E>::binary(BinaryOp::Add, t, loss, cx),
+            Some(t) => A::<E>::binary(ArithOp::Add, t, loss, cx),
         });
     });
     let mut total = total.unwrap_or(<E::Acc as Real>::ZERO);
     if mean {
         let n = A::<E>::constant(dims[0] as f64, cx);
-        total = A::<E>::binary(BinaryOp::Div, total, n, cx);
+        total = A::<E>::binary(ArithOp::Div, total, n, cx);
     }
     E::narrow(total, cx)
 }

@@ -15,7 +15,7 @@
 
 use crate::numerics::kernels::amp::{self, MatMulShape, AMP_CHUNK};
 use crate::numerics::{
-    cast, fp16, fp32, round, transcendental, BinaryOp, CompareOp, FpConfig, FpSts, NumericsError,
+    cast, fp16, fp32, round, transcendental, ArithOp, CompareOp, FpConfig, FpSts, NumericsError,
     Rounding, SrRng, StochasticRounding, Tail, UnaryOp,
 };
 use crate::tensor::Data;
@@ -117,7 +117,7 @@ pub(crate) trait Real: Elem + PartialOrd {
     /// Rounds an accumulated value to this type with the run's rounding.
     fn narrow(x: Self::Acc, cx: &mut Cx) -> Self;
     /// A binary operation.
-    fn binary(op: BinaryOp, a: Self, b: Self, cx: &mut Cx) -> Self;
+    fn binary(op: ArithOp, a: Self, b: Self, cx: &mut Cx) -> Self;
     /// A unary operation.
     fn unary(op: UnaryOp, a: Self, cx: &mut Cx) -> Self;
     /// A comparison (INV with NaN operands).
@@ -152,7 +152,7 @@ impl Real for f16 {
         let r = cast::f32_to_f16(x, &mut cx.rounding());
         cx.keep(r)
     }
-    fn binary(op: BinaryOp, a: f16, b: f16, cx: &mut Cx) -> f16 {
+    fn binary(op: ArithOp, a: f16, b: f16, cx: &mut Cx) -> f16 {
         let r = fp16::binary(op, a, b, &mut cx.rounding());
         cx.keep(r)
     }
@@ -196,7 +196,7 @@ impl Real for f32 {
     fn narrow(x: f32, _: &mut Cx) -> f32 {
         x
     }
-    fn binary(op: BinaryOp, a: f32, b: f32, cx: &mut Cx) -> f32 {
+    fn binary(op: ArithOp, a: f32, b: f32, cx: &mut Cx) -> f32 {
         cx.keep(fp32::binary(op, a, b))
     }
     fn unary(op: UnaryOp, a: f32, cx: &mut Cx) -> f32 {
@@ -236,28 +236,21 @@ impl Real for f64 {
     fn narrow(x: f64, _: &mut Cx) -> f64 {
         x
     }
-    fn binary(op: BinaryOp, a: f64, b: f64, _: &mut Cx) -> f64 {
+    fn binary(op: ArithOp, a: f64, b: f64, _: &mut Cx) -> f64 {
         match op {
-            BinaryOp::Add => a + b,
-            BinaryOp::Sub => a - b,
-            BinaryOp::Mul => a * b,
-            BinaryOp::Div => a / b,
-            BinaryOp::Min => a.min(b),
-            BinaryOp::Max => a.max(b),
+            ArithOp::Add => a + b,
+            ArithOp::Sub => a - b,
+            ArithOp::Mul => a * b,
+            ArithOp::Div => a / b,
+            ArithOp::Min => a.min(b),
+            ArithOp::Max => a.max(b),
         }
     }
     fn unary(op: UnaryOp, a: f64, _: &mut Cx) -> f64 {
         transcendental::eval(op, a).0
     }
     fn compare(op: CompareOp, a: f64, b: f64, _: &mut Cx) -> bool {
-        match op {
-            CompareOp::Eq => a == b,
-            CompareOp::Ne => a != b,
-            CompareOp::Lt => a < b,
-            CompareOp::Le => a <= b,
-            CompareOp::Gt => a > b,
-            CompareOp::Ge => a >= b,
-        }
+        op.holds(a, b)
     }
     fn matmul(s: MatMulShape, a: &[f64], b: &[f64], _: &mut Cx) -> Result<Vec<f64>, NumericsError> {
         let mut out = vec![0f64; s.m * s.n];
