@@ -354,7 +354,9 @@ fn cast_data(t: &Tensor, to: DType, cx: &mut Cx) -> R<Data> {
         (Data::F32(v), DType::I32 | DType::U8) => {
             ints(v.iter().map(|&x| cast::f32_to_i32(x)), to, cx)
         }
-        (Data::F64(v), DType::I32 | DType::U8) => ints(v.iter().map(|&x| f64_to_i32(x)), to, cx),
+        (Data::F64(v), DType::I32 | DType::U8) => {
+            ints(v.iter().map(|&x| cast::f64_to_i32(x)), to, cx)
+        }
         (Data::I32(v), DType::U8) => Data::U8(v.iter().map(|&x| x as u8).collect()),
         (Data::U8(v), DType::I32) => Data::I32(v.iter().map(|&x| i32::from(x)).collect()),
         (Data::Bool(v), DType::I32) => Data::I32(v.iter().map(|&x| i32::from(x)).collect()),
@@ -398,22 +400,6 @@ fn cast_data(t: &Tensor, to: DType, cx: &mut Cx) -> R<Data> {
 fn keep<T>(cx: &mut Cx, (v, f): (T, FpSts)) -> T {
     cx.raise(f);
     v
-}
-
-/// Truncation toward zero of an exact-mode value, saturating with INV like the numerics
-/// core's float→int casts.
-fn f64_to_i32(x: f64) -> (i32, FpSts) {
-    if x.is_nan() {
-        return (i32::MIN, FpSts::INV);
-    }
-    let t = x.trunc();
-    if t < f64::from(i32::MIN) {
-        (i32::MIN, FpSts::INV)
-    } else if t > f64::from(i32::MAX) {
-        (i32::MAX, FpSts::INV)
-    } else {
-        (t as i32, FpSts::empty())
-    }
 }
 
 /// Truncated values as I32, or saturated to `0..=255` (INV when out of range) as U8.

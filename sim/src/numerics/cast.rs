@@ -30,9 +30,10 @@ pub fn f16_to_f32(x: f16) -> (f32, FpSts) {
     }
 }
 
-/// Truncates a value exactly representable in `f64` toward zero into `i32`.
+/// Truncates an `f64` toward zero into `i32` (NaN and out-of-range values saturate with INV,
+/// as above). The float→int casts of every width, including the interpreter's exact mode.
 #[inline]
-fn to_i32(x: f64) -> (i32, FpSts) {
+pub fn f64_to_i32(x: f64) -> (i32, FpSts) {
     if x.is_nan() {
         return (i32::MIN, FpSts::INV);
     }
@@ -49,13 +50,13 @@ fn to_i32(x: f64) -> (i32, FpSts) {
 /// f16 → i32, truncating toward zero.
 #[inline]
 pub fn f16_to_i32(x: f16) -> (i32, FpSts) {
-    to_i32(x.to_f64())
+    f64_to_i32(x.to_f64())
 }
 
 /// f32 → i32, truncating toward zero.
 #[inline]
 pub fn f32_to_i32(x: f32) -> (i32, FpSts) {
-    to_i32(f64::from(x))
+    f64_to_i32(f64::from(x))
 }
 
 /// i32 → f16, rounded once (|x| ≥ 65520 overflows under nearest even).
