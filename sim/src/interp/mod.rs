@@ -48,7 +48,7 @@ use crate::numerics::{FpConfig, FpSts};
 use crate::tensor::{Data, Tensor};
 use ipusim_ir::{Graph, NodeId, Op, Phase};
 use real::Cx;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// Tensors by stream name (infeeds of one micro-batch, or the outfeed entries it produced).
 pub type Streams = BTreeMap<String, Tensor>;
@@ -377,68 +377,18 @@ fn to_exact(t: Tensor) -> Tensor {
     Tensor::new(t.dtype(), t.shape().clone(), Data::F64(values)).unwrap_or(t)
 }
 
-/// Checks the rules of step execution; returns the infeed streams.
+/// Validates the graph (`ipusim_ir::validate_graph`: consistent types, unique streams, Step
+/// nodes never read Update nodes, one assignment per variable and phase, ...) and returns its
+/// infeed streams.
 fn check_graph(graph: &Graph, order: &[NodeId]) -> Result<BTreeMap<String, NodeId>, InterpError> {
-    let bad = |m: String| Err(InterpError::Graph(m));
-    let mut streams = BTreeMap::new();
-    let mut outfeeds = HashSet::new();
-    let mut assigned: HashSet<(NodeId, Phase)> = HashSet::new();
-    for &id in order {
-        let n = graph.node(id);
-        match &n.op {
-            Op::Input { stream, .. } => {
-                if n.phase != Phase::Step {
-                    return bad(format!(
-                        "Input '{}' is in the Update phase; infeeds are read per micro-batch",
-                        n.name
-                    ));
-                }
-                if let Some(first) = streams.insert(stream.clone(), id) {
-                    return bad(format!(
-                        "infeed stream '{stream}' is read by both '{}' and '{}'",
-                        graph.node(first).name,
-                        n.name
-                    ));
-                }
-            }
-            Op::Outfeed { stream } if !outfeeds.insert(stream.clone()) => {
-                return bad(format!(
-                    "outfeed stream '{stream}' is written twice (again by '{}')",
-                    n.name
-                ));
-            }
-            Op::Assign => {
-                let target = graph.node(n.inputs[0]);
-                if !matches!(target.op, Op::Variable { .. }) {
-                    return bad(format!(
-                        "Assign '{}' writes '{}', which is not a Variable",
-                        n.name, target.name
-                    ));
-                }
-                if !assigned.insert((n.inputs[0], n.phase)) {
-                    return bad(format!(
-                        "variable '{}' is assigned twice in the {:?} phase (again by '{}')",
-                        target.name, n.phase, n.name
-                    ));
-                }
-            }
-            _ => {}
-        }
-        if n.phase == Phase::Step {
-            for &i in &n.inputs {
-                let m = graph.node(i);
-                if m.phase == Phase::Update
-                    && !matches!(m.op, Op::Variable { .. } | Op::Constant { .. })
-                {
-                    return bad(format!(
-                        "Step node '{}' reads Update node '{}'",
-                        n.name, m.name
-                    ));
-                }
-            }
-        }
-    }
-    Ok(streams)
+    ipusim_ir::validate_graph(graph)?;
+    Ok(order
+        .iter()
+        .filter_map(|&id| match &graph.node(id).op {
+            Op::Input { stream, .. } => Some((stream.clone(), id)),
+            _ => None,
+        })
+        .collect())
 }
 
 #[cfg(test)]

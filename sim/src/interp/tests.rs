@@ -191,7 +191,7 @@ fn bad_feeds_and_graphs_are_named() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("variable 'v' is assigned twice in the Step phase"),
+        err.contains("variable 'v' is already assigned by 'assign' in the Step phase"),
         "{err}"
     );
 
@@ -205,7 +205,7 @@ fn bad_feeds_and_graphs_are_named() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("Step node 'neg_1' reads Update node 'neg'"),
+        err.contains("node 'neg_1' (Neg): a Step-phase node cannot read 'neg'"),
         "{err}"
     );
 
