@@ -4,6 +4,8 @@
 //!
 //! # Step semantics
 //!
+//! - **Validation.** Construction runs `ipusim_ir::validate_graph` (an invalid graph is an
+//!   [`InterpError::Ir`]), so evaluation never panics on a graph it accepted.
 //! - **State.** Variables hold tensors that persist across steps, initialised by
 //!   [`crate::init`] (the same values the BSP engine starts from). Constants are materialised
 //!   once, by the same module. Reading a `Variable` node reads its current state.
