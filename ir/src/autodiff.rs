@@ -4,7 +4,7 @@
 //! [`gradients`] adds the backward pass to a [`GraphBuilder`]: starting from a *seed* (the
 //! gradient of the loss, usually a constant equal to the static loss-scaling factor), it visits
 //! the nodes between the `wrt` nodes and the loss in reverse topological order and applies
-//! each op's vector-Jacobian product (the rules live in [`rules`]).
+//! each op's vector-Jacobian product (the rules live in `autodiff/rules.rs`).
 //!
 //! # Which nodes get gradients
 //!

@@ -26,7 +26,7 @@
 //!    dtype — FP32 when the weights are FP32, so a 16.32 step unscales in FP32 (seed 000,
 //!    "Numerical concerns with loss scaling") while a 16.16 step unscales in FP16 — then cast
 //!    to the weight dtype.
-//! 5. **Optimizer** in the weight dtype, in [`Phase::Update`]; see [`optimizer`] for the
+//! 5. **Optimizer** in the weight dtype, in [`Phase::Update`]; see `training/optimizer.rs` for the
 //!    update rules, state variables (`<w>/momentum`, `<w>/adam_m`, `<w>/adam_v`, and Adam's
 //!    shared `adam/beta1_power`, `adam/beta2_power`) and node names. Each new value is
 //!    written by an `Assign` named `update/<w>/assign` (`…/<state>_assign` for state).

@@ -1,6 +1,7 @@
 //! The reference interpreter: evaluates an [`ipusim_ir::Graph`] op by op on the host with the
 //! numerics core. It is the oracle every differential test of the compiled, tiled execution
-//! compares against, so its semantics are written down here and in `interp/float.rs` (evaluation order of every reduction).
+//! compares against, so its semantics are written down here and in `interp/float.rs` (the
+//! evaluation order of every reduction).
 //!
 //! # Step semantics
 //!
