@@ -1,1 +1,86 @@
-//! placeholder
+//! ipusim-compiler: lowers an IR graph (one training step) to an [`Executable`] for a
+//! [`Target`] IPU: tensors mapped to tiles, vertices of registered codelets grouped in compute
+//! sets, exchanges between supersteps, the program tree with the device-iteration and
+//! gradient-accumulation loops, a memory plan, and a static cycle estimate. It knows nothing
+//! of tensor values: the simulator executes the executable with exact values and charges
+//! cycles with the same estimators ([`cycles`]).
+//!
+//! Passes: [`lower`] (tile mapping, planners, vertices, exchanges, program), the verifier,
+//! [`memory`] (liveness and byte offsets), the verifier again, [`cycles`] (per compute set,
+//! exchange, and the whole program).
+
+pub mod codelets;
+pub mod cycles;
+pub mod dump;
+pub mod error;
+pub mod executable;
+pub mod lower;
+pub mod memory;
+pub mod options;
+pub mod report;
+pub mod target;
+mod verify;
+
+pub use codelets::{Codelet, VertexParams};
+pub use cycles::CycleEstimate;
+pub use error::CompileError;
+pub use executable::Executable;
+pub use memory::MemoryPlan;
+pub use options::{CompileOptions, PartialsType};
+pub use report::CompileReport;
+pub use target::Target;
+
+use executable::FORMAT_VERSION;
+use ipusim_ir::Graph;
+
+/// Compiles `graph` for `target`. Out of memory is not an error: see
+/// [`MemoryPlan::oom`].
+pub fn compile(
+    graph: &Graph,
+    target: &Target,
+    options: &CompileOptions,
+) -> Result<Executable, CompileError> {
+    target.validate()?;
+    options.validate()?;
+    let mut low = lower::lower(graph, target, options)?;
+    if options.verify {
+        verify::lowered(target, &low)?;
+    }
+    let memory = memory::plan(
+        target,
+        &mut low.tensors,
+        &low.usage,
+        &low.compute_sets,
+        &low.exchanges,
+        low.steps.len(),
+    )?;
+    memory::resolve_offsets(&low.tensors, &mut low.compute_sets, &mut low.exchanges)?;
+    for cs in &mut low.compute_sets {
+        for tw in &mut cs.tiles {
+            tw.cycles = cycles::tile_work_cycles(target, tw);
+        }
+        cs.cycles = cs.tiles.iter().map(|t| t.cycles).max().unwrap_or(0);
+    }
+    for ex in &mut low.exchanges {
+        ex.cycles = cycles::exchange_cycles(target, ex);
+    }
+    let mut exe = Executable {
+        format_version: FORMAT_VERSION,
+        target: target.clone(),
+        options: options.clone(),
+        tensors: low.tensors,
+        values: low.values,
+        compute_sets: low.compute_sets,
+        exchanges: low.exchanges,
+        streams: low.streams,
+        program: low.program,
+        steps: low.steps,
+        memory,
+        estimate: CycleEstimate::default(),
+    };
+    if options.verify {
+        verify::planned(&exe, &low.usage)?;
+    }
+    exe.estimate = cycles::estimate(&exe);
+    Ok(exe)
+}

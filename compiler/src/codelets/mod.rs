@@ -1,0 +1,368 @@
+//! The codelet registry: what every vertex computes (the contract the simulator implements)
+//! and what it costs (its cycle estimator, in [`estimate`]).
+//!
+//! This is the PopLibs `CYCLE_ESTIMATOR_ENTRY` idea: one table of codelets, each with its
+//! semantics, operand layout and estimator, instead of costs scattered through the lowering.
+//! The simulator executes vertices by these contracts and charges cycles with
+//! [`crate::cycles::tile_work_cycles`], which reads the same estimators, so a static estimate
+//! equals the executed cycles.
+//!
+//! # Common rules
+//!
+//! - **Operands** live on the vertex's tile; each is a contiguous run of `len` elements of
+//!   its tensor's dtype at a byte offset of the tile's memory. The output operand may be the
+//!   same bytes as input operand 0 (in-place update of a variable); element-wise codelets
+//!   read element `j` before writing element `j`, so this is safe.
+//! - **Rounding.** A result rounded *to f16* uses the worker's rounding mode: RNE, or
+//!   stochastic rounding when `$FP_CTL.ESR` is set, with random bits from the stream of
+//!   (tile, worker). A result rounded *to f32* is always RNE. Every rounding is a single
+//!   rounding of the exact result of the operation named ("exactly rounded"), never a double
+//!   rounding through a wider intermediate.
+//! - **f16 overflow**: saturates to ±65504 when `$FP_CTL.NANOO` is clear, gives NaN and sets
+//!   INV when it is set; OFLO is set either way. f32 overflow gives ±inf and sets OFLO.
+//! - **Flags** (`$FP_STS`): INV for invalid operations (inf−inf, 0×inf, 0/0, inf/inf, sqrt
+//!   or log of a negative, any NaN operand of an arithmetic op or comparison), DIV0 for
+//!   division of a finite non-zero by zero (float) or by zero (integer), OFLO for overflow.
+//!   Integer arithmetic wraps (i32 two's complement, u8 modulo 256); integer division by zero
+//!   gives 0 and sets DIV0.
+//! - **Transcendentals** (`exp`, `ln`, `sqrt`, `sigmoid`, `tanh`, GELU) are the numerics
+//!   core's functions of the dtype; codelets that compute them internally in f32 (softmax,
+//!   cross-entropy) use the f32 versions.
+//!
+//! # Element-wise ("map") codelets
+//!
+//! `Unary`, `Binary`, `ScaledAdd`, `Select`, `Cast`, `ActivationGrad`, `OneHot` take
+//! [`MapParams`]: output element `j` (of `len`) is computed from input elements chosen by
+//! each input's [`Access`]: `Aligned` reads element `j` of the operand (same length as the
+//! output); `Broadcast` reads element `bidx(start + j) − base` of the operand, where
+//! `bidx(x) = Σ_d coord_d(x) · strides[d]` and `coord(x)` are the row-major coordinates of
+//! `x` in `dims` (see [`BroadcastAccess`]). Usually `dims` are the output's dimensions and
+//! `start` the global index of the vertex's first output; when a tile holds a block of equal
+//! rows (a matmul output split by columns) `dims` describe that block. The vertices of one
+//! group split the tile's output into contiguous slices, at most one per worker unless a
+//! broadcast input forces a split at a tensor-interval boundary.
+//!
+//! # Block codelets
+//!
+//! `Reduce`, `ArgMax`, `Softmax`, `SoftmaxCrossEntropy` take [`BlockParams`]: the input
+//! operand is a block of `groups × count × width` elements, element `(g, i, w)` at
+//! `(g · count + i) · width + w`; the vertex handles columns `w ∈ [col_begin, col_begin +
+//! cols)` of every group. Reductions run over `i` **sequentially in ascending `i`**, starting
+//! from `(g, 0, w)`; this order, with the cross-tile order in [`crate::lower::reduce`], is
+//! what a floating-point error bound is derived from.
+//!
+//! # The codelets
+//!
+//! See [`Codelet`] for each codelet's exact semantics and [`CodeletInfo`] for the table.
+
+pub mod estimate;
+
+use ipusim_ir::{Activation, BinaryOp, DType, UnaryOp};
+use serde::{Deserialize, Serialize};
+
+/// The reduction operator of a [`Codelet::Reduce`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReduceOp {
+    /// Sum.
+    Sum,
+    /// Maximum: `acc = if x > acc { x } else { acc }` (a NaN at `i = 0` stays; later NaNs
+    /// are ignored and set INV).
+    Max,
+}
+
+/// A codelet with its type parameters (one entry of the registry).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Codelet {
+    /// Operands `[out]`; params `Fill`. Every element of `out` := `value` converted to
+    /// `dtype` (RNE for floats, truncation toward zero for integers). No flags.
+    Fill { dtype: DType },
+    /// Operands `[in, out]`, both `dtype`; params `Map`. `out[j] = op(in[j])`, computed
+    /// exactly and rounded once to `dtype` (Relu: `x > 0 ? x : +0`, NaN stays NaN and sets
+    /// INV; Neg/Abs exact). Flags: INV (NaN input, sqrt/log of a negative), DIV0 (log 0 →
+    /// −inf), OFLO (exp).
+    Unary { op: UnaryOp, dtype: DType },
+    /// Operands `[a, b, out]`; `a`, `b` of `dtype`, `out` of `dtype` (Bool for comparisons);
+    /// params `Map`. `out[j] = a op b` exactly rounded to `dtype`; Max/Min return the larger
+    /// /smaller (`max(a, b) = b > a ? b : a`); comparisons give 1/0 and are false with a NaN
+    /// operand. Flags: INV, DIV0 (Div), OFLO.
+    Binary { op: BinaryOp, dtype: DType },
+    /// Operands `[a, b, out]`, all `dtype` (f16 or f32); params `Map` with `scale`.
+    /// `out[j] = round(a + s·b)` with `s` = `scale` rounded RNE to f32 and a single rounding
+    /// of the exact value (fused, as PopLibs' `scaledAdd` with a float scale). Flags: INV,
+    /// OFLO.
+    ScaledAdd { dtype: DType },
+    /// Operands `[cond (Bool), a, b, out]`; params `Map`. `out[j] = cond ≠ 0 ? a : b`
+    /// (bit copy). No flags.
+    Select { dtype: DType },
+    /// Operands `[in, out]`; params `Map`. `out[j] = convert(in[j])`: float→float exactly
+    /// rounded (f32→f16 with the worker's rounding mode, OFLO on overflow); float→integer
+    /// truncates toward zero and saturates to the integer range, NaN → 0 with INV;
+    /// integer→float rounds RNE; Bool→x gives 0/1; x→Bool gives `x ≠ 0`; integer→integer
+    /// wraps.
+    Cast { from: DType, to: DType },
+    /// Operands `[x, dy, out]`, all `dtype`; params `Map`. `out[j] = dy[j] · f'(x[j])`
+    /// computed exactly from the derivative of the forward activation evaluated in f32 and
+    /// rounded once to `dtype` (Relu: `x > 0 ? dy : 0`). Flags: INV, OFLO.
+    ActivationGrad {
+        activation: Activation,
+        dtype: DType,
+    },
+    /// Operands `[indices (I32), out (dtype)]`; params `Map` with `out_begin` and a
+    /// `Broadcast` access for the indices. `out[j] = (indices[bidx] == (out_begin + j) mod
+    /// depth) ? 1 : 0`; out-of-range indices give an all-zero row. No flags.
+    OneHot { dtype: DType, depth: u32 },
+    /// Operands `[a, b, out]`; params `Amp`. The AMP matmul partial: for each row `r` in
+    /// `[row_begin, row_begin + rows)` and column `c < n`:
+    /// `out[(r − row_begin) · n + c] = Σ_{κ<k} A(r, κ) · B(κ, c)` where `A(r, κ)` is
+    /// `a[r·k + κ]` (RowMajor, `m × k`) or `a[κ·m + r]` (Transposed, `k × m`) and `B(κ, c)` is
+    /// `b[κ·n + c]` (RowMajor, `k × n`) or `b[c·k + κ]` (Transposed, `n × k`).
+    /// Accumulation: `P = 0`; the `k` channels are taken in passes of `input_channels`
+    /// consecutive channels in ascending order. **f16 inputs**: a pass's products are exact;
+    /// their exact sum is rounded RNE to f32 (`s`), then `P = round_partials(P + s)` (one
+    /// rounding of the exact sum: RNE for f32 partials, the worker's rounding mode for f16
+    /// partials, i.e. f16 partials are rounded at every partial write). **f32 inputs**: every
+    /// product is rounded RNE to f32 and added to `P` in ascending `κ` with RNE
+    /// (`P = rne(P + rne(a·b))`). Finally `out = round_output(P)` (no-op when `output` =
+    /// `partials`). Flags: INV, OFLO (of the partials or the output conversion).
+    AmpMatMul {
+        input: DType,
+        partials: DType,
+        output: DType,
+    },
+    /// Operands `[in (input), out (output)]`; params `Block`. For each group `g` and column
+    /// `c`: `acc = in(g, 0, col_begin + c)` converted exactly to `acc`; for `i = 1..count`
+    /// in ascending order `acc = acc ⊕ in(g, i, col_begin + c)` with each sum rounded to
+    /// `acc` (f32: RNE, f16: the worker's mode, integers wrap); then
+    /// `out[g · cols + c] = round_output(acc · scale)` (scale applied as one exact product
+    /// then one rounding; skipped when `scale` = 1). Flags: INV, OFLO.
+    Reduce {
+        op: ReduceOp,
+        input: DType,
+        acc: DType,
+        output: DType,
+    },
+    /// Operands `[in (dtype), out (I32)]`; params `Block`. `out[g · cols + c]` = the first
+    /// `i` with the maximum of `in(g, i, col_begin + c)` (`best = 0`; for `i ≥ 1`, if
+    /// `in(i) > in(best)` then `best = i`). No flags.
+    ArgMax { dtype: DType },
+    /// Operands `[in, out]`, both `dtype`; params `Block` with `width = cols = 1` (one row of
+    /// `count` elements per group). In f32: `m = max_i x_i` (as `Reduce` Max);
+    /// `t_i = rne32(x_i − m)`; `e_i = exp32(t_i)`; `s = Σ e_i` sequentially in ascending `i`
+    /// with RNE. Softmax: `out_i = round(e_i / s)` (one rounding of the exact quotient).
+    /// Log-softmax: `out_i = round(t_i − ln32(s))` (one rounding of the exact difference).
+    /// Flags: INV (NaN input), OFLO.
+    Softmax { log: bool, dtype: DType },
+    /// Operands `[logits (dtype), labels (I32), out (F32)]`; params `Block` with
+    /// `width = cols = 1`: one row of `count` logits per group, `labels[g]` its class.
+    /// In f32, with `m`, `t_i`, `e_i`, `s` as for `Softmax`:
+    /// `out[g] = rne32(ln32(s) − t_label)`; a label outside `[0, count)` gives 0.
+    /// Flags: INV, OFLO.
+    SoftmaxCrossEntropy { dtype: DType },
+}
+
+/// Parameters of a vertex; which variant a codelet takes is given on [`Codelet`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum VertexParams {
+    /// The value written by `Fill`.
+    Fill { value: f64 },
+    /// Element-wise codelets.
+    Map(MapParams),
+    /// `AmpMatMul`.
+    Amp(AmpParams),
+    /// Block codelets.
+    Block(BlockParams),
+}
+
+/// Parameters of an element-wise vertex.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MapParams {
+    /// Row-major index, in the output tensor, of the vertex's first output element, when its
+    /// outputs are consecutive elements of the output tensor (always for `OneHot`, which
+    /// needs positions; otherwise when a broadcast input is indexed by output position).
+    pub out_begin: Option<u64>,
+    /// How each input operand is read, in operand order (the output is not listed).
+    pub inputs: Vec<Access>,
+    /// `ScaledAdd`'s scale (1 for other codelets).
+    pub scale: f64,
+}
+
+/// How an element-wise vertex reads one input.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Access {
+    /// Element `j` of the operand for output element `j`.
+    Aligned,
+    /// A broadcast input (see the module docs).
+    Broadcast(BroadcastAccess),
+}
+
+/// A broadcast read: output `j` of the vertex reads operand element
+/// `Σ_d coord_d(start + j) · strides[d] − base`, with `coord(x)` the row-major coordinates
+/// of `x` in `dims`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BroadcastAccess {
+    /// Dimensions the vertex's outputs are indexed in (merged; size-1 dimensions removed).
+    pub dims: Vec<u64>,
+    /// Element stride of the input per dimension (0 where broadcast).
+    pub strides: Vec<u64>,
+    /// Position in `dims` of the vertex's first output.
+    pub start: u64,
+    /// The input index held at operand element 0.
+    pub base: u64,
+}
+
+impl BroadcastAccess {
+    /// The input index read at position `x` of `dims` (output `j` reads `index(start + j)`).
+    pub fn index(&self, x: u64) -> u64 {
+        let mut rem = x;
+        let mut idx = 0u64;
+        for d in (0..self.dims.len()).rev() {
+            let dim = self.dims[d].max(1);
+            idx += (rem % dim) * self.strides[d];
+            rem /= dim;
+        }
+        idx
+    }
+}
+
+/// How a matrix operand of an AMP vertex is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MatrixLayout {
+    /// Rows contiguous (`A: m × k`, `B: k × n`).
+    RowMajor,
+    /// The transpose is stored (`A: k × m`, `B: n × k`).
+    Transposed,
+}
+
+/// Parameters of an AMP matmul-partial vertex.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AmpParams {
+    /// Layout of operand `a` (the whole `m × k` block of the tile).
+    pub a_layout: MatrixLayout,
+    /// Layout of operand `b` (the whole `k × n` block of the tile).
+    pub b_layout: MatrixLayout,
+    /// Rows of the tile's block.
+    pub m: u32,
+    /// Reduction length of the tile's block.
+    pub k: u32,
+    /// Columns of the tile's block.
+    pub n: u32,
+    /// First row this vertex computes.
+    pub row_begin: u32,
+    /// Rows this vertex computes (its output operand holds `rows × n` elements).
+    pub rows: u32,
+    /// AMP input channels per pass (the partial-rounding granularity).
+    pub input_channels: u32,
+    /// AMP output channels (conv units) per pass.
+    pub output_channels: u32,
+}
+
+/// Parameters of a block vertex (see the module docs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlockParams {
+    /// Groups in the input block.
+    pub groups: u32,
+    /// Rows per group (the reduced / softmax dimension).
+    pub count: u32,
+    /// Row width of the input block.
+    pub width: u32,
+    /// First column handled.
+    pub col_begin: u32,
+    /// Columns handled.
+    pub cols: u32,
+    /// Scale applied to `Reduce` results (1 otherwise).
+    pub scale: f64,
+}
+
+/// One row of the registry table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodeletInfo {
+    /// Name as reported (`AmpMatMul`, `Binary`, ...).
+    pub name: &'static str,
+    /// Operand names in order.
+    pub operands: &'static [&'static str],
+    /// Estimated code bytes on a tile that uses it (not found for PopLibs codelets; chosen
+    /// from the size of comparable assembly codelets).
+    pub code_bytes: u32,
+}
+
+impl Codelet {
+    /// The registry entry.
+    pub fn info(&self) -> CodeletInfo {
+        let (name, operands, code_bytes): (&str, &[&str], u32) = match self {
+            Codelet::Fill { .. } => ("Fill", &["out"], 160),
+            Codelet::Unary { .. } => ("Unary", &["in", "out"], 320),
+            Codelet::Binary { .. } => ("Binary", &["a", "b", "out"], 384),
+            Codelet::ScaledAdd { .. } => ("ScaledAdd", &["a", "b", "out"], 416),
+            Codelet::Select { .. } => ("Select", &["cond", "a", "b", "out"], 256),
+            Codelet::Cast { .. } => ("Cast", &["in", "out"], 320),
+            Codelet::ActivationGrad { .. } => ("ActivationGrad", &["x", "dy", "out"], 384),
+            Codelet::OneHot { .. } => ("OneHot", &["indices", "out"], 224),
+            Codelet::AmpMatMul { .. } => ("AmpMatMul", &["a", "b", "out"], 1536),
+            Codelet::Reduce { .. } => ("Reduce", &["in", "out"], 640),
+            Codelet::ArgMax { .. } => ("ArgMax", &["in", "out"], 320),
+            Codelet::Softmax { .. } => ("Softmax", &["in", "out"], 768),
+            Codelet::SoftmaxCrossEntropy { .. } => {
+                ("SoftmaxCrossEntropy", &["logits", "labels", "out"], 768)
+            }
+        };
+        CodeletInfo {
+            name,
+            operands,
+            code_bytes,
+        }
+    }
+
+    /// A name with the type parameters, e.g. `Binary<Add,f16>`, used in summaries.
+    pub fn full_name(&self) -> String {
+        match self {
+            Codelet::Fill { dtype } => format!("Fill<{dtype}>"),
+            Codelet::Unary { op, dtype } => format!("Unary<{op:?},{dtype}>"),
+            Codelet::Binary { op, dtype } => format!("Binary<{op:?},{dtype}>"),
+            Codelet::ScaledAdd { dtype } => format!("ScaledAdd<{dtype}>"),
+            Codelet::Select { dtype } => format!("Select<{dtype}>"),
+            Codelet::Cast { from, to } => format!("Cast<{from},{to}>"),
+            Codelet::ActivationGrad { activation, dtype } => {
+                format!("ActivationGrad<{activation:?},{dtype}>")
+            }
+            Codelet::OneHot { dtype, .. } => format!("OneHot<{dtype}>"),
+            Codelet::AmpMatMul {
+                input,
+                partials,
+                output,
+            } => format!("AmpMatMul<{input},{partials},{output}>"),
+            Codelet::Reduce {
+                op,
+                input,
+                acc,
+                output,
+            } => format!("Reduce<{op:?},{input},{acc},{output}>"),
+            Codelet::ArgMax { dtype } => format!("ArgMax<{dtype}>"),
+            Codelet::Softmax { log, dtype } => {
+                format!("{}<{dtype}>", if *log { "LogSoftmax" } else { "Softmax" })
+            }
+            Codelet::SoftmaxCrossEntropy { dtype } => format!("SoftmaxCrossEntropy<{dtype}>"),
+        }
+    }
+}
+
+/// Bytes of vertex state of one vertex: a header, a pointer and a length per operand, and
+/// its scalar parameters (ipu-hardware.md §5.1: vertex fields are pointers and scalars; the
+/// exact PopLibs sizes are not found, chosen as 4 bytes per field).
+pub fn vertex_state_bytes(operands: usize, params: &VertexParams) -> u32 {
+    let param_words = match params {
+        VertexParams::Fill { .. } => 2,
+        VertexParams::Map(m) => {
+            2 + m
+                .inputs
+                .iter()
+                .map(|a| match a {
+                    Access::Aligned => 0,
+                    Access::Broadcast(b) => 2 + 2 * b.dims.len(),
+                })
+                .sum::<usize>()
+        }
+        VertexParams::Amp(_) => 9,
+        VertexParams::Block(_) => 6,
+    };
+    (8 + 8 * operands + 4 * param_words) as u32
+}

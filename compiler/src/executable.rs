@@ -1,0 +1,414 @@
+//! The compiled program: the contract between the compiler and the simulator.
+//!
+//! An [`Executable`] says everything the simulator needs to run a graph with exact values,
+//! without re-planning anything:
+//!
+//! - **Tensors** ([`Tensor`]): every value that lives in tile memory, with its dtype, shape
+//!   (row-major) and its [`TileSlice`]s. A tensor's elements on one tile are stored
+//!   contiguously in that tile's memory, in ascending element order, starting at the slice's
+//!   byte `offset`; each [`Interval`] also carries its own byte offset. The simulator keeps
+//!   real bytes per tile at those offsets. Temporaries whose lifetimes do not overlap share
+//!   bytes (liveness in [`crate::memory`]); variables and constants never share.
+//! - **Values** ([`NodeValue`]): which tensor holds each IR node's value (a `Reshape` shares
+//!   its input's tensor with another shape; an in-place update shares its variable's).
+//! - **Compute sets** ([`ComputeSet`]): per used tile, groups of vertices of one codelet
+//!   (one PopLibs MultiVertex each). Every operand of a vertex lives on the vertex's tile.
+//! - **Exchanges** ([`Exchange`]): exact byte copies between tile memories; all sources of
+//!   one exchange are read before any destination is written.
+//! - **Program** ([`Program`]): the control tree, with the training step inside
+//!   `Repeat(device_iterations)`, the Step phase inside `Repeat(gradient_accumulation)`
+//!   followed by the Update phase.
+//! - **Host streams**, the **memory plan** and the **static cycle estimate**.
+//!
+//! The codelet semantics every vertex follows are in [`crate::codelets`]; the cycle functions
+//! the simulator calls while executing are in [`crate::cycles`].
+
+use crate::codelets::{Codelet, VertexParams};
+use crate::memory::MemoryPlan;
+use crate::options::CompileOptions;
+use crate::target::Target;
+use ipusim_ir::{DType, NodeId, Shape};
+use serde::{Deserialize, Serialize};
+
+/// Version of the serialised format; bumped on any incompatible change.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Index of a tensor in [`Executable::tensors`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TensorId(pub u32);
+
+/// Index of a compute set in [`Executable::compute_sets`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ComputeSetId(pub u32);
+
+/// Index of an exchange in [`Executable::exchanges`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ExchangeId(pub u32);
+
+/// Index of a host stream in [`Executable::streams`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct StreamId(pub u32);
+
+/// A compiled program.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Executable {
+    /// [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The chip it was compiled for.
+    pub target: Target,
+    /// The options it was compiled with.
+    pub options: CompileOptions,
+    /// All tensors in tile memory.
+    pub tensors: Vec<Tensor>,
+    /// Where each lowered IR node's value lives.
+    pub values: Vec<NodeValue>,
+    /// All compute sets.
+    pub compute_sets: Vec<ComputeSet>,
+    /// All exchanges.
+    pub exchanges: Vec<Exchange>,
+    /// Host streams (infeeds and outfeeds).
+    pub streams: Vec<HostStream>,
+    /// The control program.
+    pub program: Program,
+    /// The leaves of the program in program order (a `Repeat` body listed once); liveness
+    /// and the memory plan are expressed over these step indices.
+    pub steps: Vec<ProgramStep>,
+    /// Bytes per tile by category, liveness, the out-of-memory verdict.
+    pub memory: MemoryPlan,
+    /// The static cycle estimate (the program tree walked with repeat counts multiplied).
+    pub estimate: crate::cycles::CycleEstimate,
+}
+
+/// What a tensor is for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TensorKind {
+    /// A `Variable` node: always live; the simulator materialises its `Init` from `node`.
+    Variable,
+    /// A `Constant` node: always live; the simulator materialises its `Literal` from `node`.
+    Constant,
+    /// The landing buffer of an infeed stream: written by `StreamCopy` each micro-batch.
+    StreamBuffer {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// The value of an IR op.
+    Activation,
+    /// Copies of another tensor's elements gathered onto the tiles of one op (1-D; its
+    /// layout per tile is given by the op's vertices). `source` names the gathered tensor.
+    Staging {
+        /// The tensor whose elements it holds.
+        source: TensorId,
+    },
+    /// Partial results of a matmul or reduction, in the accumulation type (1-D).
+    Partials,
+}
+
+/// A tensor in tile memory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tensor {
+    /// Its name: the IR node's name, or `<node>/<role>` for compiler tensors.
+    pub name: String,
+    /// The IR node it belongs to.
+    pub node: Option<NodeId>,
+    /// What it is for.
+    pub kind: TensorKind,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape (row-major element order); 1-D for staging and partials.
+    pub shape: Shape,
+    /// Where its elements live, one slice per tile, sorted by tile.
+    pub slices: Vec<TileSlice>,
+}
+
+impl Tensor {
+    /// Number of elements.
+    pub fn num_elements(&self) -> u64 {
+        self.shape.num_elements() as u64
+    }
+
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.num_elements() * self.dtype.size_bytes() as u64
+    }
+
+    /// The slice on `tile`, if any.
+    pub fn slice_on(&self, tile: u32) -> Option<&TileSlice> {
+        self.slices
+            .binary_search_by_key(&tile, |s| s.tile)
+            .ok()
+            .map(|i| &self.slices[i])
+    }
+}
+
+/// A tensor's elements on one tile, stored contiguously from `offset` in ascending element
+/// order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TileSlice {
+    /// The tile.
+    pub tile: u32,
+    /// Byte offset of the first element in the tile's memory.
+    pub offset: u32,
+    /// Element ranges, ascending and disjoint.
+    pub intervals: Vec<Interval>,
+}
+
+impl TileSlice {
+    /// Number of elements on this tile.
+    pub fn num_elements(&self) -> u64 {
+        self.intervals.iter().map(|i| i.end - i.begin).sum()
+    }
+}
+
+/// A range `[begin, end)` of a tensor's row-major elements, stored at byte `offset` of the
+/// tile's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interval {
+    /// First element.
+    pub begin: u64,
+    /// One past the last element.
+    pub end: u64,
+    /// Byte offset of element `begin` in the tile's memory.
+    pub offset: u32,
+}
+
+/// Where an IR node's value lives.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeValue {
+    /// The node.
+    pub node: NodeId,
+    /// The node's name.
+    pub name: String,
+    /// The tensor holding its elements (row-major in `shape`), or `None` when the value was
+    /// folded into its consumers (a transpose read directly by a matmul).
+    pub tensor: Option<TensorId>,
+    /// Its element type.
+    pub dtype: DType,
+    /// Its shape.
+    pub shape: Shape,
+}
+
+/// A contiguous region of one tensor on the vertex's tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operand {
+    /// The tensor (its dtype is the element type).
+    pub tensor: TensorId,
+    /// Byte offset of the first element in the tile's memory.
+    pub offset: u32,
+    /// Number of elements.
+    pub len: u32,
+}
+
+/// One vertex: an instance of its group's codelet on one worker context.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Vertex {
+    /// Worker context `0..target.worker_contexts`; the simulator derives the worker's
+    /// stochastic-rounding stream from (tile, worker).
+    pub worker: u8,
+    /// Operands in the codelet's documented order.
+    pub operands: Vec<Operand>,
+    /// Scalar parameters.
+    pub params: VertexParams,
+}
+
+/// The vertices of one codelet instance on one tile (one PopLibs MultiVertex): the
+/// supervisor starts them together; the group takes supervisor cycles + 6 x the slowest
+/// worker's cycles.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VertexGroup {
+    /// The codelet and its type parameters.
+    pub codelet: Codelet,
+    /// Its vertices.
+    pub vertices: Vec<Vertex>,
+}
+
+/// The work of one compute set on one tile: groups run one after the other.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TileWork {
+    /// The tile.
+    pub tile: u32,
+    /// Vertex groups in execution order.
+    pub groups: Vec<VertexGroup>,
+    /// Cycles of this tile in the compute set (from [`crate::cycles::tile_work_cycles`]).
+    pub cycles: u64,
+}
+
+/// A compute set: vertices on tiles that run in one BSP compute phase.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ComputeSet {
+    /// Name derived from the IR node (e.g. `dense1/matmul/partials`).
+    pub name: String,
+    /// The IR node it implements.
+    pub node: Option<NodeId>,
+    /// Work per used tile, sorted by tile.
+    pub tiles: Vec<TileWork>,
+    /// Cycles of the compute set: the slowest tile.
+    pub cycles: u64,
+}
+
+/// One destination of a [`Copy`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyDst {
+    /// Destination tile (may equal the source tile: an on-tile memcpy).
+    pub tile: u32,
+    /// Byte offset in the destination tile's memory.
+    pub offset: u32,
+}
+
+/// An exact byte copy from one tile to one or more destinations (a broadcast).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Copy {
+    /// Source tile.
+    pub src_tile: u32,
+    /// Byte offset in the source tile's memory.
+    pub src_offset: u32,
+    /// Bytes copied.
+    pub bytes: u32,
+    /// The tensor read.
+    pub src_tensor: TensorId,
+    /// The tensor written (on every destination).
+    pub dst_tensor: TensorId,
+    /// Destinations.
+    pub dsts: Vec<CopyDst>,
+}
+
+/// An exchange phase: copies between tiles, all sources read before any destination is
+/// written.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Exchange {
+    /// Name derived from the IR node (e.g. `dense1/matmul/in`).
+    pub name: String,
+    /// The IR node it serves.
+    pub node: Option<NodeId>,
+    /// The copies.
+    pub copies: Vec<Copy>,
+    /// Cycles of the exchange (from [`crate::cycles::exchange_cycles`]).
+    pub cycles: u64,
+}
+
+impl Exchange {
+    /// Bytes received over the exchange fabric (remote destinations) plus on-tile copies.
+    pub fn total_bytes(&self) -> u64 {
+        self.copies
+            .iter()
+            .map(|c| c.bytes as u64 * c.dsts.len() as u64)
+            .sum()
+    }
+}
+
+/// Direction of a host stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StreamDirection {
+    /// Infeed: host to device.
+    HostToDevice,
+    /// Outfeed: device to host.
+    DeviceToHost,
+}
+
+/// A host stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostStream {
+    /// The stream name (the `Input` or `Outfeed` node's `stream`).
+    pub name: String,
+    /// Direction.
+    pub direction: StreamDirection,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape of one micro-batch's entry.
+    pub shape: Shape,
+    /// Bytes transferred per micro-batch (per execution of its `StreamCopy`).
+    pub bytes_per_micro_batch: u64,
+    /// The IR node (`Input` or `Outfeed`).
+    pub node: NodeId,
+    /// The tensor written (infeed) or read (outfeed).
+    pub tensor: TensorId,
+}
+
+/// The control program.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Program {
+    /// Children in order.
+    Sequence(Vec<Program>),
+    /// Run a compute set.
+    Execute(ComputeSetId),
+    /// Run an exchange.
+    Exchange(ExchangeId),
+    /// Run `body` `count` times.
+    Repeat { count: u32, body: Box<Program> },
+    /// Move one micro-batch of a stream between the host and `tensor`.
+    StreamCopy {
+        stream: StreamId,
+        direction: StreamDirection,
+        tensor: TensorId,
+    },
+    /// Internal sync of all tiles.
+    Sync,
+    /// Run `then` if the first element of `condition` (Bool, on one tile) is non-zero, else
+    /// `otherwise`. Not produced by the current lowering (the IR has no control flow); the
+    /// static estimate charges a sync plus the slower branch.
+    If {
+        condition: TensorId,
+        then: Box<Program>,
+        otherwise: Box<Program>,
+    },
+}
+
+/// What a program step (a leaf of the program tree) does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StepKind {
+    /// `Execute`.
+    Execute(ComputeSetId),
+    /// `Exchange`.
+    Exchange(ExchangeId),
+    /// `StreamCopy`.
+    StreamCopy(StreamId),
+}
+
+/// One leaf of the program in program order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramStep {
+    /// What it runs.
+    pub kind: StepKind,
+    /// Its name (the compute set's, exchange's or stream's).
+    pub name: String,
+}
+
+impl Executable {
+    /// The tensor with this id.
+    pub fn tensor(&self, id: TensorId) -> &Tensor {
+        &self.tensors[id.0 as usize]
+    }
+
+    /// The compute set with this id.
+    pub fn compute_set(&self, id: ComputeSetId) -> &ComputeSet {
+        &self.compute_sets[id.0 as usize]
+    }
+
+    /// The exchange with this id.
+    pub fn exchange(&self, id: ExchangeId) -> &Exchange {
+        &self.exchanges[id.0 as usize]
+    }
+
+    /// The value of the IR node named `name`.
+    pub fn value(&self, name: &str) -> Option<&NodeValue> {
+        self.values.iter().find(|v| v.name == name)
+    }
+
+    /// The tensor named `name`.
+    pub fn tensor_by_name(&self, name: &str) -> Option<(TensorId, &Tensor)> {
+        self.tensors
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.name == name)
+            .map(|(i, t)| (TensorId(i as u32), t))
+    }
+
+    /// Total number of vertices.
+    pub fn num_vertices(&self) -> usize {
+        self.compute_sets
+            .iter()
+            .flat_map(|cs| &cs.tiles)
+            .flat_map(|t| &t.groups)
+            .map(|g| g.vertices.len())
+            .sum()
+    }
+}

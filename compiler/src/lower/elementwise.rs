@@ -1,0 +1,498 @@
+//! Element-wise ops (unary, binary with NumPy broadcasting, ScaledAdd, Select, Cast,
+//! ActivationGrad, OneHot) and fills.
+//!
+//! The output takes the tile mapping of the first input of the output's shape (PopLibs maps
+//! element-wise outputs like their input, so chains of element-wise ops need no exchange);
+//! with none, a fresh linear mapping. Aligned inputs are read in place when mapped like the
+//! output, else staged; a broadcast input is staged once per tile (just the range of its
+//! elements the tile's outputs read) and read through a [`BroadcastAccess`]. Each tile's
+//! outputs are split into at most one contiguous slice per worker, in whole vectors.
+
+use super::mapping::{worker_slices, Mapping};
+use super::stage::{ExchangeBuilder, Staging};
+use super::{Lowerer, Value};
+use crate::codelets::{Access, BroadcastAccess, Codelet, MapParams, VertexParams};
+use crate::error::CompileError;
+use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use ipusim_ir::{DType, NodeId, Op, Shape};
+use std::collections::BTreeMap;
+
+/// How one input of an element-wise op is read, before staging.
+enum Read {
+    Aligned,
+    Broadcast { dims: Vec<u64>, strides: Vec<u64> },
+}
+
+/// Lowers the element-wise node `id`.
+pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
+    let node = lw.g.node(id);
+    let out_ty = node.ty.clone();
+    let in_ty = |i: usize| lw.g.node(node.inputs[i]).ty.clone();
+    let mut scale = 1.0;
+    let codelet = match &node.op {
+        Op::ScaledAdd { scale: s } => {
+            scale = *s;
+            Codelet::ScaledAdd {
+                dtype: out_ty.dtype,
+            }
+        }
+        Op::Select => Codelet::Select {
+            dtype: out_ty.dtype,
+        },
+        Op::Cast { dtype } => Codelet::Cast {
+            from: in_ty(0).dtype,
+            to: *dtype,
+        },
+        Op::ActivationGrad { activation } => Codelet::ActivationGrad {
+            activation: *activation,
+            dtype: out_ty.dtype,
+        },
+        Op::OneHot { depth, dtype } => Codelet::OneHot {
+            dtype: *dtype,
+            depth: u32::try_from(*depth).map_err(|_| lw.unsupported(id, "depth exceeds 2^32"))?,
+        },
+        op => {
+            if let Some(u) = op.unary() {
+                Codelet::Unary {
+                    op: u,
+                    dtype: out_ty.dtype,
+                }
+            } else if let Some(b) = op.binary() {
+                Codelet::Binary {
+                    op: b,
+                    dtype: in_ty(0).dtype,
+                }
+            } else {
+                return Err(lw.unsupported(id, "not an element-wise op"));
+            }
+        }
+    };
+    let inputs: Vec<NodeId> = node.inputs.clone();
+    let mut tensors = Vec::with_capacity(inputs.len());
+    for &i in &inputs {
+        tensors.push(lw.materialized(i)?);
+    }
+    let n_out = out_ty.num_elements() as u64;
+    let reads: Vec<Read> = if let Codelet::OneHot { depth, .. } = codelet {
+        vec![Read::Broadcast {
+            dims: vec![n_out / (depth as u64).max(1), depth as u64],
+            strides: vec![1, 0],
+        }]
+    } else {
+        inputs
+            .iter()
+            .map(|&i| read_of(&lw.g.node(i).ty.shape, &out_ty.shape))
+            .collect()
+    };
+    // The output: the variable itself for an in-place update, else a new tensor mapped like
+    // the first aligned input.
+    let out = match lw.inplace.get(&id) {
+        Some(var) => lw.value_of(*var)?.tensor,
+        None => {
+            let source = reads
+                .iter()
+                .zip(&tensors)
+                .find(|(r, _)| matches!(r, Read::Aligned))
+                .map(|(_, &t)| t);
+            let mapping = match source {
+                Some(t) => mapping_of(lw, t),
+                None => lw.fresh_mapping(n_out, out_ty.dtype),
+            };
+            lw.new_tensor(
+                node.name.clone(),
+                Some(id),
+                TensorKind::Activation,
+                out_ty.dtype,
+                out_ty.shape.clone(),
+                mapping,
+            )
+        }
+    };
+    let name = node.name.clone();
+    let mut eb = ExchangeBuilder::default();
+    let mut stagings: Vec<Staging> = tensors
+        .iter()
+        .enumerate()
+        .map(|(k, &t)| Staging::new(t, format!("{name}/in{k}"), Some(id)))
+        .collect();
+    let is_onehot = matches!(codelet, Codelet::OneHot { .. });
+    let needs_positions = is_onehot || reads.iter().any(|r| matches!(r, Read::Broadcast { .. }));
+    let out_dtype = lw.tensors[out.0 as usize].dtype;
+    let out_es = out_dtype.size_bytes() as u64;
+    let vw = lw.target.vector_width(out_dtype);
+    let nw = lw.target.worker_contexts;
+    let slices = lw.tensors[out.0 as usize].slices.clone();
+    let mut tiles = Vec::with_capacity(slices.len());
+    for slice in &slices {
+        let tile = slice.tile;
+        let ranges: Vec<(u64, u64)> = slice
+            .intervals
+            .iter()
+            .map(|iv| (iv.begin, iv.end - iv.begin))
+            .collect();
+        let n_t: u64 = ranges.iter().map(|r| r.1).sum();
+        // A tile holding several equal rows of a row-broadcast (a matmul output split by
+        // columns) reads each broadcast input through one block pattern: no vertex splits.
+        let block = if needs_positions && !is_onehot && ranges.len() > 1 {
+            block_pattern(&reads, &ranges)
+        } else {
+            None
+        };
+        let row_len = ranges.first().map_or(0, |r| r.1);
+        // Tile-level operands and, for broadcast inputs, the staged input range.
+        let mut tile_ops: Vec<(Operand, u64)> = Vec::with_capacity(reads.len());
+        for (k, read) in reads.iter().enumerate() {
+            match read {
+                Read::Aligned => {
+                    let op = stagings[k].operand(lw, &mut eb, tile, &ranges);
+                    tile_ops.push((op, 0));
+                }
+                Read::Broadcast { dims, strides } => {
+                    let (lo, hi) = match &block {
+                        Some(bp) => {
+                            let (f, st) = bp[k];
+                            (f, f + st * (row_len - 1))
+                        }
+                        None => ranges
+                            .iter()
+                            .map(|&(b, l)| pattern_range(dims, strides, b, b + l))
+                            .fold((u64::MAX, 0), |a, r| (a.0.min(r.0), a.1.max(r.1))),
+                    };
+                    let op = stagings[k].operand(lw, &mut eb, tile, &[(lo, hi + 1 - lo)]);
+                    tile_ops.push((op, lo));
+                }
+            }
+        }
+        // Vertex pieces: worker slices, cut at interval boundaries when positions matter.
+        let cut_intervals = needs_positions && block.is_none();
+        let mut cuts: Vec<(u64, u64, u8)> = Vec::new();
+        for (w, (a, b)) in worker_slices(n_t, vw, nw).into_iter().enumerate() {
+            if !cut_intervals {
+                cuts.push((a, b, w as u8));
+                continue;
+            }
+            let mut pos = 0;
+            for &(_, l) in &ranges {
+                let (s, e) = (pos.max(a), (pos + l).min(b));
+                if s < e {
+                    cuts.push((s, e, w as u8));
+                }
+                pos += l;
+            }
+        }
+        let mut vertices = Vec::with_capacity(cuts.len());
+        for (p0, p1, worker) in cuts {
+            let len = p1 - p0;
+            let out_begin = cut_intervals.then(|| global_index(&ranges, p0));
+            let mut operands = Vec::with_capacity(reads.len() + 1);
+            let mut access = Vec::with_capacity(reads.len());
+            for (k, read) in reads.iter().enumerate() {
+                let (op, lo) = tile_ops[k];
+                let es = lw.tensors[op.tensor.0 as usize].dtype.size_bytes() as u64;
+                match read {
+                    Read::Aligned => {
+                        operands.push(Operand {
+                            tensor: op.tensor,
+                            offset: op.offset + (p0 * es) as u32,
+                            len: len as u32,
+                        });
+                        access.push(Access::Aligned);
+                    }
+                    Read::Broadcast { dims, strides } => {
+                        // The pattern, where it is evaluated, and the input index of bidx 0.
+                        let (dims, strides, start, origin) = match &block {
+                            Some(bp) => (
+                                vec![ranges.len() as u64, row_len],
+                                vec![0, bp[k].1],
+                                p0,
+                                bp[k].0,
+                            ),
+                            None => (dims.clone(), strides.clone(), out_begin.unwrap_or(0), 0),
+                        };
+                        let (vlo, vhi) = pattern_range(&dims, &strides, start, start + len);
+                        operands.push(Operand {
+                            tensor: op.tensor,
+                            offset: op.offset + ((origin + vlo - lo) * es) as u32,
+                            len: (vhi + 1 - vlo) as u32,
+                        });
+                        access.push(Access::Broadcast(BroadcastAccess {
+                            dims,
+                            strides,
+                            start,
+                            base: vlo,
+                        }));
+                    }
+                }
+            }
+            operands.push(Operand {
+                tensor: out,
+                offset: (p0 * out_es) as u32,
+                len: len as u32,
+            });
+            vertices.push(Vertex {
+                worker,
+                operands,
+                params: VertexParams::Map(MapParams {
+                    out_begin,
+                    inputs: access,
+                    scale,
+                }),
+            });
+        }
+        tiles.push(TileWork {
+            tile,
+            groups: vec![VertexGroup {
+                codelet: codelet.clone(),
+                vertices,
+            }],
+            cycles: 0,
+        });
+    }
+    for s in stagings {
+        s.finish(lw);
+    }
+    lw.superstep(&name, Some(id), eb.finish(), tiles);
+    lw.values.insert(
+        id,
+        Value {
+            tensor: out,
+            transposed: false,
+        },
+    );
+    Ok(())
+}
+
+/// For a tile whose intervals all have one length and lie within one innermost row of every
+/// broadcast input's pattern, `(input index of the row's first element, innermost stride)`
+/// per input (unused for aligned inputs), when equal for every interval.
+fn block_pattern(reads: &[Read], ranges: &[(u64, u64)]) -> Option<Vec<(u64, u64)>> {
+    let len = ranges[0].1;
+    if ranges.iter().any(|r| r.1 != len) || len == 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(reads.len());
+    for read in reads {
+        match read {
+            Read::Aligned => out.push((0, 0)),
+            Read::Broadcast { dims, strides } => {
+                let inner = *dims.last()?;
+                let st = *strides.last()?;
+                let acc = BroadcastAccess {
+                    dims: dims.clone(),
+                    strides: strides.clone(),
+                    start: 0,
+                    base: 0,
+                };
+                let first = acc.index(ranges[0].0);
+                for &(b, l) in ranges {
+                    if b % inner + l > inner || acc.index(b) != first {
+                        return None;
+                    }
+                }
+                out.push((first, st));
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The mapping of an existing tensor.
+pub(crate) fn mapping_of(lw: &Lowerer, t: TensorId) -> Mapping {
+    Mapping {
+        tiles: lw.tensors[t.0 as usize]
+            .slices
+            .iter()
+            .map(|s| {
+                (
+                    s.tile,
+                    s.intervals.iter().map(|i| (i.begin, i.end)).collect(),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// The global element index at memory position `pos` of a tile slice with `ranges`.
+fn global_index(ranges: &[(u64, u64)], pos: u64) -> u64 {
+    let mut at = 0;
+    for &(b, l) in ranges {
+        if pos < at + l {
+            return b + (pos - at);
+        }
+        at += l;
+    }
+    ranges.last().map_or(0, |r| r.0 + r.1)
+}
+
+/// How an input of shape `input` is read for an output of shape `out` (NumPy broadcasting).
+fn read_of(input: &Shape, out: &Shape) -> Read {
+    if input == out {
+        return Read::Aligned;
+    }
+    let (id, od) = (input.dims(), out.dims());
+    let strides = input.strides();
+    let mut dims = Vec::new();
+    let mut st = Vec::new();
+    for d in 0..od.len() {
+        let size = od[d] as u64;
+        if size == 1 {
+            continue;
+        }
+        let k = (d + id.len()).checked_sub(od.len());
+        let s = match k {
+            Some(k) if id[k] as u64 == size => strides[k] as u64,
+            _ => 0,
+        };
+        // Merge with the previous dimension when both broadcast or both contiguous.
+        if let (Some(&pd), Some(&ps)) = (dims.last(), st.last()) {
+            if (ps == 0 && s == 0) || (s != 0 && ps == s * size) {
+                *dims.last_mut().expect("nonempty") = pd * size;
+                *st.last_mut().expect("nonempty") = s;
+                continue;
+            }
+        }
+        dims.push(size);
+        st.push(s);
+    }
+    if dims.len() <= 1 && st.first().map_or(true, |&s| s == 1) && input.num_elements() == out.num_elements() {
+        return Read::Aligned;
+    }
+    if dims.is_empty() {
+        dims.push(1);
+        st.push(0);
+    }
+    Read::Broadcast { dims, strides: st }
+}
+
+/// The smallest and largest input index read by global outputs `[s, e)` (`e > s`).
+pub(crate) fn pattern_range(dims: &[u64], strides: &[u64], s: u64, e: u64) -> (u64, u64) {
+    if dims.is_empty() || e <= s {
+        return (0, 0);
+    }
+    let inner: u64 = dims[1..].iter().product::<u64>().max(1);
+    let st = strides[0];
+    let (c0, c1) = (s / inner, (e - 1) / inner);
+    let rest = (&dims[1..], &strides[1..]);
+    if c0 == c1 {
+        let (a, b) = pattern_range(rest.0, rest.1, s - c0 * inner, e - c0 * inner);
+        return (a + c0 * st, b + c0 * st);
+    }
+    let full_max: u64 = rest
+        .0
+        .iter()
+        .zip(rest.1)
+        .map(|(&d, &s)| (d.max(1) - 1) * s)
+        .sum();
+    let (a1, b1) = if s == c0 * inner {
+        (0, full_max)
+    } else {
+        pattern_range(rest.0, rest.1, s - c0 * inner, inner)
+    };
+    let (a2, b2) = if e == (c1 + 1) * inner {
+        (0, full_max)
+    } else {
+        pattern_range(rest.0, rest.1, 0, e - c1 * inner)
+    };
+    let mut lo = (a1 + c0 * st).min(a2 + c1 * st);
+    let mut hi = (b1 + c0 * st).max(b2 + c1 * st);
+    if c1 > c0 + 1 {
+        lo = lo.min((c0 + 1) * st);
+        hi = hi.max((c1 - 1) * st + full_max);
+    }
+    (lo, hi)
+}
+
+/// `Fill` vertices writing `value` over every element of each tensor, grouped by tile.
+pub(crate) fn fill_work(lw: &Lowerer, fills: &[(TensorId, f64)]) -> Vec<TileWork> {
+    let mut by_tile: BTreeMap<u32, TileWork> = BTreeMap::new();
+    for &(t, value) in fills {
+        let tensor = &lw.tensors[t.0 as usize];
+        let dtype: DType = tensor.dtype;
+        let es = dtype.size_bytes() as u64;
+        for slice in &tensor.slices {
+            let n = slice.num_elements();
+            let vertices = worker_slices(n, lw.target.vector_width(dtype), lw.target.worker_contexts)
+                .into_iter()
+                .enumerate()
+                .map(|(w, (a, b))| Vertex {
+                    worker: w as u8,
+                    operands: vec![Operand {
+                        tensor: t,
+                        offset: (a * es) as u32,
+                        len: (b - a) as u32,
+                    }],
+                    params: VertexParams::Fill { value },
+                })
+                .collect();
+            by_tile
+                .entry(slice.tile)
+                .or_insert_with(|| TileWork {
+                    tile: slice.tile,
+                    groups: Vec::new(),
+                    cycles: 0,
+                })
+                .groups
+                .push(VertexGroup {
+                    codelet: Codelet::Fill { dtype },
+                    vertices,
+                });
+        }
+    }
+    by_tile.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_patterns_merge_and_bound() {
+        // bias [4] over [3, 4]: inner broadcast.
+        match read_of(&Shape::new([4]), &Shape::new([3, 4])) {
+            Read::Broadcast { dims, strides } => {
+                assert_eq!((dims.clone(), strides.clone()), (vec![3, 4], vec![0, 1]));
+                assert_eq!(pattern_range(&dims, &strides, 5, 7), (1, 2));
+                assert_eq!(pattern_range(&dims, &strides, 3, 9), (0, 3));
+            }
+            Read::Aligned => panic!("expected broadcast"),
+        }
+        // [3, 1] over [3, 4]: outer broadcast.
+        match read_of(&Shape::new([3, 1]), &Shape::new([3, 4])) {
+            Read::Broadcast { dims, strides } => {
+                assert_eq!(strides, vec![1, 0]);
+                assert_eq!(pattern_range(&dims, &strides, 5, 9), (1, 2));
+            }
+            Read::Aligned => panic!("expected broadcast"),
+        }
+        // Scalar.
+        match read_of(&Shape::scalar(), &Shape::new([3, 4])) {
+            Read::Broadcast { dims, strides } => {
+                assert_eq!((dims, strides), (vec![12], vec![0]));
+            }
+            Read::Aligned => panic!("expected broadcast"),
+        }
+        assert!(matches!(
+            read_of(&Shape::new([1, 6]), &Shape::new([6])),
+            Read::Aligned
+        ));
+    }
+
+    #[test]
+    fn pattern_range_matches_brute_force() {
+        let dims = [3u64, 2, 5];
+        let strides = [0u64, 5, 1];
+        let acc = BroadcastAccess {
+            dims: dims.to_vec(),
+            strides: strides.to_vec(),
+            start: 0,
+            base: 0,
+        };
+        for s in 0..30 {
+            for e in s + 1..=30 {
+                let idx: Vec<u64> = (s..e).map(|g| acc.index(g)).collect();
+                let want = (*idx.iter().min().unwrap(), *idx.iter().max().unwrap());
+                assert_eq!(pattern_range(&dims, &strides, s, e), want, "{s}..{e}");
+            }
+        }
+    }
+}

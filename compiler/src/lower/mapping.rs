@@ -1,0 +1,230 @@
+//! Tile mappings: which element intervals of a tensor live on which tile, the linear
+//! mapping of fresh tensors (grain sizes that respect vector widths), and the interval index
+//! used to find where an element lives.
+
+use crate::codelets::estimate::elementwise_cycles;
+use crate::target::Target;
+use ipusim_ir::DType;
+
+/// A tensor's mapping while lowering: per tile (ascending), ascending disjoint element
+/// intervals `[begin, end)`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Mapping {
+    /// `(tile, intervals)`, sorted by tile, no empty entries.
+    pub tiles: Vec<(u32, Vec<(u64, u64)>)>,
+}
+
+impl Mapping {
+    /// Builds a mapping from unordered `(tile, begin, end)` pieces.
+    pub fn from_pieces(mut pieces: Vec<(u32, u64, u64)>) -> Mapping {
+        pieces.retain(|p| p.2 > p.1);
+        pieces.sort_unstable();
+        let mut tiles: Vec<(u32, Vec<(u64, u64)>)> = Vec::new();
+        for (tile, b, e) in pieces {
+            match tiles.last_mut() {
+                Some((t, iv)) if *t == tile => match iv.last_mut() {
+                    Some(last) if last.1 == b => last.1 = e,
+                    _ => iv.push((b, e)),
+                },
+                _ => tiles.push((tile, vec![(b, e)])),
+            }
+        }
+        Mapping { tiles }
+    }
+
+    /// Total elements mapped.
+    #[cfg(test)]
+    pub fn num_elements(&self) -> u64 {
+        self.tiles
+            .iter()
+            .flat_map(|(_, iv)| iv)
+            .map(|(b, e)| e - b)
+            .sum()
+    }
+
+    /// The intervals on `tile`.
+    #[cfg(test)]
+    pub fn on(&self, tile: u32) -> &[(u64, u64)] {
+        match self.tiles.binary_search_by_key(&tile, |(t, _)| *t) {
+            Ok(i) => &self.tiles[i].1,
+            Err(_) => &[],
+        }
+    }
+}
+
+/// One interval of a tensor in its index: elements `[begin, end)` on `tile`, starting at
+/// element position `pos` of the tensor's slice on that tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seg {
+    pub begin: u64,
+    pub end: u64,
+    pub tile: u32,
+    pub pos: u64,
+}
+
+/// The interval index of a mapping, sorted by `begin`.
+pub fn build_index(mapping: &Mapping) -> Vec<Seg> {
+    let mut segs = Vec::new();
+    for (tile, iv) in &mapping.tiles {
+        let mut pos = 0;
+        for &(b, e) in iv {
+            segs.push(Seg {
+                begin: b,
+                end: e,
+                tile: *tile,
+                pos,
+            });
+            pos += e - b;
+        }
+    }
+    segs.sort_unstable_by_key(|s| s.begin);
+    segs
+}
+
+/// The index of the segment holding element `elem` (the segments cover the tensor).
+pub fn locate(index: &[Seg], elem: u64) -> Option<usize> {
+    let i = index.partition_point(|s| s.end <= elem);
+    (i < index.len() && index[i].begin <= elem).then_some(i)
+}
+
+/// The position in `tile`'s slice where the elements of `ranges` (taken in order) sit
+/// contiguously, if they do: the operand can then be read in place.
+pub fn local_run(index: &[Seg], tile: u32, ranges: &[(u64, u64)]) -> Option<u64> {
+    let mut start: Option<u64> = None;
+    let mut expect = 0u64;
+    for &(b, len) in ranges {
+        let mut at = b;
+        let end = b + len;
+        while at < end {
+            let s = index[locate(index, at)?];
+            if s.tile != tile {
+                return None;
+            }
+            let pos = s.pos + (at - s.begin);
+            match start {
+                None => {
+                    start = Some(pos);
+                    expect = pos;
+                }
+                Some(_) if pos != expect => return None,
+                Some(_) => {}
+            }
+            let take = end.min(s.end) - at;
+            expect += take;
+            at += take;
+        }
+    }
+    start.or(Some(0))
+}
+
+/// Elements per grain of `dtype`: one 8-byte atom (4 halves, 2 floats, 8 bytes), so that
+/// every tile's first element is aligned for 64-bit vector loads.
+pub fn grain(dtype: DType) -> u64 {
+    (8 / dtype.size_bytes() as u64).max(1)
+}
+
+/// The number of tiles a fresh tensor of `n` elements is spread over. The cost model decides:
+/// a tile gets at least as many elements as make the reference element-wise vertex (ScaledAdd)
+/// spend as many cycles on work as on its fixed overhead; below that, spreading further no
+/// longer shortens compute phases while every extra tile adds exchange messages.
+pub fn choose_tiles(target: &Target, n: u64, dtype: DType) -> u32 {
+    let min = min_elements_per_tile(target, dtype);
+    (n.div_ceil(min).max(1)).min(target.tiles as u64) as u32
+}
+
+/// The smallest per-tile element count (a multiple of the grain) at which the reference
+/// element-wise vertex costs twice its cost for one grain.
+pub fn min_elements_per_tile(target: &Target, dtype: DType) -> u64 {
+    let g = grain(dtype);
+    let cost_dtype = if dtype.size_bytes() >= 4 {
+        DType::F32
+    } else {
+        DType::F16
+    };
+    let base = elementwise_cycles(target, cost_dtype, g);
+    let mut n = g;
+    while elementwise_cycles(target, cost_dtype, n) < 2 * base && n < (1 << 30) {
+        n += g;
+    }
+    n
+}
+
+/// A linear mapping of `n` elements over `tiles` consecutive tiles (wrapping) from `start`,
+/// in whole grains, as balanced as possible.
+pub fn linear(target: &Target, n: u64, dtype: DType, tiles: u32, start: u32) -> Mapping {
+    let g = grain(dtype);
+    let grains = n.div_ceil(g);
+    let t = (tiles as u64).clamp(1, grains.max(1));
+    let per = grains / t;
+    let extra = grains % t;
+    let mut pieces = Vec::with_capacity(t as usize);
+    let mut at = 0u64;
+    for i in 0..t {
+        let take = (per + u64::from(i < extra)) * g;
+        let end = (at + take).min(n);
+        let tile = ((start as u64 + i) % target.tiles as u64) as u32;
+        if end > at {
+            pieces.push((tile, at, end));
+        }
+        at = end;
+    }
+    Mapping::from_pieces(pieces)
+}
+
+/// Splits `n` elements into at most `workers` contiguous slices of whole vectors of `vw`
+/// elements, the first workers taking one more vector when they do not divide evenly.
+pub fn worker_slices(n: u64, vw: u64, workers: u32) -> Vec<(u64, u64)> {
+    let vectors = n.div_ceil(vw.max(1));
+    let w = workers.max(1) as u64;
+    let per = vectors / w;
+    let extra = vectors % w;
+    let mut out = Vec::new();
+    let mut at = 0;
+    for i in 0..w {
+        let end = ((at / vw.max(1) + per + u64::from(i < extra)) * vw.max(1)).min(n);
+        if end > at {
+            out.push((at, end));
+        }
+        at = end;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_mapping_respects_grains_and_tiles() {
+        let t = Target::mk2();
+        let m = linear(&t, 1000, DType::F16, 7, 1470);
+        assert_eq!(m.num_elements(), 1000);
+        assert_eq!(m.tiles.len(), 7);
+        for (_, iv) in &m.tiles {
+            assert_eq!(iv[0].0 % 4, 0);
+        }
+        assert!(m.on(0).len() == 1 && m.on(1470).len() == 1);
+    }
+
+    #[test]
+    fn index_locates_and_finds_local_runs() {
+        let m = Mapping::from_pieces(vec![(3, 0, 4), (5, 4, 8), (3, 8, 12)]);
+        let idx = build_index(&m);
+        assert_eq!(idx[locate(&idx, 9).unwrap()].tile, 3);
+        assert_eq!(local_run(&idx, 3, &[(2, 2), (8, 3)]), Some(2));
+        assert_eq!(local_run(&idx, 3, &[(2, 3)]), None);
+        assert_eq!(local_run(&idx, 5, &[(4, 4)]), Some(0));
+    }
+
+    #[test]
+    fn tiny_tensors_stay_on_few_tiles() {
+        let t = Target::mk2();
+        assert_eq!(choose_tiles(&t, 10, DType::F32), 1);
+        assert!(choose_tiles(&t, 1 << 24, DType::F16) == 1472);
+        let min = min_elements_per_tile(&t, DType::F16);
+        assert!((64..=1024).contains(&min), "{min}");
+        let w = worker_slices(1026, 4, 6);
+        assert_eq!(w.len(), 6);
+        assert_eq!(w.last().unwrap().1, 1026);
+    }
+}

@@ -1,0 +1,758 @@
+//! Lowering of a graph to tensors on tiles, vertices, compute sets, exchanges and the program
+//! tree. The [`Lowerer`] owns the state; each op family lowers in its own module.
+//!
+//! Schedule: the Step-phase nodes in topological order, then the Update-phase nodes. Each
+//! phase body starts with the host-to-device stream copies of its `Input`s and ends with its
+//! `Assign`s (variables take their new values at the end of the phase). An `Assign` whose
+//! value is an element-wise op of the variable itself, computed after every other read of the
+//! variable, is done in place: the op writes straight into the variable (PopLibs'
+//! `scaledAddTo`). Each op becomes one or more BSP supersteps: `Sync`, an optional `Exchange`
+//! that gathers its operands onto the tiles that need them, and an `Execute`.
+//! Dead nodes (that reach no `Outfeed` or `Assign`) are not lowered.
+
+pub(crate) mod elementwise;
+pub(crate) mod mapping;
+pub(crate) mod matmul;
+pub(crate) mod planner;
+pub mod reduce;
+pub(crate) mod rearrange;
+pub(crate) mod rows;
+pub(crate) mod stage;
+
+use crate::error::CompileError;
+use crate::executable::{
+    ComputeSet, ComputeSetId, Copy, Exchange, ExchangeId, HostStream, Interval, NodeValue,
+    Program, ProgramStep, StepKind, StreamDirection, StreamId, Tensor, TensorId, TensorKind,
+    TileSlice, TileWork,
+};
+use crate::options::CompileOptions;
+use crate::target::Target;
+use ipusim_ir::{DType, Graph, NodeId, Op, Phase, Shape};
+use mapping::{Mapping, Seg};
+use std::collections::HashMap;
+
+/// The first and last program step touching a tensor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Usage {
+    pub first: Option<u32>,
+    pub last: Option<u32>,
+}
+
+/// Where a node's value is: a tensor, possibly seen with its last two dimensions swapped
+/// (a `Transpose` that is folded into its consumers until one needs it materialised).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Value {
+    pub tensor: TensorId,
+    pub transposed: bool,
+}
+
+/// Everything lowering produces, before the memory plan assigns byte offsets. Operand and
+/// copy offsets are still relative to their tensor's slice on the tile.
+pub(crate) struct Lowered {
+    pub tensors: Vec<Tensor>,
+    pub values: Vec<NodeValue>,
+    pub compute_sets: Vec<ComputeSet>,
+    pub exchanges: Vec<Exchange>,
+    pub streams: Vec<HostStream>,
+    pub program: Program,
+    pub steps: Vec<ProgramStep>,
+    pub usage: Vec<Usage>,
+}
+
+/// The lowering state.
+pub(crate) struct Lowerer<'a> {
+    pub g: &'a Graph,
+    pub target: &'a Target,
+    pub options: &'a CompileOptions,
+    pub tensors: Vec<Tensor>,
+    pub index: Vec<Vec<Seg>>,
+    pub values: HashMap<NodeId, Value>,
+    pub compute_sets: Vec<ComputeSet>,
+    pub exchanges: Vec<Exchange>,
+    pub streams: Vec<HostStream>,
+    pub steps: Vec<ProgramStep>,
+    pub usage: Vec<Usage>,
+    body: Vec<Program>,
+    next_start: u32,
+    /// Value nodes computed in place into a variable: value node -> variable node.
+    pub inplace: HashMap<NodeId, NodeId>,
+}
+
+/// Lowers `g` for `target`.
+pub(crate) fn lower(
+    g: &Graph,
+    target: &Target,
+    options: &CompileOptions,
+) -> Result<Lowered, CompileError> {
+    let order = schedule(g)?;
+    let live = live_nodes(g);
+    check_phases(g, &order, &live)?;
+    let mut lw = Lowerer {
+        g,
+        target,
+        options,
+        tensors: Vec::new(),
+        index: Vec::new(),
+        values: HashMap::new(),
+        compute_sets: Vec::new(),
+        exchanges: Vec::new(),
+        streams: Vec::new(),
+        steps: Vec::new(),
+        usage: Vec::new(),
+        body: Vec::new(),
+        next_start: 0,
+        inplace: HashMap::new(),
+    };
+    lw.plan_inplace(&order, &live);
+    // Persistent state first: variables always (they are the model), live constants.
+    for &id in &order {
+        let node = g.node(id);
+        match &node.op {
+            Op::Variable { .. } => lw.source_tensor(id, TensorKind::Variable)?,
+            Op::Constant { .. } if live[id.as_usize()] && !lw.only_fills(id) => {
+                lw.source_tensor(id, TensorKind::Constant)?
+            }
+            _ => {}
+        }
+    }
+    let mut phases = Vec::new();
+    for phase in [Phase::Step, Phase::Update] {
+        lw.body = Vec::new();
+        let nodes: Vec<NodeId> = order
+            .iter()
+            .copied()
+            .filter(|&id| g.node(id).phase == phase && live[id.as_usize()])
+            .collect();
+        for &id in &nodes {
+            if let Op::Input { .. } = g.node(id).op {
+                lw.lower_input(id)?;
+            }
+        }
+        let mut assigns = Vec::new();
+        for &id in &nodes {
+            let node = g.node(id);
+            match &node.op {
+                Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. } => {}
+                Op::Assign => assigns.push(id),
+                _ => lw.lower_node(id)?,
+            }
+        }
+        lw.lower_assigns(phase, &assigns)?;
+        phases.push(std::mem::take(&mut lw.body));
+    }
+    let update = phases.pop().unwrap_or_default();
+    let step = phases.pop().unwrap_or_default();
+    let mut iteration = vec![Program::Repeat {
+        count: options.gradient_accumulation,
+        body: Box::new(Program::Sequence(step)),
+    }];
+    if !update.is_empty() {
+        iteration.push(Program::Sequence(update));
+    }
+    let program = Program::Sequence(vec![Program::Repeat {
+        count: options.device_iterations,
+        body: Box::new(Program::Sequence(iteration)),
+    }]);
+    let values = lw.node_values(&order, &live);
+    Ok(Lowered {
+        tensors: lw.tensors,
+        values,
+        compute_sets: lw.compute_sets,
+        exchanges: lw.exchanges,
+        streams: lw.streams,
+        program,
+        steps: lw.steps,
+        usage: lw.usage,
+    })
+}
+
+/// Node ids in a topological order: ascending ids when that is one (graphs built by adding
+/// inputs first), else petgraph's order.
+fn schedule(g: &Graph) -> Result<Vec<NodeId>, CompileError> {
+    let ids: Vec<NodeId> = g.ids().collect();
+    if ids
+        .iter()
+        .all(|&id| g.node(id).inputs.iter().all(|&i| i < id))
+    {
+        Ok(ids)
+    } else {
+        Ok(g.topo_order()?)
+    }
+}
+
+/// Nodes whose value reaches an `Outfeed` or `Assign` (indexed by id).
+fn live_nodes(g: &Graph) -> Vec<bool> {
+    let n = g.ids().map(|i| i.as_usize() + 1).max().unwrap_or(0);
+    let mut live = vec![false; n];
+    let mut stack: Vec<NodeId> = g.ids().filter(|&i| g.node(i).op.is_sink()).collect();
+    while let Some(id) = stack.pop() {
+        if std::mem::replace(&mut live[id.as_usize()], true) {
+            continue;
+        }
+        stack.extend(g.node(id).inputs.iter().copied());
+    }
+    // Infeeds are consumed from the host whether or not their values are used.
+    for id in g.ids() {
+        if matches!(g.node(id).op, Op::Input { .. }) {
+            live[id.as_usize()] = true;
+        }
+    }
+    live
+}
+
+fn phase_name(p: Phase) -> &'static str {
+    match p {
+        Phase::Step => "Step",
+        Phase::Update => "Update",
+    }
+}
+
+/// Step nodes may read Update values only through Variables; one Assign per variable and
+/// phase.
+fn check_phases(g: &Graph, order: &[NodeId], live: &[bool]) -> Result<(), CompileError> {
+    let mut assigned: HashMap<(NodeId, Phase), NodeId> = HashMap::new();
+    for &id in order {
+        let node = g.node(id);
+        if !live[id.as_usize()] {
+            continue;
+        }
+        if node.phase == Phase::Step {
+            for &i in &node.inputs {
+                let input = g.node(i);
+                if input.phase == Phase::Update && !input.op.is_source() {
+                    return Err(CompileError::PhaseOrder {
+                        node: node.name.clone(),
+                        input: input.name.clone(),
+                    });
+                }
+            }
+        }
+        if let Op::Assign = node.op {
+            let var = node.inputs[0];
+            if !matches!(g.node(var).op, Op::Variable { .. }) {
+                return Err(CompileError::Unsupported {
+                    node: node.name.clone(),
+                    op: "Assign",
+                    reason: format!("'{}' is not a Variable", g.node(var).name),
+                });
+            }
+            if let Some(first) = assigned.insert((var, node.phase), id) {
+                return Err(CompileError::DuplicateAssign {
+                    variable: g.node(var).name.clone(),
+                    phase: phase_name(node.phase),
+                    first: g.node(first).name.clone(),
+                    second: node.name.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+impl<'a> Lowerer<'a> {
+    /// Decides which Assigns are done in place (see the module docs).
+    fn plan_inplace(&mut self, order: &[NodeId], live: &[bool]) {
+        let pos: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+        for &a in order {
+            let node = self.g.node(a);
+            if !matches!(node.op, Op::Assign) || !live[a.as_usize()] {
+                continue;
+            }
+            let (var, value) = (node.inputs[0], node.inputs[1]);
+            let v = self.g.node(value);
+            let elementwise = v.op.unary().is_some()
+                || v.op.binary().is_some_and(|b| !b.is_comparison())
+                || matches!(v.op, Op::ScaledAdd { .. } | Op::ActivationGrad { .. });
+            if !elementwise
+                || v.phase != node.phase
+                || v.inputs.first() != Some(&var)
+                || v.ty != self.g.node(var).ty
+                || self.inplace.contains_key(&value)
+            {
+                continue;
+            }
+            // Readers of the variable in other phases see the assigned value either way
+            // (earlier phases run before, later phases after the end of this phase); readers
+            // in this phase must all run before the value is computed.
+            let vp = pos[&value];
+            let others_first = self
+                .g
+                .consumers(var)
+                .into_iter()
+                .filter(|&c| c != value && c != a && live[c.as_usize()])
+                .filter(|&c| self.g.node(c).phase == node.phase)
+                .all(|c| pos[&c] < vp);
+            if others_first {
+                self.inplace.insert(value, var);
+            }
+        }
+    }
+
+    /// True for a splat constant read only as the value of Assigns (lowered as fills).
+    fn only_fills(&self, id: NodeId) -> bool {
+        matches!(
+            self.g.node(id).op,
+            Op::Constant {
+                value: ipusim_ir::Literal::Splat(_),
+                ..
+            }
+        ) && self.g.consumers(id).into_iter().all(|c| {
+            let n = self.g.node(c);
+            matches!(n.op, Op::Assign) && n.inputs[1] == id && n.inputs[0] != id
+        })
+    }
+
+    fn lower_node(&mut self, id: NodeId) -> Result<(), CompileError> {
+        let node = self.g.node(id);
+        match &node.op {
+            Op::MatMul => matmul::lower(self, id),
+            Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::Div
+            | Op::Max
+            | Op::Min
+            | Op::Equal
+            | Op::Greater
+            | Op::Less
+            | Op::ScaledAdd { .. }
+            | Op::Select
+            | Op::Neg
+            | Op::Abs
+            | Op::Exp
+            | Op::Log
+            | Op::Sqrt
+            | Op::Relu
+            | Op::Sigmoid
+            | Op::Tanh
+            | Op::Gelu
+            | Op::ActivationGrad { .. }
+            | Op::OneHot { .. } => elementwise::lower(self, id),
+            Op::Cast { dtype } => {
+                if self.g.node(node.inputs[0]).ty.dtype == *dtype {
+                    self.alias(id, node.inputs[0])
+                } else {
+                    elementwise::lower(self, id)
+                }
+            }
+            Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::SparseSoftmaxCrossEntropy { .. } => {
+                rows::lower(self, id)
+            }
+            Op::ReduceSum { .. } | Op::ReduceMean { .. } | Op::ReduceMax { .. } | Op::ArgMax { .. } => {
+                reduce::lower(self, id)
+            }
+            Op::Reshape { .. } => self.alias(id, node.inputs[0]),
+            Op::Transpose { perm } => {
+                let r = perm.len();
+                let swap_last = r >= 2
+                    && perm[r - 1] == r - 2
+                    && perm[r - 2] == r - 1
+                    && perm[..r - 2].iter().enumerate().all(|(i, &p)| i == p);
+                let input = self.values[&node.inputs[0]];
+                if swap_last {
+                    self.values.insert(
+                        id,
+                        Value {
+                            tensor: input.tensor,
+                            transposed: !input.transposed,
+                        },
+                    );
+                    Ok(())
+                } else {
+                    rearrange::lower(self, id)
+                }
+            }
+            Op::Broadcast { .. } | Op::Slice { .. } | Op::Pad { .. } | Op::Concat { .. } => {
+                rearrange::lower(self, id)
+            }
+            Op::Outfeed { stream } => self.lower_outfeed(id, stream.clone()),
+            Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. } | Op::Assign => Ok(()),
+        }
+    }
+
+    /// The node's value, seen without transposition (materialising a folded transpose).
+    pub fn materialized(&mut self, id: NodeId) -> Result<TensorId, CompileError> {
+        let v = self.value_of(id)?;
+        if !v.transposed {
+            return Ok(v.tensor);
+        }
+        let t = rearrange::materialize_transpose(self, id, v.tensor)?;
+        self.values.insert(
+            id,
+            Value {
+                tensor: t,
+                transposed: false,
+            },
+        );
+        Ok(t)
+    }
+
+    /// The node's value as lowered so far.
+    pub fn value_of(&self, id: NodeId) -> Result<Value, CompileError> {
+        self.values.get(&id).copied().ok_or_else(|| {
+            let n = self.g.node(id);
+            CompileError::Unsupported {
+                node: n.name.clone(),
+                op: n.op.name(),
+                reason: "its value was not lowered before a consumer needed it".into(),
+            }
+        })
+    }
+
+    fn alias(&mut self, id: NodeId, input: NodeId) -> Result<(), CompileError> {
+        let t = self.materialized(input)?;
+        self.values.insert(
+            id,
+            Value {
+                tensor: t,
+                transposed: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// The node's name and op name, for errors.
+    pub fn unsupported(&self, id: NodeId, reason: impl Into<String>) -> CompileError {
+        let n = self.g.node(id);
+        CompileError::Unsupported {
+            node: n.name.clone(),
+            op: n.op.name(),
+            reason: reason.into(),
+        }
+    }
+
+    /// A fresh linear mapping of `n` elements over the number of tiles the cost model picks.
+    pub fn fresh_mapping(&mut self, n: u64, dtype: DType) -> Mapping {
+        let tiles = mapping::choose_tiles(self.target, n, dtype);
+        self.mapping_over(n, dtype, tiles)
+    }
+
+    /// A linear mapping over `tiles` tiles, starting where the last partial mapping ended so
+    /// that small tensors spread over the chip.
+    pub fn mapping_over(&mut self, n: u64, dtype: DType, tiles: u32) -> Mapping {
+        let start = if tiles >= self.target.tiles {
+            0
+        } else {
+            self.next_start
+        };
+        let m = mapping::linear(self.target, n, dtype, tiles, start);
+        if tiles < self.target.tiles {
+            self.next_start = (start + m.tiles.len() as u32) % self.target.tiles;
+        }
+        m
+    }
+
+    /// Slice-relative element position of element `flat` of `t` on the tile holding it.
+    pub fn position(&self, t: TensorId, flat: u64) -> u64 {
+        let index = &self.index[t.0 as usize];
+        mapping::locate(index, flat).map_or(0, |i| index[i].pos + (flat - index[i].begin))
+    }
+
+    /// The first element index of `t`'s slice on `tile` (staging and partials tensors have
+    /// one interval per tile).
+    pub fn slice_begin(&self, t: TensorId, tile: u32) -> u64 {
+        self.tensors[t.0 as usize]
+            .slice_on(tile)
+            .and_then(|s| s.intervals.first())
+            .map_or(0, |i| i.begin)
+    }
+
+    /// The first tile for a block of `tiles` consecutive tiles, rotating over the chip.
+    pub fn rotate_start(&mut self, tiles: u32) -> u32 {
+        let start = self.next_start;
+        self.next_start = (start + tiles) % self.target.tiles;
+        start
+    }
+
+    /// Creates a tensor with a mapping; interval offsets are relative to the slice for now.
+    pub fn new_tensor(
+        &mut self,
+        name: String,
+        node: Option<NodeId>,
+        kind: TensorKind,
+        dtype: DType,
+        shape: Shape,
+        mapping: Mapping,
+    ) -> TensorId {
+        let id = TensorId(self.tensors.len() as u32);
+        self.index.push(mapping::build_index(&mapping));
+        self.tensors.push(Tensor {
+            name,
+            node,
+            kind,
+            slices: build_slices(&mapping, dtype),
+            dtype,
+            shape,
+        });
+        self.usage.push(Usage::default());
+        id
+    }
+
+    /// Replaces the shape and mapping of a tensor (staging tensors grow while lowering).
+    pub fn set_mapping(&mut self, id: TensorId, shape: Shape, mapping: Mapping) {
+        let t = &mut self.tensors[id.0 as usize];
+        t.shape = shape;
+        t.slices = build_slices(&mapping, t.dtype);
+        self.index[id.0 as usize] = mapping::build_index(&mapping);
+    }
+
+    /// Creates the tensor of a Variable or Constant node (linear mapping).
+    fn source_tensor(&mut self, id: NodeId, kind: TensorKind) -> Result<(), CompileError> {
+        let node = self.g.node(id);
+        let ty = node.ty.clone();
+        let n = ty.num_elements() as u64;
+        let m = self.fresh_mapping(n, ty.dtype);
+        let t = self.new_tensor(node.name.clone(), Some(id), kind, ty.dtype, ty.shape, m);
+        self.values.insert(
+            id,
+            Value {
+                tensor: t,
+                transposed: false,
+            },
+        );
+        Ok(())
+    }
+
+    fn lower_input(&mut self, id: NodeId) -> Result<(), CompileError> {
+        let node = self.g.node(id);
+        let Op::Input { stream, .. } = &node.op else {
+            return Ok(());
+        };
+        let ty = node.ty.clone();
+        let sid = StreamId(self.streams.len() as u32);
+        let m = self.fresh_mapping(ty.num_elements() as u64, ty.dtype);
+        let t = self.new_tensor(
+            node.name.clone(),
+            Some(id),
+            TensorKind::StreamBuffer { stream: sid },
+            ty.dtype,
+            ty.shape.clone(),
+            m,
+        );
+        self.streams.push(HostStream {
+            name: stream.clone(),
+            direction: StreamDirection::HostToDevice,
+            dtype: ty.dtype,
+            shape: ty.shape.clone(),
+            bytes_per_micro_batch: ty.size_bytes() as u64,
+            node: id,
+            tensor: t,
+        });
+        self.values.insert(
+            id,
+            Value {
+                tensor: t,
+                transposed: false,
+            },
+        );
+        self.stream_copy(sid, StreamDirection::HostToDevice, t, stream.clone());
+        Ok(())
+    }
+
+    fn lower_outfeed(&mut self, id: NodeId, stream: String) -> Result<(), CompileError> {
+        let node = self.g.node(id);
+        let input = node.inputs[0];
+        let t = self.materialized(input)?;
+        let ty = node.ty.clone();
+        let sid = StreamId(self.streams.len() as u32);
+        self.streams.push(HostStream {
+            name: stream.clone(),
+            direction: StreamDirection::DeviceToHost,
+            dtype: ty.dtype,
+            shape: ty.shape.clone(),
+            bytes_per_micro_batch: ty.size_bytes() as u64,
+            node: id,
+            tensor: t,
+        });
+        self.values.insert(
+            id,
+            Value {
+                tensor: t,
+                transposed: false,
+            },
+        );
+        self.stream_copy(sid, StreamDirection::DeviceToHost, t, stream);
+        Ok(())
+    }
+
+    fn stream_copy(&mut self, stream: StreamId, direction: StreamDirection, t: TensorId, name: String) {
+        let step = self.steps.len() as u32;
+        self.steps.push(ProgramStep {
+            kind: StepKind::StreamCopy(stream),
+            name,
+        });
+        self.touch(t, step);
+        self.body.push(Program::StreamCopy {
+            stream,
+            direction,
+            tensor: t,
+        });
+    }
+
+    fn touch(&mut self, t: TensorId, step: u32) {
+        let u = &mut self.usage[t.0 as usize];
+        u.first = Some(u.first.map_or(step, |f| f.min(step)));
+        u.last = Some(u.last.map_or(step, |l| l.max(step)));
+    }
+
+    /// Emits one BSP superstep: `Sync`, the exchange of `copies` (if any), then the compute
+    /// set of `tiles` (if any vertices).
+    pub fn superstep(
+        &mut self,
+        name: &str,
+        node: Option<NodeId>,
+        copies: Vec<Copy>,
+        mut tiles: Vec<TileWork>,
+    ) {
+        tiles.retain(|t| !t.groups.is_empty());
+        if copies.is_empty() && tiles.is_empty() {
+            return;
+        }
+        self.body.push(Program::Sync);
+        if !copies.is_empty() {
+            let step = self.steps.len() as u32;
+            for c in &copies {
+                self.touch(c.src_tensor, step);
+                self.touch(c.dst_tensor, step);
+            }
+            let id = ExchangeId(self.exchanges.len() as u32);
+            let ex_name = format!("{name}/exchange");
+            self.exchanges.push(Exchange {
+                name: ex_name.clone(),
+                node,
+                copies,
+                cycles: 0,
+            });
+            self.steps.push(ProgramStep {
+                kind: StepKind::Exchange(id),
+                name: ex_name,
+            });
+            self.body.push(Program::Exchange(id));
+        }
+        if !tiles.is_empty() {
+            tiles.sort_by_key(|t| t.tile);
+            let step = self.steps.len() as u32;
+            let mut touched: Vec<TensorId> = tiles
+                .iter()
+                .flat_map(|t| &t.groups)
+                .flat_map(|g| &g.vertices)
+                .flat_map(|v| v.operands.iter().map(|o| o.tensor))
+                .collect();
+            touched.sort_unstable();
+            touched.dedup();
+            for t in touched {
+                self.touch(t, step);
+            }
+            let id = ComputeSetId(self.compute_sets.len() as u32);
+            self.compute_sets.push(ComputeSet {
+                name: name.to_string(),
+                node,
+                tiles,
+                cycles: 0,
+            });
+            self.steps.push(ProgramStep {
+                kind: StepKind::Execute(id),
+                name: name.to_string(),
+            });
+            self.body.push(Program::Execute(id));
+        }
+    }
+
+    /// The `NodeValue` of every lowered node, in schedule order.
+    fn node_values(&self, order: &[NodeId], live: &[bool]) -> Vec<NodeValue> {
+        order
+            .iter()
+            .filter(|&&id| live[id.as_usize()] || matches!(self.g.node(id).op, Op::Variable { .. }))
+            .filter_map(|&id| {
+                let n = self.g.node(id);
+                let v = self.values.get(&id)?;
+                let tensor = (!v.transposed).then_some(v.tensor);
+                Some(NodeValue {
+                    node: id,
+                    name: n.name.clone(),
+                    tensor,
+                    dtype: n.ty.dtype,
+                    shape: n.ty.shape.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Lowers the Assigns of a phase: in-place ones are done; Splat constants become `Fill`
+    /// vertices on the variable's tiles; the others copy the value into the variable.
+    fn lower_assigns(&mut self, phase: Phase, assigns: &[NodeId]) -> Result<(), CompileError> {
+        let mut eb = stage::ExchangeBuilder::default();
+        let mut fills: Vec<(TensorId, f64)> = Vec::new();
+        for &a in assigns {
+            let node = self.g.node(a);
+            let (var, value) = (node.inputs[0], node.inputs[1]);
+            let var_t = self.value_of(var)?.tensor;
+            self.values.insert(
+                a,
+                Value {
+                    tensor: var_t,
+                    transposed: false,
+                },
+            );
+            if self.inplace.get(&value) == Some(&var) {
+                continue;
+            }
+            if let Op::Constant {
+                value: ipusim_ir::Literal::Splat(s),
+                ..
+            } = &self.g.node(value).op
+            {
+                fills.push((var_t, *s));
+                continue;
+            }
+            let val_t = self.materialized(value)?;
+            if val_t == var_t {
+                continue;
+            }
+            let var_map = self.tensors[var_t.0 as usize].slices.clone();
+            for slice in &var_map {
+                let mut pos = 0u64;
+                for iv in &slice.intervals {
+                    eb.copy_elems(self, val_t, iv.begin, iv.end - iv.begin, var_t, slice.tile, pos);
+                    pos += iv.end - iv.begin;
+                }
+            }
+        }
+        let tiles = elementwise::fill_work(self, &fills);
+        let name = match phase {
+            Phase::Step => "step/assign",
+            Phase::Update => "update/assign",
+        };
+        self.superstep(name, None, eb.finish(), tiles);
+        Ok(())
+    }
+}
+
+/// Slices of a mapping with interval offsets relative to the slice start.
+fn build_slices(mapping: &Mapping, dtype: DType) -> Vec<TileSlice> {
+    let es = dtype.size_bytes() as u64;
+    mapping
+        .tiles
+        .iter()
+        .map(|(tile, iv)| {
+            let mut pos = 0u64;
+            let intervals = iv
+                .iter()
+                .map(|&(b, e)| {
+                    let offset = (pos * es) as u32;
+                    pos += e - b;
+                    Interval {
+                        begin: b,
+                        end: e,
+                        offset,
+                    }
+                })
+                .collect();
+            TileSlice {
+                tile: *tile,
+                offset: 0,
+                intervals,
+            }
+        })
+        .collect()
+}

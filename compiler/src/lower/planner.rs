@@ -1,0 +1,291 @@
+//! The matmul planner: PopLibs treats a matmul as a 1-D convolution and searches a partition
+//! of its groups, rows (batch), reduction (input channels) and columns (output channels)
+//! over tiles (ipu-hardware.md §5.3). So do we, minimising estimated cycles — input
+//! exchange, AMP compute, the cross-tile reduction of partials when the reduction is split,
+//! and the syncs — within the temporary-memory budget `available_memory_proportion ×
+//! bytes_per_tile`. When even the smallest partition does not fit, the output rows are
+//! computed in serial chunks that reuse the same temporary memory (PopLibs' serial split);
+//! when nothing fits at all, the plan with the least memory is returned (the memory plan
+//! then reports the tiles out of memory).
+//!
+//! Costs use the same estimators as the cycle report, so the planner cannot disagree with
+//! the report about which plan is faster. A tiny matmul stays on one tile: spreading it adds
+//! exchange and reduction supersteps that cost more than the compute saved.
+
+use crate::codelets::estimate::{amp_block_cycles, reduce_block_cycles};
+use crate::codelets::MatrixLayout;
+use crate::options::CompileOptions;
+use crate::target::Target;
+use ipusim_ir::DType;
+
+/// The problem: `g` independent `m × k × n` matmuls.
+#[derive(Clone, Debug)]
+pub(crate) struct Problem {
+    pub g: u64,
+    pub m: u64,
+    pub k: u64,
+    pub n: u64,
+    pub input: DType,
+    pub partials: DType,
+    pub output: DType,
+    pub a_layout: MatrixLayout,
+    pub b_layout: MatrixLayout,
+}
+
+/// A partition of a [`Problem`] over tiles.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Plan {
+    /// Serial chunks of the rows (each chunk uses the same tiles and temporary memory).
+    pub serial: u64,
+    /// Splits of groups, rows (per chunk), reduction and columns.
+    pub sg: u64,
+    pub sm: u64,
+    pub sk: u64,
+    pub sn: u64,
+    /// Block sizes: groups, rows, reduction, columns per tile.
+    pub bg: u64,
+    pub bm: u64,
+    pub bk: u64,
+    pub bn: u64,
+    /// First tile (blocks take consecutive tiles from here, wrapping).
+    pub start_tile: u32,
+    /// Estimated cycles.
+    pub cycles: u64,
+    /// Estimated temporary bytes on the busiest tile.
+    pub temp_bytes: u64,
+    /// True when `temp_bytes` is within the budget.
+    pub fits: bool,
+    /// True for the one-tile plan on the tile that already holds the inputs.
+    pub home: bool,
+}
+
+impl Plan {
+    /// Tiles used by one chunk.
+    pub fn tiles(&self) -> u64 {
+        self.sg * self.sm * self.sk * self.sn
+    }
+
+    /// The tile of block `(gi, mi, ni, ki)`.
+    pub fn tile(&self, target: &Target, gi: u64, mi: u64, ni: u64, ki: u64) -> u32 {
+        let i = ((gi * self.sm + mi) * self.sn + ni) * self.sk + ki;
+        ((self.start_tile as u64 + i) % target.tiles as u64) as u32
+    }
+}
+
+/// Candidate split counts of `units` grains: a geometric ladder, normalised so that each
+/// candidate gives distinct block sizes.
+fn candidates(units: u64, max: u64) -> Vec<u64> {
+    const LADDER: [u64; 36] = [
+        1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128,
+        160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 1024, 1472,
+    ];
+    let units = units.max(1);
+    let mut out: Vec<u64> = LADDER
+        .iter()
+        .copied()
+        .chain([units, max])
+        .filter(|&s| s >= 1 && s <= units.min(max))
+        .map(|s| units.div_ceil(units.div_ceil(s)))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Inputs of the cost of one plan.
+struct Costing<'a> {
+    target: &'a Target,
+    p: &'a Problem,
+    budget: u64,
+}
+
+impl Costing<'_> {
+    /// Cycles and temporary bytes of one chunk with blocks `bg × bm × bk × bn` and `sk`
+    /// reduction splits; `in_bytes` overrides the exchanged input bytes (a one-tile plan
+    /// where the inputs already are).
+    fn chunk(&self, bg: u64, bm: u64, bk: u64, bn: u64, sk: u64, in_bytes: Option<u64>) -> (u64, u64) {
+        let t = self.target;
+        let p = self.p;
+        let es = p.input.size_bytes() as u64;
+        let ps = p.partials.size_bytes() as u64;
+        let os = p.output.size_bytes() as u64;
+        let bpc = t.exchange_bytes_per_cycle.max(1) as u64;
+        let msg = t.exchange_message_cycles as u64;
+        let sync = t.sync_cycles as u64;
+        let lat = t.exchange_latency_cycles as u64;
+        let staged = es * bg * (bm * bk + bk * bn);
+        let rows_a = if p.a_layout == MatrixLayout::RowMajor { bm } else { bk };
+        let rows_b = if p.b_layout == MatrixLayout::RowMajor { bk } else { bn };
+        let bytes = in_bytes.unwrap_or(staged);
+        let mut cycles = sync;
+        if bytes > 0 {
+            cycles += lat + bytes.div_ceil(bpc) + bg * (rows_a + rows_b) * msg;
+        }
+        let amp_out = if sk == 1 { p.output } else { p.partials };
+        cycles += bg * amp_block_cycles(t, p.input, p.partials, amp_out, bm, bk, bn);
+        let e = bg * bm * bn;
+        let mut temp = staged;
+        if sk > 1 {
+            let chunk = e.div_ceil(sk);
+            let recv = ps * chunk * (sk - 1);
+            cycles += sync + lat + recv.div_ceil(bpc) + sk * msg;
+            cycles += reduce_block_cycles(t, p.partials, p.partials, sk, chunk);
+            temp += ps * e + ps * chunk * sk + os * chunk;
+        } else {
+            temp += os * e;
+        }
+        (cycles, temp)
+    }
+}
+
+/// Plans `p` on `target`. `home` is a tile holding the inputs with the bytes that would still
+/// have to be exchanged to it, for the one-tile candidate.
+pub(crate) fn plan(
+    target: &Target,
+    options: &CompileOptions,
+    p: &Problem,
+    home: Option<(u32, u64)>,
+) -> Plan {
+    let budget = (options.available_memory_proportion * target.bytes_per_tile as f64) as u64;
+    let c = Costing { target, p, budget };
+    let tiles = target.tiles as u64;
+    let ig = target.amp(p.input, p.partials).input_channels as u64;
+    let og = target.amp(p.input, p.partials).output_channels as u64;
+    let (units_k, units_n) = (p.k.div_ceil(ig), p.n.div_ceil(og));
+    let mut best: Option<Plan> = None;
+    let mut consider = |cand: Plan| {
+        let better = match &best {
+            None => true,
+            Some(b) => match (cand.fits, b.fits) {
+                (true, false) => true,
+                (false, true) => false,
+                (true, true) => (cand.cycles, cand.tiles(), cand.temp_bytes)
+                    < (b.cycles, b.tiles(), b.temp_bytes),
+                (false, false) => (cand.temp_bytes, cand.cycles) < (b.temp_bytes, b.cycles),
+            },
+        };
+        if better {
+            best = Some(cand);
+        }
+    };
+    if let Some((tile, remote)) = home {
+        let (cycles, temp) = c.chunk(p.g, p.m, p.k, p.n, 1, Some(remote));
+        consider(Plan {
+            serial: 1,
+            sg: 1,
+            sm: 1,
+            sk: 1,
+            sn: 1,
+            bg: p.g,
+            bm: p.m,
+            bk: p.k,
+            bn: p.n,
+            start_tile: tile,
+            cycles,
+            temp_bytes: temp,
+            fits: temp <= c.budget,
+            home: true,
+        });
+    }
+    let mut serial = 1u64;
+    loop {
+        let mc = p.m.div_ceil(serial);
+        let mut any_fit = false;
+        for sg in candidates(p.g, tiles) {
+            let bg = p.g.div_ceil(sg);
+            for sm in candidates(mc, tiles / sg) {
+                let bm = mc.div_ceil(sm);
+                for sn in candidates(units_n, tiles / (sg * sm)) {
+                    let bn = (units_n.div_ceil(sn) * og).min(p.n);
+                    for sk in candidates(units_k, tiles / (sg * sm * sn)) {
+                        let bk = (units_k.div_ceil(sk) * ig).min(p.k);
+                        let (cycles, temp) = c.chunk(bg, bm, bk, bn, sk, None);
+                        let fits = temp <= c.budget;
+                        any_fit |= fits;
+                        consider(Plan {
+                            serial,
+                            sg,
+                            sm,
+                            sk,
+                            sn,
+                            bg,
+                            bm,
+                            bk,
+                            bn,
+                            start_tile: 0,
+                            cycles: cycles * serial,
+                            temp_bytes: temp,
+                            fits,
+                            home: false,
+                        });
+                    }
+                }
+            }
+        }
+        if any_fit || serial >= p.m || serial >= 64 {
+            break;
+        }
+        serial *= 2;
+    }
+    best.unwrap_or(Plan {
+        serial: 1,
+        sg: 1,
+        sm: 1,
+        sk: 1,
+        sn: 1,
+        bg: p.g,
+        bm: p.m,
+        bk: p.k,
+        bn: p.n,
+        start_tile: 0,
+        cycles: 0,
+        temp_bytes: 0,
+        fits: false,
+        home: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(m: u64, k: u64, n: u64, dtype: DType) -> Problem {
+        Problem {
+            g: 1,
+            m,
+            k,
+            n,
+            input: dtype,
+            partials: DType::F32,
+            output: dtype,
+            a_layout: MatrixLayout::RowMajor,
+            b_layout: MatrixLayout::RowMajor,
+        }
+    }
+
+    #[test]
+    fn tiny_matmul_stays_on_its_home_tile() {
+        let t = Target::mk2();
+        let plan = plan(&t, &CompileOptions::default(), &problem(4, 4, 4, DType::F32), Some((17, 0)));
+        assert_eq!(plan.tiles(), 1);
+        assert_eq!(plan.start_tile, 17);
+    }
+
+    #[test]
+    fn large_matmul_uses_the_chip_within_budget() {
+        let t = Target::mk2();
+        let plan = plan(&t, &CompileOptions::default(), &problem(1024, 1024, 1024, DType::F16), None);
+        assert!(plan.tiles() > 1000, "{plan:?}");
+        assert!(plan.fits, "{plan:?}");
+        let candidates = candidates(1000, 1472);
+        assert!(candidates.contains(&1) && candidates.contains(&1000));
+    }
+
+    #[test]
+    fn memory_pressure_chooses_a_serial_split() {
+        let t = Target::mk2();
+        let plan = plan(&t, &CompileOptions::default(), &problem(4096, 4096, 4096, DType::F16), None);
+        assert!(plan.fits, "{plan:?}");
+        assert!(plan.serial > 1, "{plan:?}");
+    }
+}

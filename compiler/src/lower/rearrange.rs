@@ -1,0 +1,276 @@
+//! Data-movement ops: `Transpose` (other than a folded swap of the last two dims),
+//! `Broadcast`, `Slice`, `Pad`, `Concat`, and the materialisation of a folded transpose.
+//!
+//! The output is mapped linearly; its elements are copied from wherever the inputs live by
+//! one exchange (on-tile sources become memcpys), walking each output row and merging
+//! consecutive source elements into one copy. `Pad`'s zeros are written by `Fill` vertices.
+
+use super::mapping::worker_slices;
+use super::stage::ExchangeBuilder;
+use super::{Lowerer, Value};
+use crate::codelets::{Codelet, VertexParams};
+use crate::error::CompileError;
+use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use ipusim_ir::{NodeId, Op, Shape};
+
+/// Where one run of an output row comes from.
+enum Piece {
+    /// `len` elements of input `input` from `begin`, `stride` apart (0: one repeated element).
+    Copy {
+        input: usize,
+        begin: u64,
+        stride: u64,
+        len: u64,
+    },
+    /// `len` zeros.
+    Zero { len: u64 },
+}
+
+/// The index map of one data-movement op, in terms of output coordinates.
+enum Map {
+    /// Output dim `i` is input dim `perm[i]`.
+    Permute { perm: Vec<usize>, in_strides: Vec<u64> },
+    Slice { begin: Vec<u64>, in_strides: Vec<u64> },
+    Pad { before: Vec<u64>, in_dims: Vec<u64>, in_strides: Vec<u64> },
+    Concat { axis: usize, offsets: Vec<u64>, in_strides: Vec<Vec<u64>> },
+    Broadcast { in_dims: Vec<u64>, in_strides: Vec<u64> },
+}
+
+fn strides(dims: &[u64]) -> Vec<u64> {
+    let mut s = vec![1u64; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * dims[i + 1];
+    }
+    s
+}
+
+impl Map {
+    /// The pieces of output row `c[..last]` for columns `[c0, c1)`.
+    fn row(&self, c: &[u64], c0: u64, c1: u64, out: &mut Vec<Piece>) {
+        let last = c.len() - 1;
+        let len = c1 - c0;
+        match self {
+            Map::Permute { perm, in_strides } => {
+                let base: u64 = (0..last).map(|i| c[i] * in_strides[perm[i]]).sum();
+                let stride = in_strides[perm[last]];
+                out.push(Piece::Copy { input: 0, begin: base + c0 * stride, stride, len });
+            }
+            Map::Slice { begin, in_strides } => {
+                let base: u64 = (0..last).map(|i| (c[i] + begin[i]) * in_strides[i]).sum();
+                out.push(Piece::Copy { input: 0, begin: base + begin[last] + c0, stride: 1, len });
+            }
+            Map::Pad { before, in_dims, in_strides } => {
+                let mut base = 0;
+                for i in 0..last {
+                    if c[i] < before[i] || c[i] >= before[i] + in_dims[i] {
+                        out.push(Piece::Zero { len });
+                        return;
+                    }
+                    base += (c[i] - before[i]) * in_strides[i];
+                }
+                let (lo, hi) = (before[last], before[last] + in_dims[last]);
+                let (a, b) = (c0.clamp(lo, hi), c1.clamp(lo, hi));
+                if a > c0 {
+                    out.push(Piece::Zero { len: a - c0 });
+                }
+                if b > a {
+                    out.push(Piece::Copy { input: 0, begin: base + a - lo, stride: 1, len: b - a });
+                }
+                if c1 > b.max(a) {
+                    out.push(Piece::Zero { len: c1 - b.max(a) });
+                }
+            }
+            Map::Concat { axis, offsets, in_strides } => {
+                let which = |x: u64| offsets.partition_point(|&o| o <= x) - 1;
+                let flat = |k: usize, coords: &[u64], col: u64| -> u64 {
+                    let mut f = 0;
+                    for i in 0..last {
+                        let ci = if i == *axis { coords[i] - offsets[k] } else { coords[i] };
+                        f += ci * in_strides[k][i];
+                    }
+                    f + col
+                };
+                if *axis == last {
+                    let mut at = c0;
+                    while at < c1 {
+                        let k = which(at);
+                        let end = c1.min(offsets[k + 1]);
+                        out.push(Piece::Copy { input: k, begin: flat(k, c, at - offsets[k]), stride: 1, len: end - at });
+                        at = end;
+                    }
+                } else {
+                    let k = which(c[*axis]);
+                    out.push(Piece::Copy { input: k, begin: flat(k, c, c0), stride: 1, len });
+                }
+            }
+            Map::Broadcast { in_dims, in_strides } => {
+                let off = c.len() - in_dims.len();
+                let mut base = 0;
+                for (i, &d) in in_dims.iter().enumerate() {
+                    if i + off < last && d != 1 {
+                        base += c[i + off] * in_strides[i];
+                    }
+                }
+                let stride = match in_dims.last() {
+                    Some(&d) if d != 1 && in_dims.len() + off > last => 1,
+                    _ => 0,
+                };
+                out.push(Piece::Copy { input: 0, begin: base + c0 * stride, stride, len });
+            }
+        }
+    }
+}
+
+/// Lowers a data-movement node.
+pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
+    let node = lw.g.node(id);
+    let name = node.name.clone();
+    let dims_of = |n: NodeId| -> Vec<u64> {
+        lw.g.node(n).ty.shape.dims().iter().map(|&d| d as u64).collect()
+    };
+    let in0 = dims_of(node.inputs[0]);
+    let map = match &node.op {
+        Op::Transpose { perm } => Map::Permute { perm: perm.clone(), in_strides: strides(&in0) },
+        Op::Slice { begin, .. } => Map::Slice { begin: begin.iter().map(|&b| b as u64).collect(), in_strides: strides(&in0) },
+        Op::Pad { before, .. } => Map::Pad { before: before.iter().map(|&b| b as u64).collect(), in_strides: strides(&in0), in_dims: in0 },
+        Op::Concat { axis } => {
+            let mut offsets = vec![0u64];
+            let mut in_strides = Vec::new();
+            for &i in &node.inputs {
+                let d = dims_of(i);
+                offsets.push(offsets.last().copied().unwrap_or(0) + d[*axis]);
+                in_strides.push(strides(&d));
+            }
+            Map::Concat { axis: *axis, offsets, in_strides }
+        }
+        Op::Broadcast { .. } => Map::Broadcast { in_strides: strides(&in0), in_dims: in0 },
+        _ => return Err(lw.unsupported(id, "not a data-movement op")),
+    };
+    let mut inputs = Vec::new();
+    for &i in &node.inputs.clone() {
+        inputs.push(lw.materialized(i)?);
+    }
+    let shape = node.ty.shape.clone();
+    let out = emit(lw, id, &name, &inputs, &shape, &map);
+    lw.values.insert(id, Value { tensor: out, transposed: false });
+    Ok(())
+}
+
+/// Materialises the folded transpose `id` (its value is `stored` with the last two
+/// dimensions swapped).
+pub(crate) fn materialize_transpose(lw: &mut Lowerer, id: NodeId, stored: TensorId) -> Result<TensorId, CompileError> {
+    let shape = lw.g.node(id).ty.shape.clone();
+    let mut dims: Vec<usize> = shape.dims().to_vec();
+    let r = dims.len();
+    dims.swap(r - 1, r - 2);
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.swap(r - 1, r - 2);
+    let name = lw.g.node(id).name.clone();
+    Ok(permute(lw, id, &name, stored, &Shape::new(dims), &perm))
+}
+
+/// A permuted copy of `src` (of shape `src_shape`): output dim `i` is input dim `perm[i]`.
+pub(crate) fn permute(lw: &mut Lowerer, id: NodeId, name: &str, src: TensorId, src_shape: &Shape, perm: &[usize]) -> TensorId {
+    let in_dims: Vec<u64> = src_shape.dims().iter().map(|&d| d as u64).collect();
+    let out_shape = Shape::new(perm.iter().map(|&p| src_shape.dims()[p]).collect::<Vec<_>>());
+    let map = Map::Permute { perm: perm.to_vec(), in_strides: strides(&in_dims) };
+    emit(lw, id, name, &[src], &out_shape, &map)
+}
+
+/// Creates the output, copies its elements by exchange and fills zeros.
+fn emit(lw: &mut Lowerer, id: NodeId, name: &str, inputs: &[TensorId], shape: &Shape, map: &Map) -> TensorId {
+    let dtype = lw.tensors[inputs[0].0 as usize].dtype;
+    let n = shape.num_elements() as u64;
+    let m = lw.fresh_mapping(n, dtype);
+    let out = lw.new_tensor(name.to_string(), Some(id), TensorKind::Activation, dtype, shape.clone(), m);
+    let dims: Vec<u64> = if shape.rank() == 0 { vec![1] } else { shape.dims().iter().map(|&d| d as u64).collect() };
+    let row_len = *dims.last().unwrap_or(&1);
+    let mut eb = ExchangeBuilder::default();
+    let mut zeros: Vec<(u32, u64, u64)> = Vec::new();
+    let mut pieces = Vec::new();
+    let mut coords = vec![0u64; dims.len()];
+    if shape.rank() == 0 {
+        // A scalar: every op here maps element 0 to element 0.
+        for slice in lw.tensors[out.0 as usize].slices.clone() {
+            eb.copy_elems(lw, inputs[0], 0, 1, out, slice.tile, 0);
+        }
+        lw.superstep(name, Some(id), eb.finish(), Vec::new());
+        return out;
+    }
+    for slice in lw.tensors[out.0 as usize].slices.clone() {
+        let mut pos = 0u64;
+        for iv in &slice.intervals {
+            let mut at = iv.begin;
+            while at < iv.end {
+                let (row, col) = (at / row_len.max(1), at % row_len.max(1));
+                let end = iv.end.min((row + 1) * row_len);
+                let mut r = row;
+                for d in (0..dims.len().saturating_sub(1)).rev() {
+                    coords[d] = r % dims[d];
+                    r /= dims[d];
+                }
+                pieces.clear();
+                map.row(&coords, col, col + (end - at), &mut pieces);
+                let mut dst = pos;
+                for p in &pieces {
+                    match *p {
+                        Piece::Zero { len } => {
+                            zeros.push((slice.tile, dst, len));
+                            dst += len;
+                        }
+                        Piece::Copy { input, begin, stride, len } => {
+                            if stride == 1 {
+                                eb.copy_elems(lw, inputs[input], begin, len, out, slice.tile, dst);
+                            } else {
+                                for j in 0..len {
+                                    eb.copy_elems(lw, inputs[input], begin + j * stride, 1, out, slice.tile, dst + j);
+                                }
+                            }
+                            dst += len;
+                        }
+                    }
+                }
+                pos += end - at;
+                at = end;
+            }
+        }
+    }
+    let tiles = zero_work(lw, out, &zeros);
+    lw.superstep(name, Some(id), eb.finish(), tiles);
+    out
+}
+
+/// `Fill` vertices writing zeros over `(tile, position, len)` runs of `out`.
+fn zero_work(lw: &Lowerer, out: TensorId, zeros: &[(u32, u64, u64)]) -> Vec<TileWork> {
+    let dtype = lw.tensors[out.0 as usize].dtype;
+    let es = dtype.size_bytes() as u64;
+    let nw = lw.target.worker_contexts as u64;
+    let mut tiles: Vec<TileWork> = Vec::new();
+    let mut runs: Vec<(u32, u64, u64)> = Vec::new();
+    for &(t, p, l) in zeros {
+        match runs.last_mut() {
+            Some(r) if r.0 == t && r.1 + r.2 == p => r.2 += l,
+            _ => runs.push((t, p, l)),
+        }
+    }
+    for (k, &(tile, p, len)) in runs.iter().enumerate() {
+        let vertices = worker_slices(len, lw.target.vector_width(dtype), lw.target.worker_contexts)
+            .into_iter()
+            .enumerate()
+            .map(|(w, (a, b))| Vertex {
+                worker: ((w as u64 + k as u64) % nw) as u8,
+                operands: vec![Operand { tensor: out, offset: ((p + a) * es) as u32, len: (b - a) as u32 }],
+                params: VertexParams::Fill { value: 0.0 },
+            })
+            .collect();
+        match tiles.last_mut() {
+            Some(t) if t.tile == tile => t.groups[0].vertices.extend(vertices),
+            _ => tiles.push(TileWork {
+                tile,
+                groups: vec![VertexGroup { codelet: Codelet::Fill { dtype }, vertices }],
+                cycles: 0,
+            }),
+        }
+    }
+    tiles
+}

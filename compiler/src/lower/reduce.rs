@@ -1,0 +1,577 @@
+//! Reductions across tiles (`ReduceSum`, `ReduceMean`, `ReduceMax`, `ArgMax`).
+//!
+//! A reduction over contiguous axes is seen as `[P, R, Q]` (kept dims before, the reduced
+//! dims, kept dims after); reductions over separated axes run as several such passes, the
+//! innermost first, through intermediate tensors in the accumulation type.
+//!
+//! # Order of accumulation (what an error bound is derived from)
+//!
+//! 1. **On each tile** (stage 1), every run of consecutive input rows `r` it holds for one
+//!    `p` is summed by a `Reduce` vertex sequentially in ascending `r` (a run of one row is
+//!    passed on as is). Each run is a *contribution* to the outputs it covers, keyed by its
+//!    first `r`.
+//! 2. **Optionally** (when an output has many contributions and a second superstep is
+//!    cheaper than gathering them all on one tile), the contributing tiles are split into
+//!    `K ≈ √C` groups of consecutive tile numbers; each group's contributions are summed on a
+//!    tile of the group in ascending key, giving one contribution per group keyed by the
+//!    group's index.
+//! 3. **On the output's tile**, the contributions of each output element are summed
+//!    sequentially in ascending key by a `Reduce` vertex, which applies the mean's scale and
+//!    rounds once to the output type.
+//!
+//! So every output is a sum tree with at most three levels, each level a sequential sum in
+//! the accumulation type (f32 for half data unless partials are half). For `n` summands the
+//! error of any such tree with `n − 1` additions is bounded by `(n − 1)·u·Σ|x_i|` to first
+//! order (`u` the unit roundoff of the accumulation type), plus one final rounding.
+//! When every output has a single contribution (whole rows on one tile), stage 1 writes the
+//! output directly.
+
+use super::mapping::{choose_tiles, grain, worker_slices};
+use super::stage::{ExchangeBuilder, TileScratch};
+use super::{Lowerer, Value};
+use crate::codelets::{BlockParams, Codelet, ReduceOp, VertexParams};
+use crate::error::CompileError;
+use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use ipusim_ir::{DType, NodeId, Op, Shape};
+use std::collections::BTreeMap;
+
+/// What is reduced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Sum,
+    Max,
+    ArgMax,
+}
+
+/// Lowers a reduction node.
+pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
+    let node = lw.g.node(id);
+    let (kind, axes, mean) = match &node.op {
+        Op::ReduceSum { axes, .. } => (Kind::Sum, axes.clone(), false),
+        Op::ReduceMean { axes, .. } => (Kind::Sum, axes.clone(), true),
+        Op::ReduceMax { axes, .. } => (Kind::Max, axes.clone(), false),
+        Op::ArgMax { axis } => (Kind::ArgMax, vec![*axis], false),
+        _ => return Err(lw.unsupported(id, "not a reduction")),
+    };
+    let name = node.name.clone();
+    let out_ty = node.ty.clone();
+    let x = node.inputs[0];
+    let input = lw.materialized(x)?;
+    let in_dtype = lw.g.node(x).ty.dtype;
+    // (size, reduced) of the dimensions larger than one.
+    let mut dims: Vec<(u64, bool)> = lw
+        .g
+        .node(x)
+        .ty
+        .shape
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|(_, &d)| d != 1)
+        .map(|(i, &d)| (d as u64, axes.contains(&i)))
+        .collect();
+    let r_total: u64 = dims.iter().filter(|d| d.1).map(|d| d.0).product();
+    if dims.iter().all(|d| !d.1) {
+        // Nothing to reduce: the value is the input (ArgMax of a size-1 axis is 0).
+        if kind == Kind::ArgMax || in_dtype != out_ty.dtype {
+            let m = lw.fresh_mapping(out_ty.num_elements() as u64, out_ty.dtype);
+            let t = lw.new_tensor(name.clone(), Some(id), TensorKind::Activation, out_ty.dtype, out_ty.shape, m);
+            let tiles = super::elementwise::fill_work(lw, &[(t, 0.0)]);
+            lw.superstep(&name, Some(id), Vec::new(), tiles);
+            lw.values.insert(id, Value { tensor: t, transposed: false });
+        } else {
+            lw.values.insert(id, Value { tensor: input, transposed: false });
+        }
+        return Ok(());
+    }
+    let acc = match kind {
+        Kind::Sum => lw.options.partials_type.accumulator_for(in_dtype),
+        _ => in_dtype,
+    };
+    let mut current = input;
+    let mut pass = 0;
+    loop {
+        // The innermost run of reduced dimensions.
+        let Some(last) = dims.iter().rposition(|d| d.1) else {
+            break;
+        };
+        let mut first = last;
+        while first > 0 && dims[first - 1].1 {
+            first -= 1;
+        }
+        let p: u64 = dims[..first].iter().map(|d| d.0).product();
+        let r: u64 = dims[first..=last].iter().map(|d| d.0).product();
+        let q: u64 = dims[last + 1..].iter().map(|d| d.0).product();
+        dims.drain(first..=last);
+        let is_final = !dims.iter().any(|d| d.1);
+        let (out_dtype, shape, scale, tname) = if is_final {
+            let scale = if mean { 1.0 / r_total as f64 } else { 1.0 };
+            (out_ty.dtype, out_ty.shape.clone(), scale, name.clone())
+        } else {
+            pass += 1;
+            (acc, Shape::new([(p * q) as usize]), 1.0, format!("{name}/pass{pass}"))
+        };
+        let spec = Spec {
+            node: id,
+            name: tname,
+            p,
+            r,
+            q,
+            kind,
+            input: lw.tensors[current.0 as usize].dtype,
+            acc,
+            output: out_dtype,
+            scale,
+            shape,
+        };
+        current = if kind == Kind::ArgMax && q == 1 {
+            super::rows::argmax_rows(lw, &spec, current)
+        } else {
+            reduce(lw, &spec, current)
+        };
+    }
+    lw.values.insert(id, Value { tensor: current, transposed: false });
+    Ok(())
+}
+
+/// One `[P, R, Q]` reduction pass.
+pub(crate) struct Spec {
+    pub node: NodeId,
+    pub name: String,
+    pub p: u64,
+    pub r: u64,
+    pub q: u64,
+    pub kind: Kind,
+    pub input: DType,
+    pub acc: DType,
+    pub output: DType,
+    pub scale: f64,
+    pub shape: Shape,
+}
+
+/// Values for outputs `[o_begin, o_begin + len)`, stored at element `elem` of `tensor` on
+/// `tile` (consecutive), summed in ascending `key`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Contribution {
+    pub tile: u32,
+    pub tensor: TensorId,
+    pub elem: u64,
+    pub o_begin: u64,
+    pub len: u64,
+    pub key: u64,
+}
+
+/// A destination range of outputs: `[o_begin, o_end)` at slice position `pos` of `tensor`
+/// on `tile`.
+#[derive(Clone, Copy, Debug)]
+struct Dest {
+    o_begin: u64,
+    o_end: u64,
+    tile: u32,
+    tensor: TensorId,
+    pos: u64,
+}
+
+/// Elements of one tile in memory order: `groups × count × width` elements from slice
+/// position `pos`, rows `r..r + count` of `p` (and the next `groups − 1` values of `p`),
+/// columns `q0..q0 + width`.
+struct Piece {
+    tile: u32,
+    pos: u64,
+    p: u64,
+    r: u64,
+    count: u64,
+    groups: u64,
+    q0: u64,
+    width: u64,
+}
+
+/// A stage-1 local reduction block: `groups × count × width` input elements at slice
+/// position `pos` of the input on `tile`, producing `groups × width` outputs from `o_begin`.
+struct LocalBlock {
+    tile: u32,
+    pos: u64,
+    groups: u64,
+    count: u64,
+    width: u64,
+    o_begin: u64,
+    key: u64,
+}
+
+fn codelet(spec: &Spec, output: DType) -> Codelet {
+    match spec.kind {
+        Kind::Sum => Codelet::Reduce {
+            op: ReduceOp::Sum,
+            input: spec.input,
+            acc: spec.acc,
+            output,
+        },
+        Kind::Max => Codelet::Reduce {
+            op: ReduceOp::Max,
+            input: spec.input,
+            acc: spec.acc,
+            output,
+        },
+        Kind::ArgMax => Codelet::ArgMax { dtype: spec.input },
+    }
+}
+
+/// Reduces `input` by `spec`; returns the output tensor.
+pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId {
+    let (p, r, q) = (spec.p, spec.r, spec.q);
+    let n_out = p * q;
+    let local = spec.kind != Kind::ArgMax;
+    // Stage 1 decomposition: each tile's elements in memory order, as row pieces
+    // `(p, r.., q0..q0 + width)`; consecutive pieces of one column range and consecutive rows
+    // are one block in memory (a matmul output split by columns holds such blocks).
+    let mut blocks: Vec<LocalBlock> = Vec::new();
+    let mut raws: Vec<Contribution> = Vec::new();
+    let mut pieces: Vec<Piece> = Vec::new();
+    for slice in &lw.tensors[input.0 as usize].slices {
+        let mut pos = 0u64;
+        for iv in &slice.intervals {
+            let mut i = iv.begin;
+            while i < iv.end {
+                let (pp, rr, qq) = (i / (r * q), (i / q) % r, i % q);
+                let left = iv.end - i;
+                let piece = if qq != 0 || left < q {
+                    Piece { tile: slice.tile, pos, p: pp, r: rr, count: 1, groups: 1, q0: qq, width: (q - qq).min(left) }
+                } else if rr == 0 && left >= r * q {
+                    Piece { tile: slice.tile, pos, p: pp, r: 0, count: r, groups: left / (r * q), q0: 0, width: q }
+                } else {
+                    Piece { tile: slice.tile, pos, p: pp, r: rr, count: (r - rr).min(left / q), groups: 1, q0: 0, width: q }
+                };
+                let size = piece.groups * piece.count * piece.width;
+                i += size;
+                pos += size;
+                match pieces.last_mut() {
+                    Some(last)
+                        if last.tile == piece.tile
+                            && last.groups == 1
+                            && piece.groups == 1
+                            && (last.p, last.q0, last.width) == (piece.p, piece.q0, piece.width)
+                            && last.r + last.count == piece.r
+                            && last.pos + last.count * last.width == piece.pos =>
+                    {
+                        last.count += piece.count;
+                    }
+                    _ => pieces.push(piece),
+                }
+            }
+        }
+    }
+    for pc in pieces {
+        let o_begin = pc.p * q + pc.q0;
+        if local && pc.count >= 2 {
+            blocks.push(LocalBlock { tile: pc.tile, pos: pc.pos, groups: pc.groups, count: pc.count, width: pc.width, o_begin, key: pc.r });
+            continue;
+        }
+        for g in 0..pc.groups {
+            for j in 0..pc.count {
+                let elem = (pc.p + g) * r * q + (pc.r + j) * q + pc.q0;
+                raws.push(Contribution { tile: pc.tile, tensor: input, elem, o_begin: o_begin + g * q, len: pc.width, key: pc.r + j });
+            }
+        }
+    }
+    // Contributions are exchanged as bytes, so they must all be in the accumulation type:
+    // when the input is not, single rows are converted by a one-row Reduce on their tile.
+    if spec.input != spec.acc {
+        for c in std::mem::take(&mut raws) {
+            let pos = lw.position(input, c.elem);
+            blocks.push(LocalBlock { tile: c.tile, pos, groups: 1, count: 1, width: c.len, o_begin: c.o_begin, key: c.key });
+        }
+    }
+    // Contributions per output element.
+    let mut diff = vec![0i64; n_out as usize + 1];
+    for b in &blocks {
+        diff[b.o_begin as usize] += 1;
+        diff[(b.o_begin + b.groups * b.width) as usize] -= 1;
+    }
+    for c in &raws {
+        diff[c.o_begin as usize] += 1;
+        diff[(c.o_begin + c.len) as usize] -= 1;
+    }
+    let mut max_count = 0i64;
+    let mut run = 0i64;
+    for d in &diff[..n_out as usize] {
+        run += d;
+        max_count = max_count.max(run);
+    }
+    let nw = lw.target.worker_contexts;
+    if raws.is_empty() && max_count == 1 {
+        // Every output is computed on one tile: write it directly.
+        let pieces = blocks
+            .iter()
+            .map(|b| (b.tile, b.o_begin, b.o_begin + b.groups * b.width))
+            .collect();
+        let out = lw.new_tensor(
+            spec.name.clone(),
+            Some(spec.node),
+            TensorKind::Activation,
+            spec.output,
+            spec.shape.clone(),
+            super::mapping::Mapping::from_pieces(pieces),
+        );
+        let mut tiles = Vec::new();
+        for b in &blocks {
+            let out_pos = lw.position(out, b.o_begin);
+            let vertices = block_vertices(lw, spec, (input, b.pos), (out, out_pos), (b.groups, b.count, b.width), spec.scale, nw);
+            tiles.push(TileWork { tile: b.tile, groups: vec![VertexGroup { codelet: codelet(spec, spec.output), vertices }], cycles: 0 });
+        }
+        super::matmul::merge_tiles(&mut tiles);
+        lw.superstep(&spec.name, Some(spec.node), Vec::new(), tiles);
+        return out;
+    }
+    // Stage 1 into partials.
+    let mut contribs = raws;
+    if !blocks.is_empty() {
+        let mut scratch = TileScratch::new(lw, format!("{}/partials", spec.name), Some(spec.node), spec.acc);
+        let mut tiles = Vec::new();
+        let mut placed = Vec::new();
+        for b in &blocks {
+            let at = scratch.alloc(b.tile, b.groups * b.width);
+            let vertices = block_vertices(lw, spec, (input, b.pos), (scratch.tensor, at), (b.groups, b.count, b.width), 1.0, nw);
+            tiles.push(TileWork { tile: b.tile, groups: vec![VertexGroup { codelet: codelet(spec, spec.acc), vertices }], cycles: 0 });
+            placed.push((b.tile, at, b.o_begin, b.groups * b.width, b.key));
+        }
+        let st = scratch.tensor;
+        scratch.finish(lw);
+        super::matmul::merge_tiles(&mut tiles);
+        lw.superstep(&format!("{}/local", spec.name), Some(spec.node), Vec::new(), tiles);
+        for (tile, at, o_begin, len, key) in placed {
+            let elem = lw.slice_begin(st, tile) + at;
+            contribs.push(Contribution { tile, tensor: st, elem, o_begin, len, key });
+        }
+    }
+    // From here on every contribution is in the accumulation type.
+    let gspec = Spec {
+        node: spec.node,
+        name: spec.name.clone(),
+        p,
+        r,
+        q,
+        kind: spec.kind,
+        input: spec.acc,
+        acc: spec.acc,
+        output: spec.output,
+        scale: spec.scale,
+        shape: spec.shape.clone(),
+    };
+    let c = max_count as u64;
+    let msg = lw.target.exchange_message_cycles as u64 + 1;
+    let root = (c as f64).sqrt().ceil() as u64;
+    let two_stage = spec.kind != Kind::ArgMax
+        && c > 16
+        && 2 * root * msg + lw.target.sync_cycles as u64 + lw.target.exchange_latency_cycles as u64 + 30 < c * msg;
+    if two_stage {
+        contribs = intermediate(lw, &gspec, contribs, root);
+    }
+    // Final stage: the output mapped linearly over tiles chosen by the gathered work.
+    let work: u64 = contribs.iter().map(|c| c.len).sum();
+    let tiles_out = choose_tiles(lw.target, work, spec.acc).min(n_out.div_ceil(grain(spec.output)).max(1) as u32);
+    let m = lw.mapping_over(n_out, spec.output, tiles_out);
+    let out = lw.new_tensor(spec.name.clone(), Some(spec.node), TensorKind::Activation, spec.output, spec.shape.clone(), m);
+    let dests: Vec<Dest> = lw.index[out.0 as usize]
+        .iter()
+        .map(|s| Dest { o_begin: s.begin, o_end: s.end, tile: s.tile, tensor: out, pos: s.pos })
+        .collect();
+    let mut eb = ExchangeBuilder::default();
+    let mut inbox = TileScratch::new(lw, format!("{}/gather", spec.name), Some(spec.node), spec.acc);
+    let mut tiles = Vec::new();
+    gather(lw, &mut eb, &mut inbox, &mut tiles, &contribs, &dests, &gspec, spec.output, spec.scale);
+    inbox.finish(lw);
+    super::matmul::merge_tiles(&mut tiles);
+    lw.superstep(&spec.name, Some(spec.node), eb.finish(), tiles);
+    out
+}
+
+/// The intermediate stage: contributing tiles in `k` groups, each group's contributions
+/// summed on the group's tiles.
+fn intermediate(lw: &mut Lowerer, spec: &Spec, contribs: Vec<Contribution>, k: u64) -> Vec<Contribution> {
+    let mut src_tiles: Vec<u32> = contribs.iter().map(|c| c.tile).collect();
+    src_tiles.sort_unstable();
+    src_tiles.dedup();
+    let per = (src_tiles.len() as u64).div_ceil(k.max(1)).max(1) as usize;
+    let group_of = |tile: u32| src_tiles.binary_search(&tile).unwrap_or(0) / per;
+    let groups = src_tiles.len().div_ceil(per);
+    let mut by_group: Vec<Vec<Contribution>> = vec![Vec::new(); groups];
+    for c in contribs {
+        by_group[group_of(c.tile)].push(c);
+    }
+    let mut eb = ExchangeBuilder::default();
+    let mut inbox = TileScratch::new(lw, format!("{}/gather1", spec.name), Some(spec.node), spec.acc);
+    let mut out = TileScratch::new(lw, format!("{}/partials1", spec.name), Some(spec.node), spec.acc);
+    let mut tiles = Vec::new();
+    let mut produced = Vec::new();
+    for (j, list) in by_group.iter().enumerate() {
+        let gt = &src_tiles[j * per..((j + 1) * per).min(src_tiles.len())];
+        // Output ranges the group touches, spread over the group's tiles.
+        let mut ranges: Vec<(u64, u64)> = list.iter().map(|c| (c.o_begin, c.o_begin + c.len)).collect();
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (b, e) in ranges {
+            match merged.last_mut() {
+                Some(l) if b <= l.1 => l.1 = l.1.max(e),
+                _ => merged.push((b, e)),
+            }
+        }
+        let total: u64 = merged.iter().map(|r| r.1 - r.0).sum();
+        let chunk = total.div_ceil(gt.len() as u64).max(1);
+        let mut dests = Vec::new();
+        let mut done = 0u64;
+        for (b, e) in merged {
+            let mut at = b;
+            while at < e {
+                let ti = (done / chunk) as usize;
+                let take = (e - at).min(chunk - done % chunk);
+                let tile = gt[ti.min(gt.len() - 1)];
+                let pos = out.alloc(tile, take);
+                dests.push(Dest { o_begin: at, o_end: at + take, tile, tensor: out.tensor, pos });
+                at += take;
+                done += take;
+            }
+        }
+        gather(lw, &mut eb, &mut inbox, &mut tiles, list, &dests, spec, spec.acc, 1.0);
+        for d in dests {
+            produced.push((d.tile, d.pos, d.o_begin, d.o_end - d.o_begin, j as u64));
+        }
+    }
+    inbox.finish(lw);
+    let ot = out.tensor;
+    out.finish(lw);
+    super::matmul::merge_tiles(&mut tiles);
+    lw.superstep(&format!("{}/combine", spec.name), Some(spec.node), eb.finish(), tiles);
+    produced
+        .into_iter()
+        .map(|(tile, pos, o_begin, len, key)| Contribution {
+            tile,
+            tensor: ot,
+            elem: lw.slice_begin(ot, tile) + pos,
+            o_begin,
+            len,
+            key,
+        })
+        .collect()
+}
+
+/// Gathers `contribs` onto the tiles of `dests` and sums them per output segment.
+#[allow(clippy::too_many_arguments)]
+fn gather(
+    lw: &mut Lowerer,
+    eb: &mut ExchangeBuilder,
+    inbox: &mut TileScratch,
+    tiles: &mut Vec<TileWork>,
+    contribs: &[Contribution],
+    dests: &[Dest],
+    spec: &Spec,
+    output: DType,
+    scale: f64,
+) {
+    // Split contributions by destination.
+    let mut per_dest: BTreeMap<usize, Vec<(u64, u64, usize)>> = BTreeMap::new();
+    for (ci, c) in contribs.iter().enumerate() {
+        let end = c.o_begin + c.len;
+        let mut d = dests.partition_point(|d| d.o_end <= c.o_begin);
+        while d < dests.len() && dests[d].o_begin < end {
+            let (b, e) = (c.o_begin.max(dests[d].o_begin), end.min(dests[d].o_end));
+            if b < e {
+                per_dest.entry(d).or_default().push((b, e, ci));
+            }
+            d += 1;
+        }
+    }
+    let nw = lw.target.worker_contexts;
+    let vw = lw.target.vector_width(spec.acc);
+    for (di, pieces) in per_dest {
+        let dest = dests[di];
+        let mut cuts: Vec<u64> = pieces.iter().flat_map(|&(b, e, _)| [b, e]).collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut segs: Vec<Vec<usize>> = vec![Vec::new(); cuts.len().saturating_sub(1)];
+        for (pi, &(b, e, _)) in pieces.iter().enumerate() {
+            let s0 = cuts.partition_point(|&c| c < b);
+            let s1 = cuts.partition_point(|&c| c < e);
+            for seg in segs.iter_mut().take(s1).skip(s0) {
+                seg.push(pi);
+            }
+        }
+        let mut load = vec![0u64; nw as usize];
+        let mut group = VertexGroup { codelet: codelet(spec, output), vertices: Vec::new() };
+        for (si, list) in segs.iter_mut().enumerate() {
+            if list.is_empty() {
+                continue;
+            }
+            list.sort_by_key(|&pi| {
+                let c = &contribs[pieces[pi].2];
+                (c.key, c.tile, c.elem)
+            });
+            let (o0, o1) = (cuts[si], cuts[si + 1]);
+            let width = o1 - o0;
+            let count = list.len() as u64;
+            let at = inbox.alloc(dest.tile, width * count);
+            for (i, &pi) in list.iter().enumerate() {
+                let c = &contribs[pieces[pi].2];
+                let src = c.elem + (o0 - c.o_begin);
+                eb.copy_elems(lw, c.tensor, src, width, inbox.tensor, dest.tile, at + i as u64 * width);
+            }
+            let out_pos = dest.pos + (o0 - dest.o_begin);
+            let parts = if width >= nw as u64 * vw * 4 { worker_slices(width, vw, nw) } else { vec![(0, width)] };
+            for (a, b) in parts {
+                let w = (0..nw as usize).min_by_key(|&w| (load[w], w)).unwrap_or(0);
+                load[w] += 10 + count * (b - a);
+                group.vertices.push(Vertex {
+                    worker: w as u8,
+                    operands: vec![
+                        Operand { tensor: inbox.tensor, offset: (at * spec.acc.size_bytes() as u64) as u32, len: (width * count) as u32 },
+                        Operand { tensor: dest.tensor, offset: ((out_pos + a) * output.size_bytes() as u64) as u32, len: (b - a) as u32 },
+                    ],
+                    params: VertexParams::Block(BlockParams { groups: 1, count: count as u32, width: width as u32, col_begin: a as u32, cols: (b - a) as u32, scale }),
+                });
+            }
+        }
+        if !group.vertices.is_empty() {
+            tiles.push(TileWork { tile: dest.tile, groups: vec![group], cycles: 0 });
+        }
+    }
+}
+
+/// Vertices of a block `groups × count × width` read at `input` and written at `out`,
+/// split over the workers by groups (several groups) or by columns (one group).
+fn block_vertices(
+    lw: &Lowerer,
+    spec: &Spec,
+    (input, in_pos): (TensorId, u64),
+    (out, out_pos): (TensorId, u64),
+    (groups, count, width): (u64, u64, u64),
+    scale: f64,
+    nw: u32,
+) -> Vec<Vertex> {
+    let ies = lw.tensors[input.0 as usize].dtype.size_bytes() as u64;
+    let oes = lw.tensors[out.0 as usize].dtype.size_bytes() as u64;
+    let vw = lw.target.vector_width(spec.input);
+    let mut v = Vec::new();
+    if groups > 1 {
+        for (w, (g0, g1)) in worker_slices(groups, 1, nw).into_iter().enumerate() {
+            v.push(Vertex {
+                worker: w as u8,
+                operands: vec![
+                    Operand { tensor: input, offset: ((in_pos + g0 * count * width) * ies) as u32, len: ((g1 - g0) * count * width) as u32 },
+                    Operand { tensor: out, offset: ((out_pos + g0 * width) * oes) as u32, len: ((g1 - g0) * width) as u32 },
+                ],
+                params: VertexParams::Block(BlockParams { groups: (g1 - g0) as u32, count: count as u32, width: width as u32, col_begin: 0, cols: width as u32, scale }),
+            });
+        }
+    } else {
+        for (w, (a, b)) in worker_slices(width, vw, nw).into_iter().enumerate() {
+            v.push(Vertex {
+                worker: w as u8,
+                operands: vec![
+                    Operand { tensor: input, offset: (in_pos * ies) as u32, len: (count * width) as u32 },
+                    Operand { tensor: out, offset: ((out_pos + a) * oes) as u32, len: (b - a) as u32 },
+                ],
+                params: VertexParams::Block(BlockParams { groups: 1, count: count as u32, width: width as u32, col_begin: a as u32, cols: (b - a) as u32, scale }),
+            });
+        }
+    }
+    v
+}

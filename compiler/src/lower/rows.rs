@@ -1,0 +1,250 @@
+//! Row-wise ops along the last axis: `Softmax`, `LogSoftmax`, `SparseSoftmaxCrossEntropy`,
+//! and `ArgMax` over the last axis.
+//!
+//! Each row is owned by the tile holding its first element; a tile's rows are read in place
+//! when they already sit there contiguously, else gathered by an exchange. A softmax along
+//! another axis is lowered as a transpose to the last axis, the row softmax, and the
+//! transpose back. The cross-entropy's per-row losses (f32) are then summed by the
+//! reduction of [`super::reduce`] (its documented order), scaled by `1/n` for the mean.
+
+use super::mapping::{worker_slices, Mapping};
+use super::reduce::{self, Kind, Spec};
+use super::stage::{ExchangeBuilder, Staging};
+use super::{Lowerer, Value};
+use crate::codelets::{BlockParams, Codelet, VertexParams};
+use crate::error::CompileError;
+use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use ipusim_ir::{DType, LossReduction, NodeId, Op, Shape};
+
+/// Rows `[p0, p1)` owned by `tile`.
+struct Rows {
+    tile: u32,
+    p0: u64,
+    p1: u64,
+}
+
+/// Lowers `Softmax`, `LogSoftmax` and `SparseSoftmaxCrossEntropy`.
+pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
+    let node = lw.g.node(id);
+    let name = node.name.clone();
+    let x = node.inputs[0];
+    let xt = lw.g.node(x).ty.clone();
+    let dims = xt.shape.dims().to_vec();
+    match node.op.clone() {
+        Op::Softmax { axis } | Op::LogSoftmax { axis } => {
+            let log = matches!(node.op, Op::LogSoftmax { .. });
+            let input = lw.materialized(x)?;
+            let last = dims.len() - 1;
+            let out = if axis == last {
+                softmax_rows(lw, id, &name, input, &xt.shape, log)
+            } else {
+                // Move the axis last, softmax the rows, move it back.
+                let mut perm: Vec<usize> = (0..dims.len()).filter(|&d| d != axis).collect();
+                perm.push(axis);
+                let moved = super::rearrange::permute(lw, id, &format!("{name}/to_last"), input, &xt.shape, &perm);
+                let moved_shape = Shape::new(perm.iter().map(|&p| dims[p]).collect::<Vec<_>>());
+                let sm = softmax_rows(lw, id, &format!("{name}/rows"), moved, &moved_shape, log);
+                let mut inverse = vec![0; perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    inverse[p] = i;
+                }
+                super::rearrange::permute(lw, id, &name, sm, &moved_shape, &inverse)
+            };
+            lw.values.insert(id, Value { tensor: out, transposed: false });
+            Ok(())
+        }
+        Op::SparseSoftmaxCrossEntropy { reduction } => {
+            let logits = lw.materialized(x)?;
+            let labels = lw.materialized(node.inputs[1])?;
+            let (n, c) = (dims[0] as u64, dims[1] as u64);
+            let rows = own_rows(lw, logits, n, c);
+            let losses = lw.new_tensor(
+                format!("{name}/rows"),
+                Some(id),
+                TensorKind::Partials,
+                DType::F32,
+                Shape::new([n as usize]),
+                Mapping::from_pieces(rows.iter().map(|r| (r.tile, r.p0, r.p1)).collect()),
+            );
+            let mut eb = ExchangeBuilder::default();
+            let mut sx = Staging::new(logits, format!("{name}/logits"), Some(id));
+            let mut sl = Staging::new(labels, format!("{name}/labels"), Some(id));
+            let codelet = Codelet::SoftmaxCrossEntropy { dtype: xt.dtype };
+            let mut tiles = Vec::new();
+            for r in &rows {
+                let xin = sx.operand(lw, &mut eb, r.tile, &[(r.p0 * c, (r.p1 - r.p0) * c)]);
+                let lin = sl.operand(lw, &mut eb, r.tile, &[(r.p0, r.p1 - r.p0)]);
+                let out_pos = lw.position(losses, r.p0);
+                let vertices = row_vertices(lw, xin, Some(lin), (losses, out_pos, 1), r.p1 - r.p0, c);
+                tiles.push(TileWork { tile: r.tile, groups: vec![VertexGroup { codelet: codelet.clone(), vertices }], cycles: 0 });
+            }
+            sx.finish(lw);
+            sl.finish(lw);
+            super::matmul::merge_tiles(&mut tiles);
+            lw.superstep(&format!("{name}/rows"), Some(id), eb.finish(), tiles);
+            let scale = match reduction {
+                LossReduction::Mean => 1.0 / n.max(1) as f64,
+                LossReduction::Sum => 1.0,
+            };
+            let spec = Spec {
+                node: id,
+                name: name.clone(),
+                p: 1,
+                r: n,
+                q: 1,
+                kind: Kind::Sum,
+                input: DType::F32,
+                acc: DType::F32,
+                output: node.ty.dtype,
+                scale,
+                shape: node.ty.shape.clone(),
+            };
+            let out = if n == 1 {
+                // One row: the loss is that row's loss, converted.
+                let m = Mapping::from_pieces(rows.iter().map(|r| (r.tile, r.p0, r.p1)).collect());
+                let t = lw.new_tensor(name.clone(), Some(id), TensorKind::Activation, node.ty.dtype, node.ty.shape.clone(), m);
+                let vertices = vec![Vertex {
+                    worker: 0,
+                    operands: vec![
+                        Operand { tensor: losses, offset: 0, len: 1 },
+                        Operand { tensor: t, offset: 0, len: 1 },
+                    ],
+                    params: VertexParams::Block(BlockParams { groups: 1, count: 1, width: 1, col_begin: 0, cols: 1, scale }),
+                }];
+                let tile = rows.first().map_or(0, |r| r.tile);
+                let codelet = Codelet::Reduce { op: crate::codelets::ReduceOp::Sum, input: DType::F32, acc: DType::F32, output: node.ty.dtype };
+                lw.superstep(&format!("{name}/mean"), Some(id), Vec::new(), vec![TileWork { tile, groups: vec![VertexGroup { codelet, vertices }], cycles: 0 }]);
+                t
+            } else {
+                reduce::reduce(lw, &spec, losses)
+            };
+            lw.values.insert(id, Value { tensor: out, transposed: false });
+            Ok(())
+        }
+        _ => Err(lw.unsupported(id, "not a row op")),
+    }
+}
+
+/// The rows of a `[p, r]` view of `input`, each owned by the tile of its first element.
+fn own_rows(lw: &Lowerer, input: TensorId, p: u64, r: u64) -> Vec<Rows> {
+    let mut owned: Vec<(u32, u64)> = Vec::new();
+    for s in &lw.index[input.0 as usize] {
+        let first = s.begin.div_ceil(r.max(1));
+        let end = if r == 0 { 0 } else { s.end.div_ceil(r) };
+        for row in first..end.min(p) {
+            owned.push((s.tile, row));
+        }
+    }
+    owned.sort_unstable_by_key(|&(_, row)| row);
+    let mut rows: Vec<Rows> = Vec::new();
+    for (tile, row) in owned {
+        match rows.last_mut() {
+            Some(last) if last.tile == tile && last.p1 == row => last.p1 = row + 1,
+            _ => rows.push(Rows { tile, p0: row, p1: row + 1 }),
+        }
+    }
+    rows
+}
+
+/// Row vertices over `nrows` rows of `r` elements: rows split over the workers.
+fn row_vertices(
+    lw: &Lowerer,
+    xin: Operand,
+    labels: Option<Operand>,
+    (out, out_pos, out_per_row): (TensorId, u64, u64),
+    nrows: u64,
+    r: u64,
+) -> Vec<Vertex> {
+    let ies = lw.tensors[xin.tensor.0 as usize].dtype.size_bytes() as u64;
+    let oes = lw.tensors[out.0 as usize].dtype.size_bytes() as u64;
+    worker_slices(nrows, 1, lw.target.worker_contexts)
+        .into_iter()
+        .enumerate()
+        .map(|(w, (a, b))| {
+            let mut operands = vec![Operand {
+                tensor: xin.tensor,
+                offset: xin.offset + (a * r * ies) as u32,
+                len: ((b - a) * r) as u32,
+            }];
+            if let Some(l) = labels {
+                operands.push(Operand { tensor: l.tensor, offset: l.offset + (a * 4) as u32, len: (b - a) as u32 });
+            }
+            operands.push(Operand {
+                tensor: out,
+                offset: ((out_pos + a * out_per_row) * oes) as u32,
+                len: ((b - a) * out_per_row) as u32,
+            });
+            Vertex {
+                worker: w as u8,
+                operands,
+                params: VertexParams::Block(BlockParams {
+                    groups: (b - a) as u32,
+                    count: r as u32,
+                    width: 1,
+                    col_begin: 0,
+                    cols: 1,
+                    scale: 1.0,
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Softmax (or log-softmax) of the rows of `input` (last axis of `shape`).
+fn softmax_rows(lw: &mut Lowerer, id: NodeId, name: &str, input: TensorId, shape: &Shape, log: bool) -> TensorId {
+    let dims = shape.dims();
+    let r = *dims.last().unwrap_or(&1) as u64;
+    let p = shape.num_elements() as u64 / r.max(1);
+    let dtype = lw.tensors[input.0 as usize].dtype;
+    let rows = own_rows(lw, input, p, r);
+    let out = lw.new_tensor(
+        name.to_string(),
+        Some(id),
+        TensorKind::Activation,
+        dtype,
+        shape.clone(),
+        Mapping::from_pieces(rows.iter().map(|x| (x.tile, x.p0 * r, x.p1 * r)).collect()),
+    );
+    let mut eb = ExchangeBuilder::default();
+    let mut sx = Staging::new(input, format!("{name}/in"), Some(id));
+    let codelet = Codelet::Softmax { log, dtype };
+    let mut tiles = Vec::new();
+    for x in &rows {
+        let xin = sx.operand(lw, &mut eb, x.tile, &[(x.p0 * r, (x.p1 - x.p0) * r)]);
+        let out_pos = lw.position(out, x.p0 * r);
+        let vertices = row_vertices(lw, xin, None, (out, out_pos, r), x.p1 - x.p0, r);
+        tiles.push(TileWork { tile: x.tile, groups: vec![VertexGroup { codelet: codelet.clone(), vertices }], cycles: 0 });
+    }
+    sx.finish(lw);
+    super::matmul::merge_tiles(&mut tiles);
+    lw.superstep(name, Some(id), eb.finish(), tiles);
+    out
+}
+
+/// ArgMax over the last axis (`spec.q == 1`): rows gathered on their owners.
+pub(crate) fn argmax_rows(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId {
+    let (p, r) = (spec.p, spec.r);
+    let rows = own_rows(lw, input, p, r);
+    let out = lw.new_tensor(
+        spec.name.clone(),
+        Some(spec.node),
+        TensorKind::Activation,
+        DType::I32,
+        spec.shape.clone(),
+        Mapping::from_pieces(rows.iter().map(|x| (x.tile, x.p0, x.p1)).collect()),
+    );
+    let mut eb = ExchangeBuilder::default();
+    let mut sx = Staging::new(input, format!("{}/in", spec.name), Some(spec.node));
+    let codelet = Codelet::ArgMax { dtype: spec.input };
+    let mut tiles = Vec::new();
+    for x in &rows {
+        let xin = sx.operand(lw, &mut eb, x.tile, &[(x.p0 * r, (x.p1 - x.p0) * r)]);
+        let out_pos = lw.position(out, x.p0);
+        let vertices = row_vertices(lw, xin, None, (out, out_pos, 1), x.p1 - x.p0, r);
+        tiles.push(TileWork { tile: x.tile, groups: vec![VertexGroup { codelet: codelet.clone(), vertices }], cycles: 0 });
+    }
+    sx.finish(lw);
+    super::matmul::merge_tiles(&mut tiles);
+    lw.superstep(&spec.name, Some(spec.node), eb.finish(), tiles);
+    out
+}

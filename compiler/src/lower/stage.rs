@@ -1,0 +1,233 @@
+//! Gathering operands onto the tiles that need them: exchange copies (with broadcasts
+//! merged) and staging tensors that receive them.
+//!
+//! A vertex reads only its own tile's memory. When the elements it needs already sit
+//! contiguously on its tile they are read in place; otherwise they are copied into a
+//! staging tensor on that tile by the exchange that precedes the compute set (an on-tile
+//! source becomes an on-tile memcpy).
+
+use super::mapping::{local_run, locate, Mapping};
+use super::Lowerer;
+use crate::executable::{Copy, CopyDst, Operand, TensorId, TensorKind};
+use ipusim_ir::{NodeId, Shape};
+use std::collections::HashMap;
+
+/// Collects the copies of one exchange, merging copies of the same source bytes into one
+/// broadcast copy.
+#[derive(Default)]
+pub(crate) struct ExchangeBuilder {
+    copies: Vec<Copy>,
+    dedup: HashMap<(TensorId, u64, u64, TensorId), usize>,
+}
+
+impl ExchangeBuilder {
+    /// Copies elements `[begin, begin + len)` of `src` to element position `dst_pos` of
+    /// `dst`'s slice on `dst_tile` (positions are slice-relative until the memory plan).
+    #[allow(clippy::too_many_arguments)]
+    pub fn copy_elems(
+        &mut self,
+        lw: &Lowerer,
+        src: TensorId,
+        begin: u64,
+        len: u64,
+        dst: TensorId,
+        dst_tile: u32,
+        dst_pos: u64,
+    ) {
+        let index = &lw.index[src.0 as usize];
+        let es = lw.tensors[src.0 as usize].dtype.size_bytes() as u64;
+        let end = begin + len;
+        let mut at = begin;
+        let Some(mut i) = locate(index, at) else {
+            return;
+        };
+        while at < end && i < index.len() {
+            let s = index[i];
+            let take = end.min(s.end) - at;
+            let src_pos = s.pos + (at - s.begin);
+            let dst_off = ((dst_pos + (at - begin)) * es) as u32;
+            let key = (src, at, take, dst);
+            let d = CopyDst {
+                tile: dst_tile,
+                offset: dst_off,
+            };
+            match self.dedup.get(&key) {
+                Some(&c) => self.copies[c].dsts.push(d),
+                None => {
+                    self.dedup.insert(key, self.copies.len());
+                    self.copies.push(Copy {
+                        src_tile: s.tile,
+                        src_offset: (src_pos * es) as u32,
+                        bytes: (take * es) as u32,
+                        src_tensor: src,
+                        dst_tensor: dst,
+                        dsts: vec![d],
+                    });
+                }
+            }
+            at += take;
+            i += 1;
+        }
+    }
+
+    /// The copies.
+    pub fn finish(self) -> Vec<Copy> {
+        self.copies
+    }
+}
+
+/// A staging tensor being filled: per tile, the number of elements requested so far.
+pub(crate) struct Staging {
+    source: TensorId,
+    name: String,
+    node: Option<NodeId>,
+    tensor: Option<TensorId>,
+    sizes: Vec<(u32, u64)>,
+}
+
+impl Staging {
+    /// A staging area for elements of `source`, named `name`.
+    pub fn new(source: TensorId, name: String, node: Option<NodeId>) -> Staging {
+        Staging {
+            source,
+            name,
+            node,
+            tensor: None,
+            sizes: Vec::new(),
+        }
+    }
+
+    /// An operand on `tile` holding the elements of `ranges` (`(begin, len)` of the source,
+    /// in order): in place when they already sit contiguously on the tile, else staged.
+    pub fn operand(
+        &mut self,
+        lw: &mut Lowerer,
+        eb: &mut ExchangeBuilder,
+        tile: u32,
+        ranges: &[(u64, u64)],
+    ) -> Operand {
+        let total: u64 = ranges.iter().map(|r| r.1).sum();
+        let src_t = &lw.tensors[self.source.0 as usize];
+        let es = src_t.dtype.size_bytes() as u64;
+        if let Some(pos) = local_run(&lw.index[self.source.0 as usize], tile, ranges) {
+            return Operand {
+                tensor: self.source,
+                offset: (pos * es) as u32,
+                len: total as u32,
+            };
+        }
+        let dtype = src_t.dtype;
+        let tensor = match self.tensor {
+            Some(t) => t,
+            None => {
+                let t = lw.new_tensor(
+                    self.name.clone(),
+                    self.node,
+                    TensorKind::Staging {
+                        source: self.source,
+                    },
+                    dtype,
+                    Shape::new([0]),
+                    Mapping::default(),
+                );
+                self.tensor = Some(t);
+                t
+            }
+        };
+        let slot = match self.sizes.iter().rposition(|s| s.0 == tile) {
+            Some(i) => i,
+            None => {
+                self.sizes.push((tile, 0));
+                self.sizes.len() - 1
+            }
+        };
+        let pos = self.sizes[slot].1;
+        let mut at = pos;
+        for &(b, len) in ranges {
+            eb.copy_elems(lw, self.source, b, len, tensor, tile, at);
+            at += len;
+        }
+        self.sizes[slot].1 = at;
+        Operand {
+            tensor,
+            offset: (pos * es) as u32,
+            len: total as u32,
+        }
+    }
+
+    /// Gives the staging tensor its final shape and mapping (one interval per tile).
+    pub fn finish(self, lw: &mut Lowerer) {
+        let Some(t) = self.tensor else { return };
+        let mut sizes = self.sizes;
+        sizes.sort_unstable();
+        let mut pieces = Vec::with_capacity(sizes.len());
+        let mut at = 0u64;
+        for (tile, n) in sizes {
+            pieces.push((tile, at, at + n));
+            at += n;
+        }
+        lw.set_mapping(t, Shape::new([at as usize]), Mapping::from_pieces(pieces));
+    }
+}
+
+/// A tensor local to each tile that uses it, filled by vertices (partials): per tile a
+/// growing region.
+pub(crate) struct TileScratch {
+    pub tensor: TensorId,
+    sizes: Vec<(u32, u64)>,
+}
+
+impl TileScratch {
+    /// A new scratch tensor of `dtype` named `name`.
+    pub fn new(
+        lw: &mut Lowerer,
+        name: String,
+        node: Option<NodeId>,
+        dtype: ipusim_ir::DType,
+    ) -> TileScratch {
+        let tensor = lw.new_tensor(
+            name,
+            node,
+            TensorKind::Partials,
+            dtype,
+            Shape::new([0]),
+            Mapping::default(),
+        );
+        TileScratch {
+            tensor,
+            sizes: Vec::new(),
+        }
+    }
+
+    /// Reserves `len` elements on `tile`; returns their slice-relative element position.
+    pub fn alloc(&mut self, tile: u32, len: u64) -> u64 {
+        match self.sizes.iter_mut().rev().find(|s| s.0 == tile) {
+            Some(s) => {
+                let p = s.1;
+                s.1 += len;
+                p
+            }
+            None => {
+                self.sizes.push((tile, len));
+                0
+            }
+        }
+    }
+
+    /// Gives the tensor its final mapping.
+    pub fn finish(self, lw: &mut Lowerer) {
+        let mut sizes = self.sizes;
+        sizes.sort_unstable();
+        let mut pieces = Vec::with_capacity(sizes.len());
+        let mut at = 0u64;
+        for (tile, n) in sizes {
+            pieces.push((tile, at, at + n));
+            at += n;
+        }
+        lw.set_mapping(
+            self.tensor,
+            Shape::new([at as usize]),
+            Mapping::from_pieces(pieces),
+        );
+    }
+}

@@ -1,0 +1,370 @@
+//! The memory plan: byte offsets of every tensor slice in its tile's memory, bytes per tile by
+//! category, liveness over program steps, and the out-of-memory verdict.
+//!
+//! Layout of a tile's data region (from byte 0, every allocation aligned to 8 bytes for
+//! 64-bit loads): variables, constants and host-stream buffers (always live, never shared),
+//! then temporaries placed by a linear scan over program steps: a temporary is live from the
+//! first to the last step that touches it (steps in program order, a `Repeat` body counted
+//! once) and takes the lowest free offset among the temporaries live at the same time, so two
+//! temporaries share bytes only when their live ranges are disjoint. Vertex state and code
+//! (codelets, control code, exchange code) are accounted after the data region; the
+//! simulator does not materialise them.
+//!
+//! Out of memory is a result, not an error: the plan marks `oom`, lists the tiles over
+//! capacity, and names the worst tiles with their largest tensors.
+
+use crate::codelets::vertex_state_bytes;
+use crate::error::CompileError;
+use crate::executable::{ComputeSet, Exchange, Tensor, TensorId, TensorKind};
+use crate::lower::Usage;
+use crate::target::Target;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// Alignment of every allocation.
+const ALIGN: u64 = 8;
+/// Control code per compute set on a tile (a call and a sync; not found, chosen).
+const CONTROL_CODE_BYTES: u64 = 24;
+/// Exchange code per copy endpoint on a tile (a pointer set-up and a send/receive; not
+/// found, chosen).
+const EXCHANGE_CODE_BYTES: u64 = 8;
+
+/// Bytes of one tile by category.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TileMemory {
+    /// The tile.
+    pub tile: u32,
+    /// Variables (model state).
+    pub variables: u64,
+    /// Constants.
+    pub constants: u64,
+    /// Host-stream landing buffers.
+    pub exchange_buffers: u64,
+    /// Peak bytes of temporaries (activations, staging, partials), including alignment gaps.
+    pub temporaries: u64,
+    /// Vertex state.
+    pub vertex_state: u64,
+    /// Code: codelets used on the tile, control code, exchange code.
+    pub code: u64,
+    /// Sum of the categories.
+    pub total: u64,
+}
+
+/// A tensor's bytes on one tile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorBytes {
+    /// The tensor.
+    pub tensor: TensorId,
+    /// Its name.
+    pub name: String,
+    /// Bytes on the tile.
+    pub bytes: u64,
+}
+
+/// One of the fullest tiles, with its largest tensors.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorstTile {
+    /// The tile.
+    pub tile: u32,
+    /// Its total bytes.
+    pub bytes: u64,
+    /// Its largest tensors, largest first.
+    pub largest: Vec<TensorBytes>,
+}
+
+/// The memory plan of an executable.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryPlan {
+    /// Bytes per tile of the target.
+    pub bytes_per_tile_capacity: u64,
+    /// Every tile of the target, in tile order.
+    pub tiles: Vec<TileMemory>,
+    /// The fullest tile's bytes.
+    pub max_tile_bytes: u64,
+    /// Bytes over all tiles.
+    pub total_bytes: u64,
+    /// True when some tile exceeds its capacity.
+    pub oom: bool,
+    /// Tiles over capacity, ascending.
+    pub oom_tiles: Vec<u32>,
+    /// The five fullest tiles with their five largest tensors.
+    pub worst_tiles: Vec<WorstTile>,
+    /// Bytes of always-live data (variables, constants, stream buffers) over all tiles.
+    pub always_live_bytes: u64,
+    /// Per program step (indices of `Executable::steps`): bytes of temporaries live over all
+    /// tiles.
+    pub liveness: Vec<u64>,
+}
+
+fn align(x: u64) -> u64 {
+    x.div_ceil(ALIGN) * ALIGN
+}
+
+/// An allocation request of one tensor slice.
+struct Request {
+    tensor: usize,
+    slice: usize,
+    size: u64,
+    first: u32,
+    last: u32,
+}
+
+/// Plans the memory of the lowered program: assigns every slice's and interval's byte offset
+/// and returns the plan.
+pub(crate) fn plan(
+    target: &Target,
+    tensors: &mut [Tensor],
+    usage: &[Usage],
+    compute_sets: &[ComputeSet],
+    exchanges: &[Exchange],
+    steps: usize,
+) -> Result<MemoryPlan, CompileError> {
+    let ntiles = target.tiles as usize;
+    let mut mem: Vec<TileMemory> = (0..ntiles)
+        .map(|t| TileMemory {
+            tile: t as u32,
+            ..TileMemory::default()
+        })
+        .collect();
+    let mut persistent: Vec<Vec<(usize, usize, u64)>> = vec![Vec::new(); ntiles];
+    let mut temps: Vec<Vec<Request>> = (0..ntiles).map(|_| Vec::new()).collect();
+    let mut liveness = vec![0i128; steps + 1];
+    for (ti, t) in tensors.iter().enumerate() {
+        let es = t.dtype.size_bytes() as u64;
+        let always = matches!(
+            t.kind,
+            TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. }
+        );
+        let u = usage[ti];
+        let (first, last) = (u.first.unwrap_or(0), u.last.unwrap_or(0));
+        let mut total = 0u64;
+        for (si, s) in t.slices.iter().enumerate() {
+            let size = s.num_elements() * es;
+            total += size;
+            let tile = s.tile as usize;
+            if tile >= ntiles {
+                return Err(CompileError::Verify {
+                    pass: "memory plan",
+                    message: format!("tensor '{}' is mapped to tile {} of {}", t.name, s.tile, ntiles),
+                });
+            }
+            if always {
+                persistent[tile].push((ti, si, size));
+            } else {
+                temps[tile].push(Request {
+                    tensor: ti,
+                    slice: si,
+                    size,
+                    first,
+                    last,
+                });
+            }
+        }
+        if !always && total > 0 && steps > 0 {
+            let (a, b) = (first as usize, (last as usize).min(steps - 1));
+            liveness[a] += total as i128;
+            liveness[b + 1] -= total as i128;
+        }
+    }
+    let mut offsets: Vec<Vec<(usize, u64)>> = vec![Vec::new(); tensors.len()];
+    let mut always_live = 0u64;
+    for tile in 0..ntiles {
+        let mut at = 0u64;
+        persistent[tile].sort_by_key(|&(ti, _, _)| {
+            let order = match tensors[ti].kind {
+                TensorKind::Variable => 0,
+                TensorKind::Constant => 1,
+                _ => 2,
+            };
+            (order, ti)
+        });
+        for &(ti, si, size) in &persistent[tile] {
+            offsets[ti].push((si, at));
+            // Alignment padding counts with the allocation it follows.
+            let padded = align(at + size) - at;
+            match tensors[ti].kind {
+                TensorKind::Variable => mem[tile].variables += padded,
+                TensorKind::Constant => mem[tile].constants += padded,
+                _ => mem[tile].exchange_buffers += padded,
+            }
+            at += padded;
+        }
+        let base = at;
+        always_live += base;
+        // Linear scan: requests by first step; active allocations sorted by offset.
+        let reqs = &mut temps[tile];
+        reqs.sort_by_key(|r| (r.first, r.tensor));
+        let mut active: Vec<(u64, u64, u32)> = Vec::new(); // (offset, end, last step)
+        let mut top = base;
+        for r in reqs.iter() {
+            active.retain(|a| a.2 >= r.first);
+            let size = align(r.size.max(1));
+            let mut off = base;
+            let mut pos = 0;
+            for (i, a) in active.iter().enumerate() {
+                if a.0 >= off + size {
+                    break;
+                }
+                off = off.max(a.1);
+                pos = i + 1;
+            }
+            active.insert(pos, (off, off + size, r.last));
+            top = top.max(off + size);
+            offsets[r.tensor].push((r.slice, off));
+        }
+        mem[tile].temporaries = top - base;
+    }
+    // Assign offsets.
+    for (ti, t) in tensors.iter_mut().enumerate() {
+        let es = t.dtype.size_bytes() as u64;
+        for &(si, off) in &offsets[ti] {
+            let s = &mut t.slices[si];
+            let end = off + s.num_elements() * es;
+            if end > u32::MAX as u64 {
+                return Err(CompileError::TooLarge {
+                    node: t.name.clone(),
+                    what: format!("tile {} would need {end} bytes, beyond 32-bit tile addresses", s.tile),
+                });
+            }
+            s.offset = off as u32;
+            let mut pos = off;
+            for iv in &mut s.intervals {
+                iv.offset = pos as u32;
+                pos += (iv.end - iv.begin) * es;
+            }
+        }
+    }
+    // Vertex state, code.
+    let mut codelets: Vec<BTreeSet<&'static str>> = vec![BTreeSet::new(); ntiles];
+    for cs in compute_sets {
+        for tw in &cs.tiles {
+            let tile = tw.tile as usize;
+            if tile >= ntiles {
+                continue;
+            }
+            mem[tile].code += CONTROL_CODE_BYTES;
+            for g in &tw.groups {
+                let info = g.codelet.info();
+                if codelets[tile].insert(info.name) {
+                    mem[tile].code += info.code_bytes as u64;
+                }
+                for v in &g.vertices {
+                    mem[tile].vertex_state += vertex_state_bytes(v.operands.len(), &v.params) as u64;
+                }
+            }
+        }
+    }
+    for ex in exchanges {
+        for c in &ex.copies {
+            if let Some(m) = mem.get_mut(c.src_tile as usize) {
+                m.code += EXCHANGE_CODE_BYTES;
+            }
+            for d in &c.dsts {
+                if let Some(m) = mem.get_mut(d.tile as usize) {
+                    m.code += EXCHANGE_CODE_BYTES;
+                }
+            }
+        }
+    }
+    let capacity = target.bytes_per_tile as u64;
+    let mut oom_tiles = Vec::new();
+    for m in &mut mem {
+        m.total = m.variables
+            + m.constants
+            + m.exchange_buffers
+            + m.temporaries
+            + m.vertex_state
+            + m.code;
+        if m.total > capacity {
+            oom_tiles.push(m.tile);
+        }
+    }
+    let mut order: Vec<usize> = (0..ntiles).collect();
+    order.sort_by_key(|&t| (std::cmp::Reverse(mem[t].total), t));
+    let worst_tiles = order
+        .iter()
+        .take(5)
+        .filter(|&&t| mem[t].total > 0)
+        .map(|&t| {
+            let mut largest: Vec<TensorBytes> = tensors
+                .iter()
+                .enumerate()
+                .filter_map(|(ti, x)| {
+                    x.slice_on(t as u32).map(|s| TensorBytes {
+                        tensor: TensorId(ti as u32),
+                        name: x.name.clone(),
+                        bytes: s.num_elements() * x.dtype.size_bytes() as u64,
+                    })
+                })
+                .collect();
+            largest.sort_by_key(|b| (std::cmp::Reverse(b.bytes), b.tensor));
+            largest.truncate(5);
+            WorstTile {
+                tile: t as u32,
+                bytes: mem[t].total,
+                largest,
+            }
+        })
+        .collect();
+    let mut live = Vec::with_capacity(steps);
+    let mut run = 0i128;
+    for d in liveness.iter().take(steps) {
+        run += d;
+        live.push(run.max(0) as u64);
+    }
+    Ok(MemoryPlan {
+        bytes_per_tile_capacity: capacity,
+        max_tile_bytes: mem.iter().map(|m| m.total).max().unwrap_or(0),
+        total_bytes: mem.iter().map(|m| m.total).sum(),
+        oom: !oom_tiles.is_empty(),
+        oom_tiles,
+        worst_tiles,
+        always_live_bytes: always_live,
+        liveness: live,
+        tiles: mem,
+    })
+}
+
+/// Turns slice-relative operand and copy offsets into absolute tile addresses.
+pub(crate) fn resolve_offsets(
+    tensors: &[Tensor],
+    compute_sets: &mut [ComputeSet],
+    exchanges: &mut [Exchange],
+) -> Result<(), CompileError> {
+    let base = |t: TensorId, tile: u32| -> Result<u64, CompileError> {
+        let tensor = &tensors[t.0 as usize];
+        tensor
+            .slice_on(tile)
+            .map(|s| s.offset as u64)
+            .ok_or_else(|| CompileError::Verify {
+                pass: "offset resolution",
+                message: format!("tensor '{}' has no slice on tile {tile}", tensor.name),
+            })
+    };
+    let add = |off: u32, b: u64, what: &str| -> Result<u32, CompileError> {
+        u32::try_from(off as u64 + b).map_err(|_| CompileError::TooLarge {
+            node: what.to_string(),
+            what: "an address beyond 32-bit tile addresses".into(),
+        })
+    };
+    for cs in compute_sets.iter_mut() {
+        for tw in &mut cs.tiles {
+            for g in &mut tw.groups {
+                for v in &mut g.vertices {
+                    for o in &mut v.operands {
+                        o.offset = add(o.offset, base(o.tensor, tw.tile)?, &cs.name)?;
+                    }
+                }
+            }
+        }
+    }
+    for ex in exchanges.iter_mut() {
+        for c in &mut ex.copies {
+            c.src_offset = add(c.src_offset, base(c.src_tensor, c.src_tile)?, &ex.name)?;
+            for d in &mut c.dsts {
+                d.offset = add(d.offset, base(c.dst_tensor, d.tile)?, &ex.name)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,111 @@
+//! Options of one compilation: the PopLibs-style planning knobs (`partialsType`,
+//! `availableMemoryProportion`) and the loop structure of the training step.
+
+use crate::error::CompileError;
+use ipusim_ir::DType;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The accumulation type of matmul partials and sum reductions of half data (PopLibs
+/// `partialsType`). Ignored when smaller than the data type (float data accumulates in
+/// float), as in PopLibs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PartialsType {
+    /// FP32 partials (PopLibs' default).
+    #[default]
+    Float,
+    /// FP16 partials: faster AMP on Mk2, rounded at every partial write.
+    Half,
+}
+
+impl PartialsType {
+    /// The accumulation dtype for data of `dtype` (floats never accumulate in half).
+    pub fn accumulator_for(self, dtype: DType) -> DType {
+        match (self, dtype) {
+            (PartialsType::Half, DType::F16) => DType::F16,
+            (_, DType::F16 | DType::F32) => DType::F32,
+            (_, other) => other,
+        }
+    }
+
+    /// `float` or `half`, as PopLibs spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartialsType::Float => "float",
+            PartialsType::Half => "half",
+        }
+    }
+}
+
+impl fmt::Display for PartialsType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for PartialsType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PartialsType, String> {
+        match s {
+            "float" => Ok(PartialsType::Float),
+            "half" => Ok(PartialsType::Half),
+            _ => Err(format!("unknown partials type '{s}' (expected float or half)")),
+        }
+    }
+}
+
+/// Options of [`crate::compile`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompileOptions {
+    /// Matmul and reduction partials type.
+    pub partials_type: PartialsType,
+    /// Fraction of each tile's memory the matmul planner may use for temporaries (PopLibs
+    /// `availableMemoryProportion`, default 0.6).
+    pub available_memory_proportion: f64,
+    /// Micro-batches per weight update: the Step phase repeats this many times before the
+    /// Update phase runs.
+    pub gradient_accumulation: u32,
+    /// Training steps per device run: the outer `Repeat` count.
+    pub device_iterations: u32,
+    /// Run the verifier between passes.
+    pub verify: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> CompileOptions {
+        CompileOptions {
+            partials_type: PartialsType::Float,
+            available_memory_proportion: 0.6,
+            gradient_accumulation: 1,
+            device_iterations: 1,
+            verify: true,
+        }
+    }
+}
+
+impl CompileOptions {
+    /// Checks the ranges of every option.
+    pub fn validate(&self) -> Result<(), CompileError> {
+        let p = self.available_memory_proportion;
+        if !(p > 0.0 && p <= 1.0) {
+            return Err(CompileError::Option {
+                option: "available_memory_proportion",
+                message: format!("{p} is not in (0, 1]"),
+            });
+        }
+        if self.gradient_accumulation == 0 {
+            return Err(CompileError::Option {
+                option: "gradient_accumulation",
+                message: "must be at least 1".into(),
+            });
+        }
+        if self.device_iterations == 0 {
+            return Err(CompileError::Option {
+                option: "device_iterations",
+                message: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,373 @@
+//! The compile report: the public JSON contract of `ipusim compile --json` (field names are
+//! a contract: extend, never rename), its readable text form, and the compiled-program
+//! summary used for snapshot tests.
+
+use crate::executable::Executable;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// The target as reported.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetReport {
+    pub name: String,
+    pub tiles: u32,
+    pub bytes_per_tile: u64,
+    pub clock_hz: u64,
+}
+
+/// Cycles per PopVision category; they sum to `total_cycles`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Categories {
+    #[serde(rename = "OnTileExecute")]
+    pub on_tile_execute: u64,
+    #[serde(rename = "DoExchange")]
+    pub do_exchange: u64,
+    #[serde(rename = "Sync")]
+    pub sync: u64,
+    #[serde(rename = "StreamCopy")]
+    pub stream_copy: u64,
+}
+
+/// One compute set: `cycles` over the whole run (`cycles_per_execution × executions`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ComputeSetReport {
+    pub name: String,
+    pub cycles: u64,
+    pub tiles_used: u32,
+    pub executions: u64,
+    pub cycles_per_execution: u64,
+}
+
+/// Bytes by category over all tiles.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryCategories {
+    pub variables: u64,
+    pub constants: u64,
+    pub vertex_state: u64,
+    pub code: u64,
+    pub exchange_buffers: u64,
+    pub temporaries: u64,
+}
+
+/// The memory part of the report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryReport {
+    pub bytes_per_tile_capacity: u64,
+    pub max_tile_bytes: u64,
+    pub total_bytes: u64,
+    pub oom: bool,
+    pub oom_tiles: Vec<u32>,
+    pub categories: MemoryCategories,
+    pub worst_tiles: Vec<crate::memory::WorstTile>,
+    pub always_live_bytes: u64,
+    pub peak_live_bytes: u64,
+}
+
+/// `ipusim compile --json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompileReport {
+    pub program: String,
+    pub target: TargetReport,
+    pub precision: String,
+    pub total_cycles: u64,
+    pub categories: Categories,
+    pub compute_sets: Vec<ComputeSetReport>,
+    /// See [`crate::cycles::CycleEstimate::tile_balance`].
+    pub tile_balance: f64,
+    pub memory: MemoryReport,
+    /// `total_cycles / clock_hz`.
+    pub seconds: f64,
+    pub partials: String,
+    pub gradient_accumulation: u32,
+    pub device_iterations: u32,
+    pub used_tiles: u32,
+    pub vertices: u64,
+    pub exchange_bytes: u64,
+    pub stream_bytes_host_to_device: u64,
+    pub stream_bytes_device_to_host: u64,
+}
+
+impl CompileReport {
+    /// The report of `exe`, compiled from `program` with precision policy `precision`.
+    pub fn new(program: &str, precision: &str, exe: &Executable) -> CompileReport {
+        let e = &exe.estimate;
+        let m = &exe.memory;
+        let mut cats = MemoryCategories::default();
+        for t in &m.tiles {
+            cats.variables += t.variables;
+            cats.constants += t.constants;
+            cats.vertex_state += t.vertex_state;
+            cats.code += t.code;
+            cats.exchange_buffers += t.exchange_buffers;
+            cats.temporaries += t.temporaries;
+        }
+        CompileReport {
+            program: program.to_string(),
+            target: TargetReport {
+                name: exe.target.name.clone(),
+                tiles: exe.target.tiles,
+                bytes_per_tile: exe.target.bytes_per_tile as u64,
+                clock_hz: exe.target.clock_hz,
+            },
+            precision: precision.to_string(),
+            total_cycles: e.total_cycles,
+            categories: Categories {
+                on_tile_execute: e.on_tile_execute,
+                do_exchange: e.do_exchange,
+                sync: e.sync,
+                stream_copy: e.stream_copy,
+            },
+            compute_sets: e
+                .compute_sets
+                .iter()
+                .map(|c| ComputeSetReport {
+                    name: c.name.clone(),
+                    cycles: c.cycles,
+                    tiles_used: c.tiles_used,
+                    executions: c.executions,
+                    cycles_per_execution: c.cycles_per_execution,
+                })
+                .collect(),
+            tile_balance: e.tile_balance,
+            memory: MemoryReport {
+                bytes_per_tile_capacity: m.bytes_per_tile_capacity,
+                max_tile_bytes: m.max_tile_bytes,
+                total_bytes: m.total_bytes,
+                oom: m.oom,
+                oom_tiles: m.oom_tiles.clone(),
+                categories: cats,
+                worst_tiles: m.worst_tiles.clone(),
+                always_live_bytes: m.always_live_bytes,
+                peak_live_bytes: m.liveness.iter().copied().max().unwrap_or(0),
+            },
+            seconds: e.total_cycles as f64 / exe.target.clock_hz as f64,
+            partials: exe.options.partials_type.to_string(),
+            gradient_accumulation: exe.options.gradient_accumulation,
+            device_iterations: exe.options.device_iterations,
+            used_tiles: e.used_tiles,
+            vertices: exe.num_vertices() as u64,
+            exchange_bytes: e.exchanges.iter().map(|x| x.bytes * x.executions).sum(),
+            stream_bytes_host_to_device: e.stream_bytes_in,
+            stream_bytes_device_to_host: e.stream_bytes_out,
+        }
+    }
+
+    /// The readable report (units in every header).
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let t = &self.target;
+        let _ = writeln!(
+            s,
+            "ipusim compile: {} on {} ({} tiles x {} KiB, {:.3} GHz), precision {}, partials {}",
+            self.program,
+            t.name,
+            t.tiles,
+            t.bytes_per_tile / 1024,
+            t.clock_hz as f64 / 1e9,
+            self.precision,
+            self.partials
+        );
+        let _ = writeln!(
+            s,
+            "gradient accumulation {}, device iterations {}, {} vertices on {} tiles\n",
+            self.gradient_accumulation, self.device_iterations, self.vertices, self.used_tiles
+        );
+        let _ = writeln!(
+            s,
+            "Total: {} cycles ({:.3} ms at {:.3} GHz)\n",
+            group(self.total_cycles),
+            self.seconds * 1e3,
+            t.clock_hz as f64 / 1e9
+        );
+        let total = self.total_cycles.max(1) as f64;
+        let _ = writeln!(s, "{:<16} {:>16} {:>9}", "Category", "cycles", "share (%)");
+        let c = &self.categories;
+        for (name, v) in [
+            ("OnTileExecute", c.on_tile_execute),
+            ("DoExchange", c.do_exchange),
+            ("Sync", c.sync),
+            ("StreamCopy", c.stream_copy),
+        ] {
+            let _ = writeln!(s, "{:<16} {:>16} {:>9.2}", name, group(v), 100.0 * v as f64 / total);
+        }
+        let _ = writeln!(
+            s,
+            "\nTile balance: {:.3} (mean busy fraction of OnTileExecute over {} used tiles)",
+            self.tile_balance, self.used_tiles
+        );
+        let _ = writeln!(
+            s,
+            "Exchange: {} bytes moved; host streams: {} bytes in, {} bytes out\n",
+            group(self.exchange_bytes),
+            group(self.stream_bytes_host_to_device),
+            group(self.stream_bytes_device_to_host)
+        );
+        let mut sets: Vec<&ComputeSetReport> = self.compute_sets.iter().collect();
+        sets.sort_by_key(|c| std::cmp::Reverse(c.cycles));
+        let _ = writeln!(
+            s,
+            "Compute sets (top {} of {} by cycles)",
+            sets.len().min(20),
+            sets.len()
+        );
+        let _ = writeln!(
+            s,
+            "{:<48} {:>14} {:>10} {:>14} {:>10}",
+            "name", "cycles (total)", "executions", "cycles (each)", "tiles"
+        );
+        for cs in sets.iter().take(20) {
+            let _ = writeln!(
+                s,
+                "{:<48} {:>14} {:>10} {:>14} {:>10}",
+                truncate(&cs.name, 48),
+                group(cs.cycles),
+                cs.executions,
+                group(cs.cycles_per_execution),
+                cs.tiles_used
+            );
+        }
+        let m = &self.memory;
+        let _ = writeln!(
+            s,
+            "\nMemory (bytes): capacity {} per tile, max tile {} ({:.1}%), total {}, always live {}, peak live temporaries {}",
+            group(m.bytes_per_tile_capacity),
+            group(m.max_tile_bytes),
+            100.0 * m.max_tile_bytes as f64 / m.bytes_per_tile_capacity.max(1) as f64,
+            group(m.total_bytes),
+            group(m.always_live_bytes),
+            group(m.peak_live_bytes)
+        );
+        let k = &m.categories;
+        let _ = writeln!(s, "{:<18} {:>16}", "category", "bytes (all tiles)");
+        for (name, v) in [
+            ("variables", k.variables),
+            ("constants", k.constants),
+            ("vertex state", k.vertex_state),
+            ("code", k.code),
+            ("exchange buffers", k.exchange_buffers),
+            ("temporaries", k.temporaries),
+        ] {
+            let _ = writeln!(s, "{:<18} {:>16}", name, group(v));
+        }
+        if m.oom {
+            let _ = writeln!(
+                s,
+                "\nOUT OF MEMORY on {} tile(s): {}",
+                m.oom_tiles.len(),
+                m.oom_tiles
+                    .iter()
+                    .take(16)
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+                    + if m.oom_tiles.len() > 16 { ", ..." } else { "" }
+            );
+        } else {
+            let _ = writeln!(s, "\nFits in memory.");
+        }
+        let _ = writeln!(s, "Fullest tiles (bytes; largest tensors in bytes):");
+        for w in &m.worst_tiles {
+            let largest = w
+                .largest
+                .iter()
+                .map(|b| format!("{} {}", b.name, group(b.bytes)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(s, "  tile {:>5}: {:>12}  {}", w.tile, group(w.bytes), largest);
+        }
+        s
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let tail: String = s.chars().rev().take(n - 3).collect::<Vec<_>>().into_iter().rev().collect();
+        format!("...{tail}")
+    }
+}
+
+/// `1234567` as `1,234,567`.
+pub fn group(v: u64) -> String {
+    let d = v.to_string();
+    let mut out = String::with_capacity(d.len() + d.len() / 3);
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A compute set in the summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ComputeSetSummary {
+    pub name: String,
+    pub tiles: usize,
+    pub cycles: u64,
+    /// Vertices per codelet (full name with type parameters).
+    pub vertices: BTreeMap<String, usize>,
+}
+
+/// An exchange in the summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExchangeSummary {
+    pub name: String,
+    pub copies: usize,
+    pub bytes: u64,
+    pub cycles: u64,
+}
+
+/// The compiled program at a glance: what a reviewer reads in a snapshot diff when the
+/// lowering changes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramSummary {
+    pub compute_sets: Vec<ComputeSetSummary>,
+    pub exchanges: Vec<ExchangeSummary>,
+    pub memory: MemoryCategories,
+    pub max_tile_bytes: u64,
+    pub total_cycles: u64,
+    pub categories: Categories,
+}
+
+impl ProgramSummary {
+    /// The summary of `exe`.
+    pub fn new(exe: &Executable) -> ProgramSummary {
+        let r = CompileReport::new("", "", exe);
+        ProgramSummary {
+            compute_sets: exe
+                .compute_sets
+                .iter()
+                .map(|cs| {
+                    let mut vertices = BTreeMap::new();
+                    for g in cs.tiles.iter().flat_map(|t| &t.groups) {
+                        *vertices.entry(g.codelet.full_name()).or_insert(0) += g.vertices.len();
+                    }
+                    ComputeSetSummary {
+                        name: cs.name.clone(),
+                        tiles: cs.tiles.len(),
+                        cycles: cs.cycles,
+                        vertices,
+                    }
+                })
+                .collect(),
+            exchanges: exe
+                .exchanges
+                .iter()
+                .map(|x| ExchangeSummary {
+                    name: x.name.clone(),
+                    copies: x.copies.len(),
+                    bytes: x.total_bytes(),
+                    cycles: x.cycles,
+                })
+                .collect(),
+            memory: r.memory.categories,
+            max_tile_bytes: r.memory.max_tile_bytes,
+            total_cycles: r.total_cycles,
+            categories: r.categories,
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! The verifier, run between passes (cranelift's idea): invariants of the lowered program and
+//! of the memory plan, each failure naming the tensor, tile, vertex or step at fault.
+//!
+//! After lowering:
+//! 1. every tensor is mapped: its intervals are ascending, disjoint, on existing tiles, and
+//!    together cover `[0, elements)` exactly once;
+//! 2. every vertex runs on a worker context of the target and its operands lie inside their
+//!    tensor's slice on the vertex's tile; every copy's source and destinations lie inside
+//!    their tensors' slices;
+//! 3. in program order, every tensor is written (or is a variable or constant) before a
+//!    vertex, an exchange or an outfeed reads it.
+//!
+//! After the memory plan:
+//! 4. every slice fits in 32-bit tile addresses and temporaries whose live ranges overlap do
+//!    not overlap in bytes;
+//! 5. per tile, the categories add up to the total, and the data region is within the total.
+
+use crate::error::CompileError;
+use crate::executable::{Executable, Program, StepKind, Tensor, TensorId, TensorKind};
+use crate::lower::{Lowered, Usage};
+use crate::target::Target;
+
+fn fail(pass: &'static str, message: String) -> CompileError {
+    CompileError::Verify { pass, message }
+}
+
+/// Checks 1-3 on the lowered program (offsets still slice-relative).
+pub(crate) fn lowered(target: &Target, low: &Lowered) -> Result<(), CompileError> {
+    const PASS: &str = "lowering";
+    for t in &low.tensors {
+        check_mapping(target, t).map_err(|m| fail(PASS, m))?;
+    }
+    let within = |t: TensorId, tile: u32, off: u64, bytes: u64| -> Result<(), String> {
+        let tensor = low
+            .tensors
+            .get(t.0 as usize)
+            .ok_or_else(|| format!("unknown tensor {}", t.0))?;
+        let slice = tensor
+            .slice_on(tile)
+            .ok_or_else(|| format!("tensor '{}' has no elements on tile {tile}", tensor.name))?;
+        let size = slice.num_elements() * tensor.dtype.size_bytes() as u64;
+        if off + bytes > size {
+            return Err(format!(
+                "bytes [{off}, {}) of tensor '{}' on tile {tile} are outside its {size}-byte slice",
+                off + bytes,
+                tensor.name
+            ));
+        }
+        Ok(())
+    };
+    for cs in &low.compute_sets {
+        for tw in &cs.tiles {
+            for g in &tw.groups {
+                for (vi, v) in g.vertices.iter().enumerate() {
+                    if v.worker as u32 >= target.worker_contexts {
+                        return Err(fail(PASS, format!("compute set '{}', tile {}, vertex {vi}: worker {} of {}", cs.name, tw.tile, v.worker, target.worker_contexts)));
+                    }
+                    for o in &v.operands {
+                        let es = low.tensors[o.tensor.0 as usize].dtype.size_bytes() as u64;
+                        within(o.tensor, tw.tile, o.offset as u64, o.len as u64 * es)
+                            .map_err(|m| fail(PASS, format!("compute set '{}', vertex {vi} ({}): {m}", cs.name, g.codelet.full_name())))?;
+                    }
+                }
+            }
+        }
+    }
+    for ex in &low.exchanges {
+        for c in &ex.copies {
+            within(c.src_tensor, c.src_tile, c.src_offset as u64, c.bytes as u64)
+                .map_err(|m| fail(PASS, format!("exchange '{}' source: {m}", ex.name)))?;
+            for d in &c.dsts {
+                within(c.dst_tensor, d.tile, d.offset as u64, c.bytes as u64)
+                    .map_err(|m| fail(PASS, format!("exchange '{}' destination: {m}", ex.name)))?;
+            }
+        }
+    }
+    written_before_read(low)
+}
+
+/// Check 1 for one tensor.
+fn check_mapping(target: &Target, t: &Tensor) -> Result<(), String> {
+    let n = t.num_elements();
+    let mut all: Vec<(u64, u64)> = Vec::new();
+    let mut prev_tile = None;
+    for s in &t.slices {
+        if s.tile >= target.tiles {
+            return Err(format!("tensor '{}' is mapped to tile {} of {}", t.name, s.tile, target.tiles));
+        }
+        if prev_tile.is_some_and(|p| p >= s.tile) {
+            return Err(format!("tensor '{}': slices not sorted by tile at tile {}", t.name, s.tile));
+        }
+        prev_tile = Some(s.tile);
+        for iv in &s.intervals {
+            if iv.end <= iv.begin {
+                return Err(format!("tensor '{}': empty interval on tile {}", t.name, s.tile));
+            }
+            all.push((iv.begin, iv.end));
+        }
+    }
+    all.sort_unstable();
+    let mut at = 0;
+    for (b, e) in all {
+        if b != at {
+            return Err(format!(
+                "tensor '{}': element {} is {} (intervals must cover [0, {n}) once)",
+                t.name,
+                at.min(b),
+                if b > at { "not mapped" } else { "mapped twice" }
+            ));
+        }
+        at = e;
+    }
+    if at != n {
+        return Err(format!("tensor '{}': elements [{at}, {n}) are not mapped", t.name));
+    }
+    Ok(())
+}
+
+/// Check 3: walk the program steps in order.
+fn written_before_read(low: &Lowered) -> Result<(), CompileError> {
+    const PASS: &str = "lowering";
+    let mut written: Vec<bool> = low
+        .tensors
+        .iter()
+        .map(|t| matches!(t.kind, TensorKind::Variable | TensorKind::Constant) || t.num_elements() == 0)
+        .collect();
+    let name = |t: TensorId| low.tensors[t.0 as usize].name.clone();
+    for step in &low.steps {
+        match step.kind {
+            StepKind::StreamCopy(s) => {
+                let stream = &low.streams[s.0 as usize];
+                let t = stream.tensor;
+                match stream.direction {
+                    crate::executable::StreamDirection::HostToDevice => written[t.0 as usize] = true,
+                    crate::executable::StreamDirection::DeviceToHost => {
+                        if !written[t.0 as usize] {
+                            return Err(fail(PASS, format!("outfeed '{}' reads tensor '{}' before it is written", stream.name, name(t))));
+                        }
+                    }
+                }
+            }
+            StepKind::Exchange(e) => {
+                let ex = &low.exchanges[e.0 as usize];
+                for c in &ex.copies {
+                    if !written[c.src_tensor.0 as usize] {
+                        return Err(fail(PASS, format!("exchange '{}' reads tensor '{}' (tile {}) before it is written", ex.name, name(c.src_tensor), c.src_tile)));
+                    }
+                }
+                for c in &ex.copies {
+                    written[c.dst_tensor.0 as usize] = true;
+                }
+            }
+            StepKind::Execute(c) => {
+                let cs = &low.compute_sets[c.0 as usize];
+                for tw in &cs.tiles {
+                    for g in &tw.groups {
+                        for v in &g.vertices {
+                            let (out, ins) = match v.operands.split_last() {
+                                Some(x) => x,
+                                None => continue,
+                            };
+                            for o in ins {
+                                if !written[o.tensor.0 as usize] && o.tensor != out.tensor {
+                                    return Err(fail(PASS, format!("compute set '{}' on tile {} reads tensor '{}' before it is written", cs.name, tw.tile, name(o.tensor))));
+                                }
+                            }
+                        }
+                    }
+                }
+                for tw in &cs.tiles {
+                    for g in &tw.groups {
+                        for v in &g.vertices {
+                            if let Some(out) = v.operands.last() {
+                                written[out.tensor.0 as usize] = true;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The program tree lists exactly the steps.
+    let mut leaves = 0usize;
+    count_leaves(&low.program, &mut leaves);
+    if leaves != low.steps.len() {
+        return Err(fail(PASS, format!("program has {leaves} leaves but {} steps are listed", low.steps.len())));
+    }
+    Ok(())
+}
+
+fn count_leaves(p: &Program, n: &mut usize) {
+    match p {
+        Program::Sequence(c) => c.iter().for_each(|x| count_leaves(x, n)),
+        Program::Repeat { body, .. } => count_leaves(body, n),
+        Program::If { then, otherwise, .. } => {
+            count_leaves(then, n);
+            count_leaves(otherwise, n);
+        }
+        Program::Execute(_) | Program::Exchange(_) | Program::StreamCopy { .. } => *n += 1,
+        Program::Sync => {}
+    }
+}
+
+/// Checks 4-5 on the planned executable.
+pub(crate) fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
+    const PASS: &str = "memory plan";
+    let ntiles = exe.target.tiles as usize;
+    // Allocations per tile: (offset, end, first, last, always, tensor).
+    let mut per: Vec<Vec<(u64, u64, u32, u32, bool, usize)>> = vec![Vec::new(); ntiles];
+    for (ti, t) in exe.tensors.iter().enumerate() {
+        let es = t.dtype.size_bytes() as u64;
+        let always = matches!(t.kind, TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. });
+        let u = usage[ti];
+        for s in &t.slices {
+            let size = s.num_elements() * es;
+            if size == 0 {
+                continue;
+            }
+            per[s.tile as usize].push((s.offset as u64, s.offset as u64 + size, u.first.unwrap_or(0), u.last.unwrap_or(0), always, ti));
+        }
+    }
+    for (tile, allocs) in per.iter_mut().enumerate() {
+        allocs.sort_unstable();
+        let mut active: Vec<(u64, u64, u32, u32, bool, usize)> = Vec::new();
+        for a in allocs.iter() {
+            active.retain(|b| b.1 > a.0);
+            for b in &active {
+                let disjoint_life = !a.4 && !b.4 && (a.3 < b.2 || b.3 < a.2);
+                if !disjoint_life {
+                    return Err(fail(PASS, format!(
+                        "tile {tile}: tensors '{}' and '{}' share bytes while both live",
+                        exe.tensors[a.5].name, exe.tensors[b.5].name
+                    )));
+                }
+            }
+            active.push(*a);
+        }
+        let m = &exe.memory.tiles[tile];
+        let sum = m.variables + m.constants + m.exchange_buffers + m.temporaries + m.vertex_state + m.code;
+        if sum != m.total {
+            return Err(fail(PASS, format!("tile {tile}: categories add up to {sum}, total says {}", m.total)));
+        }
+        let data_end = allocs.iter().map(|a| a.1).max().unwrap_or(0);
+        if data_end > m.variables + m.constants + m.exchange_buffers + m.temporaries {
+            return Err(fail(PASS, format!("tile {tile}: data ends at byte {data_end}, beyond the accounted data bytes")));
+        }
+    }
+    Ok(())
+}
