@@ -42,26 +42,40 @@ pub fn exchange_tile_cycles(target: &Target, ex: &Exchange) -> Vec<(u32, u64)> {
     let bpc = target.exchange_bytes_per_cycle.max(1) as u64;
     let mbpc = target.memcpy_bytes_per_cycle.max(1) as u64;
     let msg = target.exchange_message_cycles as u64;
-    // (send, receive, local) per tile, kept sparse: exchanges touch few tiles of big chips.
-    let mut per: std::collections::BTreeMap<u32, [u64; 3]> = Default::default();
+    // (send, receive, local) per tile.
+    let mut per: Vec<[u64; 3]> = vec![[0; 3]; target.tiles as usize];
+    let mut touched: Vec<u32> = Vec::new();
+    let mut add = |tile: u32, k: usize, v: u64| {
+        if let Some(e) = per.get_mut(tile as usize) {
+            if *e == [0; 3] {
+                touched.push(tile);
+            }
+            e[k] += v;
+        }
+    };
     for c in &ex.copies {
         let bytes = c.bytes as u64;
         let xfer = bytes.div_ceil(bpc) + msg;
         let mut remote = false;
         for d in &c.dsts {
             if d.tile == c.src_tile {
-                per.entry(d.tile).or_default()[2] += bytes.div_ceil(mbpc) + msg;
+                add(d.tile, 2, bytes.div_ceil(mbpc) + msg);
             } else {
                 remote = true;
-                per.entry(d.tile).or_default()[1] += xfer;
+                add(d.tile, 1, xfer);
             }
         }
         if remote {
-            per.entry(c.src_tile).or_default()[0] += xfer;
+            add(c.src_tile, 0, xfer);
         }
     }
-    per.into_iter()
-        .map(|(t, [s, r, l])| (t, s.max(r) + l))
+    touched.sort_unstable();
+    touched
+        .into_iter()
+        .map(|t| {
+            let [s, r, l] = per[t as usize];
+            (t, s.max(r) + l)
+        })
         .collect()
 }
 

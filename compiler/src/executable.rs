@@ -35,6 +35,7 @@ pub const FORMAT_VERSION: u32 = 1;
 
 /// Index of a tensor in [`Executable::tensors`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct TensorId(pub u32);
 
 /// Index of a compute set in [`Executable::compute_sets`].

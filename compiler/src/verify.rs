@@ -30,15 +30,22 @@ pub(crate) fn lowered(target: &Target, low: &Lowered) -> Result<(), CompileError
     for t in &low.tensors {
         check_mapping(target, t).map_err(|m| fail(PASS, m))?;
     }
+    // Bytes of every slice, in slice order.
+    let sizes: Vec<Vec<u64>> = low
+        .tensors
+        .iter()
+        .map(|t| t.slices.iter().map(|s| s.num_elements() * t.dtype.size_bytes() as u64).collect())
+        .collect();
     let within = |t: TensorId, tile: u32, off: u64, bytes: u64| -> Result<(), String> {
         let tensor = low
             .tensors
             .get(t.0 as usize)
             .ok_or_else(|| format!("unknown tensor {}", t.0))?;
-        let slice = tensor
-            .slice_on(tile)
-            .ok_or_else(|| format!("tensor '{}' has no elements on tile {tile}", tensor.name))?;
-        let size = slice.num_elements() * tensor.dtype.size_bytes() as u64;
+        let si = tensor
+            .slices
+            .binary_search_by_key(&tile, |s| s.tile)
+            .map_err(|_| format!("tensor '{}' has no elements on tile {tile}", tensor.name))?;
+        let size = sizes[t.0 as usize][si];
         if off + bytes > size {
             return Err(format!(
                 "bytes [{off}, {}) of tensor '{}' on tile {tile} are outside its {size}-byte slice",

@@ -41,7 +41,7 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
             }
             sup
         }
-        Codelet::AmpMatMul { input, output, partials } => {
+        Codelet::AmpMatMul { input, partials, .. } => {
             let Some(p) = group.vertices.iter().find_map(|v| match &v.params {
                 VertexParams::Amp(p) => Some(p),
                 _ => None,
@@ -51,7 +51,7 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
             for v in &group.vertices {
                 if let VertexParams::Amp(p) = &v.params {
                     workers[worker_slot(v.worker, nw)] +=
-                        amp_worker(target, *input, *partials, *output, p);
+                        amp_worker(target, *input, *partials, p);
                 }
             }
             amp_supervisor(target, *input, *partials, p)
@@ -464,22 +464,17 @@ fn amp_supervisor(target: &Target, input: DType, partials: DType, p: &AmpParams)
 /// AMP worker cycles of one vertex: per pass, the PopLibs ConvPartial1x1Out worker
 /// `(zeroing ? 37 : 38) + (n − 3)·4 − 7 = 4n + 18` for half activations and
 /// `46 + (n − 3)·8 = 8n + 22` for float (ipu-hardware.md §5.4, P1 PerformanceEstimation.hpp
-/// L397-491), with the target's worker cycles per position for the per-row term; plus the
-/// final conversion of float partials to a half output (P1 castWorkerCycles: 2 cycles per 4
-/// elements).
-fn amp_worker(target: &Target, input: DType, partials: DType, output: DType, p: &AmpParams) -> u64 {
+/// L397-491), with the target's worker cycles per position for the per-row term. Results
+/// leave the accumulators in the output type at the same cost either way (`f16v2gina`
+/// reads them as half, ipu-hardware.md §3.1), so the output type costs nothing extra.
+fn amp_worker(target: &Target, input: DType, partials: DType, p: &AmpParams) -> u64 {
     if p.rows == 0 {
         return 0;
     }
     let amp = target.amp(input, partials);
     let overhead = if input == DType::F16 { 18 } else { 22 };
     let per_pass = overhead + amp.worker_cycles_per_position as u64 * p.rows as u64;
-    let convert = if output != partials {
-        p.rows as u64 * (p.n as u64).div_ceil(4) * 2
-    } else {
-        0
-    };
-    amp_passes(p) * per_pass + convert
+    amp_passes(p) * per_pass
 }
 
 /// Estimated cycles of an AMP block of `m × k × n` split over the tile's workers, as the
@@ -488,7 +483,6 @@ pub fn amp_block_cycles(
     target: &Target,
     input: DType,
     partials: DType,
-    output: DType,
     m: u64,
     k: u64,
     n: u64,
@@ -506,7 +500,7 @@ pub fn amp_block_cycles(
         input_channels: amp.input_channels,
         output_channels: amp.output_channels,
     };
-    amp_supervisor(target, input, partials, &p) + nw * amp_worker(target, input, partials, output, &p)
+    amp_supervisor(target, input, partials, &p) + nw * amp_worker(target, input, partials, &p)
 }
 
 /// Cycles of a reduce vertex group of `count` partial rows of `width` columns split over the
@@ -560,7 +554,7 @@ mod tests {
             (Target::mk1(), DType::F32, DType::F32, 8.0),
         ] {
             let (m, k, n) = (6 * 512, 256, 128);
-            let c = amp_block_cycles(&target, input, partials, partials, m, k, n) as f64;
+            let c = amp_block_cycles(&target, input, partials, m, k, n) as f64;
             let rate = (m * k * n) as f64 / c;
             assert!(rate < macs && rate > 0.9 * macs, "{} {rate} vs {macs}", target.name);
         }

@@ -68,10 +68,6 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         }
     };
     let inputs: Vec<NodeId> = node.inputs.clone();
-    let mut tensors = Vec::with_capacity(inputs.len());
-    for &i in &inputs {
-        tensors.push(lw.materialized(i)?);
-    }
     let n_out = out_ty.num_elements() as u64;
     let reads: Vec<Read> = if let Codelet::OneHot { depth, .. } = codelet {
         vec![Read::Broadcast {
@@ -84,6 +80,30 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             .map(|&i| read_of(&lw.g.node(i).ty.shape, &out_ty.shape))
             .collect()
     };
+    // A variable or constant read here for the first time is laid out like an aligned input
+    // that already has a layout (when no matmul wants it otherwise): no exchange.
+    let placed = inputs
+        .iter()
+        .zip(&reads)
+        .find(|(&i, r)| matches!(r, Read::Aligned) && !lw.is_unplaced(i))
+        .map(|(&i, _)| i);
+    let sibling = match placed {
+        Some(i) => {
+            let t = lw.materialized(i)?;
+            Some(mapping_of(lw, t))
+        }
+        None => None,
+    };
+    for (&i, r) in inputs.iter().zip(&reads) {
+        if lw.is_unplaced(i) {
+            let fallback = matches!(r, Read::Aligned).then(|| sibling.clone()).flatten();
+            lw.place_source(i, fallback)?;
+        }
+    }
+    let mut tensors = Vec::with_capacity(inputs.len());
+    for &i in &inputs {
+        tensors.push(lw.materialized(i)?);
+    }
     // The output: the variable itself for an in-place update, else a new tensor mapped like
     // the first aligned input.
     let out = match lw.inplace.get(&id) {

@@ -92,11 +92,17 @@ pub fn locate(index: &[Seg], elem: u64) -> Option<usize> {
 pub fn local_run(index: &[Seg], tile: u32, ranges: &[(u64, u64)]) -> Option<u64> {
     let mut start: Option<u64> = None;
     let mut expect = 0u64;
+    let mut hint = 0usize;
     for &(b, len) in ranges {
         let mut at = b;
         let end = b + len;
         while at < end {
-            let s = index[locate(index, at)?];
+            // Ranges mostly ascend: look at the next segments before searching.
+            hint = match (hint..index.len().min(hint + 3)).find(|&i| index[i].begin <= at && at < index[i].end) {
+                Some(i) => i,
+                None => locate(index, at)?,
+            };
+            let s = index[hint];
             if s.tile != tile {
                 return None;
             }

@@ -9,7 +9,7 @@
 //! the block's elements in block order (group, row, column).
 
 use super::mapping::{worker_slices, Mapping};
-use super::planner::{plan, Plan, Problem};
+use super::planner::{plan, Home, Plan, Problem};
 use super::stage::{ExchangeBuilder, Staging, TileScratch};
 use super::{Lowerer, Value};
 use crate::codelets::{AmpParams, BlockParams, Codelet, MatrixLayout, ReduceOp, VertexParams};
@@ -17,16 +17,32 @@ use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
 use ipusim_ir::{DType, NodeId};
 
-/// The geometry of one lowered matmul.
+/// The shape of one matmul as lowered: `g` groups of `m × k × n`, the stored layouts of A
+/// and B, and the tensors holding them.
 struct Geometry {
+    d: Dims,
+    a: TensorId,
+    b: TensorId,
+}
+
+/// A matmul's dimensions given the stored layouts of its operands (no tensors needed).
+struct Dims {
     g: u64,
     m: u64,
     k: u64,
     n: u64,
-    /// Element offsets of each group's A and B matrices in their tensors.
+    /// Element offsets of each group's A and B matrices in their stored tensors.
     bases: Vec<(u64, u64)>,
-    a: (TensorId, MatrixLayout),
-    b: (TensorId, MatrixLayout),
+    a_layout: MatrixLayout,
+    b_layout: MatrixLayout,
+}
+
+fn layout(transposed: bool) -> MatrixLayout {
+    if transposed {
+        MatrixLayout::Transposed
+    } else {
+        MatrixLayout::RowMajor
+    }
 }
 
 /// Lowers the `MatMul` node `id`.
@@ -35,11 +51,11 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let name = node.name.clone();
     let out_ty = node.ty.clone();
     let geo = geometry(lw, id)?;
-    let input = lw.tensors[geo.a.0 .0 as usize].dtype;
+    let input = lw.tensors[geo.a.0 as usize].dtype;
     let partials = lw.options.partials_type.accumulator_for(input);
     let output = out_ty.dtype;
     let n_out = out_ty.num_elements() as u64;
-    if n_out == 0 || geo.k == 0 {
+    if n_out == 0 || geo.d.k == 0 {
         let m = if n_out == 0 {
             Mapping::default()
         } else {
@@ -51,23 +67,9 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         lw.values.insert(id, Value { tensor: c, transposed: false });
         return Ok(());
     }
-    let problem = Problem {
-        g: geo.g,
-        m: geo.m,
-        k: geo.k,
-        n: geo.n,
-        input,
-        partials,
-        output,
-        a_layout: geo.a.1,
-        b_layout: geo.b.1,
-    };
-    let home = home_tile(lw, &[geo.a.0, geo.b.0]);
-    let mut plan = plan(lw.target, lw.options, &problem, home);
-    // The plan uses consecutive tiles from its start; spread partial plans over the chip.
-    if !plan.home && plan.tiles() < lw.target.tiles as u64 {
-        plan.start_tile = lw.rotate_start(plan.tiles() as u32);
-    }
+    let home = home_tile(lw, &geo);
+    let layouts = (geo.d.a_layout == MatrixLayout::Transposed, geo.d.b_layout == MatrixLayout::Transposed);
+    let plan = plan_for(lw, id, layouts.0, layouts.1, home);
     let c_map = output_mapping(lw, &geo, &plan);
     let c = lw.new_tensor(name.clone(), Some(id), TensorKind::Activation, output, out_ty.shape, c_map);
     for s in 0..plan.serial {
@@ -82,12 +84,24 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     Ok(())
 }
 
-/// Shapes, groups, and the stored layouts of A and B.
-fn geometry(lw: &Lowerer, id: NodeId) -> Result<Geometry, CompileError> {
+/// Shapes, groups, and the stored layouts and tensors of A and B.
+fn geometry(lw: &mut Lowerer, id: NodeId) -> Result<Geometry, CompileError> {
     let node = lw.g.node(id);
     let (a_id, b_id) = (node.inputs[0], node.inputs[1]);
-    let va = lw.value_of(a_id)?;
-    let vb = lw.value_of(b_id)?;
+    let va = lw.value(a_id)?;
+    let vb = lw.value(b_id)?;
+    Ok(Geometry {
+        d: dims(lw, id, va.transposed, vb.transposed),
+        a: va.tensor,
+        b: vb.tensor,
+    })
+}
+
+/// The dimensions of matmul `id` when A and B are stored transposed or not. Groups: A's
+/// batch is folded into its rows when B is shared by every group and A is row-major.
+fn dims(lw: &Lowerer, id: NodeId, a_t: bool, b_t: bool) -> Dims {
+    let node = lw.g.node(id);
+    let (a_id, b_id) = (node.inputs[0], node.inputs[1]);
     let ad = lw.g.node(a_id).ty.shape.dims().to_vec();
     let bd = lw.g.node(b_id).ty.shape.dims().to_vec();
     let od = node.ty.shape.dims().to_vec();
@@ -97,27 +111,9 @@ fn geometry(lw: &Lowerer, id: NodeId) -> Result<Geometry, CompileError> {
     let b_batch = &bd[..rb - 2];
     let o_batch = &od[..ro - 2];
     let g: u64 = o_batch.iter().map(|&d| d as u64).product();
-    let a_layout = if va.transposed {
-        MatrixLayout::Transposed
-    } else {
-        MatrixLayout::RowMajor
-    };
-    let b_layout = if vb.transposed {
-        MatrixLayout::Transposed
-    } else {
-        MatrixLayout::RowMajor
-    };
-    // Fold A's batch into its rows when B is shared by every group and A is row-major.
-    if b_batch.iter().all(|&d| d == 1) && !va.transposed {
-        return Ok(Geometry {
-            g: 1,
-            m: g * m,
-            k,
-            n,
-            bases: vec![(0, 0)],
-            a: (va.tensor, a_layout),
-            b: (vb.tensor, b_layout),
-        });
+    let (a_layout, b_layout) = (layout(a_t), layout(b_t));
+    if b_batch.iter().all(|&d| d == 1) && !a_t {
+        return Dims { g: 1, m: g * m, k, n, bases: vec![(0, 0)], a_layout, b_layout };
     }
     let index_in = |batch: &[usize], coords: &[u64]| -> u64 {
         let off = coords.len() - batch.len();
@@ -131,10 +127,7 @@ fn geometry(lw: &Lowerer, id: NodeId) -> Result<Geometry, CompileError> {
     let mut bases = Vec::with_capacity(g as usize);
     let mut coords = vec![0u64; o_batch.len()];
     for _ in 0..g {
-        bases.push((
-            index_in(a_batch, &coords) * m * k,
-            index_in(b_batch, &coords) * k * n,
-        ));
+        bases.push((index_in(a_batch, &coords) * m * k, index_in(b_batch, &coords) * k * n));
         for d in (0..coords.len()).rev() {
             coords[d] += 1;
             if coords[d] < o_batch[d] as u64 {
@@ -143,33 +136,155 @@ fn geometry(lw: &Lowerer, id: NodeId) -> Result<Geometry, CompileError> {
             coords[d] = 0;
         }
     }
-    Ok(Geometry {
-        g,
-        m,
-        k,
-        n,
-        bases,
-        a: (va.tensor, a_layout),
-        b: (vb.tensor, b_layout),
-    })
+    Dims { g, m, k, n, bases, a_layout, b_layout }
 }
 
-/// The tile holding most bytes of `tensors`, and the bytes elsewhere (for the one-tile plan).
-fn home_tile(lw: &Lowerer, tensors: &[TensorId]) -> Option<(u32, u64)> {
+/// True when `id`'s value is its source seen with the last two dims swapped an odd number of
+/// times (a chain of folded transposes), as the lowering will see it.
+fn transposed_view(lw: &Lowerer, mut id: NodeId) -> bool {
+    let mut t = false;
+    loop {
+        if let Some(v) = lw.values.get(&id) {
+            return t ^ v.transposed;
+        }
+        let node = lw.g.node(id);
+        if !super::is_swap_last(&node.op) {
+            return t;
+        }
+        t = !t;
+        id = node.inputs[0];
+    }
+}
+
+/// The plan of matmul `id` for the given stored layouts: cached, so that a plan chosen early
+/// (to lay out a variable the matmul reads) is the plan the matmul is lowered with.
+fn plan_for(lw: &mut Lowerer, id: NodeId, a_t: bool, b_t: bool, home: Option<Home>) -> Plan {
+    if let Some((p, layouts)) = lw.plans.get(&id) {
+        if *layouts == (a_t, b_t) {
+            return p.clone();
+        }
+    }
+    let d = dims(lw, id, a_t, b_t);
+    let node = lw.g.node(id);
+    let input = node.ty.dtype;
+    let problem = Problem {
+        g: d.g,
+        m: d.m,
+        k: d.k,
+        n: d.n,
+        input,
+        partials: lw.options.partials_type.accumulator_for(input),
+        output: node.ty.dtype,
+        a_layout: d.a_layout,
+        b_layout: d.b_layout,
+    };
+    let mut plan = plan(lw.target, lw.options, &problem, home);
+    // The plan uses consecutive tiles from its start; spread partial plans over the chip.
+    if !plan.home && plan.tiles() < lw.target.tiles as u64 {
+        plan.start_tile = lw.rotate_start(plan.tiles() as u32);
+    }
+    lw.plans.insert(id, (plan.clone(), (a_t, b_t)));
+    plan
+}
+
+/// The layout PopLibs would create operand `which` (0: A, 1: B) of matmul `id` with
+/// (`createMatMulInputLHS/RHS`): each block's elements on one of the tiles that read it, so
+/// the block is read in place there and broadcast to the others. Element indices are those
+/// of the tensor the operand is stored in (through folded transposes and casts).
+pub(crate) fn operand_mapping(lw: &mut Lowerer, id: NodeId, which: usize) -> Option<Mapping> {
+    let node = lw.g.node(id);
+    let (a_t, b_t) = (transposed_view(lw, node.inputs[0]), transposed_view(lw, node.inputs[1]));
+    if node.ty.num_elements() == 0 {
+        return None;
+    }
+    let d = dims(lw, id, a_t, b_t);
+    if d.k == 0 {
+        return None;
+    }
+    // The one-tile candidate: operands not lowered yet will be placed there.
+    let mut home = Home { tile: lw.peek_start(), remote_bytes: 0, remote_rows: 0 };
+    for (i, rows) in [(0usize, d.g * d.m), (1, d.g * d.k)] {
+        let input = node.inputs[i];
+        if lw.values.contains_key(&input) {
+            home.remote_bytes += lw.g.node(input).ty.size_bytes() as u64;
+            home.remote_rows += rows;
+        }
+    }
+    let plan = plan_for(lw, id, a_t, b_t, Some(home));
+    // Only when each block is read by one tile (A not split by columns, B not by rows): a
+    // block read by several tiles must be broadcast anyway, and owning it on one of them
+    // would only pile memory there.
+    let readers = if which == 0 { plan.sn } else { plan.sm };
+    if readers > 1 {
+        return None;
+    }
+    let mut pieces = Vec::new();
+    let mut claimed = 0u64;
+    let serials = if which == 0 { plan.serial } else { 1 };
+    for s in 0..serials {
+        for_blocks_of(&d, &plan, s, |[gi, mi, ni, ki], gr, mr, nr| {
+            let (k0, k1) = range(ki, plan.bk, d.k);
+            let tile = plan.tile(lw.target, gi, mi, ni, ki);
+            for g in gr.0..gr.1 {
+                let ranges = if which == 0 {
+                    a_ranges(&d, g, mr, (k0, k1))
+                } else {
+                    b_ranges(&d, g, (k0, k1), nr)
+                };
+                for (b, l) in ranges {
+                    pieces.push((tile, b, b + l));
+                    claimed += l;
+                }
+            }
+        });
+    }
+    let stored = lw.g.node(node.inputs[which]).ty.num_elements() as u64;
+    // Groups sharing a broadcast operand claim it twice: keep the default layout then.
+    (claimed == stored).then(|| Mapping::from_pieces(pieces))
+}
+
+/// The element ranges `(begin, len)` of group `g`'s A block (rows `mr`, channels `kr`) in the
+/// stored A, in block order.
+fn a_ranges(d: &Dims, g: u64, mr: (u64, u64), kr: (u64, u64)) -> Vec<(u64, u64)> {
+    let abase = d.bases[g as usize].0;
+    match d.a_layout {
+        MatrixLayout::RowMajor => (mr.0..mr.1).map(|r| (abase + r * d.k + kr.0, kr.1 - kr.0)).collect(),
+        MatrixLayout::Transposed => (kr.0..kr.1).map(|kk| (abase + kk * d.m + mr.0, mr.1 - mr.0)).collect(),
+    }
+}
+
+/// The element ranges of group `g`'s B block (channels `kr`, columns `nr`) in the stored B.
+fn b_ranges(d: &Dims, g: u64, kr: (u64, u64), nr: (u64, u64)) -> Vec<(u64, u64)> {
+    let bbase = d.bases[g as usize].1;
+    match d.b_layout {
+        MatrixLayout::RowMajor => (kr.0..kr.1).map(|kk| (bbase + kk * d.n + nr.0, nr.1 - nr.0)).collect(),
+        MatrixLayout::Transposed => (nr.0..nr.1).map(|c| (bbase + c * d.k + kr.0, kr.1 - kr.0)).collect(),
+    }
+}
+
+/// The tile holding most bytes of A and B, with the bytes and rows (messages) of those not
+/// entirely on it (for the one-tile plan).
+fn home_tile(lw: &Lowerer, geo: &Geometry) -> Option<Home> {
     let mut per: std::collections::BTreeMap<u32, u64> = Default::default();
-    let mut total = 0u64;
-    for &t in tensors {
+    for t in [geo.a, geo.b] {
         let tensor = &lw.tensors[t.0 as usize];
         let es = tensor.dtype.size_bytes() as u64;
         for s in &tensor.slices {
-            let b = s.num_elements() * es;
-            *per.entry(s.tile).or_default() += b;
-            total += b;
+            *per.entry(s.tile).or_default() += s.num_elements() * es;
         }
     }
-    per.into_iter()
-        .max_by_key(|&(t, b)| (b, std::cmp::Reverse(t)))
-        .map(|(t, b)| (t, total - b))
+    let (tile, _) = per.into_iter().max_by_key(|&(t, b)| (b, std::cmp::Reverse(t)))?;
+    let mut home = Home { tile, remote_bytes: 0, remote_rows: 0 };
+    for (t, rows) in [(geo.a, geo.d.g * geo.d.m), (geo.b, geo.d.g * geo.d.k)] {
+        let tensor = &lw.tensors[t.0 as usize];
+        let local = tensor.slice_on(tile).map_or(0, |s| s.num_elements());
+        let remote = tensor.num_elements() - local;
+        if remote > 0 {
+            home.remote_bytes += remote * tensor.dtype.size_bytes() as u64;
+            home.remote_rows += rows;
+        }
+    }
+    Some(home)
 }
 
 /// Block ranges of split index `i` of `extent` in blocks of `block`.
@@ -185,8 +300,28 @@ fn rows(plan: &Plan, m: u64, s: u64, mi: u64) -> (u64, u64) {
     (c0 + r0, c0 + r1)
 }
 
-/// Calls `f(tile, gi, mi, ni, ki, (g0, g1), (m0, m1), (n0, n1))` for every non-empty block of
+/// Calls `f([gi, mi, ni, ki], (g0, g1), (m0, m1), (n0, n1))` for every non-empty block of
 /// serial chunk `s`.
+fn for_blocks_of(d: &Dims, plan: &Plan, s: u64, mut f: impl FnMut([u64; 4], (u64, u64), (u64, u64), (u64, u64))) {
+    for gi in 0..plan.sg {
+        let gr = range(gi, plan.bg, d.g);
+        for mi in 0..plan.sm {
+            let mr = rows(plan, d.m, s, mi);
+            for ni in 0..plan.sn {
+                let nr = range(ni, plan.bn, d.n);
+                if gr.0 == gr.1 || mr.0 == mr.1 || nr.0 == nr.1 {
+                    continue;
+                }
+                for ki in 0..plan.sk {
+                    f([gi, mi, ni, ki], gr, mr, nr);
+                }
+            }
+        }
+    }
+}
+
+/// Calls `f(tile, [gi, mi, ni, ki], (g0, g1), (m0, m1), (n0, n1))` for every non-empty block
+/// of serial chunk `s`.
 fn for_blocks(
     lw: &Lowerer,
     geo: &Geometry,
@@ -194,22 +329,9 @@ fn for_blocks(
     s: u64,
     mut f: impl FnMut(u32, [u64; 4], (u64, u64), (u64, u64), (u64, u64)),
 ) {
-    for gi in 0..plan.sg {
-        let gr = range(gi, plan.bg, geo.g);
-        for mi in 0..plan.sm {
-            let mr = rows(plan, geo.m, s, mi);
-            for ni in 0..plan.sn {
-                let nr = range(ni, plan.bn, geo.n);
-                if gr.0 == gr.1 || mr.0 == mr.1 || nr.0 == nr.1 {
-                    continue;
-                }
-                for ki in 0..plan.sk {
-                    let tile = plan.tile(lw.target, gi, mi, ni, ki);
-                    f(tile, [gi, mi, ni, ki], gr, mr, nr);
-                }
-            }
-        }
-    }
+    for_blocks_of(&geo.d, plan, s, |[gi, mi, ni, ki], gr, mr, nr| {
+        f(plan.tile(lw.target, gi, mi, ni, ki), [gi, mi, ni, ki], gr, mr, nr)
+    });
 }
 
 /// The output mapping: each block's elements on its tile, or split in `sk` chunks over the
@@ -231,7 +353,7 @@ fn output_mapping(lw: &Lowerer, geo: &Geometry, plan: &Plan) -> Mapping {
                 let (gg, rem) = (p / (bm * bn), p % (bm * bn));
                 let (r, col) = (rem / bn, rem % bn);
                 let take = (bn - col).min(c1 - p);
-                let flat = (gr.0 + gg) * geo.m * geo.n + (mr.0 + r) * geo.n + nr.0 + col;
+                let flat = (gr.0 + gg) * geo.d.m * geo.d.n + (mr.0 + r) * geo.d.n + nr.0 + col;
                 pieces.push((tile, flat, flat + take));
                 p += take;
             }
@@ -257,8 +379,8 @@ fn chunk(
     let amp = *lw.target.amp(input, partials);
     let amp_out = if plan.sk == 1 { output } else { partials };
     let mut eb = ExchangeBuilder::default();
-    let mut sa = Staging::new(geo.a.0, format!("{prefix}/lhs"), Some(id));
-    let mut sb = Staging::new(geo.b.0, format!("{prefix}/rhs"), Some(id));
+    let mut sa = Staging::new(geo.a, format!("{prefix}/lhs"), Some(id));
+    let mut sb = Staging::new(geo.b, format!("{prefix}/rhs"), Some(id));
     let mut scratch = (plan.sk > 1)
         .then(|| TileScratch::new(lw, format!("{prefix}/partials"), Some(id), partials));
     let mut blocks = Vec::new();
@@ -270,7 +392,7 @@ fn chunk(
     let mut partial_at: Vec<(u32, [u64; 4], u64)> = Vec::new();
     for &(tile, idx, gr, mr, nr) in &blocks {
         let ki = idx[3];
-        let (k0, k1) = range(ki, plan.bk, geo.k);
+        let (k0, k1) = range(ki, plan.bk, geo.d.k);
         if k0 == k1 && plan.sk > 1 {
             continue;
         }
@@ -278,24 +400,15 @@ fn chunk(
         let mut groups = Vec::new();
         let mut first_partial = None;
         for g in gr.0..gr.1 {
-            let (abase, bbase) = geo.bases[g as usize];
-            let a_ranges: Vec<(u64, u64)> = match geo.a.1 {
-                MatrixLayout::RowMajor => (mr.0..mr.1).map(|r| (abase + r * geo.k + k0, bk)).collect(),
-                MatrixLayout::Transposed => (k0..k1).map(|kk| (abase + kk * geo.m + mr.0, bm)).collect(),
-            };
-            let b_ranges: Vec<(u64, u64)> = match geo.b.1 {
-                MatrixLayout::RowMajor => (k0..k1).map(|kk| (bbase + kk * geo.n + nr.0, bn)).collect(),
-                MatrixLayout::Transposed => (nr.0..nr.1).map(|c| (bbase + c * geo.k + k0, bk)).collect(),
-            };
-            let a_op = sa.operand(lw, &mut eb, tile, &a_ranges);
-            let b_op = sb.operand(lw, &mut eb, tile, &b_ranges);
+            let a_op = sa.operand(lw, &mut eb, tile, &a_ranges(&geo.d, g, mr, (k0, k1)));
+            let b_op = sb.operand(lw, &mut eb, tile, &b_ranges(&geo.d, g, (k0, k1), nr));
             let (out_t, out_pos) = match scratch.as_mut() {
                 Some(sc) => {
                     let p = sc.alloc(tile, bm * bn);
                     first_partial.get_or_insert(p);
                     (sc.tensor, p)
                 }
-                None => (c, lw.position(c, g * geo.m * geo.n + mr.0 * geo.n + nr.0)),
+                None => (c, lw.position(c, g * geo.d.m * geo.d.n + mr.0 * geo.d.n + nr.0)),
             };
             let es = amp_out.size_bytes() as u64;
             let vertices = worker_slices(bm, 1, nw)
@@ -313,8 +426,8 @@ fn chunk(
                         },
                     ],
                     params: VertexParams::Amp(AmpParams {
-                        a_layout: geo.a.1,
-                        b_layout: geo.b.1,
+                        a_layout: geo.d.a_layout,
+                        b_layout: geo.d.b_layout,
                         m: bm as u32,
                         k: bk as u32,
                         n: bn as u32,
@@ -403,7 +516,7 @@ fn reduce_partials(
             // The output position of block element c0.
             let (bm, bn) = (mr.1 - mr.0, nr.1 - nr.0);
             let (gg, rem) = (c0 / (bm * bn), c0 % (bm * bn));
-            let flat = (gr.0 + gg) * geo.m * geo.n + (mr.0 + rem / bn) * geo.n + nr.0 + rem % bn;
+            let flat = (gr.0 + gg) * geo.d.m * geo.d.n + (mr.0 + rem / bn) * geo.d.n + nr.0 + rem % bn;
             let out_pos = lw.position(c, flat);
             let vertices = worker_slices(width, vw, nw)
                 .into_iter()

@@ -76,6 +76,8 @@ pub(crate) struct Lowerer<'a> {
     next_start: u32,
     /// Value nodes computed in place into a variable: value node -> variable node.
     pub inplace: HashMap<NodeId, NodeId>,
+    /// Matmul plans chosen so far, with the (A, B) transposed-ness they were made for.
+    pub plans: HashMap<NodeId, (planner::Plan, (bool, bool))>,
 }
 
 /// Lowers `g` for `target`.
@@ -102,19 +104,9 @@ pub(crate) fn lower(
         body: Vec::new(),
         next_start: 0,
         inplace: HashMap::new(),
+        plans: HashMap::new(),
     };
     lw.plan_inplace(&order, &live);
-    // Persistent state first: variables always (they are the model), live constants.
-    for &id in &order {
-        let node = g.node(id);
-        match &node.op {
-            Op::Variable { .. } => lw.source_tensor(id, TensorKind::Variable)?,
-            Op::Constant { .. } if live[id.as_usize()] && !lw.only_fills(id) => {
-                lw.source_tensor(id, TensorKind::Constant)?
-            }
-            _ => {}
-        }
-    }
     let mut phases = Vec::new();
     for phase in [Phase::Step, Phase::Update] {
         lw.body = Vec::new();
@@ -139,6 +131,12 @@ pub(crate) fn lower(
         }
         lw.lower_assigns(phase, &assigns)?;
         phases.push(std::mem::take(&mut lw.body));
+    }
+    // Variables no op read still hold model state: place them too.
+    for &id in &order {
+        if matches!(g.node(id).op, Op::Variable { .. }) {
+            lw.value(id)?;
+        }
     }
     let update = phases.pop().unwrap_or_default();
     let step = phases.pop().unwrap_or_default();
@@ -288,20 +286,6 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// True for a splat constant read only as the value of Assigns (lowered as fills).
-    fn only_fills(&self, id: NodeId) -> bool {
-        matches!(
-            self.g.node(id).op,
-            Op::Constant {
-                value: ipusim_ir::Literal::Splat(_),
-                ..
-            }
-        ) && self.g.consumers(id).into_iter().all(|c| {
-            let n = self.g.node(c);
-            matches!(n.op, Op::Assign) && n.inputs[1] == id && n.inputs[0] != id
-        })
-    }
-
     fn lower_node(&mut self, id: NodeId) -> Result<(), CompileError> {
         let node = self.g.node(id);
         match &node.op {
@@ -342,14 +326,9 @@ impl<'a> Lowerer<'a> {
                 reduce::lower(self, id)
             }
             Op::Reshape { .. } => self.alias(id, node.inputs[0]),
-            Op::Transpose { perm } => {
-                let r = perm.len();
-                let swap_last = r >= 2
-                    && perm[r - 1] == r - 2
-                    && perm[r - 2] == r - 1
-                    && perm[..r - 2].iter().enumerate().all(|(i, &p)| i == p);
-                let input = self.values[&node.inputs[0]];
-                if swap_last {
+            Op::Transpose { .. } => {
+                if is_swap_last(&node.op) {
+                    let input = self.value(node.inputs[0])?;
                     self.values.insert(
                         id,
                         Value {
@@ -372,7 +351,7 @@ impl<'a> Lowerer<'a> {
 
     /// The node's value, seen without transposition (materialising a folded transpose).
     pub fn materialized(&mut self, id: NodeId) -> Result<TensorId, CompileError> {
-        let v = self.value_of(id)?;
+        let v = self.value(id)?;
         if !v.transposed {
             return Ok(v.tensor);
         }
@@ -385,6 +364,74 @@ impl<'a> Lowerer<'a> {
             },
         );
         Ok(t)
+    }
+
+    /// True for a Variable or Constant whose tensor is not created yet (they are placed when
+    /// first read, in the layout their reader wants).
+    pub fn is_unplaced(&self, id: NodeId) -> bool {
+        !self.values.contains_key(&id)
+            && matches!(self.g.node(id).op, Op::Variable { .. } | Op::Constant { .. })
+    }
+
+    /// The node's value, placing a Variable or Constant on first use.
+    pub fn value(&mut self, id: NodeId) -> Result<Value, CompileError> {
+        if self.is_unplaced(id) {
+            self.place_source(id, None)?;
+        }
+        self.value_of(id)
+    }
+
+    /// Creates the tensor of a Variable or Constant in the layout of the matmul that will read
+    /// it (PopLibs' createMatMulInputLHS/RHS), else in `fallback`, else linearly.
+    pub fn place_source(&mut self, id: NodeId, fallback: Option<Mapping>) -> Result<TensorId, CompileError> {
+        let node = self.g.node(id);
+        let kind = match node.op {
+            Op::Variable { .. } => TensorKind::Variable,
+            _ => TensorKind::Constant,
+        };
+        let ty = node.ty.clone();
+        let n = ty.num_elements() as u64;
+        let m = match (self.layout_hint(id, 0), fallback) {
+            (Some(m), _) | (None, Some(m)) => m,
+            (None, None) => self.fresh_mapping(n, ty.dtype),
+        };
+        let t = self.new_tensor(node.name.clone(), Some(id), kind, ty.dtype, ty.shape, m);
+        self.values.insert(id, Value { tensor: t, transposed: false });
+        Ok(t)
+    }
+
+    /// The layout the first matmul reading `id`'s elements (through casts, unary ops,
+    /// reshapes, folded transposes, or as the first input of an element-wise op) wants.
+    fn layout_hint(&mut self, id: NodeId, depth: u32) -> Option<Mapping> {
+        if depth > 8 {
+            return None;
+        }
+        let n = self.g.node(id).ty.num_elements();
+        for c in self.g.consumers(id) {
+            let cn = self.g.node(c);
+            let same = cn.ty.num_elements() == n && cn.inputs.first() == Some(&id);
+            let follow = match &cn.op {
+                Op::MatMul => {
+                    let which = if cn.inputs[0] == id { 0 } else { 1 };
+                    if let Some(m) = matmul::operand_mapping(self, c, which) {
+                        return Some(m);
+                    }
+                    false
+                }
+                Op::Cast { .. } | Op::Reshape { .. } => true,
+                op if is_swap_last(op) => true,
+                op if op.unary().is_some() => true,
+                op if op.binary().is_some_and(|b| !b.is_comparison()) => same,
+                Op::ScaledAdd { .. } | Op::ActivationGrad { .. } => same,
+                _ => false,
+            };
+            if follow && !self.values.contains_key(&c) {
+                if let Some(m) = self.layout_hint(c, depth + 1) {
+                    return Some(m);
+                }
+            }
+        }
+        None
     }
 
     /// The node's value as lowered so far.
@@ -457,6 +504,11 @@ impl<'a> Lowerer<'a> {
             .map_or(0, |i| i.begin)
     }
 
+    /// The tile the next rotating placement starts at.
+    pub fn peek_start(&self) -> u32 {
+        self.next_start
+    }
+
     /// The first tile for a block of `tiles` consecutive tiles, rotating over the chip.
     pub fn rotate_start(&mut self, tiles: u32) -> u32 {
         let start = self.next_start;
@@ -496,23 +548,6 @@ impl<'a> Lowerer<'a> {
         self.index[id.0 as usize] = mapping::build_index(&mapping);
     }
 
-    /// Creates the tensor of a Variable or Constant node (linear mapping).
-    fn source_tensor(&mut self, id: NodeId, kind: TensorKind) -> Result<(), CompileError> {
-        let node = self.g.node(id);
-        let ty = node.ty.clone();
-        let n = ty.num_elements() as u64;
-        let m = self.fresh_mapping(n, ty.dtype);
-        let t = self.new_tensor(node.name.clone(), Some(id), kind, ty.dtype, ty.shape, m);
-        self.values.insert(
-            id,
-            Value {
-                tensor: t,
-                transposed: false,
-            },
-        );
-        Ok(())
-    }
-
     fn lower_input(&mut self, id: NodeId) -> Result<(), CompileError> {
         let node = self.g.node(id);
         let Op::Input { stream, .. } = &node.op else {
@@ -520,7 +555,10 @@ impl<'a> Lowerer<'a> {
         };
         let ty = node.ty.clone();
         let sid = StreamId(self.streams.len() as u32);
-        let m = self.fresh_mapping(ty.num_elements() as u64, ty.dtype);
+        let m = match self.layout_hint(id, 0) {
+            Some(m) => m,
+            None => self.fresh_mapping(ty.num_elements() as u64, ty.dtype),
+        };
         let t = self.new_tensor(
             node.name.clone(),
             Some(id),
@@ -686,7 +724,7 @@ impl<'a> Lowerer<'a> {
         for &a in assigns {
             let node = self.g.node(a);
             let (var, value) = (node.inputs[0], node.inputs[1]);
-            let var_t = self.value_of(var)?.tensor;
+            let var_t = self.value(var)?.tensor;
             self.values.insert(
                 a,
                 Value {
@@ -755,4 +793,18 @@ fn build_slices(mapping: &Mapping, dtype: DType) -> Vec<TileSlice> {
             }
         })
         .collect()
+}
+
+/// True for a `Transpose` that swaps the last two dimensions only (folded into matmuls).
+pub(crate) fn is_swap_last(op: &Op) -> bool {
+    match op {
+        Op::Transpose { perm } => {
+            let r = perm.len();
+            r >= 2
+                && perm[r - 1] == r - 2
+                && perm[r - 2] == r - 1
+                && perm[..r - 2].iter().enumerate().all(|(i, &p)| i == p)
+        }
+        _ => false,
+    }
 }

@@ -92,6 +92,11 @@ fn candidates(units: u64, max: u64) -> Vec<u64> {
     out
 }
 
+/// Memory in buckets of 25% (logarithmic).
+fn bucket(bytes: u64) -> u64 {
+    ((bytes.max(1) as f64).ln() / 1.25f64.ln()) as u64
+}
+
 /// Inputs of the cost of one plan.
 struct Costing<'a> {
     target: &'a Target,
@@ -101,9 +106,9 @@ struct Costing<'a> {
 
 impl Costing<'_> {
     /// Cycles and temporary bytes of one chunk with blocks `bg × bm × bk × bn` and `sk`
-    /// reduction splits; `in_bytes` overrides the exchanged input bytes (a one-tile plan
-    /// where the inputs already are).
-    fn chunk(&self, bg: u64, bm: u64, bk: u64, bn: u64, sk: u64, in_bytes: Option<u64>) -> (u64, u64) {
+    /// reduction splits; `remote` overrides the exchanged input bytes and messages (a
+    /// one-tile plan where the inputs already are).
+    fn chunk(&self, bg: u64, bm: u64, bk: u64, bn: u64, sk: u64, remote: Option<(u64, u64)>) -> (u64, u64) {
         let t = self.target;
         let p = self.p;
         let es = p.input.size_bytes() as u64;
@@ -116,13 +121,12 @@ impl Costing<'_> {
         let staged = es * bg * (bm * bk + bk * bn);
         let rows_a = if p.a_layout == MatrixLayout::RowMajor { bm } else { bk };
         let rows_b = if p.b_layout == MatrixLayout::RowMajor { bk } else { bn };
-        let bytes = in_bytes.unwrap_or(staged);
+        let (bytes, msgs) = remote.unwrap_or((staged, bg * (rows_a + rows_b)));
         let mut cycles = sync;
         if bytes > 0 {
-            cycles += lat + bytes.div_ceil(bpc) + bg * (rows_a + rows_b) * msg;
+            cycles += lat + bytes.div_ceil(bpc) + msgs * msg;
         }
-        let amp_out = if sk == 1 { p.output } else { p.partials };
-        cycles += bg * amp_block_cycles(t, p.input, p.partials, amp_out, bm, bk, bn);
+        cycles += bg * amp_block_cycles(t, p.input, p.partials, bm, bk, bn);
         let e = bg * bm * bn;
         let mut temp = staged;
         if sk > 1 {
@@ -138,13 +142,21 @@ impl Costing<'_> {
     }
 }
 
-/// Plans `p` on `target`. `home` is a tile holding the inputs with the bytes that would still
-/// have to be exchanged to it, for the one-tile candidate.
+/// Where the inputs already are, for the one-tile candidate: the tile holding most of them,
+/// and the bytes and messages (rows) that would still have to reach it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Home {
+    pub tile: u32,
+    pub remote_bytes: u64,
+    pub remote_rows: u64,
+}
+
+/// Plans `p` on `target`, with the one-tile candidate at `home` if given.
 pub(crate) fn plan(
     target: &Target,
     options: &CompileOptions,
     p: &Problem,
-    home: Option<(u32, u64)>,
+    home: Option<Home>,
 ) -> Plan {
     let budget = (options.available_memory_proportion * target.bytes_per_tile as f64) as u64;
     let c = Costing { target, p, budget };
@@ -161,15 +173,19 @@ pub(crate) fn plan(
                 (false, true) => false,
                 (true, true) => (cand.cycles, cand.tiles(), cand.temp_bytes)
                     < (b.cycles, b.tiles(), b.temp_bytes),
-                (false, false) => (cand.temp_bytes, cand.cycles) < (b.temp_bytes, b.cycles),
+                // Nothing fits: the least memory, but among plans within 25% of each other in
+                // memory the fastest (an operand too large for the chip must not turn the
+                // plan into dozens of serial chunks for a few bytes).
+                (false, false) => (bucket(cand.temp_bytes), cand.cycles) < (bucket(b.temp_bytes), b.cycles),
             },
         };
         if better {
             best = Some(cand);
         }
     };
-    if let Some((tile, remote)) = home {
-        let (cycles, temp) = c.chunk(p.g, p.m, p.k, p.n, 1, Some(remote));
+    if let Some(h) = home {
+        let tile = h.tile;
+        let (cycles, temp) = c.chunk(p.g, p.m, p.k, p.n, 1, Some((h.remote_bytes, h.remote_rows)));
         consider(Plan {
             serial: 1,
             sg: 1,
@@ -188,9 +204,11 @@ pub(crate) fn plan(
         });
     }
     let mut serial = 1u64;
+    let mut last_min_temp = u64::MAX;
     loop {
         let mc = p.m.div_ceil(serial);
         let mut any_fit = false;
+        let mut min_temp = u64::MAX;
         for sg in candidates(p.g, tiles) {
             let bg = p.g.div_ceil(sg);
             for sm in candidates(mc, tiles / sg) {
@@ -202,6 +220,7 @@ pub(crate) fn plan(
                         let (cycles, temp) = c.chunk(bg, bm, bk, bn, sk, None);
                         let fits = temp <= c.budget;
                         any_fit |= fits;
+                        min_temp = min_temp.min(temp);
                         consider(Plan {
                             serial,
                             sg,
@@ -222,9 +241,12 @@ pub(crate) fn plan(
                 }
             }
         }
-        if any_fit || serial >= p.m || serial >= 64 {
+        // More serial chunks only help while they shrink the temporary memory (they split
+        // the rows: A and the output, not B).
+        if any_fit || serial >= p.m || serial >= 64 || min_temp as f64 >= 0.9 * last_min_temp as f64 {
             break;
         }
+        last_min_temp = min_temp;
         serial *= 2;
     }
     best.unwrap_or(Plan {
@@ -266,7 +288,7 @@ mod tests {
     #[test]
     fn tiny_matmul_stays_on_its_home_tile() {
         let t = Target::mk2();
-        let plan = plan(&t, &CompileOptions::default(), &problem(4, 4, 4, DType::F32), Some((17, 0)));
+        let plan = plan(&t, &CompileOptions::default(), &problem(4, 4, 4, DType::F32), Some(Home { tile: 17, remote_bytes: 0, remote_rows: 0 }));
         assert_eq!(plan.tiles(), 1);
         assert_eq!(plan.start_tile, 17);
     }

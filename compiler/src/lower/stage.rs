@@ -11,13 +11,39 @@ use super::Lowerer;
 use crate::executable::{Copy, CopyDst, Operand, TensorId, TensorKind};
 use ipusim_ir::{NodeId, Shape};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A fast non-cryptographic hasher for the copy dedup keys (the FxHash mixing step); the
+/// keys are compiler-generated integers, so no DoS resistance is needed.
+#[derive(Default)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Collects the copies of one exchange, merging copies of the same source bytes into one
 /// broadcast copy.
 #[derive(Default)]
 pub(crate) struct ExchangeBuilder {
     copies: Vec<Copy>,
-    dedup: HashMap<(TensorId, u64, u64, TensorId), usize>,
+    dedup: FxMap<(TensorId, u64, u64, TensorId), usize>,
+    cursor: FxMap<TensorId, usize>,
 }
 
 impl ExchangeBuilder {
@@ -38,8 +64,17 @@ impl ExchangeBuilder {
         let es = lw.tensors[src.0 as usize].dtype.size_bytes() as u64;
         let end = begin + len;
         let mut at = begin;
-        let Some(mut i) = locate(index, at) else {
-            return;
+        // Requests mostly walk a tensor in order: try the segment after the last one first.
+        let hint = self.cursor.get(&src).copied().unwrap_or(0);
+        let mut i = match index.get(hint) {
+            Some(s) if s.begin <= at && at < s.end => hint,
+            _ => match index.get(hint + 1) {
+                Some(s) if s.begin <= at && at < s.end => hint + 1,
+                _ => match locate(index, at) {
+                    Some(i) => i,
+                    None => return,
+                },
+            },
         };
         while at < end && i < index.len() {
             let s = index[i];
@@ -68,6 +103,7 @@ impl ExchangeBuilder {
             at += take;
             i += 1;
         }
+        self.cursor.insert(src, i.saturating_sub(1));
     }
 
     /// The copies.
@@ -109,7 +145,11 @@ impl Staging {
         let total: u64 = ranges.iter().map(|r| r.1).sum();
         let src_t = &lw.tensors[self.source.0 as usize];
         let es = src_t.dtype.size_bytes() as u64;
-        if let Some(pos) = local_run(&lw.index[self.source.0 as usize], tile, ranges) {
+        let on_tile = src_t.slice_on(tile).is_some();
+        if let Some(pos) = on_tile
+            .then(|| local_run(&lw.index[self.source.0 as usize], tile, ranges))
+            .flatten()
+        {
             return Operand {
                 tensor: self.source,
                 offset: (pos * es) as u32,
