@@ -1,0 +1,55 @@
+//! Compile-time benchmarks: compiling a graph to an Executable plus its static cycle report.
+//!
+//! - `mlp4096_training_step`: one training step (forward, backward, gradient accumulation,
+//!   SGD update) of an MLP 4096-4096-4096-10 on batch 256 in 16.32, on mk2.
+//! - `million_vertices`: a chain of 116 element-wise ops over a 2048 x 2048 variable spread
+//!   over all 1,472 tiles of mk2: 1,024,512 vertices.
+//!
+//! Run: `cargo bench --bench compile`.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use ipusim::compiler::{compile, CompileOptions, CompileReport, Target};
+use ipusim::ir::{DType, Graph, GraphBuilder, Init};
+use std::time::Duration;
+
+#[path = "../compiler/tests/common/mod.rs"]
+mod common;
+
+fn million_vertex_graph() -> Graph {
+    let mut b = GraphBuilder::new();
+    let v = b.variable("v", DType::F32, [2048, 2048], Init::Zeros).unwrap();
+    let mut h = v;
+    for i in 0..116 {
+        h = if i % 2 == 0 { b.relu(h).unwrap() } else { b.mul(h, h).unwrap() };
+    }
+    b.assign(v, h).unwrap();
+    b.finish()
+}
+
+fn compile_and_report(g: &Graph, target: &Target, opts: &CompileOptions) -> u64 {
+    let exe = compile(g, target, opts).unwrap();
+    let report = CompileReport::new("bench", "16.32", &exe);
+    report.total_cycles + exe.num_vertices() as u64
+}
+
+fn bench(c: &mut Criterion) {
+    let target = Target::mk2();
+    let opts = CompileOptions::default();
+    let mut group = c.benchmark_group("compile");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(30));
+    let mlp = common::mlp_training_step(256, &[4096, 4096, 4096, 10], DType::F16, DType::F32);
+    group.bench_function("mlp4096_training_step", |b| {
+        b.iter(|| compile_and_report(&mlp, &target, &opts))
+    });
+    let chain = million_vertex_graph();
+    let vertices = compile(&chain, &target, &opts).unwrap().num_vertices();
+    assert!(vertices >= 1_000_000, "only {vertices} vertices");
+    group.bench_function("million_vertices", |b| {
+        b.iter(|| compile_and_report(&chain, &target, &opts))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
