@@ -19,7 +19,10 @@ use serde::{Deserialize, Serialize};
 
 /// Cycles of one tile in a compute set: its vertex groups run one after the other.
 pub fn tile_work_cycles(target: &Target, work: &TileWork) -> u64 {
-    work.groups.iter().map(|g| group_cycles(target, g).total).sum()
+    work.groups
+        .iter()
+        .map(|g| group_cycles(target, g).total)
+        .sum()
 }
 
 /// Cycles of a compute set: the slowest tile (all tiles start together after a sync).

@@ -57,7 +57,11 @@ pub fn tiles(exe: &Executable) -> String {
             group(bytes.iter().copied().max().unwrap_or(0)),
         );
     }
-    let _ = writeln!(s, "\n{:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}", "tile", "total B", "variables", "constants", "streams", "temporaries", "vertex st.", "code");
+    let _ = writeln!(
+        s,
+        "\n{:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}",
+        "tile", "total B", "variables", "constants", "streams", "temporaries", "vertex st.", "code"
+    );
     for m in exe.memory.tiles.iter().filter(|m| m.total > 0) {
         let _ = writeln!(
             s,

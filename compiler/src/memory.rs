@@ -145,7 +145,10 @@ pub(crate) fn plan(
             if tile >= ntiles {
                 return Err(CompileError::Verify {
                     pass: "memory plan",
-                    message: format!("tensor '{}' is mapped to tile {} of {}", t.name, s.tile, ntiles),
+                    message: format!(
+                        "tensor '{}' is mapped to tile {} of {}",
+                        t.name, s.tile, ntiles
+                    ),
                 });
             }
             if always {
@@ -223,7 +226,10 @@ pub(crate) fn plan(
             if end > u32::MAX as u64 {
                 return Err(CompileError::TooLarge {
                     node: t.name.clone(),
-                    what: format!("tile {} would need {end} bytes, beyond 32-bit tile addresses", s.tile),
+                    what: format!(
+                        "tile {} would need {end} bytes, beyond 32-bit tile addresses",
+                        s.tile
+                    ),
                 });
             }
             s.offset = off as u32;
@@ -249,7 +255,8 @@ pub(crate) fn plan(
                     mem[tile].code += info.code_bytes as u64;
                 }
                 for v in &g.vertices {
-                    mem[tile].vertex_state += vertex_state_bytes(v.operands.len(), &v.params) as u64;
+                    mem[tile].vertex_state +=
+                        vertex_state_bytes(v.operands.len(), &v.params) as u64;
                 }
             }
         }

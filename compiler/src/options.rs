@@ -50,7 +50,9 @@ impl FromStr for PartialsType {
         match s {
             "float" => Ok(PartialsType::Float),
             "half" => Ok(PartialsType::Half),
-            _ => Err(format!("unknown partials type '{s}' (expected float or half)")),
+            _ => Err(format!(
+                "unknown partials type '{s}' (expected float or half)"
+            )),
         }
     }
 }

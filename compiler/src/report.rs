@@ -189,7 +189,13 @@ impl CompileReport {
             ("Sync", c.sync),
             ("StreamCopy", c.stream_copy),
         ] {
-            let _ = writeln!(s, "{:<16} {:>16} {:>9.2}", name, group(v), 100.0 * v as f64 / total);
+            let _ = writeln!(
+                s,
+                "{:<16} {:>16} {:>9.2}",
+                name,
+                group(v),
+                100.0 * v as f64 / total
+            );
         }
         let _ = writeln!(
             s,
@@ -274,7 +280,13 @@ impl CompileReport {
                 .map(|b| format!("{} {}", b.name, group(b.bytes)))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let _ = writeln!(s, "  tile {:>5}: {:>12}  {}", w.tile, group(w.bytes), largest);
+            let _ = writeln!(
+                s,
+                "  tile {:>5}: {:>12}  {}",
+                w.tile,
+                group(w.bytes),
+                largest
+            );
         }
         s
     }
@@ -284,7 +296,14 @@ fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {
-        let tail: String = s.chars().rev().take(n - 3).collect::<Vec<_>>().into_iter().rev().collect();
+        let tail: String = s
+            .chars()
+            .rev()
+            .take(n - 3)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         format!("...{tail}")
     }
 }
@@ -294,7 +313,7 @@ pub fn group(v: u64) -> String {
     let d = v.to_string();
     let mut out = String::with_capacity(d.len() + d.len() / 3);
     for (i, c) in d.chars().enumerate() {
-        if i > 0 && (d.len() - i) % 3 == 0 {
+        if i > 0 && (d.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

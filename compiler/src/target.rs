@@ -232,15 +232,14 @@ impl Target {
     pub fn parse(text: &str, source: &str) -> Result<Target, CompileError> {
         let options = ron::Options::default()
             .with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME);
-        let file: TargetFile =
-            options
-                .from_str(text)
-                .map_err(|e: ron::error::SpannedError| CompileError::TargetFile {
-                    path: source.to_string(),
-                    line: e.span.start.line,
-                    column: e.span.start.col,
-                    message: e.code.to_string(),
-                })?;
+        let file: TargetFile = options
+            .from_str(text)
+            .map_err(|e: ron::error::SpannedError| CompileError::TargetFile {
+                path: source.to_string(),
+                line: e.span.start.line,
+                column: e.span.start.col,
+                message: e.code.to_string(),
+            })?;
         file.into_target(source)
     }
 

@@ -34,7 +34,12 @@ pub(crate) fn lowered(target: &Target, low: &Lowered) -> Result<(), CompileError
     let sizes: Vec<Vec<u64>> = low
         .tensors
         .iter()
-        .map(|t| t.slices.iter().map(|s| s.num_elements() * t.dtype.size_bytes() as u64).collect())
+        .map(|t| {
+            t.slices
+                .iter()
+                .map(|s| s.num_elements() * t.dtype.size_bytes() as u64)
+                .collect()
+        })
         .collect();
     let within = |t: TensorId, tile: u32, off: u64, bytes: u64| -> Result<(), String> {
         let tensor = low
@@ -60,12 +65,28 @@ pub(crate) fn lowered(target: &Target, low: &Lowered) -> Result<(), CompileError
             for g in &tw.groups {
                 for (vi, v) in g.vertices.iter().enumerate() {
                     if v.worker as u32 >= target.worker_contexts {
-                        return Err(fail(PASS, format!("compute set '{}', tile {}, vertex {vi}: worker {} of {}", cs.name, tw.tile, v.worker, target.worker_contexts)));
+                        return Err(fail(
+                            PASS,
+                            format!(
+                                "compute set '{}', tile {}, vertex {vi}: worker {} of {}",
+                                cs.name, tw.tile, v.worker, target.worker_contexts
+                            ),
+                        ));
                     }
                     for o in &v.operands {
                         let es = low.tensors[o.tensor.0 as usize].dtype.size_bytes() as u64;
-                        within(o.tensor, tw.tile, o.offset as u64, o.len as u64 * es)
-                            .map_err(|m| fail(PASS, format!("compute set '{}', vertex {vi} ({}): {m}", cs.name, g.codelet.full_name())))?;
+                        within(o.tensor, tw.tile, o.offset as u64, o.len as u64 * es).map_err(
+                            |m| {
+                                fail(
+                                    PASS,
+                                    format!(
+                                        "compute set '{}', vertex {vi} ({}): {m}",
+                                        cs.name,
+                                        g.codelet.full_name()
+                                    ),
+                                )
+                            },
+                        )?;
                     }
                 }
             }
@@ -73,8 +94,13 @@ pub(crate) fn lowered(target: &Target, low: &Lowered) -> Result<(), CompileError
     }
     for ex in &low.exchanges {
         for c in &ex.copies {
-            within(c.src_tensor, c.src_tile, c.src_offset as u64, c.bytes as u64)
-                .map_err(|m| fail(PASS, format!("exchange '{}' source: {m}", ex.name)))?;
+            within(
+                c.src_tensor,
+                c.src_tile,
+                c.src_offset as u64,
+                c.bytes as u64,
+            )
+            .map_err(|m| fail(PASS, format!("exchange '{}' source: {m}", ex.name)))?;
             for d in &c.dsts {
                 within(c.dst_tensor, d.tile, d.offset as u64, c.bytes as u64)
                     .map_err(|m| fail(PASS, format!("exchange '{}' destination: {m}", ex.name)))?;
@@ -91,15 +117,24 @@ fn check_mapping(target: &Target, t: &Tensor) -> Result<(), String> {
     let mut prev_tile = None;
     for s in &t.slices {
         if s.tile >= target.tiles {
-            return Err(format!("tensor '{}' is mapped to tile {} of {}", t.name, s.tile, target.tiles));
+            return Err(format!(
+                "tensor '{}' is mapped to tile {} of {}",
+                t.name, s.tile, target.tiles
+            ));
         }
         if prev_tile.is_some_and(|p| p >= s.tile) {
-            return Err(format!("tensor '{}': slices not sorted by tile at tile {}", t.name, s.tile));
+            return Err(format!(
+                "tensor '{}': slices not sorted by tile at tile {}",
+                t.name, s.tile
+            ));
         }
         prev_tile = Some(s.tile);
         for iv in &s.intervals {
             if iv.end <= iv.begin {
-                return Err(format!("tensor '{}': empty interval on tile {}", t.name, s.tile));
+                return Err(format!(
+                    "tensor '{}': empty interval on tile {}",
+                    t.name, s.tile
+                ));
             }
             all.push((iv.begin, iv.end));
         }
@@ -118,7 +153,10 @@ fn check_mapping(target: &Target, t: &Tensor) -> Result<(), String> {
         at = e;
     }
     if at != n {
-        return Err(format!("tensor '{}': elements [{at}, {n}) are not mapped", t.name));
+        return Err(format!(
+            "tensor '{}': elements [{at}, {n}) are not mapped",
+            t.name
+        ));
     }
     Ok(())
 }
@@ -129,7 +167,9 @@ fn written_before_read(low: &Lowered) -> Result<(), CompileError> {
     let mut written: Vec<bool> = low
         .tensors
         .iter()
-        .map(|t| matches!(t.kind, TensorKind::Variable | TensorKind::Constant) || t.num_elements() == 0)
+        .map(|t| {
+            matches!(t.kind, TensorKind::Variable | TensorKind::Constant) || t.num_elements() == 0
+        })
         .collect();
     let name = |t: TensorId| low.tensors[t.0 as usize].name.clone();
     for step in &low.steps {
@@ -138,10 +178,19 @@ fn written_before_read(low: &Lowered) -> Result<(), CompileError> {
                 let stream = &low.streams[s.0 as usize];
                 let t = stream.tensor;
                 match stream.direction {
-                    crate::executable::StreamDirection::HostToDevice => written[t.0 as usize] = true,
+                    crate::executable::StreamDirection::HostToDevice => {
+                        written[t.0 as usize] = true
+                    }
                     crate::executable::StreamDirection::DeviceToHost => {
                         if !written[t.0 as usize] {
-                            return Err(fail(PASS, format!("outfeed '{}' reads tensor '{}' before it is written", stream.name, name(t))));
+                            return Err(fail(
+                                PASS,
+                                format!(
+                                    "outfeed '{}' reads tensor '{}' before it is written",
+                                    stream.name,
+                                    name(t)
+                                ),
+                            ));
                         }
                     }
                 }
@@ -150,7 +199,15 @@ fn written_before_read(low: &Lowered) -> Result<(), CompileError> {
                 let ex = &low.exchanges[e.0 as usize];
                 for c in &ex.copies {
                     if !written[c.src_tensor.0 as usize] {
-                        return Err(fail(PASS, format!("exchange '{}' reads tensor '{}' (tile {}) before it is written", ex.name, name(c.src_tensor), c.src_tile)));
+                        return Err(fail(
+                            PASS,
+                            format!(
+                                "exchange '{}' reads tensor '{}' (tile {}) before it is written",
+                                ex.name,
+                                name(c.src_tensor),
+                                c.src_tile
+                            ),
+                        ));
                     }
                 }
                 for c in &ex.copies {
@@ -190,7 +247,13 @@ fn written_before_read(low: &Lowered) -> Result<(), CompileError> {
     let mut leaves = 0usize;
     count_leaves(&low.program, &mut leaves);
     if leaves != low.steps.len() {
-        return Err(fail(PASS, format!("program has {leaves} leaves but {} steps are listed", low.steps.len())));
+        return Err(fail(
+            PASS,
+            format!(
+                "program has {leaves} leaves but {} steps are listed",
+                low.steps.len()
+            ),
+        ));
     }
     Ok(())
 }
@@ -199,7 +262,9 @@ fn count_leaves(p: &Program, n: &mut usize) {
     match p {
         Program::Sequence(c) => c.iter().for_each(|x| count_leaves(x, n)),
         Program::Repeat { body, .. } => count_leaves(body, n),
-        Program::If { then, otherwise, .. } => {
+        Program::If {
+            then, otherwise, ..
+        } => {
             count_leaves(then, n);
             count_leaves(otherwise, n);
         }
@@ -212,44 +277,74 @@ fn count_leaves(p: &Program, n: &mut usize) {
 pub(crate) fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
     const PASS: &str = "memory plan";
     let ntiles = exe.target.tiles as usize;
-    // Allocations per tile: (offset, end, first, last, always, tensor).
-    let mut per: Vec<Vec<(u64, u64, u32, u32, bool, usize)>> = vec![Vec::new(); ntiles];
+    // Allocations per tile: (offset, end, first step, last step, always live, tensor).
+    type Alloc = (u64, u64, u32, u32, bool, usize);
+    let mut per: Vec<Vec<Alloc>> = vec![Vec::new(); ntiles];
     for (ti, t) in exe.tensors.iter().enumerate() {
         let es = t.dtype.size_bytes() as u64;
-        let always = matches!(t.kind, TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. });
+        let always = matches!(
+            t.kind,
+            TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. }
+        );
         let u = usage[ti];
         for s in &t.slices {
             let size = s.num_elements() * es;
             if size == 0 {
                 continue;
             }
-            per[s.tile as usize].push((s.offset as u64, s.offset as u64 + size, u.first.unwrap_or(0), u.last.unwrap_or(0), always, ti));
+            per[s.tile as usize].push((
+                s.offset as u64,
+                s.offset as u64 + size,
+                u.first.unwrap_or(0),
+                u.last.unwrap_or(0),
+                always,
+                ti,
+            ));
         }
     }
     for (tile, allocs) in per.iter_mut().enumerate() {
         allocs.sort_unstable();
-        let mut active: Vec<(u64, u64, u32, u32, bool, usize)> = Vec::new();
+        let mut active: Vec<Alloc> = Vec::new();
         for a in allocs.iter() {
             active.retain(|b| b.1 > a.0);
             for b in &active {
                 let disjoint_life = !a.4 && !b.4 && (a.3 < b.2 || b.3 < a.2);
                 if !disjoint_life {
-                    return Err(fail(PASS, format!(
-                        "tile {tile}: tensors '{}' and '{}' share bytes while both live",
-                        exe.tensors[a.5].name, exe.tensors[b.5].name
-                    )));
+                    return Err(fail(
+                        PASS,
+                        format!(
+                            "tile {tile}: tensors '{}' and '{}' share bytes while both live",
+                            exe.tensors[a.5].name, exe.tensors[b.5].name
+                        ),
+                    ));
                 }
             }
             active.push(*a);
         }
         let m = &exe.memory.tiles[tile];
-        let sum = m.variables + m.constants + m.exchange_buffers + m.temporaries + m.vertex_state + m.code;
+        let sum = m.variables
+            + m.constants
+            + m.exchange_buffers
+            + m.temporaries
+            + m.vertex_state
+            + m.code;
         if sum != m.total {
-            return Err(fail(PASS, format!("tile {tile}: categories add up to {sum}, total says {}", m.total)));
+            return Err(fail(
+                PASS,
+                format!(
+                    "tile {tile}: categories add up to {sum}, total says {}",
+                    m.total
+                ),
+            ));
         }
         let data_end = allocs.iter().map(|a| a.1).max().unwrap_or(0);
         if data_end > m.variables + m.constants + m.exchange_buffers + m.temporaries {
-            return Err(fail(PASS, format!("tile {tile}: data ends at byte {data_end}, beyond the accounted data bytes")));
+            return Err(fail(
+                PASS,
+                format!(
+                    "tile {tile}: data ends at byte {data_end}, beyond the accounted data bytes"
+                ),
+            ));
         }
     }
     Ok(())

@@ -26,7 +26,14 @@ fn amp_cycles(exe: &Executable) -> u64 {
         .sum()
 }
 
-fn compile_matmul(target: &Target, m: usize, k: usize, n: usize, dtype: DType, partials: PartialsType) -> Executable {
+fn compile_matmul(
+    target: &Target,
+    m: usize,
+    k: usize,
+    n: usize,
+    dtype: DType,
+    partials: PartialsType,
+) -> Executable {
     let opts = CompileOptions {
         partials_type: partials,
         ..CompileOptions::default()
@@ -39,8 +46,22 @@ fn amp_precision_ratios_on_mk2() {
     let t = Target::mk2();
     let (m, k, n) = (2048, 2048, 2048);
     let h16 = amp_cycles(&compile_matmul(&t, m, k, n, DType::F16, PartialsType::Half)) as f64;
-    let h32 = amp_cycles(&compile_matmul(&t, m, k, n, DType::F16, PartialsType::Float)) as f64;
-    let f32 = amp_cycles(&compile_matmul(&t, m, k, n, DType::F32, PartialsType::Float)) as f64;
+    let h32 = amp_cycles(&compile_matmul(
+        &t,
+        m,
+        k,
+        n,
+        DType::F16,
+        PartialsType::Float,
+    )) as f64;
+    let f32 = amp_cycles(&compile_matmul(
+        &t,
+        m,
+        k,
+        n,
+        DType::F32,
+        PartialsType::Float,
+    )) as f64;
     let (r16, r32) = (f32 / h16, f32 / h32);
     assert!((3.4..=4.6).contains(&r16), "32.32 / 16.16 = {r16:.2}");
     assert!((1.7..=2.3).contains(&r32), "32.32 / 16.32 = {r32:.2}");
@@ -54,7 +75,14 @@ fn amp_precision_ratios_on_mk1() {
     let t = Target::mk1();
     let (m, k, n) = (4096, 16, 4096);
     let h16 = amp_cycles(&compile_matmul(&t, m, k, n, DType::F16, PartialsType::Half));
-    let h32 = amp_cycles(&compile_matmul(&t, m, k, n, DType::F16, PartialsType::Float));
+    let h32 = amp_cycles(&compile_matmul(
+        &t,
+        m,
+        k,
+        n,
+        DType::F16,
+        PartialsType::Float,
+    ));
     assert_eq!(h16, h32, "16.16 and 16.32 on mk1");
     // At the estimator level the same holds for any block.
     use ipusim_compiler::codelets::estimate::amp_block_cycles;
@@ -63,12 +91,34 @@ fn amp_precision_ratios_on_mk1() {
         let b = amp_block_cycles(&t, DType::F16, DType::F32, bm, bk, bn);
         let f = amp_block_cycles(&t, DType::F32, DType::F32, bm, bk, bn) as f64;
         assert_eq!(a, b);
-        assert!((3.4..=4.6).contains(&(f / a as f64)), "fp32 / fp16 = {}", f / a as f64);
+        assert!(
+            (3.4..=4.6).contains(&(f / a as f64)),
+            "fp32 / fp16 = {}",
+            f / a as f64
+        );
     }
     let (m, k, n) = (2048, 2048, 2048);
-    let h = amp_cycles(&compile_matmul(&t, m, k, n, DType::F16, PartialsType::Float)) as f64;
-    let f = amp_cycles(&compile_matmul(&t, m, k, n, DType::F32, PartialsType::Float)) as f64;
-    assert!((3.4..=4.6).contains(&(f / h)), "32.32 / 16.32 = {:.2}", f / h);
+    let h = amp_cycles(&compile_matmul(
+        &t,
+        m,
+        k,
+        n,
+        DType::F16,
+        PartialsType::Float,
+    )) as f64;
+    let f = amp_cycles(&compile_matmul(
+        &t,
+        m,
+        k,
+        n,
+        DType::F32,
+        PartialsType::Float,
+    )) as f64;
+    assert!(
+        (3.4..=4.6).contains(&(f / h)),
+        "32.32 / 16.32 = {:.2}",
+        f / h
+    );
 }
 
 #[test]
@@ -80,8 +130,16 @@ fn large_fp16_matmul_is_near_the_amp_peak() {
     let bound = macs / (t.tiles as f64 * t.amp(DType::F16, DType::F16).macs_per_cycle() as f64);
     let ote = exe.estimate.on_tile_execute as f64;
     assert!(ote >= bound, "below the peak bound: {ote} < {bound}");
-    assert!(ote <= 1.5 * bound, "OnTileExecute {ote} is {:.2}x the peak-AMP bound {bound}", ote / bound);
-    assert!(!exe.memory.oom, "4096^3 fp16 must fit: max tile {}", exe.memory.max_tile_bytes);
+    assert!(
+        ote <= 1.5 * bound,
+        "OnTileExecute {ote} is {:.2}x the peak-AMP bound {bound}",
+        ote / bound
+    );
+    assert!(
+        !exe.memory.oom,
+        "4096^3 fp16 must fit: max tile {}",
+        exe.memory.max_tile_bytes
+    );
 }
 
 #[test]
@@ -93,8 +151,18 @@ fn cycles_and_memory_grow_with_batch() {
         let exe = compile(&g, &t, &CompileOptions::default()).unwrap();
         let now = (exe.estimate.total_cycles, exe.memory.total_bytes);
         if let Some(prev) = last {
-            assert!(now.0 > prev.0, "batch {batch}: cycles {} <= {}", now.0, prev.0);
-            assert!(now.1 >= prev.1, "batch {batch}: memory {} < {}", now.1, prev.1);
+            assert!(
+                now.0 > prev.0,
+                "batch {batch}: cycles {} <= {}",
+                now.0,
+                prev.0
+            );
+            assert!(
+                now.1 >= prev.1,
+                "batch {batch}: memory {} < {}",
+                now.1,
+                prev.1
+            );
         }
         last = Some(now);
     }
@@ -105,7 +173,12 @@ fn tiny_ops_stay_on_few_tiles() {
     let t = Target::mk2();
     let exe = compile_matmul(&t, 4, 4, 4, DType::F32, PartialsType::Float);
     for cs in &exe.compute_sets {
-        assert!(cs.tiles.len() <= 2, "'{}' uses {} tiles", cs.name, cs.tiles.len());
+        assert!(
+            cs.tiles.len() <= 2,
+            "'{}' uses {} tiles",
+            cs.name,
+            cs.tiles.len()
+        );
     }
 }
 
@@ -123,7 +196,11 @@ fn a_model_too_large_reports_oom_with_a_full_report() {
 
 #[test]
 fn categories_sum_and_balance_is_a_fraction() {
-    for target in [Target::mk2(), Target::mk1(), Target::parse("(tiles: 4)", "t4").unwrap()] {
+    for target in [
+        Target::mk2(),
+        Target::mk1(),
+        Target::parse("(tiles: 4)", "t4").unwrap(),
+    ] {
         let g = common::mlp_training_step(32, &[64, 128, 10], DType::F16, DType::F32);
         let opts = CompileOptions {
             gradient_accumulation: 3,
@@ -132,13 +209,28 @@ fn categories_sum_and_balance_is_a_fraction() {
         };
         let exe = compile(&g, &target, &opts).unwrap();
         let e = &exe.estimate;
-        assert_eq!(e.on_tile_execute + e.do_exchange + e.sync + e.stream_copy, e.total_cycles);
+        assert_eq!(
+            e.on_tile_execute + e.do_exchange + e.sync + e.stream_copy,
+            e.total_cycles
+        );
         let cs_sum: u64 = e.compute_sets.iter().map(|c| c.cycles).sum();
         assert_eq!(cs_sum, e.on_tile_execute);
-        assert!(e.tile_balance > 0.0 && e.tile_balance <= 1.0, "{}", e.tile_balance);
+        assert!(
+            e.tile_balance > 0.0 && e.tile_balance <= 1.0,
+            "{}",
+            e.tile_balance
+        );
         // Update-phase compute sets run once per GA cycle, Step-phase ones GA times.
-        let step = e.compute_sets.iter().find(|c| c.name == "dense1/relu").unwrap();
-        let update = e.compute_sets.iter().find(|c| c.name.starts_with("update/")).unwrap();
+        let step = e
+            .compute_sets
+            .iter()
+            .find(|c| c.name == "dense1/relu")
+            .unwrap();
+        let update = e
+            .compute_sets
+            .iter()
+            .find(|c| c.name.starts_with("update/"))
+            .unwrap();
         assert_eq!(step.executions, 6);
         assert_eq!(update.executions, 2);
     }

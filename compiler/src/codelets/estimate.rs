@@ -41,7 +41,9 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
             }
             sup
         }
-        Codelet::AmpMatMul { input, partials, .. } => {
+        Codelet::AmpMatMul {
+            input, partials, ..
+        } => {
             let Some(p) = group.vertices.iter().find_map(|v| match &v.params {
                 VertexParams::Amp(p) => Some(p),
                 _ => None,
@@ -50,8 +52,7 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
             };
             for v in &group.vertices {
                 if let VertexParams::Amp(p) = &v.params {
-                    workers[worker_slot(v.worker, nw)] +=
-                        amp_worker(target, *input, *partials, p);
+                    workers[worker_slot(v.worker, nw)] += amp_worker(target, *input, *partials, p);
                 }
             }
             amp_supervisor(target, *input, *partials, p)
@@ -344,9 +345,7 @@ fn vertex_worker(target: &Target, codelet: &Codelet, params: &VertexParams, n: u
             let rows = n.div_ceil((*depth).max(1) as u64) + 1;
             16 + n.div_ceil(target.vector_width(*dtype)) + 6 * rows
         }
-        Codelet::Reduce {
-            op, input, acc, ..
-        } => match params {
+        Codelet::Reduce { op, input, acc, .. } => match params {
             VertexParams::Block(b) => reduce_worker(target, *op, *input, *acc, b),
             _ => 0,
         },
@@ -362,7 +361,11 @@ fn vertex_worker(target: &Target, codelet: &Codelet, params: &VertexParams, n: u
                 // Our model, in f32: max (1), subtract (1), exp (3: P1 EXPONENT FLOAT {6, 2}),
                 // sum (1), then divide (5: P1 DIVIDE FLOAT {10, 2}) or subtract (1) plus one
                 // ln (6) per row.
-                let per = if *log { 1 + 1 + 3 + 1 + 1 } else { 1 + 1 + 3 + 1 + 5 };
+                let per = if *log {
+                    1 + 1 + 3 + 1 + 1
+                } else {
+                    1 + 1 + 3 + 1 + 5
+                };
                 let rows = b.groups as u64 * b.cols as u64;
                 20 + rows * (30 + if *log { 6 } else { 0 } + b.count as u64 * per)
             }
@@ -430,7 +433,11 @@ fn cast_worker(target: &Target, from: DType, to: DType, n: u64) -> u64 {
 /// or 2 when half data accumulates in float (convert + add).
 fn reduce_worker(target: &Target, op: ReduceOp, input: DType, acc: DType, b: &BlockParams) -> u64 {
     let vw = target.vector_width(input);
-    let c = if op == ReduceOp::Sum && input != acc { 2 } else { 1 };
+    let c = if op == ReduceOp::Sum && input != acc {
+        2
+    } else {
+        1
+    };
     let per_group = if b.width == 1 && b.cols == 1 {
         10 + (b.count as u64).div_ceil(vw) * c + 6
     } else {
@@ -505,7 +512,13 @@ pub fn amp_block_cycles(
 
 /// Cycles of a reduce vertex group of `count` partial rows of `width` columns split over the
 /// workers by columns, as the planner sees it.
-pub fn reduce_block_cycles(target: &Target, input: DType, acc: DType, count: u64, width: u64) -> u64 {
+pub fn reduce_block_cycles(
+    target: &Target,
+    input: DType,
+    acc: DType,
+    count: u64,
+    width: u64,
+) -> u64 {
     let nw = target.worker_contexts.max(1) as u64;
     let b = BlockParams {
         groups: 1,
@@ -556,7 +569,11 @@ mod tests {
             let (m, k, n) = (6 * 512, 256, 128);
             let c = amp_block_cycles(&target, input, partials, m, k, n) as f64;
             let rate = (m * k * n) as f64 / c;
-            assert!(rate < macs && rate > 0.9 * macs, "{} {rate} vs {macs}", target.name);
+            assert!(
+                rate < macs && rate > 0.9 * macs,
+                "{} {rate} vs {macs}",
+                target.name
+            );
         }
     }
 

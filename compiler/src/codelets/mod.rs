@@ -133,8 +133,8 @@ pub enum Codelet {
     /// `c`: `acc = in(g, 0, col_begin + c)` converted exactly to `acc`; for `i = 1..count`
     /// in ascending order `acc = acc ⊕ in(g, i, col_begin + c)` with each sum rounded to
     /// `acc` (f32: RNE, f16: the worker's mode, integers wrap); then
-    /// `out[g · cols + c] = round_output(acc · scale)` (scale applied as one exact product
-    /// then one rounding; skipped when `scale` = 1). Flags: INV, OFLO.
+    /// `out[g · cols + c] = round_output(acc · s)` with `s` = `scale` rounded RNE to f32: one
+    /// rounding of the exact product (skipped when `scale` = 1). Flags: INV, OFLO.
     Reduce {
         op: ReduceOp,
         input: DType,

@@ -96,7 +96,9 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     };
     for (&i, r) in inputs.iter().zip(&reads) {
         if lw.is_unplaced(i) {
-            let fallback = matches!(r, Read::Aligned).then(|| sibling.clone()).flatten();
+            let fallback = matches!(r, Read::Aligned)
+                .then(|| sibling.clone())
+                .flatten();
             lw.place_source(i, fallback)?;
         }
     }
@@ -374,7 +376,10 @@ fn read_of(input: &Shape, out: &Shape) -> Read {
         dims.push(size);
         st.push(s);
     }
-    if dims.len() <= 1 && st.first().map_or(true, |&s| s == 1) && input.num_elements() == out.num_elements() {
+    if dims.len() <= 1
+        && st.first().is_none_or(|&s| s == 1)
+        && input.num_elements() == out.num_elements()
+    {
         return Read::Aligned;
     }
     if dims.is_empty() {
@@ -431,19 +436,20 @@ pub(crate) fn fill_work(lw: &Lowerer, fills: &[(TensorId, f64)]) -> Vec<TileWork
         let es = dtype.size_bytes() as u64;
         for slice in &tensor.slices {
             let n = slice.num_elements();
-            let vertices = worker_slices(n, lw.target.vector_width(dtype), lw.target.worker_contexts)
-                .into_iter()
-                .enumerate()
-                .map(|(w, (a, b))| Vertex {
-                    worker: w as u8,
-                    operands: vec![Operand {
-                        tensor: t,
-                        offset: (a * es) as u32,
-                        len: (b - a) as u32,
-                    }],
-                    params: VertexParams::Fill { value },
-                })
-                .collect();
+            let vertices =
+                worker_slices(n, lw.target.vector_width(dtype), lw.target.worker_contexts)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(w, (a, b))| Vertex {
+                        worker: w as u8,
+                        operands: vec![Operand {
+                            tensor: t,
+                            offset: (a * es) as u32,
+                            len: (b - a) as u32,
+                        }],
+                        params: VertexParams::Fill { value },
+                    })
+                    .collect();
             by_tile
                 .entry(slice.tile)
                 .or_insert_with(|| TileWork {

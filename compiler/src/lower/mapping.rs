@@ -98,7 +98,9 @@ pub fn local_run(index: &[Seg], tile: u32, ranges: &[(u64, u64)]) -> Option<u64>
         let end = b + len;
         while at < end {
             // Ranges mostly ascend: look at the next segments before searching.
-            hint = match (hint..index.len().min(hint + 3)).find(|&i| index[i].begin <= at && at < index[i].end) {
+            hint = match (hint..index.len().min(hint + 3))
+                .find(|&i| index[i].begin <= at && at < index[i].end)
+            {
                 Some(i) => i,
                 None => locate(index, at)?,
             };

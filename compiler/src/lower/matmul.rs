@@ -61,26 +61,64 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         } else {
             lw.fresh_mapping(n_out, output)
         };
-        let c = lw.new_tensor(name.clone(), Some(id), TensorKind::Activation, output, out_ty.shape, m);
+        let c = lw.new_tensor(
+            name.clone(),
+            Some(id),
+            TensorKind::Activation,
+            output,
+            out_ty.shape,
+            m,
+        );
         let tiles = super::elementwise::fill_work(lw, &[(c, 0.0)]);
         lw.superstep(&name, Some(id), Vec::new(), tiles);
-        lw.values.insert(id, Value { tensor: c, transposed: false });
+        lw.values.insert(
+            id,
+            Value {
+                tensor: c,
+                transposed: false,
+            },
+        );
         return Ok(());
     }
     let home = home_tile(lw, &geo);
-    let layouts = (geo.d.a_layout == MatrixLayout::Transposed, geo.d.b_layout == MatrixLayout::Transposed);
+    let layouts = (
+        geo.d.a_layout == MatrixLayout::Transposed,
+        geo.d.b_layout == MatrixLayout::Transposed,
+    );
     let plan = plan_for(lw, id, layouts.0, layouts.1, home);
     let c_map = output_mapping(lw, &geo, &plan);
-    let c = lw.new_tensor(name.clone(), Some(id), TensorKind::Activation, output, out_ty.shape, c_map);
+    let c = lw.new_tensor(
+        name.clone(),
+        Some(id),
+        TensorKind::Activation,
+        output,
+        out_ty.shape,
+        c_map,
+    );
     for s in 0..plan.serial {
         let prefix = if plan.serial > 1 {
             format!("{name}/serial{s}")
         } else {
             name.clone()
         };
-        chunk(lw, id, &prefix, &geo, &plan, s, c, (input, partials, output));
+        chunk(
+            lw,
+            id,
+            &prefix,
+            &geo,
+            &plan,
+            s,
+            c,
+            (input, partials, output),
+        );
     }
-    lw.values.insert(id, Value { tensor: c, transposed: false });
+    lw.values.insert(
+        id,
+        Value {
+            tensor: c,
+            transposed: false,
+        },
+    );
     Ok(())
 }
 
@@ -113,7 +151,15 @@ fn dims(lw: &Lowerer, id: NodeId, a_t: bool, b_t: bool) -> Dims {
     let g: u64 = o_batch.iter().map(|&d| d as u64).product();
     let (a_layout, b_layout) = (layout(a_t), layout(b_t));
     if b_batch.iter().all(|&d| d == 1) && !a_t {
-        return Dims { g: 1, m: g * m, k, n, bases: vec![(0, 0)], a_layout, b_layout };
+        return Dims {
+            g: 1,
+            m: g * m,
+            k,
+            n,
+            bases: vec![(0, 0)],
+            a_layout,
+            b_layout,
+        };
     }
     let index_in = |batch: &[usize], coords: &[u64]| -> u64 {
         let off = coords.len() - batch.len();
@@ -127,7 +173,10 @@ fn dims(lw: &Lowerer, id: NodeId, a_t: bool, b_t: bool) -> Dims {
     let mut bases = Vec::with_capacity(g as usize);
     let mut coords = vec![0u64; o_batch.len()];
     for _ in 0..g {
-        bases.push((index_in(a_batch, &coords) * m * k, index_in(b_batch, &coords) * k * n));
+        bases.push((
+            index_in(a_batch, &coords) * m * k,
+            index_in(b_batch, &coords) * k * n,
+        ));
         for d in (0..coords.len()).rev() {
             coords[d] += 1;
             if coords[d] < o_batch[d] as u64 {
@@ -136,7 +185,15 @@ fn dims(lw: &Lowerer, id: NodeId, a_t: bool, b_t: bool) -> Dims {
             coords[d] = 0;
         }
     }
-    Dims { g, m, k, n, bases, a_layout, b_layout }
+    Dims {
+        g,
+        m,
+        k,
+        n,
+        bases,
+        a_layout,
+        b_layout,
+    }
 }
 
 /// True when `id`'s value is its source seen with the last two dims swapped an odd number of
@@ -193,7 +250,10 @@ fn plan_for(lw: &mut Lowerer, id: NodeId, a_t: bool, b_t: bool, home: Option<Hom
 /// of the tensor the operand is stored in (through folded transposes and casts).
 pub(crate) fn operand_mapping(lw: &mut Lowerer, id: NodeId, which: usize) -> Option<Mapping> {
     let node = lw.g.node(id);
-    let (a_t, b_t) = (transposed_view(lw, node.inputs[0]), transposed_view(lw, node.inputs[1]));
+    let (a_t, b_t) = (
+        transposed_view(lw, node.inputs[0]),
+        transposed_view(lw, node.inputs[1]),
+    );
     if node.ty.num_elements() == 0 {
         return None;
     }
@@ -202,7 +262,11 @@ pub(crate) fn operand_mapping(lw: &mut Lowerer, id: NodeId, which: usize) -> Opt
         return None;
     }
     // The one-tile candidate: operands not lowered yet will be placed there.
-    let mut home = Home { tile: lw.peek_start(), remote_bytes: 0, remote_rows: 0 };
+    let mut home = Home {
+        tile: lw.peek_start(),
+        remote_bytes: 0,
+        remote_rows: 0,
+    };
     for (i, rows) in [(0usize, d.g * d.m), (1, d.g * d.k)] {
         let input = node.inputs[i];
         if lw.values.contains_key(&input) {
@@ -248,8 +312,12 @@ pub(crate) fn operand_mapping(lw: &mut Lowerer, id: NodeId, which: usize) -> Opt
 fn a_ranges(d: &Dims, g: u64, mr: (u64, u64), kr: (u64, u64)) -> Vec<(u64, u64)> {
     let abase = d.bases[g as usize].0;
     match d.a_layout {
-        MatrixLayout::RowMajor => (mr.0..mr.1).map(|r| (abase + r * d.k + kr.0, kr.1 - kr.0)).collect(),
-        MatrixLayout::Transposed => (kr.0..kr.1).map(|kk| (abase + kk * d.m + mr.0, mr.1 - mr.0)).collect(),
+        MatrixLayout::RowMajor => (mr.0..mr.1)
+            .map(|r| (abase + r * d.k + kr.0, kr.1 - kr.0))
+            .collect(),
+        MatrixLayout::Transposed => (kr.0..kr.1)
+            .map(|kk| (abase + kk * d.m + mr.0, mr.1 - mr.0))
+            .collect(),
     }
 }
 
@@ -257,8 +325,12 @@ fn a_ranges(d: &Dims, g: u64, mr: (u64, u64), kr: (u64, u64)) -> Vec<(u64, u64)>
 fn b_ranges(d: &Dims, g: u64, kr: (u64, u64), nr: (u64, u64)) -> Vec<(u64, u64)> {
     let bbase = d.bases[g as usize].1;
     match d.b_layout {
-        MatrixLayout::RowMajor => (kr.0..kr.1).map(|kk| (bbase + kk * d.n + nr.0, nr.1 - nr.0)).collect(),
-        MatrixLayout::Transposed => (nr.0..nr.1).map(|c| (bbase + c * d.k + kr.0, kr.1 - kr.0)).collect(),
+        MatrixLayout::RowMajor => (kr.0..kr.1)
+            .map(|kk| (bbase + kk * d.n + nr.0, nr.1 - nr.0))
+            .collect(),
+        MatrixLayout::Transposed => (nr.0..nr.1)
+            .map(|c| (bbase + c * d.k + kr.0, kr.1 - kr.0))
+            .collect(),
     }
 }
 
@@ -273,8 +345,14 @@ fn home_tile(lw: &Lowerer, geo: &Geometry) -> Option<Home> {
             *per.entry(s.tile).or_default() += s.num_elements() * es;
         }
     }
-    let (tile, _) = per.into_iter().max_by_key(|&(t, b)| (b, std::cmp::Reverse(t)))?;
-    let mut home = Home { tile, remote_bytes: 0, remote_rows: 0 };
+    let (tile, _) = per
+        .into_iter()
+        .max_by_key(|&(t, b)| (b, std::cmp::Reverse(t)))?;
+    let mut home = Home {
+        tile,
+        remote_bytes: 0,
+        remote_rows: 0,
+    };
     for (t, rows) in [(geo.a, geo.d.g * geo.d.m), (geo.b, geo.d.g * geo.d.k)] {
         let tensor = &lw.tensors[t.0 as usize];
         let local = tensor.slice_on(tile).map_or(0, |s| s.num_elements());
@@ -302,7 +380,12 @@ fn rows(plan: &Plan, m: u64, s: u64, mi: u64) -> (u64, u64) {
 
 /// Calls `f([gi, mi, ni, ki], (g0, g1), (m0, m1), (n0, n1))` for every non-empty block of
 /// serial chunk `s`.
-fn for_blocks_of(d: &Dims, plan: &Plan, s: u64, mut f: impl FnMut([u64; 4], (u64, u64), (u64, u64), (u64, u64))) {
+fn for_blocks_of(
+    d: &Dims,
+    plan: &Plan,
+    s: u64,
+    mut f: impl FnMut([u64; 4], (u64, u64), (u64, u64), (u64, u64)),
+) {
     for gi in 0..plan.sg {
         let gr = range(gi, plan.bg, d.g);
         for mi in 0..plan.sm {
@@ -330,7 +413,13 @@ fn for_blocks(
     mut f: impl FnMut(u32, [u64; 4], (u64, u64), (u64, u64), (u64, u64)),
 ) {
     for_blocks_of(&geo.d, plan, s, |[gi, mi, ni, ki], gr, mr, nr| {
-        f(plan.tile(lw.target, gi, mi, ni, ki), [gi, mi, ni, ki], gr, mr, nr)
+        f(
+            plan.tile(lw.target, gi, mi, ni, ki),
+            [gi, mi, ni, ki],
+            gr,
+            mr,
+            nr,
+        )
     });
 }
 
@@ -361,7 +450,6 @@ fn output_mapping(lw: &Lowerer, geo: &Geometry, plan: &Plan) -> Mapping {
     }
     Mapping::from_pieces(pieces)
 }
-
 
 /// Lowers serial chunk `s`: input exchange + AMP partials, then the reduction if split.
 #[allow(clippy::too_many_arguments)]
@@ -408,7 +496,10 @@ fn chunk(
                     first_partial.get_or_insert(p);
                     (sc.tensor, p)
                 }
-                None => (c, lw.position(c, g * geo.d.m * geo.d.n + mr.0 * geo.d.n + nr.0)),
+                None => (
+                    c,
+                    lw.position(c, g * geo.d.m * geo.d.n + mr.0 * geo.d.n + nr.0),
+                ),
             };
             let es = amp_out.size_bytes() as u64;
             let vertices = worker_slices(bm, 1, nw)
@@ -450,7 +541,11 @@ fn chunk(
         if let Some(p) = first_partial {
             partial_at.push((tile, idx, p));
         }
-        tiles.push(TileWork { tile, groups, cycles: 0 });
+        tiles.push(TileWork {
+            tile,
+            groups,
+            cycles: 0,
+        });
     }
     sa.finish(lw);
     sb.finish(lw);
@@ -458,7 +553,18 @@ fn chunk(
     if let Some(sc) = scratch {
         let ptensor = sc.tensor;
         sc.finish(lw);
-        reduce_partials(lw, id, prefix, geo, plan, s, c, ptensor, &partial_at, (partials, output));
+        reduce_partials(
+            lw,
+            id,
+            prefix,
+            geo,
+            plan,
+            s,
+            c,
+            ptensor,
+            &partial_at,
+            (partials, output),
+        );
     }
 }
 
@@ -511,12 +617,21 @@ fn reduce_partials(
             let at = inbox.alloc(rt, width * count);
             for (i, &(st, sp)) in sources.iter().enumerate() {
                 let src = lw.slice_begin(ptensor, st) + sp + c0;
-                eb.copy_elems(lw, ptensor, src, width, inbox.tensor, rt, at + i as u64 * width);
+                eb.copy_elems(
+                    lw,
+                    ptensor,
+                    src,
+                    width,
+                    inbox.tensor,
+                    rt,
+                    at + i as u64 * width,
+                );
             }
             // The output position of block element c0.
             let (bm, bn) = (mr.1 - mr.0, nr.1 - nr.0);
             let (gg, rem) = (c0 / (bm * bn), c0 % (bm * bn));
-            let flat = (gr.0 + gg) * geo.d.m * geo.d.n + (mr.0 + rem / bn) * geo.d.n + nr.0 + rem % bn;
+            let flat =
+                (gr.0 + gg) * geo.d.m * geo.d.n + (mr.0 + rem / bn) * geo.d.n + nr.0 + rem % bn;
             let out_pos = lw.position(c, flat);
             let vertices = worker_slices(width, vw, nw)
                 .into_iter()

@@ -14,16 +14,16 @@ pub(crate) mod elementwise;
 pub(crate) mod mapping;
 pub(crate) mod matmul;
 pub(crate) mod planner;
-pub mod reduce;
 pub(crate) mod rearrange;
+pub mod reduce;
 pub(crate) mod rows;
 pub(crate) mod stage;
 
 use crate::error::CompileError;
 use crate::executable::{
-    ComputeSet, ComputeSetId, Copy, Exchange, ExchangeId, HostStream, Interval, NodeValue,
-    Program, ProgramStep, StepKind, StreamDirection, StreamId, Tensor, TensorId, TensorKind,
-    TileSlice, TileWork,
+    ComputeSet, ComputeSetId, Copy, Exchange, ExchangeId, HostStream, Interval, NodeValue, Program,
+    ProgramStep, StepKind, StreamDirection, StreamId, Tensor, TensorId, TensorKind, TileSlice,
+    TileWork,
 };
 use crate::options::CompileOptions;
 use crate::target::Target;
@@ -322,9 +322,10 @@ impl<'a> Lowerer<'a> {
             Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::SparseSoftmaxCrossEntropy { .. } => {
                 rows::lower(self, id)
             }
-            Op::ReduceSum { .. } | Op::ReduceMean { .. } | Op::ReduceMax { .. } | Op::ArgMax { .. } => {
-                reduce::lower(self, id)
-            }
+            Op::ReduceSum { .. }
+            | Op::ReduceMean { .. }
+            | Op::ReduceMax { .. }
+            | Op::ArgMax { .. } => reduce::lower(self, id),
             Op::Reshape { .. } => self.alias(id, node.inputs[0]),
             Op::Transpose { .. } => {
                 if is_swap_last(&node.op) {
@@ -370,7 +371,10 @@ impl<'a> Lowerer<'a> {
     /// first read, in the layout their reader wants).
     pub fn is_unplaced(&self, id: NodeId) -> bool {
         !self.values.contains_key(&id)
-            && matches!(self.g.node(id).op, Op::Variable { .. } | Op::Constant { .. })
+            && matches!(
+                self.g.node(id).op,
+                Op::Variable { .. } | Op::Constant { .. }
+            )
     }
 
     /// The node's value, placing a Variable or Constant on first use.
@@ -383,7 +387,11 @@ impl<'a> Lowerer<'a> {
 
     /// Creates the tensor of a Variable or Constant in the layout of the matmul that will read
     /// it (PopLibs' createMatMulInputLHS/RHS), else in `fallback`, else linearly.
-    pub fn place_source(&mut self, id: NodeId, fallback: Option<Mapping>) -> Result<TensorId, CompileError> {
+    pub fn place_source(
+        &mut self,
+        id: NodeId,
+        fallback: Option<Mapping>,
+    ) -> Result<TensorId, CompileError> {
         let node = self.g.node(id);
         let kind = match node.op {
             Op::Variable { .. } => TensorKind::Variable,
@@ -396,7 +404,13 @@ impl<'a> Lowerer<'a> {
             (None, None) => self.fresh_mapping(n, ty.dtype),
         };
         let t = self.new_tensor(node.name.clone(), Some(id), kind, ty.dtype, ty.shape, m);
-        self.values.insert(id, Value { tensor: t, transposed: false });
+        self.values.insert(
+            id,
+            Value {
+                tensor: t,
+                transposed: false,
+            },
+        );
         Ok(t)
     }
 
@@ -613,7 +627,13 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
-    fn stream_copy(&mut self, stream: StreamId, direction: StreamDirection, t: TensorId, name: String) {
+    fn stream_copy(
+        &mut self,
+        stream: StreamId,
+        direction: StreamDirection,
+        t: TensorId,
+        name: String,
+    ) {
         let step = self.steps.len() as u32;
         self.steps.push(ProgramStep {
             kind: StepKind::StreamCopy(stream),
@@ -751,7 +771,15 @@ impl<'a> Lowerer<'a> {
             for slice in &var_map {
                 let mut pos = 0u64;
                 for iv in &slice.intervals {
-                    eb.copy_elems(self, val_t, iv.begin, iv.end - iv.begin, var_t, slice.tile, pos);
+                    eb.copy_elems(
+                        self,
+                        val_t,
+                        iv.begin,
+                        iv.end - iv.begin,
+                        var_t,
+                        slice.tile,
+                        pos,
+                    );
                     pos += iv.end - iv.begin;
                 }
             }

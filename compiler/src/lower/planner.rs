@@ -108,7 +108,15 @@ impl Costing<'_> {
     /// Cycles and temporary bytes of one chunk with blocks `bg × bm × bk × bn` and `sk`
     /// reduction splits; `remote` overrides the exchanged input bytes and messages (a
     /// one-tile plan where the inputs already are).
-    fn chunk(&self, bg: u64, bm: u64, bk: u64, bn: u64, sk: u64, remote: Option<(u64, u64)>) -> (u64, u64) {
+    fn chunk(
+        &self,
+        bg: u64,
+        bm: u64,
+        bk: u64,
+        bn: u64,
+        sk: u64,
+        remote: Option<(u64, u64)>,
+    ) -> (u64, u64) {
         let t = self.target;
         let p = self.p;
         let es = p.input.size_bytes() as u64;
@@ -119,8 +127,16 @@ impl Costing<'_> {
         let sync = t.sync_cycles as u64;
         let lat = t.exchange_latency_cycles as u64;
         let staged = es * bg * (bm * bk + bk * bn);
-        let rows_a = if p.a_layout == MatrixLayout::RowMajor { bm } else { bk };
-        let rows_b = if p.b_layout == MatrixLayout::RowMajor { bk } else { bn };
+        let rows_a = if p.a_layout == MatrixLayout::RowMajor {
+            bm
+        } else {
+            bk
+        };
+        let rows_b = if p.b_layout == MatrixLayout::RowMajor {
+            bk
+        } else {
+            bn
+        };
         let (bytes, msgs) = remote.unwrap_or((staged, bg * (rows_a + rows_b)));
         let mut cycles = sync;
         if bytes > 0 {
@@ -171,12 +187,16 @@ pub(crate) fn plan(
             Some(b) => match (cand.fits, b.fits) {
                 (true, false) => true,
                 (false, true) => false,
-                (true, true) => (cand.cycles, cand.tiles(), cand.temp_bytes)
-                    < (b.cycles, b.tiles(), b.temp_bytes),
+                (true, true) => {
+                    (cand.cycles, cand.tiles(), cand.temp_bytes)
+                        < (b.cycles, b.tiles(), b.temp_bytes)
+                }
                 // Nothing fits: the least memory, but among plans within 25% of each other in
                 // memory the fastest (an operand too large for the chip must not turn the
                 // plan into dozens of serial chunks for a few bytes).
-                (false, false) => (bucket(cand.temp_bytes), cand.cycles) < (bucket(b.temp_bytes), b.cycles),
+                (false, false) => {
+                    (bucket(cand.temp_bytes), cand.cycles) < (bucket(b.temp_bytes), b.cycles)
+                }
             },
         };
         if better {
@@ -243,7 +263,8 @@ pub(crate) fn plan(
         }
         // More serial chunks only help while they shrink the temporary memory (they split
         // the rows: A and the output, not B).
-        if any_fit || serial >= p.m || serial >= 64 || min_temp as f64 >= 0.9 * last_min_temp as f64 {
+        if any_fit || serial >= p.m || serial >= 64 || min_temp as f64 >= 0.9 * last_min_temp as f64
+        {
             break;
         }
         last_min_temp = min_temp;
@@ -288,7 +309,16 @@ mod tests {
     #[test]
     fn tiny_matmul_stays_on_its_home_tile() {
         let t = Target::mk2();
-        let plan = plan(&t, &CompileOptions::default(), &problem(4, 4, 4, DType::F32), Some(Home { tile: 17, remote_bytes: 0, remote_rows: 0 }));
+        let plan = plan(
+            &t,
+            &CompileOptions::default(),
+            &problem(4, 4, 4, DType::F32),
+            Some(Home {
+                tile: 17,
+                remote_bytes: 0,
+                remote_rows: 0,
+            }),
+        );
         assert_eq!(plan.tiles(), 1);
         assert_eq!(plan.start_tile, 17);
     }
@@ -296,7 +326,12 @@ mod tests {
     #[test]
     fn large_matmul_uses_the_chip_within_budget() {
         let t = Target::mk2();
-        let plan = plan(&t, &CompileOptions::default(), &problem(1024, 1024, 1024, DType::F16), None);
+        let plan = plan(
+            &t,
+            &CompileOptions::default(),
+            &problem(1024, 1024, 1024, DType::F16),
+            None,
+        );
         assert!(plan.tiles() > 1000, "{plan:?}");
         assert!(plan.fits, "{plan:?}");
         let candidates = candidates(1000, 1472);
@@ -306,7 +341,12 @@ mod tests {
     #[test]
     fn memory_pressure_chooses_a_serial_split() {
         let t = Target::mk2();
-        let plan = plan(&t, &CompileOptions::default(), &problem(4096, 4096, 4096, DType::F16), None);
+        let plan = plan(
+            &t,
+            &CompileOptions::default(),
+            &problem(4096, 4096, 4096, DType::F16),
+            None,
+        );
         assert!(plan.fits, "{plan:?}");
         assert!(plan.serial > 1, "{plan:?}");
     }

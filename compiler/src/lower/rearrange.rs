@@ -29,11 +29,28 @@ enum Piece {
 /// The index map of one data-movement op, in terms of output coordinates.
 enum Map {
     /// Output dim `i` is input dim `perm[i]`.
-    Permute { perm: Vec<usize>, in_strides: Vec<u64> },
-    Slice { begin: Vec<u64>, in_strides: Vec<u64> },
-    Pad { before: Vec<u64>, in_dims: Vec<u64>, in_strides: Vec<u64> },
-    Concat { axis: usize, offsets: Vec<u64>, in_strides: Vec<Vec<u64>> },
-    Broadcast { in_dims: Vec<u64>, in_strides: Vec<u64> },
+    Permute {
+        perm: Vec<usize>,
+        in_strides: Vec<u64>,
+    },
+    Slice {
+        begin: Vec<u64>,
+        in_strides: Vec<u64>,
+    },
+    Pad {
+        before: Vec<u64>,
+        in_dims: Vec<u64>,
+        in_strides: Vec<u64>,
+    },
+    Concat {
+        axis: usize,
+        offsets: Vec<u64>,
+        in_strides: Vec<Vec<u64>>,
+    },
+    Broadcast {
+        in_dims: Vec<u64>,
+        in_strides: Vec<u64>,
+    },
 }
 
 fn strides(dims: &[u64]) -> Vec<u64> {
@@ -53,13 +70,27 @@ impl Map {
             Map::Permute { perm, in_strides } => {
                 let base: u64 = (0..last).map(|i| c[i] * in_strides[perm[i]]).sum();
                 let stride = in_strides[perm[last]];
-                out.push(Piece::Copy { input: 0, begin: base + c0 * stride, stride, len });
+                out.push(Piece::Copy {
+                    input: 0,
+                    begin: base + c0 * stride,
+                    stride,
+                    len,
+                });
             }
             Map::Slice { begin, in_strides } => {
                 let base: u64 = (0..last).map(|i| (c[i] + begin[i]) * in_strides[i]).sum();
-                out.push(Piece::Copy { input: 0, begin: base + begin[last] + c0, stride: 1, len });
+                out.push(Piece::Copy {
+                    input: 0,
+                    begin: base + begin[last] + c0,
+                    stride: 1,
+                    len,
+                });
             }
-            Map::Pad { before, in_dims, in_strides } => {
+            Map::Pad {
+                before,
+                in_dims,
+                in_strides,
+            } => {
                 let mut base = 0;
                 for i in 0..last {
                     if c[i] < before[i] || c[i] >= before[i] + in_dims[i] {
@@ -74,18 +105,31 @@ impl Map {
                     out.push(Piece::Zero { len: a - c0 });
                 }
                 if b > a {
-                    out.push(Piece::Copy { input: 0, begin: base + a - lo, stride: 1, len: b - a });
+                    out.push(Piece::Copy {
+                        input: 0,
+                        begin: base + a - lo,
+                        stride: 1,
+                        len: b - a,
+                    });
                 }
                 if c1 > b.max(a) {
                     out.push(Piece::Zero { len: c1 - b.max(a) });
                 }
             }
-            Map::Concat { axis, offsets, in_strides } => {
+            Map::Concat {
+                axis,
+                offsets,
+                in_strides,
+            } => {
                 let which = |x: u64| offsets.partition_point(|&o| o <= x) - 1;
                 let flat = |k: usize, coords: &[u64], col: u64| -> u64 {
                     let mut f = 0;
                     for i in 0..last {
-                        let ci = if i == *axis { coords[i] - offsets[k] } else { coords[i] };
+                        let ci = if i == *axis {
+                            coords[i] - offsets[k]
+                        } else {
+                            coords[i]
+                        };
                         f += ci * in_strides[k][i];
                     }
                     f + col
@@ -95,15 +139,28 @@ impl Map {
                     while at < c1 {
                         let k = which(at);
                         let end = c1.min(offsets[k + 1]);
-                        out.push(Piece::Copy { input: k, begin: flat(k, c, at - offsets[k]), stride: 1, len: end - at });
+                        out.push(Piece::Copy {
+                            input: k,
+                            begin: flat(k, c, at - offsets[k]),
+                            stride: 1,
+                            len: end - at,
+                        });
                         at = end;
                     }
                 } else {
                     let k = which(c[*axis]);
-                    out.push(Piece::Copy { input: k, begin: flat(k, c, c0), stride: 1, len });
+                    out.push(Piece::Copy {
+                        input: k,
+                        begin: flat(k, c, c0),
+                        stride: 1,
+                        len,
+                    });
                 }
             }
-            Map::Broadcast { in_dims, in_strides } => {
+            Map::Broadcast {
+                in_dims,
+                in_strides,
+            } => {
                 let off = c.len() - in_dims.len();
                 let mut base = 0;
                 for (i, &d) in in_dims.iter().enumerate() {
@@ -115,7 +172,12 @@ impl Map {
                     Some(&d) if d != 1 && in_dims.len() + off > last => 1,
                     _ => 0,
                 };
-                out.push(Piece::Copy { input: 0, begin: base + c0 * stride, stride, len });
+                out.push(Piece::Copy {
+                    input: 0,
+                    begin: base + c0 * stride,
+                    stride,
+                    len,
+                });
             }
         }
     }
@@ -126,13 +188,29 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let node = lw.g.node(id);
     let name = node.name.clone();
     let dims_of = |n: NodeId| -> Vec<u64> {
-        lw.g.node(n).ty.shape.dims().iter().map(|&d| d as u64).collect()
+        lw.g.node(n)
+            .ty
+            .shape
+            .dims()
+            .iter()
+            .map(|&d| d as u64)
+            .collect()
     };
     let in0 = dims_of(node.inputs[0]);
     let map = match &node.op {
-        Op::Transpose { perm } => Map::Permute { perm: perm.clone(), in_strides: strides(&in0) },
-        Op::Slice { begin, .. } => Map::Slice { begin: begin.iter().map(|&b| b as u64).collect(), in_strides: strides(&in0) },
-        Op::Pad { before, .. } => Map::Pad { before: before.iter().map(|&b| b as u64).collect(), in_strides: strides(&in0), in_dims: in0 },
+        Op::Transpose { perm } => Map::Permute {
+            perm: perm.clone(),
+            in_strides: strides(&in0),
+        },
+        Op::Slice { begin, .. } => Map::Slice {
+            begin: begin.iter().map(|&b| b as u64).collect(),
+            in_strides: strides(&in0),
+        },
+        Op::Pad { before, .. } => Map::Pad {
+            before: before.iter().map(|&b| b as u64).collect(),
+            in_strides: strides(&in0),
+            in_dims: in0,
+        },
         Op::Concat { axis } => {
             let mut offsets = vec![0u64];
             let mut in_strides = Vec::new();
@@ -141,9 +219,16 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 offsets.push(offsets.last().copied().unwrap_or(0) + d[*axis]);
                 in_strides.push(strides(&d));
             }
-            Map::Concat { axis: *axis, offsets, in_strides }
+            Map::Concat {
+                axis: *axis,
+                offsets,
+                in_strides,
+            }
         }
-        Op::Broadcast { .. } => Map::Broadcast { in_strides: strides(&in0), in_dims: in0 },
+        Op::Broadcast { .. } => Map::Broadcast {
+            in_strides: strides(&in0),
+            in_dims: in0,
+        },
         _ => return Err(lw.unsupported(id, "not a data-movement op")),
     };
     let mut inputs = Vec::new();
@@ -152,13 +237,23 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     }
     let shape = node.ty.shape.clone();
     let out = emit(lw, id, &name, &inputs, &shape, &map);
-    lw.values.insert(id, Value { tensor: out, transposed: false });
+    lw.values.insert(
+        id,
+        Value {
+            tensor: out,
+            transposed: false,
+        },
+    );
     Ok(())
 }
 
 /// Materialises the folded transpose `id` (its value is `stored` with the last two
 /// dimensions swapped).
-pub(crate) fn materialize_transpose(lw: &mut Lowerer, id: NodeId, stored: TensorId) -> Result<TensorId, CompileError> {
+pub(crate) fn materialize_transpose(
+    lw: &mut Lowerer,
+    id: NodeId,
+    stored: TensorId,
+) -> Result<TensorId, CompileError> {
     let shape = lw.g.node(id).ty.shape.clone();
     let mut dims: Vec<usize> = shape.dims().to_vec();
     let r = dims.len();
@@ -170,20 +265,52 @@ pub(crate) fn materialize_transpose(lw: &mut Lowerer, id: NodeId, stored: Tensor
 }
 
 /// A permuted copy of `src` (of shape `src_shape`): output dim `i` is input dim `perm[i]`.
-pub(crate) fn permute(lw: &mut Lowerer, id: NodeId, name: &str, src: TensorId, src_shape: &Shape, perm: &[usize]) -> TensorId {
+pub(crate) fn permute(
+    lw: &mut Lowerer,
+    id: NodeId,
+    name: &str,
+    src: TensorId,
+    src_shape: &Shape,
+    perm: &[usize],
+) -> TensorId {
     let in_dims: Vec<u64> = src_shape.dims().iter().map(|&d| d as u64).collect();
-    let out_shape = Shape::new(perm.iter().map(|&p| src_shape.dims()[p]).collect::<Vec<_>>());
-    let map = Map::Permute { perm: perm.to_vec(), in_strides: strides(&in_dims) };
+    let out_shape = Shape::new(
+        perm.iter()
+            .map(|&p| src_shape.dims()[p])
+            .collect::<Vec<_>>(),
+    );
+    let map = Map::Permute {
+        perm: perm.to_vec(),
+        in_strides: strides(&in_dims),
+    };
     emit(lw, id, name, &[src], &out_shape, &map)
 }
 
 /// Creates the output, copies its elements by exchange and fills zeros.
-fn emit(lw: &mut Lowerer, id: NodeId, name: &str, inputs: &[TensorId], shape: &Shape, map: &Map) -> TensorId {
+fn emit(
+    lw: &mut Lowerer,
+    id: NodeId,
+    name: &str,
+    inputs: &[TensorId],
+    shape: &Shape,
+    map: &Map,
+) -> TensorId {
     let dtype = lw.tensors[inputs[0].0 as usize].dtype;
     let n = shape.num_elements() as u64;
     let m = lw.fresh_mapping(n, dtype);
-    let out = lw.new_tensor(name.to_string(), Some(id), TensorKind::Activation, dtype, shape.clone(), m);
-    let dims: Vec<u64> = if shape.rank() == 0 { vec![1] } else { shape.dims().iter().map(|&d| d as u64).collect() };
+    let out = lw.new_tensor(
+        name.to_string(),
+        Some(id),
+        TensorKind::Activation,
+        dtype,
+        shape.clone(),
+        m,
+    );
+    let dims: Vec<u64> = if shape.rank() == 0 {
+        vec![1]
+    } else {
+        shape.dims().iter().map(|&d| d as u64).collect()
+    };
     let row_len = *dims.last().unwrap_or(&1);
     let mut eb = ExchangeBuilder::default();
     let mut zeros: Vec<(u32, u64, u64)> = Vec::new();
@@ -218,12 +345,25 @@ fn emit(lw: &mut Lowerer, id: NodeId, name: &str, inputs: &[TensorId], shape: &S
                             zeros.push((slice.tile, dst, len));
                             dst += len;
                         }
-                        Piece::Copy { input, begin, stride, len } => {
+                        Piece::Copy {
+                            input,
+                            begin,
+                            stride,
+                            len,
+                        } => {
                             if stride == 1 {
                                 eb.copy_elems(lw, inputs[input], begin, len, out, slice.tile, dst);
                             } else {
                                 for j in 0..len {
-                                    eb.copy_elems(lw, inputs[input], begin + j * stride, 1, out, slice.tile, dst + j);
+                                    eb.copy_elems(
+                                        lw,
+                                        inputs[input],
+                                        begin + j * stride,
+                                        1,
+                                        out,
+                                        slice.tile,
+                                        dst + j,
+                                    );
                                 }
                             }
                             dst += len;
@@ -254,20 +394,31 @@ fn zero_work(lw: &Lowerer, out: TensorId, zeros: &[(u32, u64, u64)]) -> Vec<Tile
         }
     }
     for (k, &(tile, p, len)) in runs.iter().enumerate() {
-        let vertices = worker_slices(len, lw.target.vector_width(dtype), lw.target.worker_contexts)
-            .into_iter()
-            .enumerate()
-            .map(|(w, (a, b))| Vertex {
-                worker: ((w as u64 + k as u64) % nw) as u8,
-                operands: vec![Operand { tensor: out, offset: ((p + a) * es) as u32, len: (b - a) as u32 }],
-                params: VertexParams::Fill { value: 0.0 },
-            })
-            .collect();
+        let vertices = worker_slices(
+            len,
+            lw.target.vector_width(dtype),
+            lw.target.worker_contexts,
+        )
+        .into_iter()
+        .enumerate()
+        .map(|(w, (a, b))| Vertex {
+            worker: ((w as u64 + k as u64) % nw) as u8,
+            operands: vec![Operand {
+                tensor: out,
+                offset: ((p + a) * es) as u32,
+                len: (b - a) as u32,
+            }],
+            params: VertexParams::Fill { value: 0.0 },
+        })
+        .collect();
         match tiles.last_mut() {
             Some(t) if t.tile == tile => t.groups[0].vertices.extend(vertices),
             _ => tiles.push(TileWork {
                 tile,
-                groups: vec![VertexGroup { codelet: Codelet::Fill { dtype }, vertices }],
+                groups: vec![VertexGroup {
+                    codelet: Codelet::Fill { dtype },
+                    vertices,
+                }],
                 cycles: 0,
             }),
         }

@@ -59,28 +59,46 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let input = lw.materialized(x)?;
     let in_dtype = lw.g.node(x).ty.dtype;
     // (size, reduced) of the dimensions larger than one.
-    let mut dims: Vec<(u64, bool)> = lw
-        .g
-        .node(x)
-        .ty
-        .shape
-        .dims()
-        .iter()
-        .enumerate()
-        .filter(|(_, &d)| d != 1)
-        .map(|(i, &d)| (d as u64, axes.contains(&i)))
-        .collect();
+    let mut dims: Vec<(u64, bool)> =
+        lw.g.node(x)
+            .ty
+            .shape
+            .dims()
+            .iter()
+            .enumerate()
+            .filter(|(_, &d)| d != 1)
+            .map(|(i, &d)| (d as u64, axes.contains(&i)))
+            .collect();
     let r_total: u64 = dims.iter().filter(|d| d.1).map(|d| d.0).product();
     if dims.iter().all(|d| !d.1) {
         // Nothing to reduce: the value is the input (ArgMax of a size-1 axis is 0).
         if kind == Kind::ArgMax || in_dtype != out_ty.dtype {
             let m = lw.fresh_mapping(out_ty.num_elements() as u64, out_ty.dtype);
-            let t = lw.new_tensor(name.clone(), Some(id), TensorKind::Activation, out_ty.dtype, out_ty.shape, m);
+            let t = lw.new_tensor(
+                name.clone(),
+                Some(id),
+                TensorKind::Activation,
+                out_ty.dtype,
+                out_ty.shape,
+                m,
+            );
             let tiles = super::elementwise::fill_work(lw, &[(t, 0.0)]);
             lw.superstep(&name, Some(id), Vec::new(), tiles);
-            lw.values.insert(id, Value { tensor: t, transposed: false });
+            lw.values.insert(
+                id,
+                Value {
+                    tensor: t,
+                    transposed: false,
+                },
+            );
         } else {
-            lw.values.insert(id, Value { tensor: input, transposed: false });
+            lw.values.insert(
+                id,
+                Value {
+                    tensor: input,
+                    transposed: false,
+                },
+            );
         }
         return Ok(());
     }
@@ -90,11 +108,8 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     };
     let mut current = input;
     let mut pass = 0;
-    loop {
-        // The innermost run of reduced dimensions.
-        let Some(last) = dims.iter().rposition(|d| d.1) else {
-            break;
-        };
+    // The innermost run of reduced dimensions first.
+    while let Some(last) = dims.iter().rposition(|d| d.1) {
         let mut first = last;
         while first > 0 && dims[first - 1].1 {
             first -= 1;
@@ -109,7 +124,12 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             (out_ty.dtype, out_ty.shape.clone(), scale, name.clone())
         } else {
             pass += 1;
-            (acc, Shape::new([(p * q) as usize]), 1.0, format!("{name}/pass{pass}"))
+            (
+                acc,
+                Shape::new([(p * q) as usize]),
+                1.0,
+                format!("{name}/pass{pass}"),
+            )
         };
         let spec = Spec {
             node: id,
@@ -130,7 +150,13 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             reduce(lw, &spec, current)
         };
     }
-    lw.values.insert(id, Value { tensor: current, transposed: false });
+    lw.values.insert(
+        id,
+        Value {
+            tensor: current,
+            transposed: false,
+        },
+    );
     Ok(())
 }
 
@@ -235,11 +261,38 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
                 let (pp, rr, qq) = (i / (r * q), (i / q) % r, i % q);
                 let left = iv.end - i;
                 let piece = if qq != 0 || left < q {
-                    Piece { tile: slice.tile, pos, p: pp, r: rr, count: 1, groups: 1, q0: qq, width: (q - qq).min(left) }
+                    Piece {
+                        tile: slice.tile,
+                        pos,
+                        p: pp,
+                        r: rr,
+                        count: 1,
+                        groups: 1,
+                        q0: qq,
+                        width: (q - qq).min(left),
+                    }
                 } else if rr == 0 && left >= r * q {
-                    Piece { tile: slice.tile, pos, p: pp, r: 0, count: r, groups: left / (r * q), q0: 0, width: q }
+                    Piece {
+                        tile: slice.tile,
+                        pos,
+                        p: pp,
+                        r: 0,
+                        count: r,
+                        groups: left / (r * q),
+                        q0: 0,
+                        width: q,
+                    }
                 } else {
-                    Piece { tile: slice.tile, pos, p: pp, r: rr, count: (r - rr).min(left / q), groups: 1, q0: 0, width: q }
+                    Piece {
+                        tile: slice.tile,
+                        pos,
+                        p: pp,
+                        r: rr,
+                        count: (r - rr).min(left / q),
+                        groups: 1,
+                        q0: 0,
+                        width: q,
+                    }
                 };
                 let size = piece.groups * piece.count * piece.width;
                 i += size;
@@ -249,7 +302,8 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
                         if last.tile == piece.tile
                             && last.groups == 1
                             && piece.groups == 1
-                            && (last.p, last.q0, last.width) == (piece.p, piece.q0, piece.width)
+                            && (last.p, last.q0, last.width)
+                                == (piece.p, piece.q0, piece.width)
                             && last.r + last.count == piece.r
                             && last.pos + last.count * last.width == piece.pos =>
                     {
@@ -263,13 +317,28 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
     for pc in pieces {
         let o_begin = pc.p * q + pc.q0;
         if local && pc.count >= 2 {
-            blocks.push(LocalBlock { tile: pc.tile, pos: pc.pos, groups: pc.groups, count: pc.count, width: pc.width, o_begin, key: pc.r });
+            blocks.push(LocalBlock {
+                tile: pc.tile,
+                pos: pc.pos,
+                groups: pc.groups,
+                count: pc.count,
+                width: pc.width,
+                o_begin,
+                key: pc.r,
+            });
             continue;
         }
         for g in 0..pc.groups {
             for j in 0..pc.count {
                 let elem = (pc.p + g) * r * q + (pc.r + j) * q + pc.q0;
-                raws.push(Contribution { tile: pc.tile, tensor: input, elem, o_begin: o_begin + g * q, len: pc.width, key: pc.r + j });
+                raws.push(Contribution {
+                    tile: pc.tile,
+                    tensor: input,
+                    elem,
+                    o_begin: o_begin + g * q,
+                    len: pc.width,
+                    key: pc.r + j,
+                });
             }
         }
     }
@@ -278,7 +347,15 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
     if spec.input != spec.acc {
         for c in std::mem::take(&mut raws) {
             let pos = lw.position(input, c.elem);
-            blocks.push(LocalBlock { tile: c.tile, pos, groups: 1, count: 1, width: c.len, o_begin: c.o_begin, key: c.key });
+            blocks.push(LocalBlock {
+                tile: c.tile,
+                pos,
+                groups: 1,
+                count: 1,
+                width: c.len,
+                o_begin: c.o_begin,
+                key: c.key,
+            });
         }
     }
     // Contributions per output element.
@@ -315,8 +392,23 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
         let mut tiles = Vec::new();
         for b in &blocks {
             let out_pos = lw.position(out, b.o_begin);
-            let vertices = block_vertices(lw, spec, (input, b.pos), (out, out_pos), (b.groups, b.count, b.width), spec.scale, nw);
-            tiles.push(TileWork { tile: b.tile, groups: vec![VertexGroup { codelet: codelet(spec, spec.output), vertices }], cycles: 0 });
+            let vertices = block_vertices(
+                lw,
+                spec,
+                (input, b.pos),
+                (out, out_pos),
+                (b.groups, b.count, b.width),
+                spec.scale,
+                nw,
+            );
+            tiles.push(TileWork {
+                tile: b.tile,
+                groups: vec![VertexGroup {
+                    codelet: codelet(spec, spec.output),
+                    vertices,
+                }],
+                cycles: 0,
+            });
         }
         super::matmul::merge_tiles(&mut tiles);
         lw.superstep(&spec.name, Some(spec.node), Vec::new(), tiles);
@@ -325,22 +417,54 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
     // Stage 1 into partials.
     let mut contribs = raws;
     if !blocks.is_empty() {
-        let mut scratch = TileScratch::new(lw, format!("{}/partials", spec.name), Some(spec.node), spec.acc);
+        let mut scratch = TileScratch::new(
+            lw,
+            format!("{}/partials", spec.name),
+            Some(spec.node),
+            spec.acc,
+        );
         let mut tiles = Vec::new();
         let mut placed = Vec::new();
         for b in &blocks {
             let at = scratch.alloc(b.tile, b.groups * b.width);
-            let vertices = block_vertices(lw, spec, (input, b.pos), (scratch.tensor, at), (b.groups, b.count, b.width), 1.0, nw);
-            tiles.push(TileWork { tile: b.tile, groups: vec![VertexGroup { codelet: codelet(spec, spec.acc), vertices }], cycles: 0 });
+            let vertices = block_vertices(
+                lw,
+                spec,
+                (input, b.pos),
+                (scratch.tensor, at),
+                (b.groups, b.count, b.width),
+                1.0,
+                nw,
+            );
+            tiles.push(TileWork {
+                tile: b.tile,
+                groups: vec![VertexGroup {
+                    codelet: codelet(spec, spec.acc),
+                    vertices,
+                }],
+                cycles: 0,
+            });
             placed.push((b.tile, at, b.o_begin, b.groups * b.width, b.key));
         }
         let st = scratch.tensor;
         scratch.finish(lw);
         super::matmul::merge_tiles(&mut tiles);
-        lw.superstep(&format!("{}/local", spec.name), Some(spec.node), Vec::new(), tiles);
+        lw.superstep(
+            &format!("{}/local", spec.name),
+            Some(spec.node),
+            Vec::new(),
+            tiles,
+        );
         for (tile, at, o_begin, len, key) in placed {
             let elem = lw.slice_begin(st, tile) + at;
-            contribs.push(Contribution { tile, tensor: st, elem, o_begin, len, key });
+            contribs.push(Contribution {
+                tile,
+                tensor: st,
+                elem,
+                o_begin,
+                len,
+                key,
+            });
         }
     }
     // From here on every contribution is in the accumulation type.
@@ -362,23 +486,56 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
     let root = (c as f64).sqrt().ceil() as u64;
     let two_stage = spec.kind != Kind::ArgMax
         && c > 16
-        && 2 * root * msg + lw.target.sync_cycles as u64 + lw.target.exchange_latency_cycles as u64 + 30 < c * msg;
+        && 2 * root * msg
+            + lw.target.sync_cycles as u64
+            + lw.target.exchange_latency_cycles as u64
+            + 30
+            < c * msg;
     if two_stage {
         contribs = intermediate(lw, &gspec, contribs, root);
     }
     // Final stage: the output mapped linearly over tiles chosen by the gathered work.
     let work: u64 = contribs.iter().map(|c| c.len).sum();
-    let tiles_out = choose_tiles(lw.target, work, spec.acc).min(n_out.div_ceil(grain(spec.output)).max(1) as u32);
+    let tiles_out = choose_tiles(lw.target, work, spec.acc)
+        .min(n_out.div_ceil(grain(spec.output)).max(1) as u32);
     let m = lw.mapping_over(n_out, spec.output, tiles_out);
-    let out = lw.new_tensor(spec.name.clone(), Some(spec.node), TensorKind::Activation, spec.output, spec.shape.clone(), m);
+    let out = lw.new_tensor(
+        spec.name.clone(),
+        Some(spec.node),
+        TensorKind::Activation,
+        spec.output,
+        spec.shape.clone(),
+        m,
+    );
     let dests: Vec<Dest> = lw.index[out.0 as usize]
         .iter()
-        .map(|s| Dest { o_begin: s.begin, o_end: s.end, tile: s.tile, tensor: out, pos: s.pos })
+        .map(|s| Dest {
+            o_begin: s.begin,
+            o_end: s.end,
+            tile: s.tile,
+            tensor: out,
+            pos: s.pos,
+        })
         .collect();
     let mut eb = ExchangeBuilder::default();
-    let mut inbox = TileScratch::new(lw, format!("{}/gather", spec.name), Some(spec.node), spec.acc);
+    let mut inbox = TileScratch::new(
+        lw,
+        format!("{}/gather", spec.name),
+        Some(spec.node),
+        spec.acc,
+    );
     let mut tiles = Vec::new();
-    gather(lw, &mut eb, &mut inbox, &mut tiles, &contribs, &dests, &gspec, spec.output, spec.scale);
+    gather(
+        lw,
+        &mut eb,
+        &mut inbox,
+        &mut tiles,
+        &contribs,
+        &dests,
+        &gspec,
+        spec.output,
+        spec.scale,
+    );
     inbox.finish(lw);
     super::matmul::merge_tiles(&mut tiles);
     lw.superstep(&spec.name, Some(spec.node), eb.finish(), tiles);
@@ -387,7 +544,12 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
 
 /// The intermediate stage: contributing tiles in `k` groups, each group's contributions
 /// summed on the group's tiles.
-fn intermediate(lw: &mut Lowerer, spec: &Spec, contribs: Vec<Contribution>, k: u64) -> Vec<Contribution> {
+fn intermediate(
+    lw: &mut Lowerer,
+    spec: &Spec,
+    contribs: Vec<Contribution>,
+    k: u64,
+) -> Vec<Contribution> {
     let mut src_tiles: Vec<u32> = contribs.iter().map(|c| c.tile).collect();
     src_tiles.sort_unstable();
     src_tiles.dedup();
@@ -399,14 +561,27 @@ fn intermediate(lw: &mut Lowerer, spec: &Spec, contribs: Vec<Contribution>, k: u
         by_group[group_of(c.tile)].push(c);
     }
     let mut eb = ExchangeBuilder::default();
-    let mut inbox = TileScratch::new(lw, format!("{}/gather1", spec.name), Some(spec.node), spec.acc);
-    let mut out = TileScratch::new(lw, format!("{}/partials1", spec.name), Some(spec.node), spec.acc);
+    let mut inbox = TileScratch::new(
+        lw,
+        format!("{}/gather1", spec.name),
+        Some(spec.node),
+        spec.acc,
+    );
+    let mut out = TileScratch::new(
+        lw,
+        format!("{}/partials1", spec.name),
+        Some(spec.node),
+        spec.acc,
+    );
     let mut tiles = Vec::new();
     let mut produced = Vec::new();
     for (j, list) in by_group.iter().enumerate() {
         let gt = &src_tiles[j * per..((j + 1) * per).min(src_tiles.len())];
         // Output ranges the group touches, spread over the group's tiles.
-        let mut ranges: Vec<(u64, u64)> = list.iter().map(|c| (c.o_begin, c.o_begin + c.len)).collect();
+        let mut ranges: Vec<(u64, u64)> = list
+            .iter()
+            .map(|c| (c.o_begin, c.o_begin + c.len))
+            .collect();
         ranges.sort_unstable();
         let mut merged: Vec<(u64, u64)> = Vec::new();
         for (b, e) in ranges {
@@ -426,12 +601,20 @@ fn intermediate(lw: &mut Lowerer, spec: &Spec, contribs: Vec<Contribution>, k: u
                 let take = (e - at).min(chunk - done % chunk);
                 let tile = gt[ti.min(gt.len() - 1)];
                 let pos = out.alloc(tile, take);
-                dests.push(Dest { o_begin: at, o_end: at + take, tile, tensor: out.tensor, pos });
+                dests.push(Dest {
+                    o_begin: at,
+                    o_end: at + take,
+                    tile,
+                    tensor: out.tensor,
+                    pos,
+                });
                 at += take;
                 done += take;
             }
         }
-        gather(lw, &mut eb, &mut inbox, &mut tiles, list, &dests, spec, spec.acc, 1.0);
+        gather(
+            lw, &mut eb, &mut inbox, &mut tiles, list, &dests, spec, spec.acc, 1.0,
+        );
         for d in dests {
             produced.push((d.tile, d.pos, d.o_begin, d.o_end - d.o_begin, j as u64));
         }
@@ -440,7 +623,12 @@ fn intermediate(lw: &mut Lowerer, spec: &Spec, contribs: Vec<Contribution>, k: u
     let ot = out.tensor;
     out.finish(lw);
     super::matmul::merge_tiles(&mut tiles);
-    lw.superstep(&format!("{}/combine", spec.name), Some(spec.node), eb.finish(), tiles);
+    lw.superstep(
+        &format!("{}/combine", spec.name),
+        Some(spec.node),
+        eb.finish(),
+        tiles,
+    );
     produced
         .into_iter()
         .map(|(tile, pos, o_begin, len, key)| Contribution {
@@ -496,7 +684,10 @@ fn gather(
             }
         }
         let mut load = vec![0u64; nw as usize];
-        let mut group = VertexGroup { codelet: codelet(spec, output), vertices: Vec::new() };
+        let mut group = VertexGroup {
+            codelet: codelet(spec, output),
+            vertices: Vec::new(),
+        };
         for (si, list) in segs.iter_mut().enumerate() {
             if list.is_empty() {
                 continue;
@@ -512,25 +703,56 @@ fn gather(
             for (i, &pi) in list.iter().enumerate() {
                 let c = &contribs[pieces[pi].2];
                 let src = c.elem + (o0 - c.o_begin);
-                eb.copy_elems(lw, c.tensor, src, width, inbox.tensor, dest.tile, at + i as u64 * width);
+                eb.copy_elems(
+                    lw,
+                    c.tensor,
+                    src,
+                    width,
+                    inbox.tensor,
+                    dest.tile,
+                    at + i as u64 * width,
+                );
             }
             let out_pos = dest.pos + (o0 - dest.o_begin);
-            let parts = if width >= nw as u64 * vw * 4 { worker_slices(width, vw, nw) } else { vec![(0, width)] };
+            let parts = if width >= nw as u64 * vw * 4 {
+                worker_slices(width, vw, nw)
+            } else {
+                vec![(0, width)]
+            };
             for (a, b) in parts {
                 let w = (0..nw as usize).min_by_key(|&w| (load[w], w)).unwrap_or(0);
                 load[w] += 10 + count * (b - a);
                 group.vertices.push(Vertex {
                     worker: w as u8,
                     operands: vec![
-                        Operand { tensor: inbox.tensor, offset: (at * spec.acc.size_bytes() as u64) as u32, len: (width * count) as u32 },
-                        Operand { tensor: dest.tensor, offset: ((out_pos + a) * output.size_bytes() as u64) as u32, len: (b - a) as u32 },
+                        Operand {
+                            tensor: inbox.tensor,
+                            offset: (at * spec.acc.size_bytes() as u64) as u32,
+                            len: (width * count) as u32,
+                        },
+                        Operand {
+                            tensor: dest.tensor,
+                            offset: ((out_pos + a) * output.size_bytes() as u64) as u32,
+                            len: (b - a) as u32,
+                        },
                     ],
-                    params: VertexParams::Block(BlockParams { groups: 1, count: count as u32, width: width as u32, col_begin: a as u32, cols: (b - a) as u32, scale }),
+                    params: VertexParams::Block(BlockParams {
+                        groups: 1,
+                        count: count as u32,
+                        width: width as u32,
+                        col_begin: a as u32,
+                        cols: (b - a) as u32,
+                        scale,
+                    }),
                 });
             }
         }
         if !group.vertices.is_empty() {
-            tiles.push(TileWork { tile: dest.tile, groups: vec![group], cycles: 0 });
+            tiles.push(TileWork {
+                tile: dest.tile,
+                groups: vec![group],
+                cycles: 0,
+            });
         }
     }
 }
@@ -555,10 +777,25 @@ fn block_vertices(
             v.push(Vertex {
                 worker: w as u8,
                 operands: vec![
-                    Operand { tensor: input, offset: ((in_pos + g0 * count * width) * ies) as u32, len: ((g1 - g0) * count * width) as u32 },
-                    Operand { tensor: out, offset: ((out_pos + g0 * width) * oes) as u32, len: ((g1 - g0) * width) as u32 },
+                    Operand {
+                        tensor: input,
+                        offset: ((in_pos + g0 * count * width) * ies) as u32,
+                        len: ((g1 - g0) * count * width) as u32,
+                    },
+                    Operand {
+                        tensor: out,
+                        offset: ((out_pos + g0 * width) * oes) as u32,
+                        len: ((g1 - g0) * width) as u32,
+                    },
                 ],
-                params: VertexParams::Block(BlockParams { groups: (g1 - g0) as u32, count: count as u32, width: width as u32, col_begin: 0, cols: width as u32, scale }),
+                params: VertexParams::Block(BlockParams {
+                    groups: (g1 - g0) as u32,
+                    count: count as u32,
+                    width: width as u32,
+                    col_begin: 0,
+                    cols: width as u32,
+                    scale,
+                }),
             });
         }
     } else {
@@ -566,10 +803,25 @@ fn block_vertices(
             v.push(Vertex {
                 worker: w as u8,
                 operands: vec![
-                    Operand { tensor: input, offset: (in_pos * ies) as u32, len: (count * width) as u32 },
-                    Operand { tensor: out, offset: ((out_pos + a) * oes) as u32, len: (b - a) as u32 },
+                    Operand {
+                        tensor: input,
+                        offset: (in_pos * ies) as u32,
+                        len: (count * width) as u32,
+                    },
+                    Operand {
+                        tensor: out,
+                        offset: ((out_pos + a) * oes) as u32,
+                        len: (b - a) as u32,
+                    },
                 ],
-                params: VertexParams::Block(BlockParams { groups: 1, count: count as u32, width: width as u32, col_begin: a as u32, cols: (b - a) as u32, scale }),
+                params: VertexParams::Block(BlockParams {
+                    groups: 1,
+                    count: count as u32,
+                    width: width as u32,
+                    col_begin: a as u32,
+                    cols: (b - a) as u32,
+                    scale,
+                }),
             });
         }
     }

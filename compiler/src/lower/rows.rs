@@ -41,7 +41,14 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 // Move the axis last, softmax the rows, move it back.
                 let mut perm: Vec<usize> = (0..dims.len()).filter(|&d| d != axis).collect();
                 perm.push(axis);
-                let moved = super::rearrange::permute(lw, id, &format!("{name}/to_last"), input, &xt.shape, &perm);
+                let moved = super::rearrange::permute(
+                    lw,
+                    id,
+                    &format!("{name}/to_last"),
+                    input,
+                    &xt.shape,
+                    &perm,
+                );
                 let moved_shape = Shape::new(perm.iter().map(|&p| dims[p]).collect::<Vec<_>>());
                 let sm = softmax_rows(lw, id, &format!("{name}/rows"), moved, &moved_shape, log);
                 let mut inverse = vec![0; perm.len()];
@@ -50,7 +57,13 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 }
                 super::rearrange::permute(lw, id, &name, sm, &moved_shape, &inverse)
             };
-            lw.values.insert(id, Value { tensor: out, transposed: false });
+            lw.values.insert(
+                id,
+                Value {
+                    tensor: out,
+                    transposed: false,
+                },
+            );
             Ok(())
         }
         Op::SparseSoftmaxCrossEntropy { reduction } => {
@@ -75,8 +88,16 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 let xin = sx.operand(lw, &mut eb, r.tile, &[(r.p0 * c, (r.p1 - r.p0) * c)]);
                 let lin = sl.operand(lw, &mut eb, r.tile, &[(r.p0, r.p1 - r.p0)]);
                 let out_pos = lw.position(losses, r.p0);
-                let vertices = row_vertices(lw, xin, Some(lin), (losses, out_pos, 1), r.p1 - r.p0, c);
-                tiles.push(TileWork { tile: r.tile, groups: vec![VertexGroup { codelet: codelet.clone(), vertices }], cycles: 0 });
+                let vertices =
+                    row_vertices(lw, xin, Some(lin), (losses, out_pos, 1), r.p1 - r.p0, c);
+                tiles.push(TileWork {
+                    tile: r.tile,
+                    groups: vec![VertexGroup {
+                        codelet: codelet.clone(),
+                        vertices,
+                    }],
+                    cycles: 0,
+                });
             }
             sx.finish(lw);
             sl.finish(lw);
@@ -102,23 +123,65 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             let out = if n == 1 {
                 // One row: the loss is that row's loss, converted.
                 let m = Mapping::from_pieces(rows.iter().map(|r| (r.tile, r.p0, r.p1)).collect());
-                let t = lw.new_tensor(name.clone(), Some(id), TensorKind::Activation, node.ty.dtype, node.ty.shape.clone(), m);
+                let t = lw.new_tensor(
+                    name.clone(),
+                    Some(id),
+                    TensorKind::Activation,
+                    node.ty.dtype,
+                    node.ty.shape.clone(),
+                    m,
+                );
                 let vertices = vec![Vertex {
                     worker: 0,
                     operands: vec![
-                        Operand { tensor: losses, offset: 0, len: 1 },
-                        Operand { tensor: t, offset: 0, len: 1 },
+                        Operand {
+                            tensor: losses,
+                            offset: 0,
+                            len: 1,
+                        },
+                        Operand {
+                            tensor: t,
+                            offset: 0,
+                            len: 1,
+                        },
                     ],
-                    params: VertexParams::Block(BlockParams { groups: 1, count: 1, width: 1, col_begin: 0, cols: 1, scale }),
+                    params: VertexParams::Block(BlockParams {
+                        groups: 1,
+                        count: 1,
+                        width: 1,
+                        col_begin: 0,
+                        cols: 1,
+                        scale,
+                    }),
                 }];
                 let tile = rows.first().map_or(0, |r| r.tile);
-                let codelet = Codelet::Reduce { op: crate::codelets::ReduceOp::Sum, input: DType::F32, acc: DType::F32, output: node.ty.dtype };
-                lw.superstep(&format!("{name}/mean"), Some(id), Vec::new(), vec![TileWork { tile, groups: vec![VertexGroup { codelet, vertices }], cycles: 0 }]);
+                let codelet = Codelet::Reduce {
+                    op: crate::codelets::ReduceOp::Sum,
+                    input: DType::F32,
+                    acc: DType::F32,
+                    output: node.ty.dtype,
+                };
+                lw.superstep(
+                    &format!("{name}/mean"),
+                    Some(id),
+                    Vec::new(),
+                    vec![TileWork {
+                        tile,
+                        groups: vec![VertexGroup { codelet, vertices }],
+                        cycles: 0,
+                    }],
+                );
                 t
             } else {
                 reduce::reduce(lw, &spec, losses)
             };
-            lw.values.insert(id, Value { tensor: out, transposed: false });
+            lw.values.insert(
+                id,
+                Value {
+                    tensor: out,
+                    transposed: false,
+                },
+            );
             Ok(())
         }
         _ => Err(lw.unsupported(id, "not a row op")),
@@ -140,7 +203,11 @@ fn own_rows(lw: &Lowerer, input: TensorId, p: u64, r: u64) -> Vec<Rows> {
     for (tile, row) in owned {
         match rows.last_mut() {
             Some(last) if last.tile == tile && last.p1 == row => last.p1 = row + 1,
-            _ => rows.push(Rows { tile, p0: row, p1: row + 1 }),
+            _ => rows.push(Rows {
+                tile,
+                p0: row,
+                p1: row + 1,
+            }),
         }
     }
     rows
@@ -167,7 +234,11 @@ fn row_vertices(
                 len: ((b - a) * r) as u32,
             }];
             if let Some(l) = labels {
-                operands.push(Operand { tensor: l.tensor, offset: l.offset + (a * 4) as u32, len: (b - a) as u32 });
+                operands.push(Operand {
+                    tensor: l.tensor,
+                    offset: l.offset + (a * 4) as u32,
+                    len: (b - a) as u32,
+                });
             }
             operands.push(Operand {
                 tensor: out,
@@ -191,7 +262,14 @@ fn row_vertices(
 }
 
 /// Softmax (or log-softmax) of the rows of `input` (last axis of `shape`).
-fn softmax_rows(lw: &mut Lowerer, id: NodeId, name: &str, input: TensorId, shape: &Shape, log: bool) -> TensorId {
+fn softmax_rows(
+    lw: &mut Lowerer,
+    id: NodeId,
+    name: &str,
+    input: TensorId,
+    shape: &Shape,
+    log: bool,
+) -> TensorId {
     let dims = shape.dims();
     let r = *dims.last().unwrap_or(&1) as u64;
     let p = shape.num_elements() as u64 / r.max(1);
@@ -213,7 +291,14 @@ fn softmax_rows(lw: &mut Lowerer, id: NodeId, name: &str, input: TensorId, shape
         let xin = sx.operand(lw, &mut eb, x.tile, &[(x.p0 * r, (x.p1 - x.p0) * r)]);
         let out_pos = lw.position(out, x.p0 * r);
         let vertices = row_vertices(lw, xin, None, (out, out_pos, r), x.p1 - x.p0, r);
-        tiles.push(TileWork { tile: x.tile, groups: vec![VertexGroup { codelet: codelet.clone(), vertices }], cycles: 0 });
+        tiles.push(TileWork {
+            tile: x.tile,
+            groups: vec![VertexGroup {
+                codelet: codelet.clone(),
+                vertices,
+            }],
+            cycles: 0,
+        });
     }
     sx.finish(lw);
     super::matmul::merge_tiles(&mut tiles);
@@ -241,7 +326,14 @@ pub(crate) fn argmax_rows(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> Ten
         let xin = sx.operand(lw, &mut eb, x.tile, &[(x.p0 * r, (x.p1 - x.p0) * r)]);
         let out_pos = lw.position(out, x.p0);
         let vertices = row_vertices(lw, xin, None, (out, out_pos, 1), x.p1 - x.p0, r);
-        tiles.push(TileWork { tile: x.tile, groups: vec![VertexGroup { codelet: codelet.clone(), vertices }], cycles: 0 });
+        tiles.push(TileWork {
+            tile: x.tile,
+            groups: vec![VertexGroup {
+                codelet: codelet.clone(),
+                vertices,
+            }],
+            cycles: 0,
+        });
     }
     sx.finish(lw);
     super::matmul::merge_tiles(&mut tiles);

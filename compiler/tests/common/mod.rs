@@ -20,9 +20,16 @@ pub fn mlp_training_step(batch: usize, widths: &[usize], compute: DType, weights
     for l in 0..layers {
         b.push_scope(format!("dense{}", l + 1));
         let w = b
-            .variable("weights", weights, [widths[l], widths[l + 1]], Init::GlorotUniform { seed: l as u64 })
+            .variable(
+                "weights",
+                weights,
+                [widths[l], widths[l + 1]],
+                Init::GlorotUniform { seed: l as u64 },
+            )
             .unwrap();
-        let bias = b.variable("bias", weights, [widths[l + 1]], Init::Zeros).unwrap();
+        let bias = b
+            .variable("bias", weights, [widths[l + 1]], Init::Zeros)
+            .unwrap();
         let (wc, bc) = if weights != compute {
             (b.cast(w, compute).unwrap(), b.cast(bias, compute).unwrap())
         } else {
@@ -49,7 +56,14 @@ pub fn mlp_training_step(batch: usize, widths: &[usize], compute: DType, weights
     b.push_scope("grad");
     let sm = b.softmax(logits, 1).unwrap();
     let onehot = b
-        .op("onehot", Op::OneHot { depth: widths[layers], dtype: compute }, &[labels])
+        .op(
+            "onehot",
+            Op::OneHot {
+                depth: widths[layers],
+                dtype: compute,
+            },
+            &[labels],
+        )
         .unwrap();
     let diff = b.sub(sm, onehot).unwrap();
     let inv_n = b.scalar("inv_batch", compute, 1.0 / n as f64).unwrap();
@@ -69,9 +83,18 @@ pub fn mlp_training_step(batch: usize, widths: &[usize], compute: DType, weights
             dy = b.matmul(dy, wt).unwrap();
         }
         for (var, g, name) in [(w, dw, "weights"), (bias, db, "bias")] {
-            let g = if weights != compute { b.cast(g, weights).unwrap() } else { g };
+            let g = if weights != compute {
+                b.cast(g, weights).unwrap()
+            } else {
+                g
+            };
             let acc = b
-                .variable(&format!("{name}_accum"), weights, b.graph().node(var).ty.shape.clone(), Init::Zeros)
+                .variable(
+                    &format!("{name}_accum"),
+                    weights,
+                    b.graph().node(var).ty.shape.clone(),
+                    Init::Zeros,
+                )
                 .unwrap();
             let sum = b.add(acc, g).unwrap();
             b.assign(acc, sum).unwrap();
