@@ -17,10 +17,16 @@ mod common;
 
 fn million_vertex_graph() -> Graph {
     let mut b = GraphBuilder::new();
-    let v = b.variable("v", DType::F32, [2048, 2048], Init::Zeros).unwrap();
+    let v = b
+        .variable("v", DType::F32, [2048, 2048], Init::Zeros)
+        .unwrap();
     let mut h = v;
     for i in 0..116 {
-        h = if i % 2 == 0 { b.relu(h).unwrap() } else { b.mul(h, h).unwrap() };
+        h = if i % 2 == 0 {
+            b.relu(h).unwrap()
+        } else {
+            b.mul(h, h).unwrap()
+        };
     }
     b.assign(v, h).unwrap();
     b.finish()
