@@ -24,7 +24,9 @@ fn flagship_forward() -> ipusim_ir::Program {
 fn check_addresses(exe: &Executable) {
     let inside = |t: ipusim_compiler::executable::TensorId, tile: u32, off: u64, bytes: u64| {
         let tensor = exe.tensor(t);
-        let s = tensor.slice_on(tile).unwrap_or_else(|| panic!("'{}' not on tile {tile}", tensor.name));
+        let s = tensor
+            .slice_on(tile)
+            .unwrap_or_else(|| panic!("'{}' not on tile {tile}", tensor.name));
         let size = s.num_elements() * tensor.dtype.size_bytes() as u64;
         assert!(
             off >= s.offset as u64 && off + bytes <= s.offset as u64 + size,
@@ -49,7 +51,12 @@ fn check_addresses(exe: &Executable) {
     }
     for ex in &exe.exchanges {
         for c in &ex.copies {
-            inside(c.src_tensor, c.src_tile, c.src_offset as u64, c.bytes as u64);
+            inside(
+                c.src_tensor,
+                c.src_tile,
+                c.src_offset as u64,
+                c.bytes as u64,
+            );
             for d in &c.dsts {
                 inside(c.dst_tensor, d.tile, d.offset as u64, c.bytes as u64);
             }
@@ -59,13 +66,21 @@ fn check_addresses(exe: &Executable) {
         if let Some(t) = v.tensor {
             let t = exe.tensor(t);
             assert_eq!(t.dtype, v.dtype, "{}", v.name);
-            assert_eq!(t.num_elements(), v.shape.num_elements() as u64, "{}", v.name);
+            assert_eq!(
+                t.num_elements(),
+                v.shape.num_elements() as u64,
+                "{}",
+                v.name
+            );
         }
     }
     for s in &exe.streams {
         assert_eq!(exe.tensor(s.tensor).size_bytes(), s.bytes_per_micro_batch);
         if s.direction == StreamDirection::HostToDevice {
-            assert!(matches!(exe.tensor(s.tensor).kind, TensorKind::StreamBuffer { .. }));
+            assert!(matches!(
+                exe.tensor(s.tensor).kind,
+                TensorKind::StreamBuffer { .. }
+            ));
         }
     }
 }
@@ -90,16 +105,34 @@ fn flagship_compiles_on_mk2_and_mk1_in_every_precision() {
         let exe = compile(&forward.graph, &target, &CompileOptions::default()).unwrap();
         check_addresses(&exe);
         assert!(!exe.memory.oom);
-        for (compute, weights) in [(DType::F16, DType::F16), (DType::F16, DType::F32), (DType::F32, DType::F32)] {
+        for (compute, weights) in [
+            (DType::F16, DType::F16),
+            (DType::F16, DType::F32),
+            (DType::F32, DType::F32),
+        ] {
             let g = common::mlp_training_step(32, &[64, 128, 10], compute, weights);
-            let exe = compile(&g, &target, &CompileOptions { gradient_accumulation: 4, ..Default::default() }).unwrap();
+            let exe = compile(
+                &g,
+                &target,
+                &CompileOptions {
+                    gradient_accumulation: 4,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
             check_addresses(&exe);
             assert!(!exe.memory.oom, "{} {compute}.{weights}", target.name);
             // The weight updates are done in place: no Step-phase assign exchange, and the
             // updated variable is the value of the update op.
-            assert!(exe.exchanges.iter().all(|x| x.name != "step/assign/exchange"));
+            assert!(exe
+                .exchanges
+                .iter()
+                .all(|x| x.name != "step/assign/exchange"));
             let w = exe.value("dense1/weights").unwrap().tensor;
-            let upd = exe.value("update/dense1/weights/scaled_add").unwrap().tensor;
+            let upd = exe
+                .value("update/dense1/weights/scaled_add")
+                .unwrap()
+                .tensor;
             assert_eq!(w, upd);
         }
     }
@@ -112,7 +145,14 @@ fn small_targets_work() {
         let g = common::mlp_training_step(8, &[16, 32, 4], DType::F16, DType::F32);
         let exe = compile(&g, &t, &CompileOptions::default()).unwrap();
         check_addresses(&exe);
-        assert!(exe.compute_sets.iter().all(|cs| cs.tiles.iter().all(|w| w.tile < tiles)));
+        assert!(exe
+            .compute_sets
+            .iter()
+            .all(|cs| cs.tiles.iter().all(|w| w.tile < tiles)));
         assert!(exe.estimate.total_cycles > 0);
     }
+    // A batch of one: the cross-entropy's mean reduces a single row.
+    let g = common::mlp_training_step(1, &[8, 4], DType::F32, DType::F32);
+    let exe = compile(&g, &Target::mk1(), &CompileOptions::default()).unwrap();
+    check_addresses(&exe);
 }

@@ -10,7 +10,7 @@
 
 use super::mapping::{worker_slices, Mapping};
 use super::stage::{ExchangeBuilder, Staging};
-use super::{Lowerer, Value};
+use super::Lowerer;
 use crate::codelets::{Access, BroadcastAccess, Codelet, MapParams, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
@@ -274,13 +274,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         s.finish(lw);
     }
     lw.superstep(&name, Some(id), eb.finish(), tiles);
-    lw.values.insert(
-        id,
-        Value {
-            tensor: out,
-            transposed: false,
-        },
-    );
+    lw.set_value(id, out);
     Ok(())
 }
 

@@ -10,9 +10,10 @@
 
 use super::mapping::{worker_slices, Mapping};
 use super::planner::{plan, Home, Plan, Problem};
+use super::reduce::block_vertex;
 use super::stage::{ExchangeBuilder, Staging, TileScratch};
-use super::{Lowerer, Value};
-use crate::codelets::{AmpParams, BlockParams, Codelet, MatrixLayout, ReduceOp, VertexParams};
+use super::Lowerer;
+use crate::codelets::{AmpParams, Codelet, MatrixLayout, ReduceOp, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
 use ipusim_ir::{DType, NodeId};
@@ -71,13 +72,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         );
         let tiles = super::elementwise::fill_work(lw, &[(c, 0.0)]);
         lw.superstep(&name, Some(id), Vec::new(), tiles);
-        lw.values.insert(
-            id,
-            Value {
-                tensor: c,
-                transposed: false,
-            },
-        );
+        lw.set_value(id, c);
         return Ok(());
     }
     let home = home_tile(lw, &geo);
@@ -112,13 +107,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             (input, partials, output),
         );
     }
-    lw.values.insert(
-        id,
-        Value {
-            tensor: c,
-            transposed: false,
-        },
-    );
+    lw.set_value(id, c);
     Ok(())
 }
 
@@ -307,30 +296,31 @@ pub(crate) fn operand_mapping(lw: &mut Lowerer, id: NodeId, which: usize) -> Opt
     (claimed == stored).then(|| Mapping::from_pieces(pieces))
 }
 
-/// The element ranges `(begin, len)` of group `g`'s A block (rows `mr`, channels `kr`) in the
-/// stored A, in block order.
+/// The element ranges `(begin, len)`, row by row, of the sub-block `rows × cols` of a
+/// row-major matrix with rows of `row_len` elements starting at element `base`.
+fn sub_block(base: u64, rows: (u64, u64), cols: (u64, u64), row_len: u64) -> Vec<(u64, u64)> {
+    (rows.0..rows.1)
+        .map(|r| (base + r * row_len + cols.0, cols.1 - cols.0))
+        .collect()
+}
+
+/// The element ranges of group `g`'s A block (rows `mr`, channels `kr`) in the stored A
+/// (`m × k`, or `k × m` when transposed), in block order.
 fn a_ranges(d: &Dims, g: u64, mr: (u64, u64), kr: (u64, u64)) -> Vec<(u64, u64)> {
-    let abase = d.bases[g as usize].0;
+    let base = d.bases[g as usize].0;
     match d.a_layout {
-        MatrixLayout::RowMajor => (mr.0..mr.1)
-            .map(|r| (abase + r * d.k + kr.0, kr.1 - kr.0))
-            .collect(),
-        MatrixLayout::Transposed => (kr.0..kr.1)
-            .map(|kk| (abase + kk * d.m + mr.0, mr.1 - mr.0))
-            .collect(),
+        MatrixLayout::RowMajor => sub_block(base, mr, kr, d.k),
+        MatrixLayout::Transposed => sub_block(base, kr, mr, d.m),
     }
 }
 
-/// The element ranges of group `g`'s B block (channels `kr`, columns `nr`) in the stored B.
+/// The element ranges of group `g`'s B block (channels `kr`, columns `nr`) in the stored B
+/// (`k × n`, or `n × k` when transposed).
 fn b_ranges(d: &Dims, g: u64, kr: (u64, u64), nr: (u64, u64)) -> Vec<(u64, u64)> {
-    let bbase = d.bases[g as usize].1;
+    let base = d.bases[g as usize].1;
     match d.b_layout {
-        MatrixLayout::RowMajor => (kr.0..kr.1)
-            .map(|kk| (bbase + kk * d.n + nr.0, nr.1 - nr.0))
-            .collect(),
-        MatrixLayout::Transposed => (nr.0..nr.1)
-            .map(|c| (bbase + c * d.k + kr.0, kr.1 - kr.0))
-            .collect(),
+        MatrixLayout::RowMajor => sub_block(base, kr, nr, d.n),
+        MatrixLayout::Transposed => sub_block(base, nr, kr, d.k),
     }
 }
 
@@ -584,8 +574,6 @@ fn reduce_partials(
 ) {
     let nw = lw.target.worker_contexts;
     let vw = lw.target.vector_width(partials);
-    let ps = partials.size_bytes() as u64;
-    let os = output.size_bytes() as u64;
     let mut eb = ExchangeBuilder::default();
     let mut inbox = TileScratch::new(lw, format!("{prefix}/reduce_in"), Some(id), partials);
     let mut tiles = Vec::new();
@@ -636,28 +624,16 @@ fn reduce_partials(
             let vertices = worker_slices(width, vw, nw)
                 .into_iter()
                 .enumerate()
-                .map(|(w, (a, b))| Vertex {
-                    worker: w as u8,
-                    operands: vec![
-                        Operand {
-                            tensor: inbox.tensor,
-                            offset: (at * ps) as u32,
-                            len: (width * count) as u32,
-                        },
-                        Operand {
-                            tensor: c,
-                            offset: ((out_pos + a) * os) as u32,
-                            len: (b - a) as u32,
-                        },
-                    ],
-                    params: VertexParams::Block(BlockParams {
-                        groups: 1,
-                        count: count as u32,
-                        width: width as u32,
-                        col_begin: a as u32,
-                        cols: (b - a) as u32,
-                        scale: 1.0,
-                    }),
+                .map(|(w, (a, b))| {
+                    block_vertex(
+                        lw,
+                        w as u8,
+                        (inbox.tensor, at, width * count),
+                        (c, out_pos + a),
+                        (1, count, width),
+                        (a, b),
+                        1.0,
+                    )
                 })
                 .collect();
             tiles.push(TileWork {

@@ -357,13 +357,7 @@ impl<'a> Lowerer<'a> {
             return Ok(v.tensor);
         }
         let t = rearrange::materialize_transpose(self, id, v.tensor)?;
-        self.values.insert(
-            id,
-            Value {
-                tensor: t,
-                transposed: false,
-            },
-        );
+        self.set_value(id, t);
         Ok(t)
     }
 
@@ -404,13 +398,7 @@ impl<'a> Lowerer<'a> {
             (None, None) => self.fresh_mapping(n, ty.dtype),
         };
         let t = self.new_tensor(node.name.clone(), Some(id), kind, ty.dtype, ty.shape, m);
-        self.values.insert(
-            id,
-            Value {
-                tensor: t,
-                transposed: false,
-            },
-        );
+        self.set_value(id, t);
         Ok(t)
     }
 
@@ -448,6 +436,17 @@ impl<'a> Lowerer<'a> {
         None
     }
 
+    /// Records that node `id`'s value is tensor `t` (not transposed).
+    pub fn set_value(&mut self, id: NodeId, t: TensorId) {
+        self.values.insert(
+            id,
+            Value {
+                tensor: t,
+                transposed: false,
+            },
+        );
+    }
+
     /// The node's value as lowered so far.
     pub fn value_of(&self, id: NodeId) -> Result<Value, CompileError> {
         self.values.get(&id).copied().ok_or_else(|| {
@@ -462,13 +461,7 @@ impl<'a> Lowerer<'a> {
 
     fn alias(&mut self, id: NodeId, input: NodeId) -> Result<(), CompileError> {
         let t = self.materialized(input)?;
-        self.values.insert(
-            id,
-            Value {
-                tensor: t,
-                transposed: false,
-            },
-        );
+        self.set_value(id, t);
         Ok(())
     }
 
@@ -573,58 +566,33 @@ impl<'a> Lowerer<'a> {
             Some(m) => m,
             None => self.fresh_mapping(ty.num_elements() as u64, ty.dtype),
         };
-        let t = self.new_tensor(
-            node.name.clone(),
-            Some(id),
-            TensorKind::StreamBuffer { stream: sid },
-            ty.dtype,
-            ty.shape.clone(),
-            m,
-        );
-        self.streams.push(HostStream {
-            name: stream.clone(),
-            direction: StreamDirection::HostToDevice,
-            dtype: ty.dtype,
-            shape: ty.shape.clone(),
-            bytes_per_micro_batch: ty.size_bytes() as u64,
-            node: id,
-            tensor: t,
-        });
-        self.values.insert(
-            id,
-            Value {
-                tensor: t,
-                transposed: false,
-            },
-        );
-        self.stream_copy(sid, StreamDirection::HostToDevice, t, stream.clone());
+        let kind = TensorKind::StreamBuffer { stream: sid };
+        let t = self.new_tensor(node.name.clone(), Some(id), kind, ty.dtype, ty.shape, m);
+        self.host_stream(id, stream.clone(), StreamDirection::HostToDevice, t);
         Ok(())
     }
 
     fn lower_outfeed(&mut self, id: NodeId, stream: String) -> Result<(), CompileError> {
-        let node = self.g.node(id);
-        let input = node.inputs[0];
-        let t = self.materialized(input)?;
-        let ty = node.ty.clone();
+        let t = self.materialized(self.g.node(id).inputs[0])?;
+        self.host_stream(id, stream, StreamDirection::DeviceToHost, t);
+        Ok(())
+    }
+
+    /// Declares the stream of node `id` (its value is tensor `t`) and copies it now.
+    fn host_stream(&mut self, id: NodeId, name: String, direction: StreamDirection, t: TensorId) {
+        let ty = self.g.node(id).ty.clone();
         let sid = StreamId(self.streams.len() as u32);
         self.streams.push(HostStream {
-            name: stream.clone(),
-            direction: StreamDirection::DeviceToHost,
+            name: name.clone(),
+            direction,
             dtype: ty.dtype,
-            shape: ty.shape.clone(),
             bytes_per_micro_batch: ty.size_bytes() as u64,
+            shape: ty.shape,
             node: id,
             tensor: t,
         });
-        self.values.insert(
-            id,
-            Value {
-                tensor: t,
-                transposed: false,
-            },
-        );
-        self.stream_copy(sid, StreamDirection::DeviceToHost, t, stream);
-        Ok(())
+        self.set_value(id, t);
+        self.stream_copy(sid, direction, t, name);
     }
 
     fn stream_copy(
@@ -745,13 +713,7 @@ impl<'a> Lowerer<'a> {
             let node = self.g.node(a);
             let (var, value) = (node.inputs[0], node.inputs[1]);
             let var_t = self.value(var)?.tensor;
-            self.values.insert(
-                a,
-                Value {
-                    tensor: var_t,
-                    transposed: false,
-                },
-            );
+            self.set_value(a, var_t);
             if self.inplace.get(&value) == Some(&var) {
                 continue;
             }

@@ -203,10 +203,10 @@ pub(crate) fn plan(
             best = Some(cand);
         }
     };
-    if let Some(h) = home {
-        let tile = h.tile;
-        let (cycles, temp) = c.chunk(p.g, p.m, p.k, p.n, 1, Some((h.remote_bytes, h.remote_rows)));
-        consider(Plan {
+    // Everything on one tile, at `start`, with `remote` (bytes, rows) still to exchange.
+    let one_tile = |start: u32, remote: Option<(u64, u64)>, home: bool| {
+        let (cycles, temp) = c.chunk(p.g, p.m, p.k, p.n, 1, remote);
+        Plan {
             serial: 1,
             sg: 1,
             sm: 1,
@@ -216,12 +216,19 @@ pub(crate) fn plan(
             bm: p.m,
             bk: p.k,
             bn: p.n,
-            start_tile: tile,
+            start_tile: start,
             cycles,
             temp_bytes: temp,
             fits: temp <= c.budget,
-            home: true,
-        });
+            home,
+        }
+    };
+    if let Some(h) = home {
+        consider(one_tile(
+            h.tile,
+            Some((h.remote_bytes, h.remote_rows)),
+            true,
+        ));
     }
     let mut serial = 1u64;
     let mut last_min_temp = u64::MAX;
@@ -270,22 +277,7 @@ pub(crate) fn plan(
         last_min_temp = min_temp;
         serial *= 2;
     }
-    best.unwrap_or(Plan {
-        serial: 1,
-        sg: 1,
-        sm: 1,
-        sk: 1,
-        sn: 1,
-        bg: p.g,
-        bm: p.m,
-        bk: p.k,
-        bn: p.n,
-        start_tile: 0,
-        cycles: 0,
-        temp_bytes: 0,
-        fits: false,
-        home: false,
-    })
+    best.unwrap_or_else(|| one_tile(0, None, false))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 
 use super::mapping::worker_slices;
 use super::stage::ExchangeBuilder;
-use super::{Lowerer, Value};
+use super::Lowerer;
 use crate::codelets::{Codelet, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
@@ -237,13 +237,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     }
     let shape = node.ty.shape.clone();
     let out = emit(lw, id, &name, &inputs, &shape, &map);
-    lw.values.insert(
-        id,
-        Value {
-            tensor: out,
-            transposed: false,
-        },
-    );
+    lw.set_value(id, out);
     Ok(())
 }
 

@@ -28,7 +28,7 @@
 
 use super::mapping::{choose_tiles, grain, worker_slices};
 use super::stage::{ExchangeBuilder, TileScratch};
-use super::{Lowerer, Value};
+use super::Lowerer;
 use crate::codelets::{BlockParams, Codelet, ReduceOp, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
@@ -84,21 +84,9 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             );
             let tiles = super::elementwise::fill_work(lw, &[(t, 0.0)]);
             lw.superstep(&name, Some(id), Vec::new(), tiles);
-            lw.values.insert(
-                id,
-                Value {
-                    tensor: t,
-                    transposed: false,
-                },
-            );
+            lw.set_value(id, t);
         } else {
-            lw.values.insert(
-                id,
-                Value {
-                    tensor: input,
-                    transposed: false,
-                },
-            );
+            lw.set_value(id, input);
         }
         return Ok(());
     }
@@ -150,13 +138,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             reduce(lw, &spec, current)
         };
     }
-    lw.values.insert(
-        id,
-        Value {
-            tensor: current,
-            transposed: false,
-        },
-    );
+    lw.set_value(id, current);
     Ok(())
 }
 
@@ -722,29 +704,15 @@ fn gather(
             for (a, b) in parts {
                 let w = (0..nw as usize).min_by_key(|&w| (load[w], w)).unwrap_or(0);
                 load[w] += 10 + count * (b - a);
-                group.vertices.push(Vertex {
-                    worker: w as u8,
-                    operands: vec![
-                        Operand {
-                            tensor: inbox.tensor,
-                            offset: (at * spec.acc.size_bytes() as u64) as u32,
-                            len: (width * count) as u32,
-                        },
-                        Operand {
-                            tensor: dest.tensor,
-                            offset: ((out_pos + a) * output.size_bytes() as u64) as u32,
-                            len: (b - a) as u32,
-                        },
-                    ],
-                    params: VertexParams::Block(BlockParams {
-                        groups: 1,
-                        count: count as u32,
-                        width: width as u32,
-                        col_begin: a as u32,
-                        cols: (b - a) as u32,
-                        scale,
-                    }),
-                });
+                group.vertices.push(block_vertex(
+                    lw,
+                    w as u8,
+                    (inbox.tensor, at, width * count),
+                    (dest.tensor, out_pos + a),
+                    (1, count, width),
+                    (a, b),
+                    scale,
+                ));
             }
         }
         if !group.vertices.is_empty() {
@@ -768,62 +736,81 @@ fn block_vertices(
     scale: f64,
     nw: u32,
 ) -> Vec<Vertex> {
+    if groups > 1 {
+        worker_slices(groups, 1, nw)
+            .into_iter()
+            .enumerate()
+            .map(|(w, (g0, g1))| {
+                block_vertex(
+                    lw,
+                    w as u8,
+                    (
+                        input,
+                        in_pos + g0 * count * width,
+                        (g1 - g0) * count * width,
+                    ),
+                    (out, out_pos + g0 * width),
+                    (g1 - g0, count, width),
+                    (0, width),
+                    scale,
+                )
+            })
+            .collect()
+    } else {
+        let vw = lw.target.vector_width(spec.input);
+        worker_slices(width, vw, nw)
+            .into_iter()
+            .enumerate()
+            .map(|(w, (a, b))| {
+                block_vertex(
+                    lw,
+                    w as u8,
+                    (input, in_pos, count * width),
+                    (out, out_pos + a),
+                    (1, count, width),
+                    (a, b),
+                    scale,
+                )
+            })
+            .collect()
+    }
+}
+
+/// A block vertex (`Reduce`, `ArgMax`) on `worker`: it reads `len` elements of `input` from
+/// slice position `pos` holding a `groups × count × width` block, handles columns
+/// `[a, b)`, and writes `groups × (b − a)` outputs from slice position `out_pos` of `out`.
+pub(crate) fn block_vertex(
+    lw: &Lowerer,
+    worker: u8,
+    (input, pos, len): (TensorId, u64, u64),
+    (out, out_pos): (TensorId, u64),
+    (groups, count, width): (u64, u64, u64),
+    (a, b): (u64, u64),
+    scale: f64,
+) -> Vertex {
     let ies = lw.tensors[input.0 as usize].dtype.size_bytes() as u64;
     let oes = lw.tensors[out.0 as usize].dtype.size_bytes() as u64;
-    let vw = lw.target.vector_width(spec.input);
-    let mut v = Vec::new();
-    if groups > 1 {
-        for (w, (g0, g1)) in worker_slices(groups, 1, nw).into_iter().enumerate() {
-            v.push(Vertex {
-                worker: w as u8,
-                operands: vec![
-                    Operand {
-                        tensor: input,
-                        offset: ((in_pos + g0 * count * width) * ies) as u32,
-                        len: ((g1 - g0) * count * width) as u32,
-                    },
-                    Operand {
-                        tensor: out,
-                        offset: ((out_pos + g0 * width) * oes) as u32,
-                        len: ((g1 - g0) * width) as u32,
-                    },
-                ],
-                params: VertexParams::Block(BlockParams {
-                    groups: (g1 - g0) as u32,
-                    count: count as u32,
-                    width: width as u32,
-                    col_begin: 0,
-                    cols: width as u32,
-                    scale,
-                }),
-            });
-        }
-    } else {
-        for (w, (a, b)) in worker_slices(width, vw, nw).into_iter().enumerate() {
-            v.push(Vertex {
-                worker: w as u8,
-                operands: vec![
-                    Operand {
-                        tensor: input,
-                        offset: (in_pos * ies) as u32,
-                        len: (count * width) as u32,
-                    },
-                    Operand {
-                        tensor: out,
-                        offset: ((out_pos + a) * oes) as u32,
-                        len: (b - a) as u32,
-                    },
-                ],
-                params: VertexParams::Block(BlockParams {
-                    groups: 1,
-                    count: count as u32,
-                    width: width as u32,
-                    col_begin: a as u32,
-                    cols: (b - a) as u32,
-                    scale,
-                }),
-            });
-        }
+    Vertex {
+        worker,
+        operands: vec![
+            Operand {
+                tensor: input,
+                offset: (pos * ies) as u32,
+                len: len as u32,
+            },
+            Operand {
+                tensor: out,
+                offset: (out_pos * oes) as u32,
+                len: (groups * (b - a)) as u32,
+            },
+        ],
+        params: VertexParams::Block(BlockParams {
+            groups: groups as u32,
+            count: count as u32,
+            width: width as u32,
+            col_begin: a as u32,
+            cols: (b - a) as u32,
+            scale,
+        }),
     }
-    v
 }

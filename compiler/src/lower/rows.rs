@@ -10,7 +10,7 @@
 use super::mapping::{worker_slices, Mapping};
 use super::reduce::{self, Kind, Spec};
 use super::stage::{ExchangeBuilder, Staging};
-use super::{Lowerer, Value};
+use super::Lowerer;
 use crate::codelets::{BlockParams, Codelet, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
@@ -57,52 +57,32 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 }
                 super::rearrange::permute(lw, id, &name, sm, &moved_shape, &inverse)
             };
-            lw.values.insert(
-                id,
-                Value {
-                    tensor: out,
-                    transposed: false,
-                },
-            );
+            lw.set_value(id, out);
             Ok(())
         }
         Op::SparseSoftmaxCrossEntropy { reduction } => {
             let logits = lw.materialized(x)?;
             let labels = lw.materialized(node.inputs[1])?;
             let (n, c) = (dims[0] as u64, dims[1] as u64);
-            let rows = own_rows(lw, logits, n, c);
-            let losses = lw.new_tensor(
-                format!("{name}/rows"),
-                Some(id),
-                TensorKind::Partials,
-                DType::F32,
-                Shape::new([n as usize]),
-                Mapping::from_pieces(rows.iter().map(|r| (r.tile, r.p0, r.p1)).collect()),
+            let rows_name = format!("{name}/rows");
+            let losses = row_op(
+                lw,
+                RowOp {
+                    node: id,
+                    name: &rows_name,
+                    input: logits,
+                    labels: Some(labels),
+                    p: n,
+                    r: c,
+                    codelet: Codelet::SoftmaxCrossEntropy { dtype: xt.dtype },
+                    out: (
+                        TensorKind::Partials,
+                        DType::F32,
+                        Shape::new([n as usize]),
+                        1,
+                    ),
+                },
             );
-            let mut eb = ExchangeBuilder::default();
-            let mut sx = Staging::new(logits, format!("{name}/logits"), Some(id));
-            let mut sl = Staging::new(labels, format!("{name}/labels"), Some(id));
-            let codelet = Codelet::SoftmaxCrossEntropy { dtype: xt.dtype };
-            let mut tiles = Vec::new();
-            for r in &rows {
-                let xin = sx.operand(lw, &mut eb, r.tile, &[(r.p0 * c, (r.p1 - r.p0) * c)]);
-                let lin = sl.operand(lw, &mut eb, r.tile, &[(r.p0, r.p1 - r.p0)]);
-                let out_pos = lw.position(losses, r.p0);
-                let vertices =
-                    row_vertices(lw, xin, Some(lin), (losses, out_pos, 1), r.p1 - r.p0, c);
-                tiles.push(TileWork {
-                    tile: r.tile,
-                    groups: vec![VertexGroup {
-                        codelet: codelet.clone(),
-                        vertices,
-                    }],
-                    cycles: 0,
-                });
-            }
-            sx.finish(lw);
-            sl.finish(lw);
-            super::matmul::merge_tiles(&mut tiles);
-            lw.superstep(&format!("{name}/rows"), Some(id), eb.finish(), tiles);
             let scale = match reduction {
                 LossReduction::Mean => 1.0 / n.max(1) as f64,
                 LossReduction::Sum => 1.0,
@@ -120,68 +100,8 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 scale,
                 shape: node.ty.shape.clone(),
             };
-            let out = if n == 1 {
-                // One row: the loss is that row's loss, converted.
-                let m = Mapping::from_pieces(rows.iter().map(|r| (r.tile, r.p0, r.p1)).collect());
-                let t = lw.new_tensor(
-                    name.clone(),
-                    Some(id),
-                    TensorKind::Activation,
-                    node.ty.dtype,
-                    node.ty.shape.clone(),
-                    m,
-                );
-                let vertices = vec![Vertex {
-                    worker: 0,
-                    operands: vec![
-                        Operand {
-                            tensor: losses,
-                            offset: 0,
-                            len: 1,
-                        },
-                        Operand {
-                            tensor: t,
-                            offset: 0,
-                            len: 1,
-                        },
-                    ],
-                    params: VertexParams::Block(BlockParams {
-                        groups: 1,
-                        count: 1,
-                        width: 1,
-                        col_begin: 0,
-                        cols: 1,
-                        scale,
-                    }),
-                }];
-                let tile = rows.first().map_or(0, |r| r.tile);
-                let codelet = Codelet::Reduce {
-                    op: crate::codelets::ReduceOp::Sum,
-                    input: DType::F32,
-                    acc: DType::F32,
-                    output: node.ty.dtype,
-                };
-                lw.superstep(
-                    &format!("{name}/mean"),
-                    Some(id),
-                    Vec::new(),
-                    vec![TileWork {
-                        tile,
-                        groups: vec![VertexGroup { codelet, vertices }],
-                        cycles: 0,
-                    }],
-                );
-                t
-            } else {
-                reduce::reduce(lw, &spec, losses)
-            };
-            lw.values.insert(
-                id,
-                Value {
-                    tensor: out,
-                    transposed: false,
-                },
-            );
+            let out = reduce::reduce(lw, &spec, losses);
+            lw.set_value(id, out);
             Ok(())
         }
         _ => Err(lw.unsupported(id, "not a row op")),
@@ -261,6 +181,67 @@ fn row_vertices(
         .collect()
 }
 
+/// One row op: `codelet` over the `p` rows of `r` elements of `input` (and one label per
+/// row), writing `per_row` outputs per row into a new tensor of `dtype` and `shape`.
+struct RowOp<'a> {
+    node: NodeId,
+    name: &'a str,
+    input: TensorId,
+    labels: Option<TensorId>,
+    p: u64,
+    r: u64,
+    codelet: Codelet,
+    out: (TensorKind, DType, Shape, u64),
+}
+
+/// Lowers a row op on the rows' owners; returns the output tensor.
+fn row_op(lw: &mut Lowerer, op: RowOp) -> TensorId {
+    let (r, per_row) = (op.r, op.out.3);
+    let rows = own_rows(lw, op.input, op.p, r);
+    let pieces = rows
+        .iter()
+        .map(|x| (x.tile, x.p0 * per_row, x.p1 * per_row))
+        .collect();
+    let (kind, dtype, shape, _) = op.out;
+    let out = lw.new_tensor(
+        op.name.to_string(),
+        Some(op.node),
+        kind,
+        dtype,
+        shape,
+        Mapping::from_pieces(pieces),
+    );
+    let mut eb = ExchangeBuilder::default();
+    let mut sx = Staging::new(op.input, format!("{}/in", op.name), Some(op.node));
+    let mut sl = op
+        .labels
+        .map(|l| Staging::new(l, format!("{}/labels", op.name), Some(op.node)));
+    let mut tiles = Vec::new();
+    for x in &rows {
+        let xin = sx.operand(lw, &mut eb, x.tile, &[(x.p0 * r, (x.p1 - x.p0) * r)]);
+        let lin = sl
+            .as_mut()
+            .map(|s| s.operand(lw, &mut eb, x.tile, &[(x.p0, x.p1 - x.p0)]));
+        let out_pos = lw.position(out, x.p0 * per_row);
+        let vertices = row_vertices(lw, xin, lin, (out, out_pos, per_row), x.p1 - x.p0, r);
+        tiles.push(TileWork {
+            tile: x.tile,
+            groups: vec![VertexGroup {
+                codelet: op.codelet.clone(),
+                vertices,
+            }],
+            cycles: 0,
+        });
+    }
+    sx.finish(lw);
+    if let Some(s) = sl {
+        s.finish(lw);
+    }
+    super::matmul::merge_tiles(&mut tiles);
+    lw.superstep(op.name, Some(op.node), eb.finish(), tiles);
+    out
+}
+
 /// Softmax (or log-softmax) of the rows of `input` (last axis of `shape`).
 fn softmax_rows(
     lw: &mut Lowerer,
@@ -270,73 +251,36 @@ fn softmax_rows(
     shape: &Shape,
     log: bool,
 ) -> TensorId {
-    let dims = shape.dims();
-    let r = *dims.last().unwrap_or(&1) as u64;
-    let p = shape.num_elements() as u64 / r.max(1);
+    let r = *shape.dims().last().unwrap_or(&1) as u64;
     let dtype = lw.tensors[input.0 as usize].dtype;
-    let rows = own_rows(lw, input, p, r);
-    let out = lw.new_tensor(
-        name.to_string(),
-        Some(id),
-        TensorKind::Activation,
-        dtype,
-        shape.clone(),
-        Mapping::from_pieces(rows.iter().map(|x| (x.tile, x.p0 * r, x.p1 * r)).collect()),
-    );
-    let mut eb = ExchangeBuilder::default();
-    let mut sx = Staging::new(input, format!("{name}/in"), Some(id));
-    let codelet = Codelet::Softmax { log, dtype };
-    let mut tiles = Vec::new();
-    for x in &rows {
-        let xin = sx.operand(lw, &mut eb, x.tile, &[(x.p0 * r, (x.p1 - x.p0) * r)]);
-        let out_pos = lw.position(out, x.p0 * r);
-        let vertices = row_vertices(lw, xin, None, (out, out_pos, r), x.p1 - x.p0, r);
-        tiles.push(TileWork {
-            tile: x.tile,
-            groups: vec![VertexGroup {
-                codelet: codelet.clone(),
-                vertices,
-            }],
-            cycles: 0,
-        });
-    }
-    sx.finish(lw);
-    super::matmul::merge_tiles(&mut tiles);
-    lw.superstep(name, Some(id), eb.finish(), tiles);
-    out
+    row_op(
+        lw,
+        RowOp {
+            node: id,
+            name,
+            input,
+            labels: None,
+            p: shape.num_elements() as u64 / r.max(1),
+            r,
+            codelet: Codelet::Softmax { log, dtype },
+            out: (TensorKind::Activation, dtype, shape.clone(), r),
+        },
+    )
 }
 
 /// ArgMax over the last axis (`spec.q == 1`): rows gathered on their owners.
 pub(crate) fn argmax_rows(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId {
-    let (p, r) = (spec.p, spec.r);
-    let rows = own_rows(lw, input, p, r);
-    let out = lw.new_tensor(
-        spec.name.clone(),
-        Some(spec.node),
-        TensorKind::Activation,
-        DType::I32,
-        spec.shape.clone(),
-        Mapping::from_pieces(rows.iter().map(|x| (x.tile, x.p0, x.p1)).collect()),
-    );
-    let mut eb = ExchangeBuilder::default();
-    let mut sx = Staging::new(input, format!("{}/in", spec.name), Some(spec.node));
-    let codelet = Codelet::ArgMax { dtype: spec.input };
-    let mut tiles = Vec::new();
-    for x in &rows {
-        let xin = sx.operand(lw, &mut eb, x.tile, &[(x.p0 * r, (x.p1 - x.p0) * r)]);
-        let out_pos = lw.position(out, x.p0);
-        let vertices = row_vertices(lw, xin, None, (out, out_pos, 1), x.p1 - x.p0, r);
-        tiles.push(TileWork {
-            tile: x.tile,
-            groups: vec![VertexGroup {
-                codelet: codelet.clone(),
-                vertices,
-            }],
-            cycles: 0,
-        });
-    }
-    sx.finish(lw);
-    super::matmul::merge_tiles(&mut tiles);
-    lw.superstep(&spec.name, Some(spec.node), eb.finish(), tiles);
-    out
+    row_op(
+        lw,
+        RowOp {
+            node: spec.node,
+            name: &spec.name,
+            input,
+            labels: None,
+            p: spec.p,
+            r: spec.r,
+            codelet: Codelet::ArgMax { dtype: spec.input },
+            out: (TensorKind::Activation, DType::I32, spec.shape.clone(), 1),
+        },
+    )
 }

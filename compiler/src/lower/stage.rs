@@ -197,16 +197,9 @@ impl Staging {
 
     /// Gives the staging tensor its final shape and mapping (one interval per tile).
     pub fn finish(self, lw: &mut Lowerer) {
-        let Some(t) = self.tensor else { return };
-        let mut sizes = self.sizes;
-        sizes.sort_unstable();
-        let mut pieces = Vec::with_capacity(sizes.len());
-        let mut at = 0u64;
-        for (tile, n) in sizes {
-            pieces.push((tile, at, at + n));
-            at += n;
+        if let Some(t) = self.tensor {
+            one_interval_per_tile(lw, t, self.sizes);
         }
-        lw.set_mapping(t, Shape::new([at as usize]), Mapping::from_pieces(pieces));
     }
 }
 
@@ -256,18 +249,18 @@ impl TileScratch {
 
     /// Gives the tensor its final mapping.
     pub fn finish(self, lw: &mut Lowerer) {
-        let mut sizes = self.sizes;
-        sizes.sort_unstable();
-        let mut pieces = Vec::with_capacity(sizes.len());
-        let mut at = 0u64;
-        for (tile, n) in sizes {
-            pieces.push((tile, at, at + n));
-            at += n;
-        }
-        lw.set_mapping(
-            self.tensor,
-            Shape::new([at as usize]),
-            Mapping::from_pieces(pieces),
-        );
+        one_interval_per_tile(lw, self.tensor, self.sizes);
     }
+}
+
+/// Maps the 1-D tensor `t` as one interval per tile of the given sizes, in tile order.
+fn one_interval_per_tile(lw: &mut Lowerer, t: TensorId, mut sizes: Vec<(u32, u64)>) {
+    sizes.sort_unstable();
+    let mut pieces = Vec::with_capacity(sizes.len());
+    let mut at = 0u64;
+    for (tile, n) in sizes {
+        pieces.push((tile, at, at + n));
+        at += n;
+    }
+    lw.set_mapping(t, Shape::new([at as usize]), Mapping::from_pieces(pieces));
 }
