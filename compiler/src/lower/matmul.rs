@@ -10,7 +10,7 @@
 
 use super::mapping::{worker_slices, Mapping};
 use super::planner::{plan, Home, Plan, Problem};
-use super::reduce::block_vertex;
+use super::reduce::block_vertices;
 use super::stage::{ExchangeBuilder, Staging, TileScratch};
 use super::Lowerer;
 use crate::codelets::{AmpParams, Codelet, MatrixLayout, ReduceOp, VertexParams};
@@ -96,16 +96,16 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         } else {
             name.clone()
         };
-        chunk(
-            lw,
+        let ch = Chunk {
             id,
-            &prefix,
-            &geo,
-            &plan,
+            prefix,
+            geo: &geo,
+            plan: &plan,
             s,
             c,
-            (input, partials, output),
-        );
+            types: (input, partials, output),
+        };
+        chunk(lw, &ch);
     }
     lw.set_value(id, c);
     Ok(())
@@ -441,18 +441,33 @@ fn output_mapping(lw: &Lowerer, geo: &Geometry, plan: &Plan) -> Mapping {
     Mapping::from_pieces(pieces)
 }
 
-/// Lowers serial chunk `s`: input exchange + AMP partials, then the reduction if split.
-#[allow(clippy::too_many_arguments)]
-fn chunk(
-    lw: &mut Lowerer,
+/// One serial chunk of a matmul being lowered.
+struct Chunk<'a> {
+    /// The matmul node.
     id: NodeId,
-    prefix: &str,
-    geo: &Geometry,
-    plan: &Plan,
+    /// Prefix of its compute-set names.
+    prefix: String,
+    geo: &'a Geometry,
+    plan: &'a Plan,
+    /// Its index.
     s: u64,
+    /// The output tensor.
     c: TensorId,
-    (input, partials, output): (DType, DType, DType),
-) {
+    /// Input, partials and output types.
+    types: (DType, DType, DType),
+}
+
+/// Lowers one serial chunk: input exchange + AMP partials, then the reduction if split.
+fn chunk(lw: &mut Lowerer, ch: &Chunk) {
+    let Chunk {
+        id,
+        ref prefix,
+        geo,
+        plan,
+        s,
+        c,
+        types: (input, partials, output),
+    } = *ch;
     let nw = lw.target.worker_contexts;
     let amp = *lw.target.amp(input, partials);
     let amp_out = if plan.sk == 1 { output } else { partials };
@@ -543,37 +558,27 @@ fn chunk(
     if let Some(sc) = scratch {
         let ptensor = sc.tensor;
         sc.finish(lw);
-        reduce_partials(
-            lw,
-            id,
-            prefix,
-            geo,
-            plan,
-            s,
-            c,
-            ptensor,
-            &partial_at,
-            (partials, output),
-        );
+        reduce_partials(lw, ch, ptensor, &partial_at);
     }
 }
 
-/// Sums the `sk` partial blocks of every output block on the block's reduction tiles.
-#[allow(clippy::too_many_arguments)]
+/// Sums the `sk` partial blocks (in `ptensor`, each block's start on its tile in
+/// `partial_at`) of every output block on the block's reduction tiles.
 fn reduce_partials(
     lw: &mut Lowerer,
-    id: NodeId,
-    prefix: &str,
-    geo: &Geometry,
-    plan: &Plan,
-    s: u64,
-    c: TensorId,
+    ch: &Chunk,
     ptensor: TensorId,
     partial_at: &[(u32, [u64; 4], u64)],
-    (partials, output): (DType, DType),
 ) {
-    let nw = lw.target.worker_contexts;
-    let vw = lw.target.vector_width(partials);
+    let Chunk {
+        id,
+        ref prefix,
+        geo,
+        plan,
+        s,
+        c,
+        types: (_, partials, output),
+    } = *ch;
     let mut eb = ExchangeBuilder::default();
     let mut inbox = TileScratch::new(lw, format!("{prefix}/reduce_in"), Some(id), partials);
     let mut tiles = Vec::new();
@@ -621,21 +626,8 @@ fn reduce_partials(
             let flat =
                 (gr.0 + gg) * geo.d.m * geo.d.n + (mr.0 + rem / bn) * geo.d.n + nr.0 + rem % bn;
             let out_pos = lw.position(c, flat);
-            let vertices = worker_slices(width, vw, nw)
-                .into_iter()
-                .enumerate()
-                .map(|(w, (a, b))| {
-                    block_vertex(
-                        lw,
-                        w as u8,
-                        (inbox.tensor, at, width * count),
-                        (c, out_pos + a),
-                        (1, count, width),
-                        (a, b),
-                        1.0,
-                    )
-                })
-                .collect();
+            let vertices =
+                block_vertices(lw, (inbox.tensor, at), (c, out_pos), (1, count, width), 1.0);
             tiles.push(TileWork {
                 tile: rt,
                 groups: vec![VertexGroup {

@@ -356,7 +356,6 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
         run += d;
         max_count = max_count.max(run);
     }
-    let nw = lw.target.worker_contexts;
     if raws.is_empty() && max_count == 1 {
         // Every output is computed on one tile: write it directly.
         let pieces = blocks
@@ -376,12 +375,10 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
             let out_pos = lw.position(out, b.o_begin);
             let vertices = block_vertices(
                 lw,
-                spec,
                 (input, b.pos),
                 (out, out_pos),
                 (b.groups, b.count, b.width),
                 spec.scale,
-                nw,
             );
             tiles.push(TileWork {
                 tile: b.tile,
@@ -411,12 +408,10 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
             let at = scratch.alloc(b.tile, b.groups * b.width);
             let vertices = block_vertices(
                 lw,
-                spec,
                 (input, b.pos),
                 (scratch.tensor, at),
                 (b.groups, b.count, b.width),
                 1.0,
-                nw,
             );
             tiles.push(TileWork {
                 tile: b.tile,
@@ -725,17 +720,17 @@ fn gather(
     }
 }
 
-/// Vertices of a block `groups × count × width` read at `input` and written at `out`,
-/// split over the workers by groups (several groups) or by columns (one group).
-fn block_vertices(
+/// `Reduce` vertices of a block `groups × count × width` read at slice position `in_pos` of
+/// `input` and written at `out_pos` of `out`, split over the workers by groups (several
+/// groups) or by columns in whole vectors (one group).
+pub(crate) fn block_vertices(
     lw: &Lowerer,
-    spec: &Spec,
     (input, in_pos): (TensorId, u64),
     (out, out_pos): (TensorId, u64),
     (groups, count, width): (u64, u64, u64),
     scale: f64,
-    nw: u32,
 ) -> Vec<Vertex> {
+    let nw = lw.target.worker_contexts;
     if groups > 1 {
         worker_slices(groups, 1, nw)
             .into_iter()
@@ -757,7 +752,7 @@ fn block_vertices(
             })
             .collect()
     } else {
-        let vw = lw.target.vector_width(spec.input);
+        let vw = lw.target.vector_width(lw.tensors[input.0 as usize].dtype);
         worker_slices(width, vw, nw)
             .into_iter()
             .enumerate()
