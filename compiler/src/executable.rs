@@ -246,7 +246,7 @@ pub struct ComputeSet {
     pub cycles: u64,
 }
 
-/// One destination of a [`Copy`].
+/// One destination of a [`ByteCopy`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CopyDst {
     /// Destination tile (may equal the source tile: an on-tile memcpy).
@@ -257,7 +257,7 @@ pub struct CopyDst {
 
 /// An exact byte copy from one tile to one or more destinations (a broadcast).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Copy {
+pub struct ByteCopy {
     /// Source tile.
     pub src_tile: u32,
     /// Byte offset in the source tile's memory.
@@ -281,7 +281,7 @@ pub struct Exchange {
     /// The IR node it serves.
     pub node: Option<NodeId>,
     /// The copies.
-    pub copies: Vec<Copy>,
+    pub copies: Vec<ByteCopy>,
     /// Cycles of the exchange (from [`crate::cycles::exchange_cycles`]).
     pub cycles: u64,
 }

@@ -18,6 +18,11 @@
 //!   (tile, worker). A result rounded *to f32* is always RNE. Every rounding is a single
 //!   rounding of the exact result of the operation named ("exactly rounded"), never a double
 //!   rounding through a wider intermediate.
+//! - **Order of execution and of random draws**: a tile's vertex groups run in the order
+//!   listed; within a group, each worker runs its vertices in the order listed; a vertex
+//!   draws from its worker's stream in its computation order (ascending output element for
+//!   element-wise and block codelets; row, pass, column for `AmpMatMul`, as the numerics
+//!   core's AMP kernels do).
 //! - **f16 overflow**: saturates to ±65504 when `$FP_CTL.NANOO` is clear, gives NaN and sets
 //!   INV when it is set; OFLO is set either way. f32 overflow gives ±inf and sets OFLO.
 //! - **Flags** (`$FP_STS`): INV for invalid operations (inf−inf, 0×inf, 0/0, inf/inf, sqrt
@@ -116,14 +121,17 @@ pub enum Codelet {
     /// `out[(r − row_begin) · n + c] = Σ_{κ<k} A(r, κ) · B(κ, c)` where `A(r, κ)` is
     /// `a[r·k + κ]` (RowMajor, `m × k`) or `a[κ·m + r]` (Transposed, `k × m`) and `B(κ, c)` is
     /// `b[κ·n + c]` (RowMajor, `k × n`) or `b[c·k + κ]` (Transposed, `n × k`).
-    /// Accumulation: `P = 0`; the `k` channels are taken in passes of `input_channels`
-    /// consecutive channels in ascending order. **f16 inputs**: a pass's products are exact;
-    /// their exact sum is rounded RNE to f32 (`s`), then `P = round_partials(P + s)` (one
-    /// rounding of the exact sum: RNE for f32 partials, the worker's rounding mode for f16
-    /// partials, i.e. f16 partials are rounded at every partial write). **f32 inputs**: every
-    /// product is rounded RNE to f32 and added to `P` in ascending `κ` with RNE
-    /// (`P = rne(P + rne(a·b))`). Finally `out = round_output(P)` (no-op when `output` =
-    /// `partials`). Flags: INV, OFLO (of the partials or the output conversion).
+    /// Accumulation — the order of the numerics core's AMP kernels
+    /// (`ipusim_sim::numerics` `amp_matmul_*`, with `chunk = input_channels`): `P = 0`; the
+    /// `k` channels are taken in passes of `input_channels` consecutive channels in ascending
+    /// order; within a pass `s = rne32(a·b)` for its first channel, then
+    /// `s = rne32(a·b + s)` (a fused multiply-add, one rounding) for each next channel in
+    /// ascending order; then `P = round_partials(P + s)`: one rounding of the exact sum (RNE
+    /// for f32 partials; for f16 partials the worker's rounding mode, i.e. f16 partials are
+    /// rounded at every partial write). Products of f16 values are exact, so for f16 inputs
+    /// the fused step equals a multiply then an add. Finally `out = round_output(P)` (a no-op
+    /// when `output` = `partials`). Flags: INV, OFLO (of the partials or the output
+    /// conversion).
     AmpMatMul {
         input: DType,
         partials: DType,

@@ -1,5 +1,5 @@
 //! Lowering of a graph to tensors on tiles, vertices, compute sets, exchanges and the program
-//! tree. The [`Lowerer`] owns the state; each op family lowers in its own module.
+//! tree. The `Lowerer` owns the state; each op family lowers in its own module.
 //!
 //! Schedule: the Step-phase nodes in topological order, then the Update-phase nodes. Each
 //! phase body starts with the host-to-device stream copies of its `Input`s and ends with its
@@ -21,9 +21,9 @@ pub(crate) mod stage;
 
 use crate::error::CompileError;
 use crate::executable::{
-    ComputeSet, ComputeSetId, Copy, Exchange, ExchangeId, HostStream, Interval, NodeValue, Program,
-    ProgramStep, StepKind, StreamDirection, StreamId, Tensor, TensorId, TensorKind, TileSlice,
-    TileWork,
+    ByteCopy, ComputeSet, ComputeSetId, Exchange, ExchangeId, HostStream, Interval, NodeValue,
+    Program, ProgramStep, StepKind, StreamDirection, StreamId, Tensor, TensorId, TensorKind,
+    TileSlice, TileWork,
 };
 use crate::options::CompileOptions;
 use crate::target::Target;
@@ -627,7 +627,7 @@ impl<'a> Lowerer<'a> {
         &mut self,
         name: &str,
         node: Option<NodeId>,
-        copies: Vec<Copy>,
+        copies: Vec<ByteCopy>,
         mut tiles: Vec<TileWork>,
     ) {
         tiles.retain(|t| !t.groups.is_empty());

@@ -8,7 +8,7 @@
 
 use super::mapping::{local_run, locate, Mapping};
 use super::Lowerer;
-use crate::executable::{Copy, CopyDst, Operand, TensorId, TensorKind};
+use crate::executable::{ByteCopy, CopyDst, Operand, TensorId, TensorKind};
 use ipusim_ir::{NodeId, Shape};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -41,7 +41,7 @@ type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 /// broadcast copy.
 #[derive(Default)]
 pub(crate) struct ExchangeBuilder {
-    copies: Vec<Copy>,
+    copies: Vec<ByteCopy>,
     dedup: FxMap<(TensorId, u64, u64, TensorId), usize>,
     cursor: FxMap<TensorId, usize>,
 }
@@ -90,7 +90,7 @@ impl ExchangeBuilder {
                 Some(&c) => self.copies[c].dsts.push(d),
                 None => {
                     self.dedup.insert(key, self.copies.len());
-                    self.copies.push(Copy {
+                    self.copies.push(ByteCopy {
                         src_tile: s.tile,
                         src_offset: (src_pos * es) as u32,
                         bytes: (take * es) as u32,
@@ -107,7 +107,7 @@ impl ExchangeBuilder {
     }
 
     /// The copies.
-    pub fn finish(self) -> Vec<Copy> {
+    pub fn finish(self) -> Vec<ByteCopy> {
         self.copies
     }
 }
