@@ -156,3 +156,113 @@ fn small_targets_work() {
     let exe = compile(&g, &Target::mk1(), &CompileOptions::default()).unwrap();
     check_addresses(&exe);
 }
+
+/// Every op and awkward shapes (empty tensors, scalars, batched and broadcast matmuls,
+/// general transposes, reductions over separated axes, softmax and argmax along axis 0)
+/// compile, pass the verifier and keep every address inside its slice.
+#[test]
+fn every_op_and_awkward_shapes_compile() {
+    use ipusim_ir::{Activation, GraphBuilder, Init};
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", DType::F32, [4, 6, 8]).unwrap();
+    let w = b.variable("w", DType::F32, [8, 5], Init::Zeros).unwrap();
+    let wb = b
+        .variable("wb", DType::F32, [4, 8, 5], Init::Zeros)
+        .unwrap();
+    let mm = b.matmul(x, w).unwrap(); // batch folded into rows
+    let bmm = b.matmul(x, wb).unwrap(); // batched
+    let xt = b.transpose(x, &[0, 2, 1]).unwrap();
+    let bmt = b.op("bmt", Op::MatMul, &[xt, x]).unwrap(); // transposed batched A: [4, 8, 8]
+    let perm = b.transpose(x, &[2, 0, 1]).unwrap(); // general transpose
+    let sum = b.add(mm, bmm).unwrap();
+    let r02 = b.reduce_sum(sum, &[0, 2], false).unwrap(); // separated axes
+    let mx = b
+        .op(
+            "max",
+            Op::ReduceMax {
+                axes: vec![1],
+                keep_dims: true,
+            },
+            &[sum],
+        )
+        .unwrap();
+    let sm0 = b.softmax(sum, 0).unwrap();
+    let am0 = b.argmax(sum, 0).unwrap();
+    let lsm = b.op("lsm", Op::LogSoftmax { axis: 2 }, &[sum]).unwrap();
+    let g = b.unary(Op::Gelu, lsm).unwrap();
+    let ag = b.activation_grad(Activation::Tanh, g, sm0).unwrap();
+    let gt = b.op("gt", Op::Greater, &[ag, mx]).unwrap();
+    let sel = b.op("sel", Op::Select, &[gt, ag, sm0]).unwrap();
+    let sl = b
+        .op(
+            "slice",
+            Op::Slice {
+                begin: vec![1, 0, 2],
+                end: vec![3, 6, 5],
+            },
+            &[sel],
+        )
+        .unwrap();
+    let pad = b
+        .op(
+            "pad",
+            Op::Pad {
+                before: vec![0, 1, 0],
+                after: vec![1, 0, 2],
+            },
+            &[sl],
+        )
+        .unwrap();
+    let cat = b.op("cat", Op::Concat { axis: 2 }, &[pad, pad]).unwrap();
+    let bc = b
+        .op(
+            "bc",
+            Op::Broadcast {
+                shape: [2, 3, 7, 10].into(),
+            },
+            &[cat],
+        )
+        .unwrap();
+    let ids = b.input("ids", DType::I32, [3]).unwrap();
+    let oh = b
+        .op(
+            "oh",
+            Op::OneHot {
+                depth: 4,
+                dtype: DType::F16,
+            },
+            &[ids],
+        )
+        .unwrap();
+    let empty = b.input("empty", DType::F32, [0, 5]).unwrap();
+    let esum = b.reduce_sum(empty, &[0], false).unwrap();
+    let emean = b.reduce_mean(empty, &[0], false).unwrap();
+    let esm = b.softmax(empty, 1).unwrap();
+    let scalar = b.scalar("s", DType::F32, 2.0).unwrap();
+    let sq = b.unary(Op::Sqrt, scalar).unwrap();
+    let st = b.transpose(sq, &[]).unwrap();
+    let i32s = b.input("ints", DType::I32, [7]).unwrap();
+    let ineg = b.unary(Op::Neg, i32s).unwrap();
+    let imax = b
+        .op(
+            "imax",
+            Op::ReduceMax {
+                axes: vec![0],
+                keep_dims: false,
+            },
+            &[ineg],
+        )
+        .unwrap();
+    for (i, t) in [r02, mx, am0, bmt, perm, bc, oh, esum, emean, esm, st, imax]
+        .into_iter()
+        .enumerate()
+    {
+        b.outfeed(&format!("o{i}"), t).unwrap();
+    }
+    let graph = b.finish();
+    for target in [Target::mk2(), Target::parse("(tiles: 3)", "t3").unwrap()] {
+        let exe = compile(&graph, &target, &CompileOptions::default()).unwrap();
+        check_addresses(&exe);
+        assert!(exe.value("bmt").unwrap().tensor.is_some());
+    }
+}

@@ -360,10 +360,10 @@ fn read_of(input: &Shape, out: &Shape) -> Read {
             _ => 0,
         };
         // Merge with the previous dimension when both broadcast or both contiguous.
-        if let (Some(&pd), Some(&ps)) = (dims.last(), st.last()) {
-            if (ps == 0 && s == 0) || (s != 0 && ps == s * size) {
-                *dims.last_mut().expect("nonempty") = pd * size;
-                *st.last_mut().expect("nonempty") = s;
+        if let (Some(pd), Some(ps)) = (dims.last_mut(), st.last_mut()) {
+            if (*ps == 0 && s == 0) || (s != 0 && *ps == s * size) {
+                *pd *= size;
+                *ps = s;
                 continue;
             }
         }

@@ -70,24 +70,30 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             .map(|(i, &d)| (d as u64, axes.contains(&i)))
             .collect();
     let r_total: u64 = dims.iter().filter(|d| d.1).map(|d| d.0).product();
+    // Nothing to reduce: the value is the input, except ArgMax of a size-1 axis (0). An
+    // empty reduction gives the identity: 0 for a sum, NaN for a mean (0/0), -inf for a max.
+    let fill = if r_total == 0 {
+        Some(match (kind, mean) {
+            (Kind::Sum, false) | (Kind::ArgMax, _) => 0.0,
+            (Kind::Sum, true) => f64::NAN,
+            (Kind::Max, _) => f64::NEG_INFINITY,
+        })
+    } else if dims.iter().all(|d| !d.1) {
+        (kind == Kind::ArgMax || in_dtype != out_ty.dtype).then_some(0.0)
+    } else {
+        None
+    };
+    if let Some(value) = fill {
+        let m = lw.fresh_mapping(out_ty.num_elements() as u64, out_ty.dtype);
+        let kind = TensorKind::Activation;
+        let t = lw.new_tensor(name.clone(), Some(id), kind, out_ty.dtype, out_ty.shape, m);
+        let tiles = super::elementwise::fill_work(lw, &[(t, value)]);
+        lw.superstep(&name, Some(id), Vec::new(), tiles);
+        lw.set_value(id, t);
+        return Ok(());
+    }
     if dims.iter().all(|d| !d.1) {
-        // Nothing to reduce: the value is the input (ArgMax of a size-1 axis is 0).
-        if kind == Kind::ArgMax || in_dtype != out_ty.dtype {
-            let m = lw.fresh_mapping(out_ty.num_elements() as u64, out_ty.dtype);
-            let t = lw.new_tensor(
-                name.clone(),
-                Some(id),
-                TensorKind::Activation,
-                out_ty.dtype,
-                out_ty.shape,
-                m,
-            );
-            let tiles = super::elementwise::fill_work(lw, &[(t, 0.0)]);
-            lw.superstep(&name, Some(id), Vec::new(), tiles);
-            lw.set_value(id, t);
-        } else {
-            lw.set_value(id, input);
-        }
+        lw.set_value(id, input);
         return Ok(());
     }
     let acc = match kind {
