@@ -235,3 +235,34 @@ fn categories_sum_and_balance_is_a_fraction() {
         assert_eq!(update.executions, 2);
     }
 }
+
+#[test]
+fn reductions_over_the_chip_are_multi_stage() {
+    let t = Target::mk2();
+    let mut b = GraphBuilder::new();
+    let x = b
+        .variable("x", DType::F32, [1024, 1024], Init::Zeros)
+        .unwrap();
+    let s = b.reduce_sum(x, &[0, 1], false).unwrap();
+    b.outfeed("s", s).unwrap();
+    let exe = compile(&b.finish(), &t, &CompileOptions::default()).unwrap();
+    let names: Vec<&str> = exe.compute_sets.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["reduce_sum/local", "reduce_sum/combine", "reduce_sum"],
+        "{names:?}"
+    );
+    // Stage 1 runs on every tile holding x; the final sum on one tile from ~sqrt(1472)
+    // partials instead of 1472.
+    let last = exe.compute_sets.last().unwrap();
+    assert_eq!(last.tiles.len(), 1);
+    let count = match &last.tiles[0].groups[0].vertices[0].params {
+        ipusim_compiler::VertexParams::Block(p) => p.count,
+        other => panic!("{other:?}"),
+    };
+    assert!((20..=60).contains(&count), "{count}");
+    // Two gather stages are cheaper than one over 1,472 partials.
+    let single = 1472 * (t.exchange_message_cycles as u64 + 1);
+    let gathered: u64 = exe.estimate.exchanges.iter().map(|e| e.cycles).sum();
+    assert!(gathered < single, "{gathered} >= {single}");
+}
