@@ -4,9 +4,9 @@
 //! Schedule: the Step-phase nodes in topological order, then the Update-phase nodes. Each
 //! phase body starts with the host-to-device stream copies of its `Input`s and ends with its
 //! `Assign`s (variables take their new values at the end of the phase). An `Assign` whose
-//! value is an element-wise op of the variable itself, computed after every other read of the
-//! variable, is done in place: the op writes straight into the variable (PopLibs'
-//! `scaledAddTo`). Each op becomes one or more BSP supersteps: `Sync`, an optional `Exchange`
+//! value is an element-wise op reading the variable itself, computed after every other read of
+//! the variable in that phase, is done in place: the op writes straight into the variable
+//! (PopLibs' `scaledAddTo`). Each op becomes one or more BSP supersteps: `Sync`, an optional `Exchange`
 //! that gathers its operands onto the tiles that need them, and an `Execute`.
 //! Dead nodes (that reach no `Outfeed` or `Assign`) are not lowered.
 
@@ -260,10 +260,15 @@ impl<'a> Lowerer<'a> {
             let v = self.g.node(value);
             let elementwise = v.op.unary().is_some()
                 || v.op.binary().is_some_and(|b| !b.is_comparison())
-                || matches!(v.op, Op::ScaledAdd { .. } | Op::ActivationGrad { .. });
+                || matches!(
+                    v.op,
+                    Op::ScaledAdd { .. } | Op::ActivationGrad { .. } | Op::Select
+                );
+            // The variable is read element for element (same type as the value), so the op
+            // may write over it: each output element is written after its inputs are read.
             if !elementwise
                 || v.phase != node.phase
-                || v.inputs.first() != Some(&var)
+                || !v.inputs.contains(&var)
                 || v.ty != self.g.node(var).ty
                 || self.inplace.contains_key(&value)
             {
