@@ -62,8 +62,23 @@ pub struct Seg {
     pub pos: u64,
 }
 
-/// The interval index of a mapping, sorted by `begin`.
-pub fn build_index(mapping: &Mapping) -> Vec<Seg> {
+/// The interval index of a mapping: its segments sorted by `begin`, with their ends in a
+/// dense array of their own so that the binary search of [`locate`] touches few cache lines.
+#[derive(Clone, Debug, Default)]
+pub struct Index {
+    segs: Vec<Seg>,
+    ends: Vec<u64>,
+}
+
+impl std::ops::Deref for Index {
+    type Target = [Seg];
+    fn deref(&self) -> &[Seg] {
+        &self.segs
+    }
+}
+
+/// The interval index of a mapping.
+pub fn build_index(mapping: &Mapping) -> Index {
     let mut segs = Vec::new();
     for (tile, iv) in &mapping.tiles {
         let mut pos = 0;
@@ -78,18 +93,19 @@ pub fn build_index(mapping: &Mapping) -> Vec<Seg> {
         }
     }
     segs.sort_unstable_by_key(|s| s.begin);
-    segs
+    let ends = segs.iter().map(|s| s.end).collect();
+    Index { segs, ends }
 }
 
-/// The index of the segment holding element `elem` (the segments cover the tensor).
-pub fn locate(index: &[Seg], elem: u64) -> Option<usize> {
-    let i = index.partition_point(|s| s.end <= elem);
-    (i < index.len() && index[i].begin <= elem).then_some(i)
+/// The index of the segment holding element `elem`.
+pub fn locate(index: &Index, elem: u64) -> Option<usize> {
+    let i = index.ends.partition_point(|&e| e <= elem);
+    (i < index.segs.len() && index.segs[i].begin <= elem).then_some(i)
 }
 
 /// The position in `tile`'s slice where the elements of `ranges` (taken in order) sit
 /// contiguously, if they do: the operand can then be read in place.
-pub fn local_run(index: &[Seg], tile: u32, ranges: &[(u64, u64)]) -> Option<u64> {
+pub fn local_run(index: &Index, tile: u32, ranges: &[(u64, u64)]) -> Option<u64> {
     let mut start: Option<u64> = None;
     let mut expect = 0u64;
     let mut hint = 0usize;

@@ -28,7 +28,7 @@ use crate::executable::{
 use crate::options::CompileOptions;
 use crate::target::Target;
 use ipusim_ir::{DType, Graph, NodeId, Op, Phase, Shape};
-use mapping::{Mapping, Seg};
+use mapping::{Index, Mapping};
 use std::collections::HashMap;
 
 /// The first and last program step touching a tensor.
@@ -65,7 +65,7 @@ pub(crate) struct Lowerer<'a> {
     pub target: &'a Target,
     pub options: &'a CompileOptions,
     pub tensors: Vec<Tensor>,
-    pub index: Vec<Vec<Seg>>,
+    pub index: Vec<Index>,
     pub values: HashMap<NodeId, Value>,
     pub compute_sets: Vec<ComputeSet>,
     pub exchanges: Vec<Exchange>,

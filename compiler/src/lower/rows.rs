@@ -111,7 +111,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
 /// The rows of a `[p, r]` view of `input`, each owned by the tile of its first element.
 fn own_rows(lw: &Lowerer, input: TensorId, p: u64, r: u64) -> Vec<Rows> {
     let mut owned: Vec<(u32, u64)> = Vec::new();
-    for s in &lw.index[input.0 as usize] {
+    for s in lw.index[input.0 as usize].iter() {
         let first = s.begin.div_ceil(r.max(1));
         let end = if r == 0 { 0 } else { s.end.div_ceil(r) };
         for row in first..end.min(p) {
