@@ -338,14 +338,21 @@ pub(crate) fn resolve_offsets(
     compute_sets: &mut [ComputeSet],
     exchanges: &mut [Exchange],
 ) -> Result<(), CompileError> {
+    // (tile, byte offset) of every slice, dense, for the searches below.
+    let slices: Vec<Vec<(u32, u64)>> = tensors
+        .iter()
+        .map(|t| t.slices.iter().map(|s| (s.tile, s.offset as u64)).collect())
+        .collect();
     let base = |t: TensorId, tile: u32| -> Result<u64, CompileError> {
-        let tensor = &tensors[t.0 as usize];
-        tensor
-            .slice_on(tile)
-            .map(|s| s.offset as u64)
-            .ok_or_else(|| CompileError::Verify {
+        let list = &slices[t.0 as usize];
+        list.binary_search_by_key(&tile, |s| s.0)
+            .map(|i| list[i].1)
+            .map_err(|_| CompileError::Verify {
                 pass: "offset resolution",
-                message: format!("tensor '{}' has no slice on tile {tile}", tensor.name),
+                message: format!(
+                    "tensor '{}' has no slice on tile {tile}",
+                    tensors[t.0 as usize].name
+                ),
             })
     };
     let add = |off: u32, b: u64, what: &str| -> Result<u32, CompileError> {

@@ -30,7 +30,12 @@ pub(crate) fn lowered(target: &Target, low: &Lowered) -> Result<(), CompileError
     for t in &low.tensors {
         check_mapping(target, t).map_err(|m| fail(PASS, m))?;
     }
-    // Bytes of every slice, in slice order.
+    // Tiles and bytes of every slice, in slice order (dense, for the searches below).
+    let tiles: Vec<Vec<u32>> = low
+        .tensors
+        .iter()
+        .map(|t| t.slices.iter().map(|s| s.tile).collect())
+        .collect();
     let sizes: Vec<Vec<u64>> = low
         .tensors
         .iter()
@@ -46,9 +51,8 @@ pub(crate) fn lowered(target: &Target, low: &Lowered) -> Result<(), CompileError
             .tensors
             .get(t.0 as usize)
             .ok_or_else(|| format!("unknown tensor {}", t.0))?;
-        let si = tensor
-            .slices
-            .binary_search_by_key(&tile, |s| s.tile)
+        let si = tiles[t.0 as usize]
+            .binary_search(&tile)
             .map_err(|_| format!("tensor '{}' has no elements on tile {tile}", tensor.name))?;
         let size = sizes[t.0 as usize][si];
         if off + bytes > size {
