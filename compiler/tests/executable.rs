@@ -266,3 +266,44 @@ fn every_op_and_awkward_shapes_compile() {
         assert!(exe.value("bmt").unwrap().tensor.is_some());
     }
 }
+
+/// The flagship MLP's real training step (the training transform of `ipusim-ir`) compiles on
+/// mk2 and mk1 in all three precisions, with every weight and optimizer state updated in
+/// place.
+#[test]
+fn flagship_training_step_from_the_transform() {
+    use ipusim_ir::training::prepare;
+    use ipusim_ir::{Optimizer, Precision, TrainingSpec};
+    let mut p = flagship_forward();
+    p.training = Some(TrainingSpec {
+        loss: "loss".into(),
+        optimizer: Optimizer::Momentum {
+            learning_rate: 0.05,
+            momentum: 0.9,
+        },
+        loss_scaling: 128.0,
+        precision: Precision::P16_32,
+        gradient_accumulation: 2,
+        accumulation_dtype: None,
+    });
+    for precision in Precision::ALL {
+        let step = prepare(&p, Some(precision), false).unwrap();
+        for target in [Target::mk2(), Target::mk1()] {
+            let opts = CompileOptions {
+                gradient_accumulation: step.gradient_accumulation,
+                device_iterations: step.device_iterations,
+                ..CompileOptions::default()
+            };
+            let exe = compile(&step.graph, &target, &opts).unwrap();
+            check_addresses(&exe);
+            assert!(!exe.memory.oom, "{precision} on {}", target.name);
+            assert!(
+                exe.exchanges
+                    .iter()
+                    .all(|x| !x.name.ends_with("assign/exchange")),
+                "{precision} on {}: an Assign was not done in place",
+                target.name
+            );
+        }
+    }
+}

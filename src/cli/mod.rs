@@ -6,6 +6,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod check;
+pub mod compile;
 pub mod fp;
 
 /// Exit code for success.
@@ -29,6 +30,9 @@ enum Command {
     /// Validate a program file and print a summary: ops, parameters, streams, training,
     /// numerical lint warnings.
     Check(check::CheckArgs),
+    /// Compile a program's training step for a target (mk2, mk1 or a target file) and print
+    /// its static cycle report; exit 2 when it does not fit in tile memory.
+    Compile(compile::CompileArgs),
     /// Evaluate FP16/FP32 expressions with IPU arithmetic (rounding, overflow, flags).
     Fp(fp::FpArgs),
 }
@@ -45,6 +49,7 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Check(args) => check::run(&args),
+        Command::Compile(args) => compile::run(&args),
         Command::Fp(args) => fp::run(args),
     }
 }

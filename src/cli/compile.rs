@@ -1,0 +1,164 @@
+//! `ipusim compile PROGRAM [--target mk2|mk1|FILE] [--precision 16.16|16.32|32.32]
+//! [--partials float|half] [--json] [-o REPORT] [--dump ir|tiles|program]`: compile a program's
+//! training step for a target and print its static cycle report.
+//!
+//! The program is loaded and validated (`ipusim_ir::text::load_program`), turned into one
+//! training step (`ipusim_ir::training::prepare`, with the precision override), and compiled
+//! (`ipusim_compiler::compile`). The report is the readable text (units in every header) or,
+//! with `--json`, the JSON contract of [`ipusim_compiler::CompileReport`]; it goes to stdout,
+//! or to `REPORT` with `-o` (written whole or not at all). `--dump` prints a stage (repeatable)
+//! to stdout, or to stderr when stdout carries the JSON report.
+//!
+//! Exit codes: 0 when the program fits in memory, 2 when it does not (the full report is
+//! still printed or written), 1 for any other error (one message on stderr).
+
+use super::{EXIT_ERROR, EXIT_OK};
+use clap::{Args, ValueEnum};
+use ipusim_compiler::{compile, dump, CompileOptions, CompileReport, PartialsType, Target};
+use ipusim_ir::text::load_program;
+use ipusim_ir::training::prepare;
+use ipusim_ir::Precision;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Exit code when the program does not fit in tile memory (the report is still produced).
+pub const EXIT_OOM: i32 = 2;
+
+/// A stage `--dump` can print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Stage {
+    /// The training-step graph as compiled.
+    Ir,
+    /// Every tensor's tile mapping and the bytes of every tile.
+    Tiles,
+    /// The program tree with compute sets and exchanges.
+    Program,
+}
+
+/// Arguments of `ipusim compile`.
+#[derive(Args, Debug)]
+pub struct CompileArgs {
+    /// The program file (RON, see docs/program-format.md).
+    pub program: PathBuf,
+    /// The chip: `mk2`, `mk1`, or a target RON file (a preset `base` with overridden fields).
+    #[arg(long, default_value = "mk2")]
+    pub target: String,
+    /// Precision policy, overriding the program's: 16.16, 16.32 or 32.32.
+    #[arg(long, value_parser = parse_precision)]
+    pub precision: Option<Precision>,
+    /// Matmul and reduction partials type: float or half.
+    #[arg(long, default_value = "float", value_parser = parse_partials)]
+    pub partials: PartialsType,
+    /// Print the JSON report instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the report to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "REPORT")]
+    pub output: Option<PathBuf>,
+    /// Print a compilation stage (repeatable).
+    #[arg(long, value_enum)]
+    pub dump: Vec<Stage>,
+}
+
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    s.parse()
+}
+
+fn parse_partials(s: &str) -> Result<PartialsType, String> {
+    s.parse()
+}
+
+/// Runs `ipusim compile`; returns the exit code.
+pub fn run(args: &CompileArgs) -> i32 {
+    match compile_program(args) {
+        Ok(code) => code,
+        Err(message) => {
+            emit(&mut std::io::stderr(), &format!("{message}\n"));
+            EXIT_ERROR
+        }
+    }
+}
+
+fn compile_program(args: &CompileArgs) -> Result<i32, String> {
+    let program = load_program(&args.program).map_err(|e| e.to_string())?;
+    let file = args.program.display();
+    let step = prepare(&program, args.precision, false)
+        .map_err(|e| format!("{file}: error: cannot build the training step: {e}"))?;
+    let target = Target::from_name_or_file(&args.target).map_err(|e| format!("error: {e}"))?;
+    let options = CompileOptions {
+        partials_type: args.partials,
+        gradient_accumulation: step.gradient_accumulation.max(1),
+        device_iterations: step.device_iterations.max(1),
+        ..CompileOptions::default()
+    };
+    // Dumps share stdout with the text report; they go to stderr when stdout is JSON.
+    let dumps_to_stderr = args.json && args.output.is_none();
+    let print_dump = |text: &str| {
+        if dumps_to_stderr {
+            emit(&mut std::io::stderr(), text);
+        } else {
+            emit(&mut std::io::stdout(), text);
+        }
+    };
+    if args.dump.contains(&Stage::Ir) {
+        print_dump(&dump::ir(&step.graph));
+    }
+    let exe = compile(&step.graph, &target, &options).map_err(|e| {
+        format!(
+            "{file}: error: cannot compile for target '{}': {e}",
+            target.name
+        )
+    })?;
+    if args.dump.contains(&Stage::Tiles) {
+        print_dump(&dump::tiles(&exe));
+    }
+    if args.dump.contains(&Stage::Program) {
+        print_dump(&dump::program(&exe));
+    }
+    let precision = step
+        .precision
+        .or(args.precision)
+        .map_or_else(|| "none".to_string(), |p| p.to_string());
+    let report = CompileReport::new(&program.name, &precision, &exe);
+    let text = if args.json {
+        serde_json::to_string_pretty(&report).map_err(|e| format!("error: {e}"))? + "\n"
+    } else {
+        report.to_text()
+    };
+    match &args.output {
+        Some(path) => write_whole(path, &text)?,
+        None => emit(&mut std::io::stdout(), &text),
+    }
+    if exe.memory.oom {
+        emit(
+            &mut std::io::stderr(),
+            &format!(
+                "{file}: out of memory on {} of {} tiles (max tile {} bytes, capacity {} bytes)\n",
+                exe.memory.oom_tiles.len(),
+                target.tiles,
+                exe.memory.max_tile_bytes,
+                exe.memory.bytes_per_tile_capacity
+            ),
+        );
+        return Ok(EXIT_OOM);
+    }
+    Ok(EXIT_OK)
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory, so a failure never
+/// leaves a truncated report.
+fn write_whole(path: &Path, text: &str) -> Result<(), String> {
+    let tmp = path.with_extension("ipusim-tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("error: cannot write the report to {}: {e}", path.display())
+        })
+}
+
+/// Writes `text`, ignoring a closed pipe (`ipusim compile ... | head` must not panic).
+fn emit(w: &mut impl Write, text: &str) {
+    let _ = w.write_all(text.as_bytes());
+    let _ = w.flush();
+}

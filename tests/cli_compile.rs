@@ -1,0 +1,268 @@
+//! `ipusim compile` through the built binary: the text and JSON reports, the JSON contract's
+//! field names, targets, dumps, and the exit codes 0 / 2 (out of memory, full report) / 1.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn ipusim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ipusim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A fresh directory for one test.
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ipusim-compile-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The worked example of docs/program-format.md (the digits MLP, 16.32).
+fn docs_example(dir: &Path) -> PathBuf {
+    let doc = include_str!("../docs/program-format.md");
+    let body = &doc[doc.find("```ron example").unwrap()..];
+    let body = &body[body.find('\n').unwrap() + 1..];
+    let example = &body[..body.find("```").unwrap()];
+    let path = dir.join("mlp_digits.ron");
+    std::fs::write(&path, example).unwrap();
+    path
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
+}
+
+#[test]
+fn text_report_has_units_and_categories() {
+    let dir = scratch("text");
+    let p = docs_example(&dir);
+    let o = ipusim(&["compile", p.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(
+        out.contains("ipusim compile: mlp_digits on mk2 (1472 tiles"),
+        "{out}"
+    );
+    assert!(out.contains("precision 16.32"), "{out}");
+    assert!(out.contains("Total: "), "{out}");
+    for header in [
+        "cycles",
+        "share (%)",
+        "cycles (total)",
+        "bytes (all tiles)",
+        "Memory (bytes)",
+    ] {
+        assert!(out.contains(header), "missing header '{header}': {out}");
+    }
+    for category in ["OnTileExecute", "DoExchange", "Sync", "StreamCopy"] {
+        assert!(out.contains(category), "{out}");
+    }
+    assert!(out.contains("Fits in memory."), "{out}");
+}
+
+#[test]
+fn json_contract_fields_and_sums() {
+    let dir = scratch("json");
+    let p = docs_example(&dir);
+    for target in ["mk2", "mk1"] {
+        for precision in ["16.16", "16.32", "32.32"] {
+            let o = ipusim(&[
+                "compile",
+                p.to_str().unwrap(),
+                "--json",
+                "--target",
+                target,
+                "--precision",
+                precision,
+            ]);
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+            let v = json(&o);
+            assert_eq!(v["program"], "mlp_digits");
+            assert_eq!(v["precision"], precision);
+            assert_eq!(v["target"]["name"], target);
+            for f in ["tiles", "bytes_per_tile", "clock_hz"] {
+                assert!(v["target"][f].as_u64().unwrap() > 0, "target.{f}");
+            }
+            let c = &v["categories"];
+            let sum: u64 = ["OnTileExecute", "DoExchange", "Sync", "StreamCopy"]
+                .iter()
+                .map(|k| c[k].as_u64().unwrap())
+                .sum();
+            assert_eq!(sum, v["total_cycles"].as_u64().unwrap());
+            let sets = v["compute_sets"].as_array().unwrap();
+            assert!(!sets.is_empty());
+            for cs in sets {
+                assert!(
+                    cs["name"].is_string() && cs["cycles"].is_u64() && cs["tiles_used"].is_u64()
+                );
+            }
+            let b = v["tile_balance"].as_f64().unwrap();
+            assert!(b > 0.0 && b <= 1.0);
+            let m = &v["memory"];
+            for f in ["bytes_per_tile_capacity", "max_tile_bytes", "total_bytes"] {
+                assert!(m[f].as_u64().unwrap() > 0, "memory.{f}");
+            }
+            assert_eq!(m["oom"], false);
+            assert!(m["oom_tiles"].as_array().unwrap().is_empty());
+        }
+    }
+}
+
+#[test]
+fn out_of_memory_exits_2_with_a_full_report() {
+    let dir = scratch("oom");
+    let p = docs_example(&dir);
+    let t = dir.join("tiny.ron");
+    std::fs::write(&t, "(base: \"mk1\", tiles: 2, bytes_per_tile: 4096)").unwrap();
+    let report = dir.join("report.json");
+    let o = ipusim(&[
+        "compile",
+        p.to_str().unwrap(),
+        "--target",
+        t.to_str().unwrap(),
+        "--json",
+        "-o",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("out of memory"), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(v["memory"]["oom"], true);
+    assert!(!v["memory"]["oom_tiles"].as_array().unwrap().is_empty());
+    assert!(!v["memory"]["worst_tiles"].as_array().unwrap().is_empty());
+    assert!(v["total_cycles"].as_u64().unwrap() > 0);
+    assert_eq!(v["target"]["tiles"], 2);
+    // The text report says so too.
+    let o = ipusim(&[
+        "compile",
+        p.to_str().unwrap(),
+        "--target",
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stdout(&o).contains("OUT OF MEMORY on 2 tile(s)"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn dumps_print_each_stage() {
+    let dir = scratch("dump");
+    let p = docs_example(&dir);
+    let o = ipusim(&[
+        "compile",
+        p.to_str().unwrap(),
+        "--dump",
+        "ir",
+        "--dump",
+        "tiles",
+        "--dump",
+        "program",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for stage in [
+        "== ir ==",
+        "== tiles ==",
+        "== program ==",
+        "Repeat x",
+        "Execute '",
+        "MatMul(",
+    ] {
+        assert!(out.contains(stage), "missing '{stage}'");
+    }
+    // With JSON on stdout the dumps go to stderr.
+    let o = ipusim(&[
+        "compile",
+        p.to_str().unwrap(),
+        "--json",
+        "--dump",
+        "program",
+    ]);
+    assert!(stderr(&o).contains("== program =="));
+    json(&o);
+}
+
+#[test]
+fn errors_exit_1_with_one_message() {
+    let dir = scratch("errors");
+    let p = docs_example(&dir);
+    let o = ipusim(&["compile", "no/such/program.ron"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no/such/program.ron"), "{}", stderr(&o));
+    let o = ipusim(&["compile", "tests/programs/broken/type_mismatch.ron"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("type_mismatch.ron:"), "{}", stderr(&o));
+    let bad = dir.join("bad_target.ron");
+    std::fs::write(&bad, "(base: \"mk2\",\n tiles: 0)").unwrap();
+    let o = ipusim(&[
+        "compile",
+        p.to_str().unwrap(),
+        "--target",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("'tiles'"), "{}", stderr(&o));
+    let typo = dir.join("typo.ron");
+    std::fs::write(&typo, "(base: \"mk2\",\n  tilez: 4)").unwrap();
+    let o = ipusim(&[
+        "compile",
+        p.to_str().unwrap(),
+        "--target",
+        typo.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("typo.ron:2:"), "{}", stderr(&o));
+    let o = ipusim(&["compile", p.to_str().unwrap(), "--precision", "16.8"]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = ipusim(&["compile", p.to_str().unwrap(), "--partials", "double"]);
+    assert_eq!(o.status.code(), Some(1));
+    // An unwritable report path is an error that leaves nothing behind.
+    let o = ipusim(&[
+        "compile",
+        p.to_str().unwrap(),
+        "-o",
+        dir.join("missing/dir/r.txt").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("cannot write the report"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn small_targets_and_partials() {
+    let dir = scratch("small");
+    let p = docs_example(&dir);
+    let t = dir.join("t4.ron");
+    std::fs::write(&t, "(base: \"mk2\", tiles: 4)").unwrap();
+    let o = ipusim(&[
+        "compile",
+        p.to_str().unwrap(),
+        "--target",
+        t.to_str().unwrap(),
+        "--json",
+        "--partials",
+        "half",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["target"]["tiles"], 4);
+    assert_eq!(v["partials"], "half");
+    assert!(v["used_tiles"].as_u64().unwrap() <= 4);
+}
