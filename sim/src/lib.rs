@@ -3,6 +3,7 @@
 //! ([`interp`]), and (to come) tile state, codelets, the BSP engine, cycle accounting, trace
 //! events and the stepping debugger.
 
+pub mod host;
 pub mod init;
 pub mod interp;
 pub mod numerics;
