@@ -18,6 +18,9 @@
 //! - **Program** ([`Program`]): the control tree, with the training step inside
 //!   `Repeat(device_iterations)`, the Step phase inside `Repeat(gradient_accumulation)`
 //!   followed by the Update phase.
+//! - **Initial values** ([`InitialValue`]): the initialiser of every variable and the literal of
+//!   every constant, so that an executable runs without its graph (a Poplar executable
+//!   carries its constant data too).
 //! - **Host streams**, the **memory plan** and the **static cycle estimate**.
 //!
 //! The codelet semantics every vertex follows are in [`crate::codelets`]; the cycle functions
@@ -27,11 +30,11 @@ use crate::codelets::{Codelet, VertexParams};
 use crate::memory::MemoryPlan;
 use crate::options::CompileOptions;
 use crate::target::Target;
-use ipusim_ir::{DType, NodeId, Shape};
+use ipusim_ir::{DType, Init, Literal, NodeId, Shape};
 use serde::{Deserialize, Serialize};
 
 /// Version of the serialised format; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Index of a tensor in [`Executable::tensors`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -69,6 +72,8 @@ pub struct Executable {
     pub exchanges: Vec<Exchange>,
     /// Host streams (infeeds and outfeeds).
     pub streams: Vec<HostStream>,
+    /// The initial contents of every `Variable` and `Constant` tensor, in tensor order.
+    pub initial_values: Vec<InitialValue>,
     /// The control program.
     pub program: Program,
     /// The leaves of the program in program order (a `Repeat` body listed once); liveness
@@ -102,6 +107,26 @@ pub enum TensorKind {
     },
     /// Partial results of a matmul or reduction, in the accumulation type (1-D).
     Partials,
+}
+
+/// What a `Variable` or `Constant` tensor holds before the first run. The simulator
+/// materialises it with `ipusim_sim::init` (the same values the reference interpreter starts
+/// from).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InitialValue {
+    /// The tensor.
+    pub tensor: TensorId,
+    /// Its initialiser or literal.
+    pub source: SourceValue,
+}
+
+/// The IR's description of a source tensor's value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum SourceValue {
+    /// A variable's initialiser.
+    Init(Init),
+    /// A constant's literal.
+    Literal(Literal),
 }
 
 /// A tensor in tile memory.

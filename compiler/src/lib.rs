@@ -30,8 +30,8 @@ pub use options::{CompileOptions, PartialsType};
 pub use report::CompileReport;
 pub use target::Target;
 
-use executable::FORMAT_VERSION;
-use ipusim_ir::Graph;
+use executable::{InitialValue, SourceValue, TensorId, TensorKind, FORMAT_VERSION};
+use ipusim_ir::{Graph, Op};
 
 /// Compiles `graph` for `target`. Out of memory is not an error: see
 /// [`MemoryPlan::oom`].
@@ -64,6 +64,7 @@ pub fn compile(
     for ex in &mut low.exchanges {
         ex.cycles = cycles::exchange_cycles(target, ex);
     }
+    let initial_values = initial_values(graph, &low.tensors);
     let mut exe = Executable {
         format_version: FORMAT_VERSION,
         target: target.clone(),
@@ -73,6 +74,7 @@ pub fn compile(
         compute_sets: low.compute_sets,
         exchanges: low.exchanges,
         streams: low.streams,
+        initial_values,
         program: low.program,
         steps: low.steps,
         memory,
@@ -83,4 +85,25 @@ pub fn compile(
     }
     exe.estimate = cycles::estimate(&exe);
     Ok(exe)
+}
+
+/// The initialiser or literal of every Variable and Constant tensor, from its IR node.
+fn initial_values(graph: &Graph, tensors: &[executable::Tensor]) -> Vec<InitialValue> {
+    tensors
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let source = match (&t.kind, &graph.node(t.node?).op) {
+                (TensorKind::Variable, Op::Variable { init, .. }) => SourceValue::Init(init.clone()),
+                (TensorKind::Constant, Op::Constant { value, .. }) => {
+                    SourceValue::Literal(value.clone())
+                }
+                _ => return None,
+            };
+            Some(InitialValue {
+                tensor: TensorId(i as u32),
+                source,
+            })
+        })
+        .collect()
 }

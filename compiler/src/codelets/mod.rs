@@ -70,8 +70,9 @@ use serde::{Deserialize, Serialize};
 pub enum ReduceOp {
     /// Sum.
     Sum,
-    /// Maximum: `acc = if x > acc { x } else { acc }` (a NaN at `i = 0` stays; later NaNs
-    /// are ignored and set INV).
+    /// Maximum: `acc = maximum(acc, x)`, IEEE 754-2019 `maximum` (a NaN operand gives NaN
+    /// and sets INV; `max(−0, +0) = +0`). It is associative and commutative, so every
+    /// reduction order gives the same bits.
     Max,
 }
 
@@ -87,9 +88,10 @@ pub enum Codelet {
     /// −inf), OFLO (exp).
     Unary { op: UnaryOp, dtype: DType },
     /// Operands `[a, b, out]`; `a`, `b` of `dtype`, `out` of `dtype` (Bool for comparisons);
-    /// params `Map`. `out[j] = a op b` exactly rounded to `dtype`; Max/Min return the larger
-    /// /smaller (`max(a, b) = b > a ? b : a`); comparisons give 1/0 and are false with a NaN
-    /// operand. Flags: INV, DIV0 (Div), OFLO.
+    /// params `Map`. `out[j] = a op b` exactly rounded to `dtype`; Max/Min are IEEE 754-2019
+    /// `maximum`/`minimum` (a NaN operand gives NaN and INV; `max(−0, +0) = +0`,
+    /// `min(−0, +0) = −0`); comparisons give 1/0, are false with a NaN operand and then set
+    /// INV. Flags: INV, DIV0 (Div), OFLO.
     Binary { op: BinaryOp, dtype: DType },
     /// Operands `[a, b, out]`, all `dtype` (f16 or f32); params `Map` with `scale`.
     /// `out[j] = round(a + s·b)` with `s` = `scale` rounded RNE to f32 and a single rounding
@@ -100,14 +102,19 @@ pub enum Codelet {
     /// (bit copy). No flags.
     Select { dtype: DType },
     /// Operands `[in, out]`; params `Map`. `out[j] = convert(in[j])`: float→float exactly
-    /// rounded (f32→f16 with the worker's rounding mode, OFLO on overflow); float→integer
-    /// truncates toward zero and saturates to the integer range, NaN → 0 with INV;
-    /// integer→float rounds RNE; Bool→x gives 0/1; x→Bool gives `x ≠ 0`; integer→integer
-    /// wraps.
+    /// rounded (f32→f16 with the worker's rounding mode, OFLO on overflow; a NaN gives the
+    /// canonical NaN and INV); float→I32 truncates toward zero and saturates to the `i32`
+    /// range with INV when out of range, NaN → −2147483648 with INV (Graphcore's hardware
+    /// test of an FP16 NaN cast, `reference/numerics.md` §2.3); float→U8 converts to I32 that
+    /// way, then saturates to `0..=255` with INV when out of range (so NaN → 0);
+    /// integer→float rounds (I32→f16 with the worker's rounding mode, I32→f32 RNE; U8 is
+    /// exact); Bool→x gives 0/1; x→Bool gives `x ≠ 0` (NaN → 1); I32→U8 keeps the low byte,
+    /// U8→I32 zero-extends.
     Cast { from: DType, to: DType },
     /// Operands `[x, dy, out]`, all `dtype`; params `Map`. `out[j] = dy[j] · f'(x[j])`
-    /// computed exactly from the derivative of the forward activation evaluated in f32 and
-    /// rounded once to `dtype` (Relu: `x > 0 ? dy : 0`). Flags: INV, OFLO.
+    /// evaluated in f64 (the derivative of the forward activation's formula) and rounded
+    /// once to `dtype` (Relu: `x > 0 ? dy : +0`, no rounding). Flags: INV (a NaN operand; for
+    /// Relu a NaN `x`), OFLO.
     ActivationGrad {
         activation: Activation,
         dtype: DType,

@@ -8,9 +8,10 @@
 //! - **Reductions** (`ReduceSum`, `ReduceMean`): for each output element (row-major over the
 //!   kept dimensions) the reduced elements are added sequentially in row-major order over
 //!   the reduced dimensions, in the accumulation type (FP32 for FP16 data: PopLibs reduces
-//!   half data with float partials), starting from the first element; the mean divides the
-//!   sum by the element count in the accumulation type; one rounding to the output type.
-//!   `ReduceMax` compares in the data type, in the same order.
+//!   half data with float partials), starting from the first element; the mean multiplies
+//!   the sum by `s` = `1/n` rounded to f32 (PopLibs' `reduceMean` is a reduction with a
+//!   scale), and one rounding of the exact product gives the output. `ReduceMax` is the
+//!   IEEE 754-2019 `maximum` (NaN propagates, `max(-0, +0) = +0`), in the data type.
 //! - **MatMul**: every batch matrix (row-major over the broadcast batch dimensions) is one
 //!   call of the numerics core's AMP kernel: FP16 inputs with FP32 partials in chunks of
 //!   `AMP_CHUNK` = 16 along `k`, sequential across chunks, then each result rounded once to
@@ -20,18 +21,21 @@
 //!   per row along the axis, `m` = the maximum (sequential), `e_i = exp(x_i - m)`,
 //!   `s = sum e_i` sequentially; softmax `e_i / s`, log-softmax `(x_i - m) - log s`; the
 //!   loss of row `r` is `log s - (x_label - m)`, the rows' losses are summed sequentially
-//!   and the mean divides by the batch size; one rounding to the output type at the end. A
-//!   label outside `[0, classes)` gives a NaN loss and raises INV.
-//! - **ScaledAdd** `a + s*b`: `s` is rounded to the data type, then `t = s*b` and `a + t`
-//!   are two rounded operations (two vertices' worth, as PopLibs' half scaledAdd computes in
-//!   half).
+//!   and the mean multiplies by `1/n` rounded to f32; one rounding to the output type at the
+//!   end. Softmax and log-softmax round each output **once** from the FP32 internals (the
+//!   exact quotient `e_i / s`, the exact difference `(x_i - m) - log s`). A label outside
+//!   `[0, classes)` contributes a loss of 0 (PopLibs encodes labels one-hot, and an
+//!   out-of-range label has an all-zero row), without a flag.
+//! - **ScaledAdd** `a + s*b`: `s` is `scale` rounded to f32 and the exact value is rounded
+//!   once (PopLibs' `scaledAdd` with a float scale; the compiler's `ScaledAdd` codelet).
 //! - **ActivationGrad** `dy * f'(x)` is fused: computed in `f64` from `x` and `dy` and rounded
-//!   once (ReLU's is exact: `dy` where `x > 0`, else 0).
+//!   once (ReLU's is exact: `dy` where `x > 0`, else 0); the numerics core's
+//!   `activation_grad`, shared with the engine.
 
 use super::layout::{broadcast_offsets, broadcast_strides, view_offsets, ReducePlan};
 use super::real::{Cx, Real};
 use crate::numerics::kernels::amp::MatMulShape;
-use crate::numerics::{ArithOp, CompareOp, FpSts, NumericsError, UnaryOp};
+use crate::numerics::{ArithOp, CompareOp, NumericsError, UnaryOp};
 use ipusim_ir::Activation;
 
 /// Offsets of an operand of shape `from` broadcast to `to` (identity when equal).
@@ -85,63 +89,18 @@ pub(crate) fn scaled_add<E: Real>(
     scale: f64,
     cx: &mut Cx,
 ) -> Vec<E> {
-    let s = E::constant(scale, cx);
     let ib = offsets(sb, sa);
     a.iter()
         .zip(&ib)
-        .map(|(&x, &j)| {
-            let t = E::binary(ArithOp::Mul, s, b[j], cx);
-            E::binary(ArithOp::Add, x, t, cx)
-        })
+        .map(|(&x, &j)| E::scaled_add(x, scale, b[j], cx))
         .collect()
-}
-
-/// `√(2/π)` and the cubic coefficient of the tanh-approximated GELU (Hendrycks & Gimpel
-/// 2016), the approximation PopLibs implements.
-const GELU_SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
-const GELU_CUBIC: f64 = 0.044_715;
-
-/// `f'(x)` of an activation, in `f64`.
-fn activation_derivative(act: Activation, x: f64) -> f64 {
-    match act {
-        Activation::Relu => f64::from(u8::from(x > 0.0)),
-        Activation::Sigmoid => {
-            let s = 1.0 / (1.0 + (-x).exp());
-            s * (1.0 - s)
-        }
-        Activation::Tanh => {
-            let t = x.tanh();
-            1.0 - t * t
-        }
-        Activation::Gelu => {
-            let u = GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x);
-            let t = u.tanh();
-            let du = GELU_SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * x * x);
-            0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
-        }
-    }
 }
 
 /// The fused activation gradient `dy * f'(x)`.
 pub(crate) fn activation_grad<E: Real>(act: Activation, x: &[E], dy: &[E], cx: &mut Cx) -> Vec<E> {
     x.iter()
         .zip(dy)
-        .map(|(&x, &g)| match act {
-            Activation::Relu => {
-                if E::compare(CompareOp::Gt, x, E::ZERO, cx) {
-                    g
-                } else {
-                    E::ZERO
-                }
-            }
-            _ => {
-                let (xv, gv) = (x.to_f64(), g.to_f64());
-                if xv.is_nan() || gv.is_nan() {
-                    cx.raise(FpSts::INV);
-                }
-                E::round(gv * activation_derivative(act, xv), cx)
-            }
-        })
+        .map(|(&x, &g)| E::activation_grad(act, x, g, cx))
         .collect()
 }
 
@@ -168,10 +127,10 @@ pub(crate) fn reduce_sum<E: Real>(
                 };
             }
             if mean {
-                let n = <E::Acc as Real>::constant(count as f64, cx);
-                acc = <E::Acc as Real>::binary(ArithOp::Div, acc, n, cx);
+                E::scale_narrow(acc, 1.0 / count as f64, cx)
+            } else {
+                E::narrow(acc, cx)
             }
-            E::narrow(acc, cx)
         })
         .collect()
 }
@@ -273,11 +232,10 @@ pub(crate) fn softmax<E: Real>(
     softmax_rows::<E>(x, dims, axis, cx, |offs, centred, e, s, cx| {
         let log_s = log.then(|| A::<E>::unary(UnaryOp::Log, s, cx));
         for (i, &o) in offs.iter().enumerate() {
-            let y = match log_s {
-                Some(ls) => A::<E>::binary(ArithOp::Sub, centred[i], ls, cx),
-                None => A::<E>::binary(ArithOp::Div, e[i], s, cx),
+            out[o] = match log_s {
+                Some(ls) => E::difference(centred[i], ls, cx),
+                None => E::quotient(e[i], s, cx),
             };
-            out[o] = E::narrow(y, cx);
         }
     });
     out
@@ -303,22 +261,19 @@ pub(crate) fn sparse_softmax_cross_entropy<E: Real>(
                 let log_s = A::<E>::unary(UnaryOp::Log, s, cx);
                 A::<E>::binary(ArithOp::Sub, log_s, centred[l], cx)
             }
-            None => {
-                cx.raise(FpSts::INV);
-                A::<E>::round(f64::NAN, cx)
-            }
+            None => A::<E>::ZERO,
         };
         total = Some(match total {
             None => loss,
             Some(t) => A::<E>::binary(ArithOp::Add, t, loss, cx),
         });
     });
-    let mut total = total.unwrap_or(<E::Acc as Real>::ZERO);
+    let total = total.unwrap_or(<E::Acc as Real>::ZERO);
     if mean {
-        let n = A::<E>::constant(dims[0] as f64, cx);
-        total = A::<E>::binary(ArithOp::Div, total, n, cx);
+        E::scale_narrow(total, 1.0 / dims[0] as f64, cx)
+    } else {
+        E::narrow(total, cx)
     }
-    E::narrow(total, cx)
 }
 
 /// `a[..., m, k] @ b[..., k, n]` with broadcast batch dimensions, into `out` dims.

@@ -20,6 +20,13 @@ use crate::numerics::{
 };
 use crate::tensor::Data;
 use half::f16;
+use ipusim_ir::Activation;
+
+/// A scale attribute (ScaledAdd's, a mean's `1/n`) rounded to nearest even to f32, as the
+/// compiler's vertices hold it.
+pub(crate) fn f32_scale(scale: f64) -> f32 {
+    round::round_f32(scale).0
+}
 
 /// The numerics context of an evaluation: rounding mode, random stream, raised flags.
 #[derive(Debug)]
@@ -108,10 +115,6 @@ pub(crate) trait Real: Elem + PartialOrd {
     /// `x` rounded once to this type with the run's rounding (stochastic for f16 under ESR);
     /// for fused operations computed in `f64`.
     fn round(x: f64, cx: &mut Cx) -> Self;
-    /// `x` rounded to nearest even (constants and attributes such as scales).
-    fn constant(x: f64, cx: &mut Cx) -> Self;
-    /// The exact value.
-    fn to_f64(self) -> f64;
     /// Exact widening to the accumulation type.
     fn widen(self) -> Self::Acc;
     /// Rounds an accumulated value to this type with the run's rounding.
@@ -122,6 +125,18 @@ pub(crate) trait Real: Elem + PartialOrd {
     fn unary(op: UnaryOp, a: Self, cx: &mut Cx) -> Self;
     /// A comparison (INV with NaN operands).
     fn compare(op: CompareOp, a: Self, b: Self, cx: &mut Cx) -> bool;
+    /// `a + s·b` with `s` = `scale` rounded to f32, one rounding of the exact value (exact
+    /// mode: the unrounded scale).
+    fn scaled_add(a: Self, scale: f64, b: Self, cx: &mut Cx) -> Self;
+    /// The activation gradient `dy · f'(x)` of the numerics core.
+    fn activation_grad(act: Activation, x: Self, dy: Self, cx: &mut Cx) -> Self;
+    /// `acc · s` rounded once to this type, `s` = `scale` rounded to f32 (a mean's scale;
+    /// exact mode: the unrounded scale).
+    fn scale_narrow(acc: Self::Acc, scale: f64, cx: &mut Cx) -> Self;
+    /// `x / y` of accumulated values, rounded once to this type.
+    fn quotient(x: Self::Acc, y: Self::Acc, cx: &mut Cx) -> Self;
+    /// `x − y` of accumulated values, rounded once to this type.
+    fn difference(x: Self::Acc, y: Self::Acc, cx: &mut Cx) -> Self;
     /// `a[m×k] · b[k×n]`, row-major, with the AMP conventions of the numerics core.
     fn matmul(
         s: MatMulShape,
@@ -137,13 +152,6 @@ impl Real for f16 {
     fn round(x: f64, cx: &mut Cx) -> f16 {
         let r = cx.rounding().round_f16(x, Tail::Exact);
         cx.keep(r)
-    }
-    fn constant(x: f64, cx: &mut Cx) -> f16 {
-        let r = Rounding::nearest(cx.nanoo).round_f16(x, Tail::Exact);
-        cx.keep(r)
-    }
-    fn to_f64(self) -> f64 {
-        self.to_f64()
     }
     fn widen(self) -> f32 {
         self.to_f32()
@@ -162,6 +170,28 @@ impl Real for f16 {
     }
     fn compare(op: CompareOp, a: f16, b: f16, cx: &mut Cx) -> bool {
         cx.keep(fp16::compare(op, a, b))
+    }
+    fn scaled_add(a: f16, scale: f64, b: f16, cx: &mut Cx) -> f16 {
+        let r = fp16::scaled_add(a, f32_scale(scale), b, &mut cx.rounding());
+        cx.keep(r)
+    }
+    fn activation_grad(act: Activation, x: f16, dy: f16, cx: &mut Cx) -> f16 {
+        let r = fp16::activation_grad(act, x, dy, &mut cx.rounding());
+        cx.keep(r)
+    }
+    fn scale_narrow(acc: f32, scale: f64, cx: &mut Cx) -> f16 {
+        // f32 × f32 is exact in f64: one rounding of the exact product.
+        let exact = f64::from(acc) * f64::from(f32_scale(scale));
+        let r = cx.rounding().round_f16(exact, Tail::Exact);
+        cx.keep(r)
+    }
+    fn quotient(x: f32, y: f32, cx: &mut Cx) -> f16 {
+        let r = fp16::div_wide(f64::from(x), f64::from(y), &mut cx.rounding());
+        cx.keep(r)
+    }
+    fn difference(x: f32, y: f32, cx: &mut Cx) -> f16 {
+        let r = fp16::add_wide(f64::from(x), -f64::from(y), &mut cx.rounding());
+        cx.keep(r)
     }
     fn matmul(
         s: MatMulShape,
@@ -184,12 +214,6 @@ impl Real for f32 {
     fn round(x: f64, cx: &mut Cx) -> f32 {
         cx.keep(round::round_f32(x))
     }
-    fn constant(x: f64, cx: &mut Cx) -> f32 {
-        cx.keep(round::round_f32(x))
-    }
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
     fn widen(self) -> f32 {
         self
     }
@@ -204,6 +228,21 @@ impl Real for f32 {
     }
     fn compare(op: CompareOp, a: f32, b: f32, cx: &mut Cx) -> bool {
         cx.keep(fp32::compare(op, a, b))
+    }
+    fn scaled_add(a: f32, scale: f64, b: f32, cx: &mut Cx) -> f32 {
+        cx.keep(fp32::scaled_add(a, f32_scale(scale), b))
+    }
+    fn activation_grad(act: Activation, x: f32, dy: f32, cx: &mut Cx) -> f32 {
+        cx.keep(fp32::activation_grad(act, x, dy))
+    }
+    fn scale_narrow(acc: f32, scale: f64, cx: &mut Cx) -> f32 {
+        cx.keep(round::round_f32(f64::from(acc) * f64::from(f32_scale(scale))))
+    }
+    fn quotient(x: f32, y: f32, cx: &mut Cx) -> f32 {
+        cx.keep(fp32::div(x, y))
+    }
+    fn difference(x: f32, y: f32, cx: &mut Cx) -> f32 {
+        cx.keep(fp32::sub(x, y))
     }
     fn matmul(
         s: MatMulShape,
@@ -223,12 +262,6 @@ impl Real for f64 {
     const ZERO: f64 = 0.0;
     fn round(x: f64, _: &mut Cx) -> f64 {
         x
-    }
-    fn constant(x: f64, _: &mut Cx) -> f64 {
-        x
-    }
-    fn to_f64(self) -> f64 {
-        self
     }
     fn widen(self) -> f64 {
         self
@@ -251,6 +284,24 @@ impl Real for f64 {
     }
     fn compare(op: CompareOp, a: f64, b: f64, _: &mut Cx) -> bool {
         op.holds(a, b)
+    }
+    fn scaled_add(a: f64, scale: f64, b: f64, _: &mut Cx) -> f64 {
+        a + scale * b
+    }
+    fn activation_grad(act: Activation, x: f64, dy: f64, _: &mut Cx) -> f64 {
+        if act == Activation::Relu {
+            return if x > 0.0 { dy } else { 0.0 };
+        }
+        dy * transcendental::activation_derivative(act, x)
+    }
+    fn scale_narrow(acc: f64, scale: f64, _: &mut Cx) -> f64 {
+        acc * scale
+    }
+    fn quotient(x: f64, y: f64, _: &mut Cx) -> f64 {
+        x / y
+    }
+    fn difference(x: f64, y: f64, _: &mut Cx) -> f64 {
+        x - y
     }
     fn matmul(s: MatMulShape, a: &[f64], b: &[f64], _: &mut Cx) -> Result<Vec<f64>, NumericsError> {
         let mut out = vec![0f64; s.m * s.n];

@@ -5,6 +5,7 @@
 //! How each exact value is obtained:
 //! - `add`, `sub`: exact in `f64` (an FP16 sum spans at most 2^16 down to 2^-24: 41 bits);
 //! - `mul`: exact in `f64` (an 11×11-bit product has at most 22 bits; numerics.md §5.1);
+//! - `scaled_add` (`a + s·b`): `s·b` exact in `f64`, the sum exact with TwoSum;
 //! - `div`, `sqrt`: the `f64` result plus the sign of its exact residual `a − q·b` or
 //!   `a − s²`, computed exactly with an FMA (the residual of a correctly rounded quotient or
 //!   square root is representable), so ties and stochastic thresholds are decided exactly;
@@ -21,11 +22,12 @@
 //! for special operands; `neg`, `abs`, `relu`, `min`, `max` and comparisons do not round.
 
 use half::f16;
+use ipusim_ir::Activation;
 
 use super::exact;
 use super::flags::FpSts;
 use super::ops::{ArithOp, CompareOp, UnaryOp};
-use super::round::{Rounding, Tail, F16_NAN};
+use super::round::{two_sum, Rounding, Tail, F16_NAN};
 use super::transcendental;
 
 /// `a + b`.
@@ -52,8 +54,15 @@ pub fn mul(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
 /// `a / b`; a finite non-zero `a` over zero gives NaN with DIV0 (see the module docs).
 #[inline]
 pub fn div(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
+    div_wide(a.to_f64(), b.to_f64(), r)
+}
+
+/// `x / y` rounded once to FP16, for `x` and `y` that are FP16 or FP32 values (any `f64`
+/// with at most 53 significant bits whose quotient does not underflow `f64`): the quotient
+/// of the FP32 results of a softmax, for instance. Same special cases as [`div`].
+#[inline]
+pub fn div_wide(x: f64, y: f64, r: &mut Rounding) -> (f16, FpSts) {
     let draw = r.draw();
-    let (x, y) = (a.to_f64(), b.to_f64());
     if y == 0.0 && x.is_finite() && x != 0.0 {
         return (F16_NAN, FpSts::DIV0);
     }
@@ -66,6 +75,49 @@ pub fn div(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
         Tail::Exact
     };
     r.round_f16_with(q, tail, draw)
+}
+
+/// `x + y` rounded once to FP16, for any finite or infinite `f64` values (the exact sum is
+/// formed with TwoSum): the difference of two FP32 values in a log-softmax, or an FP16
+/// value plus an exact product in [`scaled_add`]. A NaN operand or `inf − inf` gives NaN
+/// and INV.
+#[inline]
+pub fn add_wide(x: f64, y: f64, r: &mut Rounding) -> (f16, FpSts) {
+    let draw = r.draw();
+    let (hi, lo) = two_sum(x, y);
+    let tail = if hi.is_finite() {
+        Tail::of(lo)
+    } else {
+        Tail::Exact
+    };
+    r.round_f16_with(hi, tail, draw)
+}
+
+/// `a + s·b` with one rounding of the exact value (PopLibs' `scaledAdd` with a float scale
+/// `s`): `s·b` is exact in `f64` (24 × 11 bits) and the sum is exact through TwoSum.
+/// Flags: INV (NaN operands, `inf − inf`, `0 × inf`), OFLO.
+#[inline]
+pub fn scaled_add(a: f16, s: f32, b: f16, r: &mut Rounding) -> (f16, FpSts) {
+    add_wide(a.to_f64(), f64::from(s) * b.to_f64(), r)
+}
+
+/// The activation gradient `dy · f'(x)`: ReLU passes `dy` where `x > 0` and gives `+0`
+/// elsewhere (no rounding, INV when `x` is NaN); the others evaluate `dy · f'(x)` in `f64`
+/// ([`transcendental::activation_derivative`]) and round it once (INV for a NaN operand).
+#[inline]
+pub fn activation_grad(act: Activation, x: f16, dy: f16, r: &mut Rounding) -> (f16, FpSts) {
+    if act == Activation::Relu {
+        let (positive, flags) = compare(CompareOp::Gt, x, f16::ZERO);
+        return (if positive { dy } else { f16::ZERO }, flags);
+    }
+    let (xv, gv) = (x.to_f64(), dy.to_f64());
+    let nan = if xv.is_nan() || gv.is_nan() {
+        FpSts::INV
+    } else {
+        FpSts::empty()
+    };
+    let (v, f) = r.round_f16(gv * transcendental::activation_derivative(act, xv), Tail::Exact);
+    (v, f | nan)
 }
 
 /// `√a`, correctly rounded; `sqrt(-0) = -0`.

@@ -13,6 +13,8 @@
 //! any NaN operand) give the canonical NaN `0x7fc00000` and INV. Elementary functions are
 //! computed in `f64` and rounded once (module `transcendental`).
 
+use ipusim_ir::Activation;
+
 use super::exact;
 use super::flags::FpSts;
 use super::ops::{ArithOp, CompareOp, UnaryOp};
@@ -54,6 +56,31 @@ pub fn mul(a: f32, b: f32) -> (f32, FpSts) {
 #[inline]
 pub fn fma(a: f32, b: f32, c: f32) -> (f32, FpSts) {
     flagged(a.mul_add(b, c), &[a, b, c])
+}
+
+/// `a + s·b` with one rounding (a fused multiply-add; PopLibs' `scaledAdd`).
+#[inline]
+pub fn scaled_add(a: f32, s: f32, b: f32) -> (f32, FpSts) {
+    fma(s, b, a)
+}
+
+/// The activation gradient `dy · f'(x)`: ReLU passes `dy` where `x > 0` and gives `+0`
+/// elsewhere (INV when `x` is NaN); the others evaluate `dy · f'(x)` in `f64` and round it
+/// once to FP32 (INV for a NaN operand).
+#[inline]
+pub fn activation_grad(act: Activation, x: f32, dy: f32) -> (f32, FpSts) {
+    if act == Activation::Relu {
+        let (positive, flags) = compare(CompareOp::Gt, x, 0.0);
+        return (if positive { dy } else { 0.0 }, flags);
+    }
+    let (xv, gv) = (f64::from(x), f64::from(dy));
+    let nan = if xv.is_nan() || gv.is_nan() {
+        FpSts::INV
+    } else {
+        FpSts::empty()
+    };
+    let (v, f) = round_f32(gv * transcendental::activation_derivative(act, xv));
+    (v, f | nan)
 }
 
 /// `a / b`; a finite non-zero `a` over zero gives ±inf with DIV0.

@@ -237,6 +237,15 @@ pub(crate) fn round_magnitude(mag: f64, tail: Tail, draw: Option<u32>) -> u32 {
     (((e + 14) as u32) << 10) + i + u32::from(up)
 }
 
+/// The exact value `x + y` of two `f64` numbers as `hi` plus the error term `lo` (TwoSum,
+/// Knuth: `hi + lo == x + y` exactly for finite values); `Tail::of(lo)` is its tail.
+#[inline(always)]
+pub(crate) fn two_sum(x: f64, y: f64) -> (f64, f64) {
+    let hi = x + y;
+    let yy = hi - x;
+    (hi, (x - (hi - yy)) + (y - yy))
+}
+
 /// Rounds the value `x` (exact, or the `f64` result of a transcendental function) once to
 /// FP32, nearest even: a finite `x` that overflows gives ±inf with OFLO; NaN gives the
 /// canonical NaN with INV.

@@ -15,11 +15,38 @@
 //! `exp(-inf) = +0`, `tanh(±inf) = ±1`, `sigmoid(+inf) = 1`, `sigmoid(-inf) = +0`,
 //! `gelu(+inf) = +inf`, `gelu(-inf) = -0`, all without flags.
 
+use ipusim_ir::Activation;
+
 use super::flags::FpSts;
 use super::ops::UnaryOp;
 
 /// `√(2/π)`, the GELU tanh-approximation constant (Hendrycks & Gimpel 2016, eq. for GELU).
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+/// The cubic coefficient of the tanh-approximated GELU (Hendrycks & Gimpel 2016), the
+/// approximation PopLibs implements.
+const GELU_CUBIC: f64 = 0.044_715;
+
+/// `f'(x)` of an activation, in `f64` (the derivative of the forward function as defined
+/// here; the activation gradients of the interpreter and the engine both use it).
+pub(crate) fn activation_derivative(act: Activation, x: f64) -> f64 {
+    match act {
+        Activation::Relu => f64::from(u8::from(x > 0.0)),
+        Activation::Sigmoid => {
+            let s = 1.0 / (1.0 + (-x).exp());
+            s * (1.0 - s)
+        }
+        Activation::Tanh => {
+            let t = x.tanh();
+            1.0 - t * t
+        }
+        Activation::Gelu => {
+            let u = SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x);
+            let t = u.tanh();
+            let du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * x * x);
+            0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+        }
+    }
+}
 
 /// Evaluates the unary operation `op` at `x` in `f64`. Returns the `f64` value (NaN for an
 /// invalid operation) and the flags the operation itself raised. FP16 square roots do not
@@ -79,7 +106,7 @@ fn gelu(x: f64) -> f64 {
     if x.is_infinite() {
         return if x > 0.0 { x } else { -0.0 };
     }
-    let u = SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x);
+    let u = SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x);
     if x < 0.0 {
         // u < 0 and 1 + tanh(u) cancels; use 1 + tanh(u) = 2e^{2u} / (1 + e^{2u}) instead.
         let e = (2.0 * u).exp();

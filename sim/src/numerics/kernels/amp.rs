@@ -52,7 +52,7 @@ use half::slice::HalfFloatSliceExt;
 use crate::numerics::error::{check_len, NumericsError};
 use crate::numerics::flags::FpSts;
 use crate::numerics::fp32;
-use crate::numerics::round::{Rounding, Tail};
+use crate::numerics::round::{two_sum, Rounding, Tail};
 use crate::numerics::simd::simd_dispatch;
 
 use super::lanes;
@@ -130,6 +130,20 @@ pub fn amp_matmul_f16_partials(
         Partials::F16(out, r),
         chunk,
     )
+}
+
+/// [`amp_matmul_f16_partials`] with the FP16 inputs already widened (exactly) to f32, for
+/// callers that widen an operand once and reuse it.
+pub fn amp_matmul_f16_partials_widened(
+    shape: MatMulShape,
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f16],
+    chunk: usize,
+    r: &mut Rounding,
+) -> Result<FpSts, NumericsError> {
+    shape.check("amp_matmul_f16_partials_widened", a.len(), b.len(), out.len(), chunk)?;
+    Ok(matmul(shape, a, b, Partials::F16(out, r), chunk))
 }
 
 /// Checks the arguments, widens the FP16 inputs (exactly) and runs the product.
@@ -235,7 +249,7 @@ fn matmul(shape: MatMulShape, a: &[f32], b: &[f32], mut partials: Partials, chun
         Partials::F16(out, _) => out.iter().all(|h| h.is_finite()),
     };
     if !(all_finite(a) && all_finite(b) && partials_finite) {
-        return reference(shape, a, b, partials, chunk, 0..m);
+        return reference(shape, a, b, partials, chunk, 0..m, FpSts::empty()).0;
     }
     let mut flags = FpSts::empty();
     let mut sums = vec![0f32; n];
@@ -266,7 +280,16 @@ fn matmul(shape: MatMulShape, a: &[f32], b: &[f32], mut partials: Partials, chun
             if !all_finite(row) {
                 // Overflow (possible with FP32 inputs): redo the row with exact flags.
                 row.copy_from_slice(&saved);
-                flags |= reference(shape, a, b, Partials::F32(out), chunk, i..i + 1);
+                flags |= reference(
+                    shape,
+                    a,
+                    b,
+                    Partials::F32(out),
+                    chunk,
+                    i..i + 1,
+                    FpSts::empty(),
+                )
+                .0;
             }
         }
     }
@@ -290,15 +313,6 @@ fn chunk_sums_body(a: &[f32], b: &[f32], sums: &mut [f32]) {
             *s = av.mul_add(*bv, *s);
         }
     }
-}
-
-/// The exact value `x + y` of two `f64` numbers as `hi` plus the tail of `lo` (TwoSum,
-/// Knuth: `hi + lo == x + y` exactly for finite values).
-#[inline(always)]
-fn two_sum(x: f64, y: f64) -> (f64, f64) {
-    let hi = x + y;
-    let yy = hi - x;
-    (hi, (x - (hi - yy)) + (y - yy))
 }
 
 /// One FP16 partial write: the exact value `p + s`, rounded once to FP16 (one draw).
@@ -385,8 +399,63 @@ fn write_row_body(p: &mut [f16], old: &[f32], s: &[f32], draws: Option<&[u32]>) 
     slow
 }
 
+/// The first operation of an AMP product that raised a flag of a mask: where it happened
+/// and the values involved (see [`first_fault_f32_partials`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AmpFault {
+    /// Output row.
+    pub row: usize,
+    /// Output column.
+    pub col: usize,
+    /// The reduction channel of the product or multiply-add that raised it, or `None` when
+    /// the partial write (`P + s`) raised it.
+    pub channel: Option<usize>,
+    /// `a[row, channel]` (or of the chunk's last channel for a partial write).
+    pub a: f32,
+    /// `b[channel, col]` (idem).
+    pub b: f32,
+    /// The chunk sum `s` before the operation (the chunk sum written, for a partial write).
+    pub chunk_sum: f32,
+    /// The partial `P` before the operation.
+    pub partial: f64,
+    /// The operation's result.
+    pub result: f64,
+    /// The flags it raised.
+    pub flags: FpSts,
+}
+
+/// Replays `out += a · b` (FP32 inputs, FP32 partials) in the order of the module docs and
+/// stops at the first operation that raises a flag in `mask`, returning it; `out` holds the
+/// partials computed up to there. For explaining a floating-point exception.
+pub fn first_fault_f32_partials(
+    shape: MatMulShape,
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+    chunk: usize,
+    mask: FpSts,
+) -> Result<Option<AmpFault>, NumericsError> {
+    shape.check("first_fault_f32_partials", a.len(), b.len(), out.len(), chunk)?;
+    Ok(reference(shape, a, b, Partials::F32(out), chunk, 0..shape.m, mask).1)
+}
+
+/// [`first_fault_f32_partials`] with FP16 partials rounded with `r` (inputs widened to f32).
+pub fn first_fault_f16_partials(
+    shape: MatMulShape,
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f16],
+    chunk: usize,
+    r: &mut Rounding,
+    mask: FpSts,
+) -> Result<Option<AmpFault>, NumericsError> {
+    shape.check("first_fault_f16_partials", a.len(), b.len(), out.len(), chunk)?;
+    Ok(reference(shape, a, b, Partials::F16(out, r), chunk, 0..shape.m, mask).1)
+}
+
 /// The scalar reference of the order in the module docs, with every operation's flags, for
-/// the rows `rows`.
+/// the rows `rows`; stops at the first operation raising a flag in `mask` (never, for an
+/// empty mask) and returns it.
 fn reference(
     shape: MatMulShape,
     a: &[f32],
@@ -394,36 +463,62 @@ fn reference(
     mut partials: Partials,
     chunk: usize,
     rows: std::ops::Range<usize>,
-) -> FpSts {
+    mask: FpSts,
+) -> (FpSts, Option<AmpFault>) {
     let MatMulShape { k, n, .. } = shape;
     let mut flags = FpSts::empty();
     for i in rows {
         for c0 in (0..k).step_by(chunk) {
             let c1 = (c0 + chunk).min(k);
             for j in 0..n {
+                let partial = match &partials {
+                    Partials::F32(out) => f64::from(out[i * n + j]),
+                    Partials::F16(out, _) => out[i * n + j].to_f64(),
+                };
+                let fault = |channel, s: f32, result: f64, f: FpSts| AmpFault {
+                    row: i,
+                    col: j,
+                    channel,
+                    a: a[i * k + channel.unwrap_or(c1 - 1)],
+                    b: b[channel.unwrap_or(c1 - 1) * n + j],
+                    chunk_sum: s,
+                    partial,
+                    result,
+                    flags: f,
+                };
                 let (mut s, f) = fp32::mul(a[i * k + c0], b[c0 * n + j]);
                 flags |= f;
+                if f.intersects(mask) {
+                    return (flags, Some(fault(Some(c0), 0.0, f64::from(s), f)));
+                }
                 for kk in c0 + 1..c1 {
                     let (v, f) = fp32::fma(a[i * k + kk], b[kk * n + j], s);
-                    s = v;
                     flags |= f;
+                    if f.intersects(mask) {
+                        return (flags, Some(fault(Some(kk), s, f64::from(v), f)));
+                    }
+                    s = v;
                 }
-                flags |= match &mut partials {
+                let (result, f) = match &mut partials {
                     Partials::F32(out) => {
                         let (v, f) = fp32::add(out[i * n + j], s);
                         out[i * n + j] = v;
-                        f
+                        (f64::from(v), f)
                     }
                     Partials::F16(out, r) => {
                         let (v, f) = write_f16(out[i * n + j], s, r);
                         out[i * n + j] = v;
-                        f
+                        (v.to_f64(), f)
                     }
                 };
+                flags |= f;
+                if f.intersects(mask) {
+                    return (flags, Some(fault(None, s, result, f)));
+                }
             }
         }
     }
-    flags
+    (flags, None)
 }
 
 #[cfg(test)]
@@ -481,7 +576,9 @@ mod tests {
                 Partials::F32(&mut slow),
                 chunk,
                 0..shape.m,
-            );
+                FpSts::empty(),
+            )
+            .0;
             assert_eq!((fast, ff), (slow, fs));
             for (sr, nanoo) in [(false, false), (true, false), (true, true)] {
                 // Every seventh partial starts near the top of the range, so that rows mix
@@ -510,7 +607,9 @@ mod tests {
                     Partials::F16(&mut slow, &mut Rounding::new(sr, nanoo, &mut rs)),
                     chunk,
                     0..shape.m,
-                );
+                    FpSts::empty(),
+                )
+                .0;
                 assert_eq!(
                     fast.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
                     slow.iter().map(|x| x.to_bits()).collect::<Vec<_>>()

@@ -1,5 +1,6 @@
-//! Slice kernels for the simulator's hot paths: bulk f32↔f16 conversion ([`convert`]) and
-//! AMP-style dot products and matrix products ([`amp`]). They compute exactly what the
+//! Slice kernels for the simulator's hot paths: bulk f32↔f16 conversion ([`convert`]),
+//! AMP-style dot products and matrix products ([`amp`]) and element-wise operations
+//! ([`map`]). They compute exactly what the
 //! scalar operations of [`super::fp16`], [`super::fp32`] and [`super::cast`] compute, element
 //! by element and draw by draw, without per-element allocation or dynamic dispatch, and
 //! return the OR of the flags raised.
@@ -7,3 +8,4 @@
 pub mod amp;
 pub mod convert;
 mod lanes;
+pub mod map;

@@ -1,0 +1,273 @@
+//! Element-wise slice kernels: unary and binary arithmetic, comparisons, the fused
+//! `a + s·b` and activation gradients over whole slices, and the element loops ([`each`],
+//! [`each2`], [`each3`]) every other element-wise conversion of the simulator runs through.
+//!
+//! Each kernel computes exactly what the scalar operation of [`super::super::fp16`],
+//! [`super::super::fp32`] or [`super::super::cast`] computes for every element, in
+//! ascending element order, and so consumes stochastic-rounding draws element by element
+//! exactly as the scalar operations do (one per rounded FP16 result). The operation is
+//! chosen once per call, outside the element loop, so the loop body is the inlined scalar
+//! operation: no dynamic dispatch and no allocation. Because every element is independent
+//! and draws are taken in order, running a kernel on `src[j..j + 1]` after running it on
+//! `src[..j]` gives the same element `j` and the same draws as one call over the whole
+//! slice: the simulator relies on this to find the first element that raised a trapping
+//! flag.
+
+use half::f16;
+use ipusim_ir::Activation;
+
+use crate::numerics::error::{check_len, NumericsError};
+use crate::numerics::flags::FpSts;
+use crate::numerics::ops::{ArithOp, CompareOp, UnaryOp};
+use crate::numerics::round::Rounding;
+use crate::numerics::{fp16, fp32};
+
+/// `dst[j] = f(src[j])` for every `j`; returns the OR of the flags.
+#[inline(always)]
+pub fn each<A: Copy, O>(src: &[A], dst: &mut [O], mut f: impl FnMut(A) -> (O, FpSts)) -> FpSts {
+    let mut flags = FpSts::empty();
+    for (s, d) in src.iter().zip(dst.iter_mut()) {
+        let (v, fl) = f(*s);
+        *d = v;
+        flags |= fl;
+    }
+    flags
+}
+
+/// `dst[j] = f(a[j], b[j])` for every `j`; returns the OR of the flags.
+#[inline(always)]
+pub fn each2<A: Copy, B: Copy, O>(
+    a: &[A],
+    b: &[B],
+    dst: &mut [O],
+    mut f: impl FnMut(A, B) -> (O, FpSts),
+) -> FpSts {
+    let mut flags = FpSts::empty();
+    for ((x, y), d) in a.iter().zip(b).zip(dst.iter_mut()) {
+        let (v, fl) = f(*x, *y);
+        *d = v;
+        flags |= fl;
+    }
+    flags
+}
+
+/// `dst[j] = f(a[j], b[j], c[j])` for every `j`; returns the OR of the flags.
+#[inline(always)]
+pub fn each3<A: Copy, B: Copy, C: Copy, O>(
+    a: &[A],
+    b: &[B],
+    c: &[C],
+    dst: &mut [O],
+    mut f: impl FnMut(A, B, C) -> (O, FpSts),
+) -> FpSts {
+    let mut flags = FpSts::empty();
+    for (((x, y), z), d) in a.iter().zip(b).zip(c).zip(dst.iter_mut()) {
+        let (v, fl) = f(*x, *y, *z);
+        *d = v;
+        flags |= fl;
+    }
+    flags
+}
+
+/// Checks that every operand has `dst`'s length.
+fn lengths(kernel: &'static str, inputs: &[(&'static str, usize)], dst: usize) -> Result<(), NumericsError> {
+    for &(name, len) in inputs {
+        check_len(kernel, name, dst, len)?;
+    }
+    Ok(())
+}
+
+/// `dst[j] = op(src[j])` in FP16 with the rounding `r`.
+pub fn unary_f16(
+    op: UnaryOp,
+    src: &[f16],
+    dst: &mut [f16],
+    r: &mut Rounding,
+) -> Result<FpSts, NumericsError> {
+    lengths("unary_f16", &[("src", src.len())], dst.len())?;
+    Ok(match op {
+        UnaryOp::Neg => each(src, dst, fp16::neg),
+        UnaryOp::Abs => each(src, dst, fp16::abs),
+        UnaryOp::Relu => each(src, dst, fp16::relu),
+        UnaryOp::Sqrt => each(src, dst, |x| fp16::sqrt(x, r)),
+        UnaryOp::Exp => each(src, dst, |x| fp16::exp(x, r)),
+        UnaryOp::Log => each(src, dst, |x| fp16::log(x, r)),
+        UnaryOp::Tanh => each(src, dst, |x| fp16::tanh(x, r)),
+        UnaryOp::Sigmoid => each(src, dst, |x| fp16::sigmoid(x, r)),
+        UnaryOp::Gelu => each(src, dst, |x| fp16::gelu(x, r)),
+    })
+}
+
+/// `dst[j] = op(src[j])` in FP32.
+pub fn unary_f32(op: UnaryOp, src: &[f32], dst: &mut [f32]) -> Result<FpSts, NumericsError> {
+    lengths("unary_f32", &[("src", src.len())], dst.len())?;
+    Ok(match op {
+        UnaryOp::Neg => each(src, dst, fp32::neg),
+        UnaryOp::Abs => each(src, dst, fp32::abs),
+        UnaryOp::Relu => each(src, dst, fp32::relu),
+        UnaryOp::Sqrt => each(src, dst, fp32::sqrt),
+        UnaryOp::Exp => each(src, dst, fp32::exp),
+        UnaryOp::Log => each(src, dst, fp32::log),
+        UnaryOp::Tanh => each(src, dst, fp32::tanh),
+        UnaryOp::Sigmoid => each(src, dst, fp32::sigmoid),
+        UnaryOp::Gelu => each(src, dst, fp32::gelu),
+    })
+}
+
+/// `dst[j] = a[j] op b[j]` in FP16 with the rounding `r`.
+pub fn binary_f16(
+    op: ArithOp,
+    a: &[f16],
+    b: &[f16],
+    dst: &mut [f16],
+    r: &mut Rounding,
+) -> Result<FpSts, NumericsError> {
+    lengths("binary_f16", &[("a", a.len()), ("b", b.len())], dst.len())?;
+    Ok(match op {
+        ArithOp::Add => each2(a, b, dst, |x, y| fp16::add(x, y, r)),
+        ArithOp::Sub => each2(a, b, dst, |x, y| fp16::sub(x, y, r)),
+        ArithOp::Mul => each2(a, b, dst, |x, y| fp16::mul(x, y, r)),
+        ArithOp::Div => each2(a, b, dst, |x, y| fp16::div(x, y, r)),
+        ArithOp::Min => each2(a, b, dst, fp16::min),
+        ArithOp::Max => each2(a, b, dst, fp16::max),
+    })
+}
+
+/// `dst[j] = a[j] op b[j]` in FP32.
+pub fn binary_f32(op: ArithOp, a: &[f32], b: &[f32], dst: &mut [f32]) -> Result<FpSts, NumericsError> {
+    lengths("binary_f32", &[("a", a.len()), ("b", b.len())], dst.len())?;
+    Ok(match op {
+        ArithOp::Add => each2(a, b, dst, fp32::add),
+        ArithOp::Sub => each2(a, b, dst, fp32::sub),
+        ArithOp::Mul => each2(a, b, dst, fp32::mul),
+        ArithOp::Div => each2(a, b, dst, fp32::div),
+        ArithOp::Min => each2(a, b, dst, fp32::min),
+        ArithOp::Max => each2(a, b, dst, fp32::max),
+    })
+}
+
+/// `dst[j] = (a[j] op b[j]) as u8` (a Bool byte, 1 or 0) for FP16 operands; INV for NaN.
+pub fn compare_f16(op: CompareOp, a: &[f16], b: &[f16], dst: &mut [u8]) -> Result<FpSts, NumericsError> {
+    lengths("compare_f16", &[("a", a.len()), ("b", b.len())], dst.len())?;
+    Ok(each2(a, b, dst, |x, y| {
+        let (t, f) = fp16::compare(op, x, y);
+        (u8::from(t), f)
+    }))
+}
+
+/// `dst[j] = (a[j] op b[j]) as u8` (a Bool byte, 1 or 0) for FP32 operands; INV for NaN.
+pub fn compare_f32(op: CompareOp, a: &[f32], b: &[f32], dst: &mut [u8]) -> Result<FpSts, NumericsError> {
+    lengths("compare_f32", &[("a", a.len()), ("b", b.len())], dst.len())?;
+    Ok(each2(a, b, dst, |x, y| {
+        let (t, f) = fp32::compare(op, x, y);
+        (u8::from(t), f)
+    }))
+}
+
+/// `dst[j] = a[j] + s·b[j]` in FP16, one rounding of the exact value ([`fp16::scaled_add`]).
+pub fn scaled_add_f16(
+    a: &[f16],
+    b: &[f16],
+    s: f32,
+    dst: &mut [f16],
+    r: &mut Rounding,
+) -> Result<FpSts, NumericsError> {
+    lengths("scaled_add_f16", &[("a", a.len()), ("b", b.len())], dst.len())?;
+    Ok(each2(a, b, dst, |x, y| fp16::scaled_add(x, s, y, r)))
+}
+
+/// `dst[j] = a[j] + s·b[j]` in FP32, one rounding (a fused multiply-add).
+pub fn scaled_add_f32(a: &[f32], b: &[f32], s: f32, dst: &mut [f32]) -> Result<FpSts, NumericsError> {
+    lengths("scaled_add_f32", &[("a", a.len()), ("b", b.len())], dst.len())?;
+    Ok(each2(a, b, dst, |x, y| fp32::scaled_add(x, s, y)))
+}
+
+/// `dst[j] = dy[j] · f'(x[j])` in FP16 ([`fp16::activation_grad`]).
+pub fn activation_grad_f16(
+    act: Activation,
+    x: &[f16],
+    dy: &[f16],
+    dst: &mut [f16],
+    r: &mut Rounding,
+) -> Result<FpSts, NumericsError> {
+    lengths("activation_grad_f16", &[("x", x.len()), ("dy", dy.len())], dst.len())?;
+    Ok(each2(x, dy, dst, |x, g| fp16::activation_grad(act, x, g, r)))
+}
+
+/// `dst[j] = dy[j] · f'(x[j])` in FP32 ([`fp32::activation_grad`]).
+pub fn activation_grad_f32(
+    act: Activation,
+    x: &[f32],
+    dy: &[f32],
+    dst: &mut [f32],
+) -> Result<FpSts, NumericsError> {
+    lengths("activation_grad_f32", &[("x", x.len()), ("dy", dy.len())], dst.len())?;
+    Ok(each2(x, dy, dst, |x, g| fp32::activation_grad(act, x, g)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::numerics::rng::SrRng;
+
+    fn halves() -> Vec<f16> {
+        let mut rng = SrRng::new(11, 0, 0);
+        (0..4000).map(|_| f16::from_bits(rng.next_u32() as u16)).collect()
+    }
+
+    #[test]
+    fn slices_equal_scalar_operations_draw_by_draw() {
+        let x = halves();
+        let y: Vec<f16> = x.iter().rev().copied().collect();
+        for sr in [false, true] {
+            let mut ks = SrRng::new(5, 1, 2);
+            let mut ss = ks.clone();
+            let mut out = vec![f16::ZERO; x.len()];
+            let flags = scaled_add_f16(&x, &y, 0.3, &mut out, &mut Rounding::new(sr, false, &mut ks)).unwrap();
+            let mut r = Rounding::new(sr, false, &mut ss);
+            let mut expect = FpSts::empty();
+            for j in 0..x.len() {
+                let (v, f) = fp16::scaled_add(x[j], 0.3, y[j], &mut r);
+                assert_eq!(out[j].to_bits(), v.to_bits(), "{j}");
+                expect |= f;
+            }
+            assert_eq!(flags, expect);
+            assert_eq!(ks, ss);
+        }
+    }
+
+    #[test]
+    fn element_by_element_calls_equal_one_call() {
+        let x = halves();
+        let mut whole_rng = SrRng::new(3, 0, 1);
+        let mut split_rng = whole_rng.clone();
+        let mut whole = vec![f16::ZERO; x.len()];
+        unary_f16(UnaryOp::Exp, &x, &mut whole, &mut Rounding::new(true, false, &mut whole_rng)).unwrap();
+        let mut one = [f16::ZERO];
+        for (j, v) in x.iter().enumerate() {
+            unary_f16(UnaryOp::Exp, std::slice::from_ref(v), &mut one, &mut Rounding::new(true, false, &mut split_rng)).unwrap();
+            assert_eq!(one[0].to_bits(), whole[j].to_bits());
+        }
+        assert_eq!(whole_rng, split_rng);
+    }
+
+    #[test]
+    fn scaled_add_rounds_once() {
+        // 1 + 2^-11 + 2^-24·(0.5): a double rounding (s·b to f16, then the sum) would give
+        // the tie's even neighbour 1; the exact value is just above the tie.
+        let a = f16::ONE;
+        let b = f16::from_f32(2f32.powi(-11));
+        let s = 1.0 + 2f32.powi(-13);
+        let (v, _) = fp16::scaled_add(a, s, b, &mut Rounding::nearest(false));
+        assert_eq!(v.to_bits(), 0x3c01);
+        let mut out = [0f32];
+        scaled_add_f32(&[1.0], &[3.0], 1.0 / 3.0, &mut out).unwrap();
+        assert_eq!(out[0], (1.0f32 / 3.0).mul_add(3.0, 1.0));
+    }
+
+    #[test]
+    fn lengths_are_checked() {
+        let err = binary_f32(ArithOp::Add, &[1.0; 2], &[1.0; 3], &mut [0.0; 2]);
+        assert!(matches!(err, Err(NumericsError::Length { operand: "b", .. })));
+    }
+}
