@@ -94,7 +94,9 @@ fn initial_values(graph: &Graph, tensors: &[executable::Tensor]) -> Vec<InitialV
         .enumerate()
         .filter_map(|(i, t)| {
             let source = match (&t.kind, &graph.node(t.node?).op) {
-                (TensorKind::Variable, Op::Variable { init, .. }) => SourceValue::Init(init.clone()),
+                (TensorKind::Variable, Op::Variable { init, .. }) => {
+                    SourceValue::Init(init.clone())
+                }
                 (TensorKind::Constant, Op::Constant { value, .. }) => {
                     SourceValue::Literal(value.clone())
                 }

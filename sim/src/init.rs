@@ -199,7 +199,7 @@ fn check_finite(params: &[(&str, f64)]) -> Result<(), InitError> {
 }
 
 /// A uniform `f64` in `[0, 1)` from 53 random bits.
-fn unit(rng: &mut SrRng) -> f64 {
+pub(crate) fn unit(rng: &mut SrRng) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 

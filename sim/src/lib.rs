@@ -1,10 +1,20 @@
 //! ipusim-sim: the simulator side of ipusim — IPU numerics ([`numerics`]), host tensor
 //! values ([`tensor`]), initial values ([`init`]), the reference interpreter of a graph
-//! ([`interp`]), and (to come) tile state, codelets, the BSP engine, cycle accounting, trace
-//! events and the stepping debugger.
+//! ([`interp`]), the BSP engine that executes a compiled program with exact values, cycle
+//! accounting and `$FP_STS` flags ([`engine`], with the codelets' value semantics in
+//! `codelets`), execution traces ([`trace`]), the stepping debugger ([`debugger`]), and the
+//! host side of streams ([`host`], [`feeds`]).
 
+mod codelets;
+pub mod display;
+pub mod engine;
+pub mod feeds;
 pub mod host;
 pub mod init;
 pub mod interp;
+pub mod launch;
 pub mod numerics;
 pub mod tensor;
+pub mod trace;
+
+pub use engine::{Engine, EngineError, EngineOptions, RunSummary};

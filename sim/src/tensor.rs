@@ -227,6 +227,76 @@ impl Tensor {
         }
     }
 
+    /// The elements as the IPU stores them: row-major, little-endian, FP16 as its bit
+    /// pattern, Bool as one byte 0/1 — the bytes of a host stream and of tile memory. Exact-
+    /// mode (`F64`) data is rounded once to nearest even into the dtype first.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match &self.data {
+            Data::F16(v) => v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect(),
+            Data::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::U8(v) => v.clone(),
+            Data::Bool(v) => v.iter().map(|&b| u8::from(b)).collect(),
+            Data::F64(v) => match self.dtype {
+                DType::F16 => v
+                    .iter()
+                    .flat_map(|&x| {
+                        crate::numerics::Rounding::nearest(false)
+                            .round_f16(x, crate::numerics::Tail::Exact)
+                            .0
+                            .to_bits()
+                            .to_le_bytes()
+                    })
+                    .collect(),
+                _ => v
+                    .iter()
+                    .flat_map(|&x| crate::numerics::round::round_f32(x).0.to_le_bytes())
+                    .collect(),
+            },
+        }
+    }
+
+    /// The tensor of `dtype` and `shape` whose IPU bytes are `bytes` (see
+    /// [`Tensor::to_bytes`]); a Bool byte is true when non-zero.
+    pub fn from_bytes(
+        dtype: DType,
+        shape: impl Into<Shape>,
+        bytes: &[u8],
+    ) -> Result<Tensor, TensorError> {
+        let shape = shape.into();
+        let expected = shape.num_elements().saturating_mul(dtype.size_bytes());
+        if bytes.len() != expected {
+            return Err(TensorError::Count {
+                expected: shape.num_elements(),
+                found: bytes.len() / dtype.size_bytes(),
+                shape,
+            });
+        }
+        let data = match dtype {
+            DType::F16 => Data::F16(
+                bytes
+                    .chunks_exact(2)
+                    .map(|b| f16::from_bits(u16::from_le_bytes([b[0], b[1]])))
+                    .collect(),
+            ),
+            DType::F32 => Data::F32(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            ),
+            DType::I32 => Data::I32(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            ),
+            DType::U8 => Data::U8(bytes.to_vec()),
+            DType::Bool => Data::Bool(bytes.iter().map(|&b| b != 0).collect()),
+        };
+        Tensor::new(dtype, shape, data)
+    }
+
     /// The exact-mode elements, if stored as F64.
     pub fn as_f64(&self) -> Option<&[f64]> {
         match &self.data {
@@ -254,5 +324,26 @@ mod tests {
         assert!(Tensor::new(DType::F16, [1], Data::F64(vec![0.5])).is_ok());
         let z = Tensor::zeros(&TensorType::new(DType::Bool, [3]));
         assert_eq!(z.to_f64_vec(), vec![0.0; 3]);
+    }
+
+    #[test]
+    fn bytes_round_trip() {
+        let t = Tensor::f16([2], vec![f16::from_f32(1.5), f16::from_f32(-2.0)]).unwrap();
+        assert_eq!(t.to_bytes(), vec![0x00, 0x3e, 0x00, 0xc0]);
+        assert_eq!(
+            Tensor::from_bytes(DType::F16, [2], &t.to_bytes()).unwrap(),
+            t
+        );
+        let b = Tensor::bool([3], vec![true, false, true]).unwrap();
+        assert_eq!(
+            Tensor::from_bytes(DType::Bool, [3], &b.to_bytes()).unwrap(),
+            b
+        );
+        assert!(Tensor::from_bytes(DType::I32, [2], &[0; 7]).is_err());
+        let x = Tensor::new(DType::F16, [1], Data::F64(vec![0.1])).unwrap();
+        assert_eq!(
+            x.to_bytes(),
+            f16::from_f32(0.1).to_bits().to_le_bytes().to_vec()
+        );
     }
 }

@@ -15,6 +15,7 @@
 
 use super::float;
 use super::real::{Cx, Elem, Real};
+use crate::numerics::int::IntArith;
 use crate::numerics::{cast, ArithOp, CompareOp, FpSts, NumericsError};
 use crate::tensor::{Data, Tensor};
 use half::f16;
@@ -157,46 +158,12 @@ fn float_op<E: Real>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) 
     }
 }
 
-/// Wrapping integer arithmetic of the integer storages.
-trait Int: Elem + Ord {
-    const ZERO: Self;
-    fn arith(op: ArithOp, a: Self, b: Self, cx: &mut Cx) -> Self;
-    fn neg(a: Self) -> Self;
-    fn abs(a: Self) -> Self;
-}
-
-/// `Int` for an integer type; `$abs` is its absolute value.
-macro_rules! int {
-    ($t:ty, $abs:expr) => {
-        impl Int for $t {
-            const ZERO: $t = 0;
-            fn arith(op: ArithOp, a: $t, b: $t, cx: &mut Cx) -> $t {
-                match op {
-                    ArithOp::Add => a.wrapping_add(b),
-                    ArithOp::Sub => a.wrapping_sub(b),
-                    ArithOp::Mul => a.wrapping_mul(b),
-                    ArithOp::Div if b == 0 => {
-                        cx.raise(FpSts::DIV0);
-                        0
-                    }
-                    ArithOp::Div => a.wrapping_div(b),
-                    ArithOp::Min => a.min(b),
-                    ArithOp::Max => a.max(b),
-                }
-            }
-            fn neg(a: $t) -> $t {
-                a.wrapping_neg()
-            }
-            fn abs(a: $t) -> $t {
-                $abs(a)
-            }
-        }
-    };
-}
-int!(i32, i32::wrapping_abs);
-int!(u8, |a: u8| a);
-
-fn int_op<T: Int>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> R<Data> {
+fn int_op<T: IntArith + Elem>(
+    op: &Op,
+    inputs: &[&Tensor],
+    ty: &TensorType,
+    cx: &mut Cx,
+) -> R<Data> {
     use super::layout::{broadcast, ReducePlan};
     let out = ty.shape.dims();
     let x = |i: usize| -> R<Vec<T>> {
@@ -214,7 +181,7 @@ fn int_op<T: Int>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> 
             .iter()
             .map(|&o| {
                 let mut it = plan.inner.iter().map(|&r| v[o + r]);
-                let first = it.next().unwrap_or(T::ZERO);
+                let first = it.next().unwrap_or_default();
                 it.fold(first, &mut *f)
             })
             .collect())
@@ -224,33 +191,26 @@ fn int_op<T: Int>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> 
         return Ok(T::wrap(
             a.into_iter()
                 .zip(b)
-                .map(|(a, b)| T::arith(o, a, b, cx))
+                .map(|(a, b)| keep(cx, T::arith(o, a, b)))
                 .collect(),
         ));
     }
     if let Some(o) = comparison(op) {
         let (a, b) = (x(0)?, x(1)?);
-        let holds = |a: T, b: T| match o {
-            CompareOp::Eq => a == b,
-            CompareOp::Gt => a > b,
-            _ => a < b,
-        };
         return Ok(Data::Bool(
-            a.into_iter().zip(b).map(|(a, b)| holds(a, b)).collect(),
+            a.into_iter()
+                .zip(b)
+                .map(|(a, b)| T::compare(o, a, b))
+                .collect(),
         ));
     }
     let data = match op {
         Op::Neg => T::wrap(arg::<T>(inputs[0])?.iter().map(|&a| T::neg(a)).collect()),
         Op::Abs => T::wrap(arg::<T>(inputs[0])?.iter().map(|&a| T::abs(a)).collect()),
-        Op::Relu => T::wrap(
-            arg::<T>(inputs[0])?
-                .iter()
-                .map(|&a| a.max(T::ZERO))
-                .collect(),
-        ),
-        Op::ReduceSum { axes, .. } => {
-            T::wrap(reduce(axes, &mut |a, b| T::arith(ArithOp::Add, a, b, cx))?)
-        }
+        Op::Relu => T::wrap(arg::<T>(inputs[0])?.iter().map(|&a| T::relu(a)).collect()),
+        Op::ReduceSum { axes, .. } => T::wrap(reduce(axes, &mut |a, b| {
+            keep(cx, T::arith(ArithOp::Add, a, b))
+        })?),
         Op::ReduceMax { axes, .. } => T::wrap(reduce(axes, &mut |a, b| a.max(b))?),
         Op::ArgMax { axis } => {
             let v = arg::<T>(inputs[0])?;
@@ -410,12 +370,7 @@ fn ints(v: impl Iterator<Item = (i32, FpSts)>, to: DType, cx: &mut Cx) -> Data {
     }
     Data::U8(
         v.into_iter()
-            .map(|x| {
-                if !(0..=255).contains(&x) {
-                    cx.raise(FpSts::INV);
-                }
-                x.clamp(0, 255) as u8
-            })
+            .map(|x| keep(cx, cast::i32_to_u8_saturating(x)))
             .collect(),
     )
 }

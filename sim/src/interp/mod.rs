@@ -290,8 +290,7 @@ impl Interpreter {
                     .iter()
                     .map(|&i| lookup(&self.graph, &self.state, &self.constants, &self.values, i))
                     .collect::<Result<Vec<&Tensor>, InterpError>>()?;
-                let data = eval::eval(&node.op, &inputs, &node.ty, &mut self.cx);
-                let flags = self.cx.take_flags();
+                let (result, flags) = eval_op(node, &inputs, &mut self.cx);
                 self.flags |= flags;
                 *self.node_flags.entry(id).or_default() |= flags;
                 let trapped = self.config.trapping(flags);
@@ -302,19 +301,7 @@ impl Interpreter {
                         flags: trapped,
                     });
                 }
-                let eval_error = |message: String| InterpError::Eval {
-                    node: node.name.clone(),
-                    op: node.op.name(),
-                    message,
-                };
-                let data = data.map_err(|f| {
-                    eval_error(match f {
-                        eval::EvalFault::Numerics(e) => e.to_string(),
-                        eval::EvalFault::Storage(s) => s,
-                    })
-                })?;
-                Tensor::new(node.ty.dtype, node.ty.shape.clone(), data)
-                    .map_err(|e| eval_error(format!("internal error: {e}")))?
+                result?
             };
             match &node.op {
                 Op::Assign => pending.push((node.inputs[0], tensor.clone())),
@@ -328,6 +315,79 @@ impl Interpreter {
         self.state.extend(pending);
         Ok(outfeeds)
     }
+}
+
+/// Evaluates `node` on `inputs`; returns the value (or why it failed) and the flags raised.
+fn eval_op(
+    node: &ipusim_ir::Node,
+    inputs: &[&Tensor],
+    cx: &mut Cx,
+) -> (Result<Tensor, InterpError>, FpSts) {
+    let data = eval::eval(&node.op, inputs, &node.ty, cx);
+    let flags = cx.take_flags();
+    let eval_error = |message: String| InterpError::Eval {
+        node: node.name.clone(),
+        op: node.op.name(),
+        message,
+    };
+    let result = data
+        .map_err(|f| {
+            eval_error(match f {
+                eval::EvalFault::Numerics(e) => e.to_string(),
+                eval::EvalFault::Storage(s) => s,
+            })
+        })
+        .and_then(|data| {
+            Tensor::new(node.ty.dtype, node.ty.shape.clone(), data)
+                .map_err(|e| eval_error(format!("internal error: {e}")))
+        });
+    (result, flags)
+}
+
+/// Evaluates the op of node `id` of `graph` on the given input values (in the node's input
+/// order) with IPU numerics under `config` — FP16 results rounded to nearest even, or
+/// stochastically from the stream of (`seed`, tile 0, worker 0) — and returns its value and
+/// the `$FP_STS` flags it raised (exceptions are reported in the flags, not trapped). The
+/// per-op reference of the differential tests. Sources (`Input`, `Variable`, `Constant`)
+/// have no op to evaluate.
+pub fn evaluate_node(
+    graph: &Graph,
+    id: NodeId,
+    inputs: &[&Tensor],
+    config: FpConfig,
+    seed: u64,
+) -> Result<(Tensor, FpSts), InterpError> {
+    let node = graph.node(id);
+    if node.op.is_source() {
+        return Err(InterpError::Graph(format!(
+            "node '{}' is a source ({}): it has no op to evaluate",
+            node.name,
+            node.op.name()
+        )));
+    }
+    if inputs.len() != node.inputs.len() {
+        return Err(InterpError::Graph(format!(
+            "node '{}' has {} inputs, {} values were given",
+            node.name,
+            node.inputs.len(),
+            inputs.len()
+        )));
+    }
+    for (&i, t) in node.inputs.iter().zip(inputs) {
+        let ty = &graph.node(i).ty;
+        if t.dtype() != ty.dtype || t.shape() != &ty.shape {
+            return Err(InterpError::Graph(format!(
+                "input '{}' of node '{}' is {}, the value given is {}",
+                graph.node(i).name,
+                node.name,
+                ty,
+                t.ty()
+            )));
+        }
+    }
+    let mut cx = Cx::new(&config, seed, false);
+    let (result, flags) = eval_op(node, inputs, &mut cx);
+    Ok((result?, flags))
 }
 
 /// The value an input `id` reads.

@@ -236,7 +236,9 @@ impl Real for f32 {
         cx.keep(fp32::activation_grad(act, x, dy))
     }
     fn scale_narrow(acc: f32, scale: f64, cx: &mut Cx) -> f32 {
-        cx.keep(round::round_f32(f64::from(acc) * f64::from(f32_scale(scale))))
+        cx.keep(round::round_f32(
+            f64::from(acc) * f64::from(f32_scale(scale)),
+        ))
     }
     fn quotient(x: f32, y: f32, cx: &mut Cx) -> f32 {
         cx.keep(fp32::div(x, y))

@@ -6,7 +6,8 @@
 //! - f16/f32→i32 truncate toward zero (like TensorFlow's casts). NaN gives `i32::MIN`
 //!   (−2147483648) and INV, as Graphcore's hardware test shows for FP16 (numerics.md §2.3
 //!   \[S18\]); values outside the `i32` range (±inf included) saturate to `i32::MIN`/`MAX`
-//!   and raise INV.
+//!   and raise INV. Float→u8 truncates to i32 that way, then saturates to `0..=255`, raising
+//!   INV when out of range ([`i32_to_u8_saturating`]).
 //! - A NaN input of a float→float cast gives the canonical NaN and INV.
 
 use half::f16;
@@ -44,6 +45,17 @@ pub fn f64_to_i32(x: f64) -> (i32, FpSts) {
         (i32::MAX, FpSts::INV)
     } else {
         (t as i32, FpSts::empty())
+    }
+}
+
+/// i32 → u8 saturating to `0..=255` (INV when out of range): the last step of a float→u8
+/// cast, after truncation to i32 (so NaN, which truncates to `i32::MIN`, gives 0).
+#[inline]
+pub fn i32_to_u8_saturating(x: i32) -> (u8, FpSts) {
+    if (0..=255).contains(&x) {
+        (x as u8, FpSts::empty())
+    } else {
+        (x.clamp(0, 255) as u8, FpSts::INV)
     }
 }
 

@@ -116,7 +116,10 @@ pub fn activation_grad(act: Activation, x: f16, dy: f16, r: &mut Rounding) -> (f
     } else {
         FpSts::empty()
     };
-    let (v, f) = r.round_f16(gv * transcendental::activation_derivative(act, xv), Tail::Exact);
+    let (v, f) = r.round_f16(
+        gv * transcendental::activation_derivative(act, xv),
+        Tail::Exact,
+    );
     (v, f | nan)
 }
 

@@ -41,6 +41,7 @@
 //! - [`round`]: `Rounding` (the context every FP16 operation takes), `Tail`, the FP16/FP32
 //!   rounding cores and the overflow policy.
 //! - [`fp16`], [`fp32`]: scalar operations; [`ops`]: the operation enums.
+//! - [`int`]: wrapping integer arithmetic of I32/U8.
 //! - [`cast`]: conversions; [`decimal`]: correctly rounded decimal literals.
 //! - [`kernels`]: slice kernels (f32→f16 conversion, AMP dot/matmul).
 //! - [`expr`]: the calculator behind `ipusim fp`.
@@ -53,6 +54,7 @@ pub mod expr;
 pub mod flags;
 pub mod fp16;
 pub mod fp32;
+pub mod int;
 pub mod kernels;
 pub mod ops;
 pub mod rng;

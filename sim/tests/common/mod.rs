@@ -93,3 +93,5 @@ impl Gen {
         }
     }
 }
+
+pub mod programs;

@@ -142,7 +142,13 @@ pub fn amp_matmul_f16_partials_widened(
     chunk: usize,
     r: &mut Rounding,
 ) -> Result<FpSts, NumericsError> {
-    shape.check("amp_matmul_f16_partials_widened", a.len(), b.len(), out.len(), chunk)?;
+    shape.check(
+        "amp_matmul_f16_partials_widened",
+        a.len(),
+        b.len(),
+        out.len(),
+        chunk,
+    )?;
     Ok(matmul(shape, a, b, Partials::F16(out, r), chunk))
 }
 
@@ -435,7 +441,13 @@ pub fn first_fault_f32_partials(
     chunk: usize,
     mask: FpSts,
 ) -> Result<Option<AmpFault>, NumericsError> {
-    shape.check("first_fault_f32_partials", a.len(), b.len(), out.len(), chunk)?;
+    shape.check(
+        "first_fault_f32_partials",
+        a.len(),
+        b.len(),
+        out.len(),
+        chunk,
+    )?;
     Ok(reference(shape, a, b, Partials::F32(out), chunk, 0..shape.m, mask).1)
 }
 
@@ -449,7 +461,13 @@ pub fn first_fault_f16_partials(
     r: &mut Rounding,
     mask: FpSts,
 ) -> Result<Option<AmpFault>, NumericsError> {
-    shape.check("first_fault_f16_partials", a.len(), b.len(), out.len(), chunk)?;
+    shape.check(
+        "first_fault_f16_partials",
+        a.len(),
+        b.len(),
+        out.len(),
+        chunk,
+    )?;
     Ok(reference(shape, a, b, Partials::F16(out, r), chunk, 0..shape.m, mask).1)
 }
 

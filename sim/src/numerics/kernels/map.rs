@@ -70,7 +70,11 @@ pub fn each3<A: Copy, B: Copy, C: Copy, O>(
 }
 
 /// Checks that every operand has `dst`'s length.
-fn lengths(kernel: &'static str, inputs: &[(&'static str, usize)], dst: usize) -> Result<(), NumericsError> {
+fn lengths(
+    kernel: &'static str,
+    inputs: &[(&'static str, usize)],
+    dst: usize,
+) -> Result<(), NumericsError> {
     for &(name, len) in inputs {
         check_len(kernel, name, dst, len)?;
     }
@@ -134,7 +138,12 @@ pub fn binary_f16(
 }
 
 /// `dst[j] = a[j] op b[j]` in FP32.
-pub fn binary_f32(op: ArithOp, a: &[f32], b: &[f32], dst: &mut [f32]) -> Result<FpSts, NumericsError> {
+pub fn binary_f32(
+    op: ArithOp,
+    a: &[f32],
+    b: &[f32],
+    dst: &mut [f32],
+) -> Result<FpSts, NumericsError> {
     lengths("binary_f32", &[("a", a.len()), ("b", b.len())], dst.len())?;
     Ok(match op {
         ArithOp::Add => each2(a, b, dst, fp32::add),
@@ -147,7 +156,12 @@ pub fn binary_f32(op: ArithOp, a: &[f32], b: &[f32], dst: &mut [f32]) -> Result<
 }
 
 /// `dst[j] = (a[j] op b[j]) as u8` (a Bool byte, 1 or 0) for FP16 operands; INV for NaN.
-pub fn compare_f16(op: CompareOp, a: &[f16], b: &[f16], dst: &mut [u8]) -> Result<FpSts, NumericsError> {
+pub fn compare_f16(
+    op: CompareOp,
+    a: &[f16],
+    b: &[f16],
+    dst: &mut [u8],
+) -> Result<FpSts, NumericsError> {
     lengths("compare_f16", &[("a", a.len()), ("b", b.len())], dst.len())?;
     Ok(each2(a, b, dst, |x, y| {
         let (t, f) = fp16::compare(op, x, y);
@@ -156,7 +170,12 @@ pub fn compare_f16(op: CompareOp, a: &[f16], b: &[f16], dst: &mut [u8]) -> Resul
 }
 
 /// `dst[j] = (a[j] op b[j]) as u8` (a Bool byte, 1 or 0) for FP32 operands; INV for NaN.
-pub fn compare_f32(op: CompareOp, a: &[f32], b: &[f32], dst: &mut [u8]) -> Result<FpSts, NumericsError> {
+pub fn compare_f32(
+    op: CompareOp,
+    a: &[f32],
+    b: &[f32],
+    dst: &mut [u8],
+) -> Result<FpSts, NumericsError> {
     lengths("compare_f32", &[("a", a.len()), ("b", b.len())], dst.len())?;
     Ok(each2(a, b, dst, |x, y| {
         let (t, f) = fp32::compare(op, x, y);
@@ -172,13 +191,26 @@ pub fn scaled_add_f16(
     dst: &mut [f16],
     r: &mut Rounding,
 ) -> Result<FpSts, NumericsError> {
-    lengths("scaled_add_f16", &[("a", a.len()), ("b", b.len())], dst.len())?;
+    lengths(
+        "scaled_add_f16",
+        &[("a", a.len()), ("b", b.len())],
+        dst.len(),
+    )?;
     Ok(each2(a, b, dst, |x, y| fp16::scaled_add(x, s, y, r)))
 }
 
 /// `dst[j] = a[j] + s·b[j]` in FP32, one rounding (a fused multiply-add).
-pub fn scaled_add_f32(a: &[f32], b: &[f32], s: f32, dst: &mut [f32]) -> Result<FpSts, NumericsError> {
-    lengths("scaled_add_f32", &[("a", a.len()), ("b", b.len())], dst.len())?;
+pub fn scaled_add_f32(
+    a: &[f32],
+    b: &[f32],
+    s: f32,
+    dst: &mut [f32],
+) -> Result<FpSts, NumericsError> {
+    lengths(
+        "scaled_add_f32",
+        &[("a", a.len()), ("b", b.len())],
+        dst.len(),
+    )?;
     Ok(each2(a, b, dst, |x, y| fp32::scaled_add(x, s, y)))
 }
 
@@ -190,8 +222,14 @@ pub fn activation_grad_f16(
     dst: &mut [f16],
     r: &mut Rounding,
 ) -> Result<FpSts, NumericsError> {
-    lengths("activation_grad_f16", &[("x", x.len()), ("dy", dy.len())], dst.len())?;
-    Ok(each2(x, dy, dst, |x, g| fp16::activation_grad(act, x, g, r)))
+    lengths(
+        "activation_grad_f16",
+        &[("x", x.len()), ("dy", dy.len())],
+        dst.len(),
+    )?;
+    Ok(each2(x, dy, dst, |x, g| {
+        fp16::activation_grad(act, x, g, r)
+    }))
 }
 
 /// `dst[j] = dy[j] · f'(x[j])` in FP32 ([`fp32::activation_grad`]).
@@ -201,8 +239,29 @@ pub fn activation_grad_f32(
     dy: &[f32],
     dst: &mut [f32],
 ) -> Result<FpSts, NumericsError> {
-    lengths("activation_grad_f32", &[("x", x.len()), ("dy", dy.len())], dst.len())?;
+    lengths(
+        "activation_grad_f32",
+        &[("x", x.len()), ("dy", dy.len())],
+        dst.len(),
+    )?;
     Ok(each2(x, dy, dst, |x, g| fp32::activation_grad(act, x, g)))
+}
+
+/// `acc[j] = acc[j] op x[j]` in FP32 for `op` Add or Max (the step of a column-wise
+/// reduction; other operations are treated as Add).
+pub fn accumulate_f32(op: ArithOp, acc: &mut [f32], x: &[f32]) -> Result<FpSts, NumericsError> {
+    lengths("accumulate_f32", &[("x", x.len())], acc.len())?;
+    let step: fn(f32, f32) -> (f32, FpSts) = match op {
+        ArithOp::Max => fp32::max,
+        _ => fp32::add,
+    };
+    let mut flags = FpSts::empty();
+    for (a, v) in acc.iter_mut().zip(x) {
+        let (r, f) = step(*a, *v);
+        *a = r;
+        flags |= f;
+    }
+    Ok(flags)
 }
 
 #[cfg(test)]
@@ -212,7 +271,9 @@ mod tests {
 
     fn halves() -> Vec<f16> {
         let mut rng = SrRng::new(11, 0, 0);
-        (0..4000).map(|_| f16::from_bits(rng.next_u32() as u16)).collect()
+        (0..4000)
+            .map(|_| f16::from_bits(rng.next_u32() as u16))
+            .collect()
     }
 
     #[test]
@@ -223,7 +284,14 @@ mod tests {
             let mut ks = SrRng::new(5, 1, 2);
             let mut ss = ks.clone();
             let mut out = vec![f16::ZERO; x.len()];
-            let flags = scaled_add_f16(&x, &y, 0.3, &mut out, &mut Rounding::new(sr, false, &mut ks)).unwrap();
+            let flags = scaled_add_f16(
+                &x,
+                &y,
+                0.3,
+                &mut out,
+                &mut Rounding::new(sr, false, &mut ks),
+            )
+            .unwrap();
             let mut r = Rounding::new(sr, false, &mut ss);
             let mut expect = FpSts::empty();
             for j in 0..x.len() {
@@ -242,10 +310,22 @@ mod tests {
         let mut whole_rng = SrRng::new(3, 0, 1);
         let mut split_rng = whole_rng.clone();
         let mut whole = vec![f16::ZERO; x.len()];
-        unary_f16(UnaryOp::Exp, &x, &mut whole, &mut Rounding::new(true, false, &mut whole_rng)).unwrap();
+        unary_f16(
+            UnaryOp::Exp,
+            &x,
+            &mut whole,
+            &mut Rounding::new(true, false, &mut whole_rng),
+        )
+        .unwrap();
         let mut one = [f16::ZERO];
         for (j, v) in x.iter().enumerate() {
-            unary_f16(UnaryOp::Exp, std::slice::from_ref(v), &mut one, &mut Rounding::new(true, false, &mut split_rng)).unwrap();
+            unary_f16(
+                UnaryOp::Exp,
+                std::slice::from_ref(v),
+                &mut one,
+                &mut Rounding::new(true, false, &mut split_rng),
+            )
+            .unwrap();
             assert_eq!(one[0].to_bits(), whole[j].to_bits());
         }
         assert_eq!(whole_rng, split_rng);
@@ -268,6 +348,9 @@ mod tests {
     #[test]
     fn lengths_are_checked() {
         let err = binary_f32(ArithOp::Add, &[1.0; 2], &[1.0; 3], &mut [0.0; 2]);
-        assert!(matches!(err, Err(NumericsError::Length { operand: "b", .. })));
+        assert!(matches!(
+            err,
+            Err(NumericsError::Length { operand: "b", .. })
+        ));
     }
 }

@@ -1,0 +1,384 @@
+//! `AmpMatMul`: the AMP matmul partial of one vertex, by the numerics core's AMP kernels in
+//! the codelet's documented order (passes of `input_channels` channels, one partial write
+//! per pass, partials in f32 or f16), then one conversion to the output type.
+//!
+//! The vertex's rows of `A` and the whole `B` are made row-major f32 in scratch (FP16 values
+//! widen exactly, a stored transpose is read transposed); `B` is prepared once per vertex
+//! group when the group's vertices share it (they normally do: one block of `B` per tile).
+//! A trapped exception replays the product with the scalar reference of the kernel from the
+//! worker's random-stream position before the vertex, and reports the first faulting
+//! multiply-add or partial write (or output conversion) with its values.
+
+use super::operands::Operands;
+use super::{dump_value, Fault, Scratch, VertexError, Worker};
+use crate::display::element_with_bits;
+use crate::engine::error::EngineError;
+use crate::engine::memory::{typed, typed_mut, Buf};
+use crate::numerics::kernels::amp::{self, AmpFault, MatMulShape};
+use crate::numerics::kernels::convert;
+use crate::numerics::{cast, FpSts, Rounding, Tail};
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+use ipusim_compiler::codelets::{AmpParams, Codelet, MatrixLayout};
+use ipusim_compiler::executable::{Tensor, Vertex};
+use ipusim_ir::DType;
+
+/// Checks an `AmpMatMul` vertex: operand types, block sizes, row range.
+pub(crate) fn check(
+    codelet: &Codelet,
+    p: &AmpParams,
+    v: &Vertex,
+    tensors: &[Tensor],
+) -> Result<(), String> {
+    let Codelet::AmpMatMul {
+        input,
+        partials,
+        output,
+    } = *codelet
+    else {
+        return Err("is not an AmpMatMul".into());
+    };
+    if !input.is_float() || !partials.is_float() || !output.is_float() {
+        return Err("AMP types must be float".into());
+    }
+    if input == DType::F32 && partials == DType::F16 {
+        return Err("f32 inputs with f16 partials".into());
+    }
+    if v.operands.len() != 3 {
+        return Err(format!("has {} operands, expected 3", v.operands.len()));
+    }
+    let (m, k, n) = (p.m as u64, p.k as u64, p.n as u64);
+    let want = [
+        (input, m * k, "a"),
+        (input, k * n, "b"),
+        (output, p.rows as u64 * n, "out"),
+    ];
+    for (o, (dtype, len, name)) in v.operands.iter().zip(want) {
+        let t = &tensors[o.tensor.0 as usize];
+        if t.dtype != dtype || o.len as u64 != len {
+            return Err(format!(
+                "operand {name} is {} elements of {}, expected {len} of {dtype}",
+                o.len, t.dtype
+            ));
+        }
+    }
+    if p.row_begin as u64 + p.rows as u64 > m {
+        return Err(format!(
+            "rows [{}, {}) of a {m}-row block",
+            p.row_begin,
+            p.row_begin + p.rows
+        ));
+    }
+    Ok(())
+}
+
+/// Runs an `AmpMatMul` vertex.
+pub(crate) fn run(
+    codelet: &Codelet,
+    p: &AmpParams,
+    ops: Operands,
+    scratch: &mut Scratch,
+    mut worker: Worker,
+) -> Result<FpSts, VertexError> {
+    let Codelet::AmpMatMul {
+        input,
+        partials,
+        output,
+    } = *codelet
+    else {
+        return Err(EngineError::internal("not an AmpMatMul").into());
+    };
+    let (m, k, n) = (p.m as usize, p.k as usize, p.n as usize);
+    let rows = p.rows as usize;
+    let chunk = p.input_channels.max(1) as usize;
+    let shape = MatMulShape { m: rows, k, n };
+    let Scratch {
+        a: abuf,
+        b: bbuf,
+        p: pbuf,
+        q: qbuf,
+        b_key,
+        ..
+    } = scratch;
+    let a = rows_of_a(
+        input,
+        p.a_layout,
+        ops.inputs[0],
+        m,
+        k,
+        p.row_begin as usize,
+        rows,
+        abuf,
+    )?;
+    let key = (
+        ops.inputs[1].as_ptr() as usize,
+        ops.inputs[1].len(),
+        p.b_layout,
+    );
+    if *b_key != Some(key) {
+        prepare_b(input, p.b_layout, ops.inputs[1], k, n, bbuf)?;
+        *b_key = Some(key);
+    }
+    let b: &[f32] = &bbuf.take::<f32>(k * n)[..];
+    let b = &b[..k * n];
+    let saved = (!worker.mask().is_empty()).then(|| worker.rng.clone());
+    let out = ops.output;
+    let flags = match (partials, output) {
+        (DType::F32, DType::F32) => {
+            let o = typed_mut::<f32>(out)?;
+            o.fill(0.0);
+            amp::matmul_f32(shape, a, b, o, chunk)?
+        }
+        (DType::F32, _) => {
+            let pp = pbuf.take::<f32>(rows * n);
+            pp.fill(0.0);
+            let f = amp::matmul_f32(shape, a, b, pp, chunk)?;
+            f | convert::f32_to_f16_slice(pp, typed_mut(out)?, &mut worker.rounding())?
+        }
+        (_, DType::F16) => {
+            let o = typed_mut::<f16>(out)?;
+            o.fill(f16::ZERO);
+            amp::amp_matmul_f16_partials_widened(shape, a, b, o, chunk, &mut worker.rounding())?
+        }
+        _ => {
+            let pp = pbuf.take::<f16>(rows * n);
+            pp.fill(f16::ZERO);
+            let f = amp::amp_matmul_f16_partials_widened(
+                shape,
+                a,
+                b,
+                pp,
+                chunk,
+                &mut worker.rounding(),
+            )?;
+            f | convert::f16_to_f32_slice(pp, typed_mut(out)?)?
+        }
+    };
+    let mask = worker.mask();
+    match saved {
+        Some(mut rng) if !worker.ctl.trapping(flags).is_empty() => {
+            let mut r = Rounding::from_ctl(worker.ctl, &mut rng);
+            Err(explain(
+                input, partials, output, shape, a, b, chunk, &mut r, mask, qbuf,
+            ))
+        }
+        _ => Ok(flags),
+    }
+}
+
+/// The rows `[r0, r0 + rows)` of `A` (an `m × k` block, or its stored `k × m` transpose) as
+/// row-major f32.
+#[allow(clippy::too_many_arguments)]
+fn rows_of_a<'b>(
+    input: DType,
+    layout: MatrixLayout,
+    bytes: &[u8],
+    m: usize,
+    k: usize,
+    r0: usize,
+    rows: usize,
+    buf: &'b mut Buf,
+) -> Result<&'b [f32], EngineError> {
+    let dst = buf.take::<f32>(rows * k);
+    match (input, layout) {
+        (DType::F16, MatrixLayout::RowMajor) => {
+            typed::<f16>(bytes)?[r0 * k..(r0 + rows) * k].convert_to_f32_slice(dst)
+        }
+        (_, MatrixLayout::RowMajor) => {
+            dst.copy_from_slice(&typed::<f32>(bytes)?[r0 * k..(r0 + rows) * k])
+        }
+        (DType::F16, MatrixLayout::Transposed) => {
+            let a = typed::<f16>(bytes)?;
+            for (r, row) in dst.chunks_exact_mut(k.max(1)).enumerate() {
+                for (kk, d) in row.iter_mut().enumerate() {
+                    *d = a[kk * m + r0 + r].to_f32();
+                }
+            }
+        }
+        (_, MatrixLayout::Transposed) => {
+            let a = typed::<f32>(bytes)?;
+            for (r, row) in dst.chunks_exact_mut(k.max(1)).enumerate() {
+                for (kk, d) in row.iter_mut().enumerate() {
+                    *d = a[kk * m + r0 + r];
+                }
+            }
+        }
+    }
+    Ok(dst)
+}
+
+/// `B` (a `k × n` block, or its stored `n × k` transpose) as row-major f32 in `buf`.
+fn prepare_b(
+    input: DType,
+    layout: MatrixLayout,
+    bytes: &[u8],
+    k: usize,
+    n: usize,
+    buf: &mut Buf,
+) -> Result<(), EngineError> {
+    let dst = buf.take::<f32>(k * n);
+    match (input, layout) {
+        (DType::F16, MatrixLayout::RowMajor) => typed::<f16>(bytes)?.convert_to_f32_slice(dst),
+        (_, MatrixLayout::RowMajor) => dst.copy_from_slice(typed::<f32>(bytes)?),
+        (DType::F16, MatrixLayout::Transposed) => {
+            let b = typed::<f16>(bytes)?;
+            for (kk, row) in dst.chunks_exact_mut(n.max(1)).enumerate() {
+                for (c, d) in row.iter_mut().enumerate() {
+                    *d = b[c * k + kk].to_f32();
+                }
+            }
+        }
+        (_, MatrixLayout::Transposed) => {
+            let b = typed::<f32>(bytes)?;
+            for (kk, row) in dst.chunks_exact_mut(n.max(1)).enumerate() {
+                for (c, d) in row.iter_mut().enumerate() {
+                    *d = b[c * k + kk];
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An FP16 value held exactly as `f64`, back as FP16.
+fn exact_f16(v: f64) -> f16 {
+    Rounding::nearest(false).round_f16(v, Tail::Exact).0
+}
+
+/// A value of `dtype` (f16 or f32) held as `f64`, with its bits.
+fn show(dtype: DType, v: f64) -> String {
+    match dtype {
+        DType::F16 => element_with_bits(dtype, &exact_f16(v).to_bits().to_le_bytes()),
+        _ => element_with_bits(DType::F32, &(v as f32).to_bits().to_le_bytes()),
+    }
+}
+
+/// The fault of a product that trapped: replays it (from the random-stream position before
+/// the vertex, in `r`) with the kernel's scalar reference.
+#[allow(clippy::too_many_arguments)]
+fn explain(
+    input: DType,
+    partials: DType,
+    output: DType,
+    shape: MatMulShape,
+    a: &[f32],
+    b: &[f32],
+    chunk: usize,
+    r: &mut Rounding,
+    mask: FpSts,
+    buf: &mut Buf,
+) -> VertexError {
+    let n = shape.m * shape.n;
+    let fault = match partials {
+        DType::F32 => {
+            let pp = buf.take::<f32>(n);
+            pp.fill(0.0);
+            match amp::first_fault_f32_partials(shape, a, b, pp, chunk, mask) {
+                Ok(Some(f)) => Some(f),
+                Ok(None) => {
+                    return conversion_fault(
+                        pp.iter().map(|&x| f64::from(x)),
+                        partials,
+                        output,
+                        r,
+                        mask,
+                    )
+                }
+                Err(e) => return VertexError::from(e),
+            }
+        }
+        _ => {
+            let pp = buf.take::<f16>(n);
+            pp.fill(f16::ZERO);
+            match amp::first_fault_f16_partials(shape, a, b, pp, chunk, r, mask) {
+                Ok(Some(f)) => Some(f),
+                Ok(None) => {
+                    return conversion_fault(
+                        pp.iter().map(|x| x.to_f64()),
+                        partials,
+                        output,
+                        r,
+                        mask,
+                    )
+                }
+                Err(e) => return VertexError::from(e),
+            }
+        }
+    };
+    let Some(AmpFault {
+        row,
+        col,
+        channel,
+        a: av,
+        b: bv,
+        chunk_sum,
+        partial,
+        result,
+        flags,
+    }) = fault
+    else {
+        return EngineError::internal("AmpMatMul trapped but the replay does not").into();
+    };
+    let kk = channel.map_or_else(|| "last".to_string(), |c| c.to_string());
+    let operands = vec![
+        dump_value(format!("a[{row},{kk}]"), show(input, f64::from(av))),
+        dump_value(format!("b[{kk},{col}]"), show(input, f64::from(bv))),
+        dump_value("chunk sum", show(DType::F32, f64::from(chunk_sum))),
+        dump_value("partial", show(partials, partial)),
+        dump_value(
+            if channel.is_some() {
+                "chunk sum'"
+            } else {
+                "partial'"
+            },
+            show(
+                if channel.is_some() {
+                    DType::F32
+                } else {
+                    partials
+                },
+                result,
+            ),
+        ),
+    ];
+    VertexError::Fault(Box::new(Fault {
+        sts: flags,
+        element: Some((row * shape.n + col) as u64),
+        operands,
+    }))
+}
+
+/// The first output conversion (partial → output type) that traps.
+fn conversion_fault(
+    partials_values: impl Iterator<Item = f64>,
+    partials: DType,
+    output: DType,
+    r: &mut Rounding,
+    mask: FpSts,
+) -> VertexError {
+    let mut sts = FpSts::empty();
+    for (j, p) in partials_values.enumerate() {
+        let (bytes, f) = match (partials, output) {
+            (DType::F32, DType::F16) => {
+                let (v, f) = cast::f32_to_f16(p as f32, r);
+                (v.to_bits().to_le_bytes().to_vec(), f)
+            }
+            _ => {
+                let (v, f) = cast::f16_to_f32(exact_f16(p));
+                (v.to_bits().to_le_bytes().to_vec(), f)
+            }
+        };
+        sts |= f;
+        if f.intersects(mask) {
+            return VertexError::Fault(Box::new(Fault {
+                sts,
+                element: Some(j as u64),
+                operands: vec![
+                    dump_value("partial", show(partials, p)),
+                    dump_value("result", element_with_bits(output, &bytes)),
+                ],
+            }));
+        }
+    }
+    EngineError::internal("AmpMatMul trapped but no operation reproduces it").into()
+}

@@ -1,0 +1,601 @@
+//! The block codelets: `Reduce`, `ArgMax`, `Softmax` (and log-softmax),
+//! `SoftmaxCrossEntropy`, over a `groups × count × width` input block of which the vertex
+//! handles columns `[col_begin, col_begin + cols)` (see `ipusim_compiler::codelets`).
+//!
+//! - `Reduce` with f32 (or integer) accumulation runs row by row over the vertex's columns
+//!   (each column still sums sequentially in ascending `i`, so the order is the contract's)
+//!   with the numerics core's accumulation kernel; the FP16 conversion of a group's outputs
+//!   draws in ascending output order. With f16 accumulation (half partials) every add is an
+//!   FP16 rounding and runs per output element, so draws follow the output order.
+//! - `Softmax` and `SoftmaxCrossEntropy` compute each row's internals in f32 (maximum,
+//!   `x − m`, `exp`, a sequential sum) and round each output once.
+//!
+//! When exceptions are enabled the loops check every operation's flags and stop at the
+//! first one that traps, reporting it with its operands.
+
+use super::operands::Operands;
+use super::{dump_value, Fault, Scratch, VertexError, Worker};
+use crate::display::element_with_bits;
+use crate::engine::error::{DumpValue, EngineError};
+use crate::engine::memory::{typed, typed_mut};
+use crate::numerics::int::IntArith;
+use crate::numerics::kernels::{convert, map as k};
+use crate::numerics::{cast, fp16, fp32, round, ArithOp, FpSts, Rounding, Tail};
+use bytemuck::Pod;
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+use ipusim_compiler::codelets::{BlockParams, Codelet, ReduceOp};
+use ipusim_compiler::executable::{Tensor, Vertex};
+use ipusim_ir::DType;
+
+/// Checks a block vertex: operand types and lengths, the column range.
+pub(crate) fn check(
+    codelet: &Codelet,
+    p: &BlockParams,
+    v: &Vertex,
+    tensors: &[Tensor],
+) -> Result<(), String> {
+    use DType::*;
+    let (g, c, w, cols) = (
+        p.groups as u64,
+        p.count as u64,
+        p.width as u64,
+        p.cols as u64,
+    );
+    if p.col_begin as u64 + cols > w {
+        return Err(format!(
+            "columns [{}, {}) of a {w}-wide block",
+            p.col_begin,
+            p.col_begin as u64 + cols
+        ));
+    }
+    if c == 0 {
+        return Err("reduces a block of 0 rows".into());
+    }
+    let rows = || -> Result<(), String> {
+        if w != 1 || cols != 1 || p.col_begin != 0 {
+            return Err("a row codelet needs width = cols = 1".into());
+        }
+        Ok(())
+    };
+    let want: Vec<(DType, u64)> = match *codelet {
+        Codelet::Reduce {
+            op,
+            input,
+            acc,
+            output,
+        } => {
+            let ok = match (op, input) {
+                (_, Bool) => false,
+                (ReduceOp::Max, _) => acc == input && output == input,
+                (ReduceOp::Sum, F16) => acc.is_float() && output.is_float(),
+                (ReduceOp::Sum, F32) => acc == F32 && output.is_float(),
+                (ReduceOp::Sum, _) => acc == input && output == input && p.scale == 1.0,
+            };
+            if !ok {
+                return Err(format!("{} is not supported", codelet.full_name()));
+            }
+            vec![(input, g * c * w), (output, g * cols)]
+        }
+        Codelet::ArgMax { dtype } => vec![(dtype, g * c * w), (I32, g * cols)],
+        Codelet::Softmax { dtype, .. } => {
+            rows()?;
+            if !dtype.is_float() {
+                return Err("softmax of a non-float type".into());
+            }
+            vec![(dtype, g * c), (dtype, g * c)]
+        }
+        Codelet::SoftmaxCrossEntropy { dtype } => {
+            rows()?;
+            if !dtype.is_float() {
+                return Err("cross-entropy of non-float logits".into());
+            }
+            vec![(dtype, g * c), (I32, g), (F32, g)]
+        }
+        _ => return Err("is not a block codelet".into()),
+    };
+    if v.operands.len() != want.len() {
+        return Err(format!(
+            "has {} operands, expected {}",
+            v.operands.len(),
+            want.len()
+        ));
+    }
+    for (i, (o, (dtype, len))) in v.operands.iter().zip(want).enumerate() {
+        let t = &tensors[o.tensor.0 as usize];
+        if t.dtype != dtype || o.len as u64 != len {
+            return Err(format!(
+                "operand {i} is {} elements of {}, expected {len} of {dtype}",
+                o.len, t.dtype
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs a block vertex.
+pub(crate) fn run(
+    codelet: &Codelet,
+    p: &BlockParams,
+    ops: Operands,
+    scratch: &mut Scratch,
+    mut worker: Worker,
+) -> Result<FpSts, VertexError> {
+    let mask = worker.mask();
+    let mut cx = Cx {
+        mask,
+        sts: FpSts::empty(),
+    };
+    match *codelet {
+        Codelet::Reduce {
+            op,
+            input,
+            acc,
+            output,
+        } => {
+            let op = match op {
+                ReduceOp::Sum => ArithOp::Add,
+                ReduceOp::Max => ArithOp::Max,
+            };
+            match acc {
+                DType::F32 => reduce_f32(op, input, output, p, ops, scratch, &mut worker, &mut cx)?,
+                DType::F16 => reduce_f16(op, output, p, ops, &mut worker, &mut cx)?,
+                DType::I32 => reduce_int::<i32>(op, p, ops)?,
+                _ => reduce_int::<u8>(op, p, ops)?,
+            }
+        }
+        Codelet::ArgMax { dtype } => match dtype {
+            DType::F16 => argmax::<f16>(p, ops)?,
+            DType::F32 => argmax::<f32>(p, ops)?,
+            DType::I32 => argmax::<i32>(p, ops)?,
+            _ => argmax::<u8>(p, ops)?,
+        },
+        Codelet::Softmax { log, dtype } => {
+            softmax(log, dtype, p, ops, scratch, &mut worker, &mut cx)?
+        }
+        Codelet::SoftmaxCrossEntropy { dtype } => cross_entropy(dtype, p, ops, scratch, &mut cx)?,
+        _ => return Err(EngineError::internal("not a block codelet").into()),
+    }
+    Ok(cx.sts)
+}
+
+/// The flags raised so far and the mask of trapping ones.
+struct Cx {
+    mask: FpSts,
+    sts: FpSts,
+}
+
+impl Cx {
+    /// Records the flags `f` of the operation on output `element`; a trapping flag stops the
+    /// vertex with the values `operands()` describes.
+    fn raise(
+        &mut self,
+        f: FpSts,
+        element: usize,
+        operands: impl FnOnce() -> Vec<DumpValue>,
+    ) -> Result<(), VertexError> {
+        self.sts |= f;
+        if f.intersects(self.mask) {
+            return Err(VertexError::Fault(Box::new(Fault {
+                sts: self.sts,
+                element: Some(element as u64),
+                operands: operands(),
+            })));
+        }
+        Ok(())
+    }
+
+    fn checking(&self) -> bool {
+        !self.mask.is_empty()
+    }
+}
+
+fn f32v(x: f32) -> String {
+    element_with_bits(DType::F32, &x.to_le_bytes())
+}
+
+fn f16v(x: f16) -> String {
+    element_with_bits(DType::F16, &x.to_bits().to_le_bytes())
+}
+
+/// `acc · s` (f32 × f32, exact in f64) rounded once to FP16 (`s = 1`: just the rounding).
+fn scaled_to_f16(acc: f32, s: f32, r: &mut Rounding) -> (f16, FpSts) {
+    if s == 1.0 {
+        cast::f32_to_f16(acc, r)
+    } else {
+        r.round_f16(f64::from(acc) * f64::from(s), Tail::Exact)
+    }
+}
+
+/// `acc · s` rounded once to FP32.
+fn scaled_to_f32(acc: f32, s: f32) -> (f32, FpSts) {
+    if s == 1.0 {
+        (acc, FpSts::empty())
+    } else {
+        round::round_f32(f64::from(acc) * f64::from(s))
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn reduce_f32(
+    op: ArithOp,
+    input: DType,
+    output: DType,
+    p: &BlockParams,
+    ops: Operands,
+    scratch: &mut Scratch,
+    worker: &mut Worker,
+    cx: &mut Cx,
+) -> Result<(), VertexError> {
+    let (count, width, c0, cols) = (
+        p.count as usize,
+        p.width as usize,
+        p.col_begin as usize,
+        p.cols as usize,
+    );
+    let s = round::round_f32(p.scale).0;
+    let acc = scratch.p.take::<f32>(cols);
+    let row = scratch.q.take::<f32>(cols);
+    let (x16, x32): (&[f16], &[f32]) = match input {
+        DType::F16 => (typed(ops.inputs[0])?, &[]),
+        _ => (&[], typed(ops.inputs[0])?),
+    };
+    let load = |at: usize, dst: &mut [f32]| {
+        if input == DType::F16 {
+            x16[at..at + cols].convert_to_f32_slice(dst);
+        } else {
+            dst.copy_from_slice(&x32[at..at + cols]);
+        }
+    };
+    let out = ops.output;
+    for g in 0..p.groups as usize {
+        let at = |i: usize| (g * count + i) * width + c0;
+        load(at(0), acc);
+        for i in 1..count {
+            load(at(i), row);
+            if cx.checking() {
+                for c in 0..cols {
+                    let (v, f) = if op == ArithOp::Max {
+                        fp32::max(acc[c], row[c])
+                    } else {
+                        fp32::add(acc[c], row[c])
+                    };
+                    let (a, x) = (acc[c], row[c]);
+                    cx.raise(f, g * cols + c, || {
+                        vec![
+                            dump_value("acc", f32v(a)),
+                            dump_value(format!("in[{i}]"), f32v(x)),
+                            dump_value("result", f32v(v)),
+                        ]
+                    })?;
+                    acc[c] = v;
+                }
+            } else {
+                cx.sts |= k::accumulate_f32(op, acc, row)?;
+            }
+        }
+        let o = g * cols;
+        match output {
+            DType::F16 => {
+                let dst = &mut typed_mut::<f16>(out)?[o..o + cols];
+                if !cx.checking() && s == 1.0 {
+                    cx.sts |= convert::f32_to_f16_slice(acc, dst, &mut worker.rounding())?;
+                } else {
+                    for c in 0..cols {
+                        let (v, f) = scaled_to_f16(acc[c], s, &mut worker.rounding());
+                        dst[c] = v;
+                        let a = acc[c];
+                        cx.raise(f, o + c, || {
+                            vec![
+                                dump_value("acc", f32v(a)),
+                                dump_value("scale", f32v(s)),
+                                dump_value("result", f16v(v)),
+                            ]
+                        })?;
+                    }
+                }
+            }
+            _ => {
+                let dst = &mut typed_mut::<f32>(out)?[o..o + cols];
+                for c in 0..cols {
+                    let (v, f) = scaled_to_f32(acc[c], s);
+                    dst[c] = v;
+                    let a = acc[c];
+                    cx.raise(f, o + c, || {
+                        vec![
+                            dump_value("acc", f32v(a)),
+                            dump_value("scale", f32v(s)),
+                            dump_value("result", f32v(v)),
+                        ]
+                    })?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn reduce_f16(
+    op: ArithOp,
+    output: DType,
+    p: &BlockParams,
+    ops: Operands,
+    worker: &mut Worker,
+    cx: &mut Cx,
+) -> Result<(), VertexError> {
+    let (count, width, c0, cols) = (
+        p.count as usize,
+        p.width as usize,
+        p.col_begin as usize,
+        p.cols as usize,
+    );
+    let s = round::round_f32(p.scale).0;
+    let x = typed::<f16>(ops.inputs[0])?;
+    let out = ops.output;
+    for g in 0..p.groups as usize {
+        for c in 0..cols {
+            let e = g * cols + c;
+            let at = |i: usize| (g * count + i) * width + c0 + c;
+            let mut acc = x[at(0)];
+            for i in 1..count {
+                let xi = x[at(i)];
+                let (v, f) = if op == ArithOp::Max {
+                    fp16::max(acc, xi)
+                } else {
+                    fp16::add(acc, xi, &mut worker.rounding())
+                };
+                cx.raise(f, e, || {
+                    vec![
+                        dump_value("acc", f16v(acc)),
+                        dump_value(format!("in[{i}]"), f16v(xi)),
+                        dump_value("result", f16v(v)),
+                    ]
+                })?;
+                acc = v;
+            }
+            let wide = acc.to_f32();
+            if output == DType::F16 {
+                let (v, f) = if s == 1.0 {
+                    (acc, FpSts::empty())
+                } else {
+                    worker
+                        .rounding()
+                        .round_f16(f64::from(wide) * f64::from(s), Tail::Exact)
+                };
+                typed_mut::<f16>(out)?[e] = v;
+                cx.raise(f, e, || {
+                    vec![
+                        dump_value("acc", f16v(acc)),
+                        dump_value("scale", f32v(s)),
+                        dump_value("result", f16v(v)),
+                    ]
+                })?;
+            } else {
+                let (v, f) = scaled_to_f32(wide, s);
+                typed_mut::<f32>(out)?[e] = v;
+                cx.raise(f, e, || {
+                    vec![
+                        dump_value("acc", f16v(acc)),
+                        dump_value("scale", f32v(s)),
+                        dump_value("result", f32v(v)),
+                    ]
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn reduce_int<T: IntArith + Pod>(
+    op: ArithOp,
+    p: &BlockParams,
+    ops: Operands,
+) -> Result<(), VertexError> {
+    let (count, width, c0, cols) = (
+        p.count as usize,
+        p.width as usize,
+        p.col_begin as usize,
+        p.cols as usize,
+    );
+    let x = typed::<T>(ops.inputs[0])?;
+    let out = typed_mut::<T>(ops.output)?;
+    for g in 0..p.groups as usize {
+        for c in 0..cols {
+            let at = |i: usize| (g * count + i) * width + c0 + c;
+            let mut acc = x[at(0)];
+            for i in 1..count {
+                acc = if op == ArithOp::Max {
+                    acc.max(x[at(i)])
+                } else {
+                    T::arith(op, acc, x[at(i)]).0
+                };
+            }
+            out[g * cols + c] = acc;
+        }
+    }
+    Ok(())
+}
+
+fn argmax<T: Pod + PartialOrd>(p: &BlockParams, ops: Operands) -> Result<(), VertexError> {
+    let (count, width, c0, cols) = (
+        p.count as usize,
+        p.width as usize,
+        p.col_begin as usize,
+        p.cols as usize,
+    );
+    let x = typed::<T>(ops.inputs[0])?;
+    let out = typed_mut::<i32>(ops.output)?;
+    for g in 0..p.groups as usize {
+        for c in 0..cols {
+            let at = |i: usize| (g * count + i) * width + c0 + c;
+            let mut best = 0usize;
+            for i in 1..count {
+                if x[at(i)] > x[at(best)] {
+                    best = i;
+                }
+            }
+            out[g * cols + c] = best as i32;
+        }
+    }
+    Ok(())
+}
+
+/// The f32 internals of one softmax row `x` (widened in `t`): on return `t[i] = x_i − m`,
+/// `e[i] = exp(t_i)`, and the sum `s = Σ e_i` (sequential, ascending `i`) is returned.
+fn row_internals(
+    t: &mut [f32],
+    e: &mut [f32],
+    first: usize,
+    cx: &mut Cx,
+) -> Result<f32, VertexError> {
+    let mut m = t[0];
+    for (i, &x) in t.iter().enumerate().skip(1) {
+        let (v, f) = fp32::max(m, x);
+        cx.raise(f, first + i, || {
+            vec![
+                dump_value("max", f32v(m)),
+                dump_value(format!("x[{i}]"), f32v(x)),
+            ]
+        })?;
+        m = v;
+    }
+    for (i, (ti, ei)) in t.iter_mut().zip(e.iter_mut()).enumerate() {
+        let x = *ti;
+        let (d, f) = fp32::sub(x, m);
+        cx.raise(f, first + i, || {
+            vec![dump_value("x", f32v(x)), dump_value("max", f32v(m))]
+        })?;
+        let (v, f) = fp32::exp(d);
+        cx.raise(f, first + i, || {
+            vec![dump_value("x - max", f32v(d)), dump_value("exp", f32v(v))]
+        })?;
+        *ti = d;
+        *ei = v;
+    }
+    let mut s = e[0];
+    for (i, &v) in e.iter().enumerate().skip(1) {
+        let (sum, f) = fp32::add(s, v);
+        cx.raise(f, first + i, || {
+            vec![
+                dump_value("sum", f32v(s)),
+                dump_value(format!("exp[{i}]"), f32v(v)),
+            ]
+        })?;
+        s = sum;
+    }
+    Ok(s)
+}
+
+/// Widens one row of `dtype` values into `dst`.
+fn widen_row(dtype: DType, bytes: &[u8], at: usize, dst: &mut [f32]) -> Result<(), EngineError> {
+    let n = dst.len();
+    if dtype == DType::F16 {
+        typed::<f16>(bytes)?[at..at + n].convert_to_f32_slice(dst);
+    } else {
+        dst.copy_from_slice(&typed::<f32>(bytes)?[at..at + n]);
+    }
+    Ok(())
+}
+
+fn softmax(
+    log: bool,
+    dtype: DType,
+    p: &BlockParams,
+    ops: Operands,
+    scratch: &mut Scratch,
+    worker: &mut Worker,
+    cx: &mut Cx,
+) -> Result<(), VertexError> {
+    let count = p.count as usize;
+    let t = scratch.p.take::<f32>(count);
+    let e = scratch.q.take::<f32>(count);
+    let out = ops.output;
+    for g in 0..p.groups as usize {
+        let first = g * count;
+        widen_row(dtype, ops.inputs[0], first, t)?;
+        let s = row_internals(t, e, first, cx)?;
+        let ln_s = if log {
+            let (v, f) = fp32::log(s);
+            cx.raise(f, first, || vec![dump_value("sum", f32v(s))])?;
+            v
+        } else {
+            0.0
+        };
+        for i in 0..count {
+            let (ti, ei) = (t[i], e[i]);
+            let (bytes, f) = match (dtype, log) {
+                (DType::F16, true) => {
+                    let (v, f) =
+                        fp16::add_wide(f64::from(ti), -f64::from(ln_s), &mut worker.rounding());
+                    typed_mut::<f16>(out)?[first + i] = v;
+                    (f16v(v), f)
+                }
+                (DType::F16, false) => {
+                    let (v, f) =
+                        fp16::div_wide(f64::from(ei), f64::from(s), &mut worker.rounding());
+                    typed_mut::<f16>(out)?[first + i] = v;
+                    (f16v(v), f)
+                }
+                (_, true) => {
+                    let (v, f) = fp32::sub(ti, ln_s);
+                    typed_mut::<f32>(out)?[first + i] = v;
+                    (f32v(v), f)
+                }
+                (_, false) => {
+                    let (v, f) = fp32::div(ei, s);
+                    typed_mut::<f32>(out)?[first + i] = v;
+                    (f32v(v), f)
+                }
+            };
+            cx.raise(f, first + i, || {
+                let (a, b) = if log { ("x - max", ti) } else { ("exp", ei) };
+                vec![
+                    dump_value(a, f32v(b)),
+                    dump_value(
+                        if log { "log sum" } else { "sum" },
+                        f32v(if log { ln_s } else { s }),
+                    ),
+                    dump_value("result", bytes),
+                ]
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn cross_entropy(
+    dtype: DType,
+    p: &BlockParams,
+    ops: Operands,
+    scratch: &mut Scratch,
+    cx: &mut Cx,
+) -> Result<(), VertexError> {
+    let count = p.count as usize;
+    let t = scratch.p.take::<f32>(count);
+    let e = scratch.q.take::<f32>(count);
+    let labels = typed::<i32>(ops.inputs[1])?;
+    let out = typed_mut::<f32>(ops.output)?;
+    for g in 0..p.groups as usize {
+        widen_row(dtype, ops.inputs[0], g * count, t)?;
+        let s = row_internals(t, e, g, cx)?;
+        let label = labels[g];
+        out[g] = match usize::try_from(label).ok().filter(|&l| l < count) {
+            Some(l) => {
+                let (ln_s, f) = fp32::log(s);
+                cx.raise(f, g, || vec![dump_value("sum", f32v(s))])?;
+                let (v, f) = fp32::sub(ln_s, t[l]);
+                let tl = t[l];
+                cx.raise(f, g, || {
+                    vec![
+                        dump_value("log sum", f32v(ln_s)),
+                        dump_value(format!("x[{l}] - max"), f32v(tl)),
+                        dump_value("result", f32v(v)),
+                    ]
+                })?;
+                v
+            }
+            None => 0.0,
+        };
+    }
+    Ok(())
+}

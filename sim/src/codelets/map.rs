@@ -1,0 +1,487 @@
+//! The element-wise codelets (`Fill`, `Unary`, `Binary`, `ScaledAdd`, `Select`, `Cast`,
+//! `ActivationGrad`, `OneHot`): inputs are made contiguous and aligned with the output
+//! (broadcast inputs gathered into scratch, in-place inputs copied), then one slice kernel of
+//! the numerics core computes the whole vertex.
+//!
+//! When the vertex raised a flag whose exception is enabled, the vertex is replayed element
+//! by element from the worker's random-stream position before it ran (the kernels compute
+//! element `j` identically whether called on the whole slice or on `[j, j+1)`), and the
+//! first element whose flags trap is reported with its operands.
+
+use super::operands::{Operands, MAX_INPUTS};
+use super::{dump_value, Fault, Scratch, VertexError, Worker};
+use crate::display::element_with_bits;
+use crate::engine::error::EngineError;
+use crate::engine::memory::{typed, typed_mut};
+use crate::numerics::int::IntArith;
+use crate::numerics::kernels::convert;
+use crate::numerics::kernels::map::{self as k, each, each2, each3};
+use crate::numerics::{cast, round, ArithOp, CompareOp, FpSts, Rounding, Tail, UnaryOp};
+use bytemuck::Pod;
+use half::f16;
+use ipusim_compiler::codelets::{Access, BroadcastAccess, Codelet, VertexParams};
+use ipusim_compiler::executable::{Tensor, Vertex};
+use ipusim_ir::DType;
+
+/// Runs an element-wise vertex.
+pub(crate) fn run(
+    codelet: &Codelet,
+    params: &VertexParams,
+    ops: Operands,
+    scratch: &mut Scratch,
+    mut worker: Worker,
+) -> Result<FpSts, VertexError> {
+    let n = ops.out_len();
+    let Operands {
+        inputs,
+        aliased,
+        in_dtypes,
+        n_inputs,
+        output,
+        out_dtype,
+        ..
+    } = ops;
+    let accesses: &[Access] = match params {
+        VertexParams::Map(m) => &m.inputs,
+        _ => &[],
+    };
+    let [b0, b1, b2] = &mut scratch.ins;
+    let mut ins: [&[u8]; MAX_INPUTS] = [&[]; MAX_INPUTS];
+    for (i, buf) in [b0, b1, b2].into_iter().enumerate().take(n_inputs) {
+        let es = in_dtypes[i].size_bytes();
+        ins[i] = match (accesses.get(i), aliased[i]) {
+            (Some(Access::Broadcast(b)), false) => {
+                let dst = buf.bytes(n * es);
+                gather(b, inputs[i], es, dst);
+                dst
+            }
+            (Some(Access::Broadcast(_)), true) => {
+                return Err(EngineError::internal("a broadcast input aliases the output").into())
+            }
+            (_, true) => {
+                let dst = buf.bytes(output.len());
+                dst.copy_from_slice(output);
+                dst
+            }
+            (_, false) => inputs[i],
+        };
+    }
+    let saved = (!worker.mask().is_empty()).then(|| worker.rng.clone());
+    let flags = kernel(codelet, params, &ins, output, &mut worker.rounding())?;
+    if worker.ctl.trapping(flags).is_empty() {
+        return Ok(flags);
+    }
+    let Some(mut rng) = saved else {
+        return Ok(flags);
+    };
+    let info = codelet.info();
+    let mut sts = FpSts::empty();
+    let es_out = out_dtype.size_bytes();
+    for j in 0..n {
+        let mut sub: [&[u8]; MAX_INPUTS] = [&[]; MAX_INPUTS];
+        for i in 0..n_inputs {
+            let es = in_dtypes[i].size_bytes();
+            sub[i] = &ins[i][j * es..(j + 1) * es];
+        }
+        let one = scratch.one.bytes(es_out);
+        let f = kernel(
+            codelet,
+            params,
+            &sub,
+            one,
+            &mut Rounding::from_ctl(worker.ctl, &mut rng),
+        )?;
+        sts |= f;
+        if !worker.ctl.trapping(f).is_empty() {
+            let mut operands: Vec<_> = (0..n_inputs)
+                .map(|i| {
+                    let name = info.operands.get(i).copied().unwrap_or("in");
+                    dump_value(name, element_with_bits(in_dtypes[i], sub[i]))
+                })
+                .collect();
+            operands.push(dump_value("result", element_with_bits(out_dtype, one)));
+            return Err(VertexError::Fault(Box::new(Fault {
+                sts,
+                element: Some(j as u64),
+                operands,
+            })));
+        }
+    }
+    Err(EngineError::internal(format!(
+        "{} trapped but no element reproduces it",
+        codelet.full_name()
+    ))
+    .into())
+}
+
+/// Calls `f(first, stride, count)` for the runs of operand indices (relative to the
+/// operand's element 0) that outputs `0..n` of a broadcast access read: output `x` of a run
+/// reads `first + stride·x`.
+fn runs(b: &BroadcastAccess, n: usize, mut f: impl FnMut(i64, u64, u64)) {
+    let (inner, stride) = match b.dims.len().checked_sub(1) {
+        Some(l) => (b.dims[l].max(1), b.strides.get(l).copied().unwrap_or(0)),
+        None => (u64::MAX, 0),
+    };
+    let end = b.start + n as u64;
+    let mut x = b.start;
+    while x < end {
+        let count = (inner - x % inner).min(end - x);
+        f(b.index(x) as i64 - b.base as i64, stride, count);
+        x += count;
+    }
+}
+
+/// The smallest and largest operand index a broadcast access reads for `n` outputs.
+pub(crate) fn broadcast_bounds(b: &BroadcastAccess, n: usize) -> Option<(i64, i64)> {
+    let mut bounds: Option<(i64, i64)> = None;
+    runs(b, n, |first, stride, count| {
+        let last = first + (stride * (count - 1)) as i64;
+        bounds = Some(match bounds {
+            None => (first, last),
+            Some((lo, hi)) => (lo.min(first), hi.max(last)),
+        });
+    });
+    bounds
+}
+
+/// Gathers the elements (of `es` bytes) that outputs `0..dst.len()/es` read from `src`.
+fn gather(b: &BroadcastAccess, src: &[u8], es: usize, dst: &mut [u8]) {
+    let n = dst.len() / es;
+    let mut at = 0usize;
+    runs(b, n, |first, stride, count| {
+        let (first, count) = (first as usize, count as usize);
+        let out = &mut dst[at * es..(at + count) * es];
+        match stride {
+            1 => out.copy_from_slice(&src[first * es..(first + count) * es]),
+            0 => {
+                let v = &src[first * es..(first + 1) * es];
+                for o in out.chunks_exact_mut(es) {
+                    o.copy_from_slice(v);
+                }
+            }
+            s => {
+                for (i, o) in out.chunks_exact_mut(es).enumerate() {
+                    let p = first + i * s as usize;
+                    o.copy_from_slice(&src[p * es..(p + 1) * es]);
+                }
+            }
+        }
+        at += count;
+    });
+}
+
+/// The codelet's operand dtypes (inputs, output), or why the codelet is not element-wise.
+fn signature(codelet: &Codelet) -> Result<(Vec<DType>, DType), String> {
+    use DType::*;
+    Ok(match *codelet {
+        Codelet::Fill { dtype } => (vec![], dtype),
+        Codelet::Unary { op, dtype } => {
+            let int_ok = matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu);
+            if dtype == Bool || (!dtype.is_float() && !int_ok) {
+                return Err(format!("{op:?} is not defined on {dtype}"));
+            }
+            (vec![dtype], dtype)
+        }
+        Codelet::Binary { op, dtype } => match ArithOp::try_from(op) {
+            Ok(_) if dtype == Bool => return Err(format!("{op:?} is not defined on bool")),
+            Ok(_) => (vec![dtype, dtype], dtype),
+            Err(_) => (vec![dtype, dtype], Bool),
+        },
+        Codelet::ScaledAdd { dtype } | Codelet::ActivationGrad { dtype, .. } => {
+            if !dtype.is_float() {
+                return Err(format!("needs a float type, has {dtype}"));
+            }
+            (vec![dtype, dtype], dtype)
+        }
+        Codelet::Select { dtype } => (vec![Bool, dtype, dtype], dtype),
+        Codelet::Cast { from, to } => (vec![from], to),
+        Codelet::OneHot { dtype, depth } => {
+            if depth == 0 {
+                return Err("has depth 0".into());
+            }
+            (vec![I32], dtype)
+        }
+        _ => return Err("is not an element-wise codelet".into()),
+    })
+}
+
+/// Checks an element-wise vertex: operand count and types, input lengths, broadcast
+/// accesses inside their operands, aliased inputs only where read aligned.
+pub(crate) fn check(codelet: &Codelet, v: &Vertex, tensors: &[Tensor]) -> Result<(), String> {
+    let (ins, out) = signature(codelet)?;
+    if v.operands.len() != ins.len() + 1 {
+        return Err(format!(
+            "has {} operands, expected {}",
+            v.operands.len(),
+            ins.len() + 1
+        ));
+    }
+    let dtype = |i: usize| tensors[v.operands[i].tensor.0 as usize].dtype;
+    for (i, &want) in ins.iter().chain(std::iter::once(&out)).enumerate() {
+        if dtype(i) != want {
+            return Err(format!("operand {i} is {}, expected {want}", dtype(i)));
+        }
+    }
+    let n = v.operands[ins.len()].len as usize;
+    let accesses: &[Access] = match &v.params {
+        VertexParams::Map(m) => &m.inputs,
+        VertexParams::Fill { .. } if ins.is_empty() => &[],
+        p => return Err(format!("has {} parameters", super::params_name(p))),
+    };
+    if accesses.len() != ins.len() {
+        return Err(format!(
+            "lists {} input accesses for {} inputs",
+            accesses.len(),
+            ins.len()
+        ));
+    }
+    let out_op = v.operands[ins.len()];
+    for (i, a) in accesses.iter().enumerate() {
+        let op = v.operands[i];
+        match a {
+            Access::Aligned => {
+                if op.len as usize != n {
+                    return Err(format!(
+                        "aligned input {i} has {} elements for {n} outputs",
+                        op.len
+                    ));
+                }
+            }
+            Access::Broadcast(b) => {
+                if b.strides.len() != b.dims.len() {
+                    return Err(format!(
+                        "broadcast input {i} has {} strides for {} dims",
+                        b.strides.len(),
+                        b.dims.len()
+                    ));
+                }
+                if (op.offset, op.len) == (out_op.offset, out_op.len) && op.tensor == out_op.tensor
+                {
+                    return Err(format!("broadcast input {i} is the output"));
+                }
+                if let Some((lo, hi)) = broadcast_bounds(b, n) {
+                    if lo < 0 || hi >= op.len as i64 {
+                        return Err(format!(
+                            "broadcast input {i} reads elements [{lo}, {hi}] of an operand of {}",
+                            op.len
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Computes the whole vertex: `ins` are contiguous inputs aligned with `out`.
+fn kernel(
+    codelet: &Codelet,
+    params: &VertexParams,
+    ins: &[&[u8]; MAX_INPUTS],
+    out: &mut [u8],
+    r: &mut Rounding,
+) -> Result<FpSts, EngineError> {
+    use DType::*;
+    let [x, y, z] = *ins;
+    let scale = match params {
+        VertexParams::Map(m) => m.scale,
+        _ => 1.0,
+    };
+    let unsupported = || EngineError::internal(format!("{} is not supported", codelet.full_name()));
+    Ok(match *codelet {
+        Codelet::Fill { dtype } => {
+            let value = match params {
+                VertexParams::Fill { value } => *value,
+                _ => 0.0,
+            };
+            fill(dtype, value, out)?;
+            FpSts::empty()
+        }
+        Codelet::Unary { op, dtype } => match dtype {
+            F16 => k::unary_f16(op, typed(x)?, typed_mut(out)?, r)?,
+            F32 => k::unary_f32(op, typed(x)?, typed_mut(out)?)?,
+            I32 => int_unary::<i32>(op, typed(x)?, typed_mut(out)?)?,
+            U8 => int_unary::<u8>(op, x, out)?,
+            Bool => return Err(unsupported()),
+        },
+        Codelet::Binary { op, dtype } => match (ArithOp::try_from(op), dtype) {
+            (Ok(a), F16) => k::binary_f16(a, typed(x)?, typed(y)?, typed_mut(out)?, r)?,
+            (Ok(a), F32) => k::binary_f32(a, typed(x)?, typed(y)?, typed_mut(out)?)?,
+            (Ok(a), I32) => each2(typed::<i32>(x)?, typed(y)?, typed_mut(out)?, |p, q| {
+                i32::arith(a, p, q)
+            }),
+            (Ok(a), U8) => each2(x, y, out, |p, q| u8::arith(a, p, q)),
+            (Ok(_), Bool) => return Err(unsupported()),
+            (Err(c), F16) => k::compare_f16(c, typed(x)?, typed(y)?, out)?,
+            (Err(c), F32) => k::compare_f32(c, typed(x)?, typed(y)?, out)?,
+            (Err(c), I32) => each2(typed::<i32>(x)?, typed(y)?, out, |p, q| int_truth(c, p, q)),
+            (Err(c), U8) => each2(x, y, out, |p, q| int_truth(c, p, q)),
+            (Err(c), Bool) => each2(x, y, out, |p, q| {
+                int_truth(c, u8::from(p != 0), u8::from(q != 0))
+            }),
+        },
+        Codelet::ScaledAdd { dtype } => {
+            let s = round::round_f32(scale).0;
+            match dtype {
+                F16 => k::scaled_add_f16(typed(x)?, typed(y)?, s, typed_mut(out)?, r)?,
+                F32 => k::scaled_add_f32(typed(x)?, typed(y)?, s, typed_mut(out)?)?,
+                _ => return Err(unsupported()),
+            }
+        }
+        Codelet::Select { dtype } => match dtype.size_bytes() {
+            1 => select::<u8>(x, y, z, out)?,
+            2 => select::<u16>(x, y, z, out)?,
+            _ => select::<u32>(x, y, z, out)?,
+        },
+        Codelet::Cast { from, to } => convert_slice(from, to, x, out, r)?,
+        Codelet::ActivationGrad { activation, dtype } => match dtype {
+            F16 => k::activation_grad_f16(activation, typed(x)?, typed(y)?, typed_mut(out)?, r)?,
+            F32 => k::activation_grad_f32(activation, typed(x)?, typed(y)?, typed_mut(out)?)?,
+            _ => return Err(unsupported()),
+        },
+        Codelet::OneHot { dtype, depth } => {
+            let begin = match params {
+                VertexParams::Map(m) => m.out_begin.unwrap_or(0),
+                _ => 0,
+            };
+            one_hot(dtype, u64::from(depth), begin, typed(x)?, out)?;
+            FpSts::empty()
+        }
+        _ => return Err(unsupported()),
+    })
+}
+
+/// A comparison of integers as a Bool byte (integers raise no flags).
+fn int_truth<T: IntArith>(c: CompareOp, p: T, q: T) -> (u8, FpSts) {
+    (u8::from(T::compare(c, p, q)), FpSts::empty())
+}
+
+fn int_unary<T: IntArith + Pod>(
+    op: UnaryOp,
+    src: &[T],
+    dst: &mut [T],
+) -> Result<FpSts, EngineError> {
+    let f: fn(T) -> T = match op {
+        UnaryOp::Neg => T::neg,
+        UnaryOp::Abs => T::abs,
+        UnaryOp::Relu => T::relu,
+        _ => return Err(EngineError::internal(format!("integer {op:?}"))),
+    };
+    Ok(each(src, dst, |v| (f(v), FpSts::empty())))
+}
+
+fn select<T: Pod>(cond: &[u8], a: &[u8], b: &[u8], out: &mut [u8]) -> Result<FpSts, EngineError> {
+    Ok(each3(
+        cond,
+        typed::<T>(a)?,
+        typed::<T>(b)?,
+        typed_mut::<T>(out)?,
+        |c, p, q| (if c != 0 { p } else { q }, FpSts::empty()),
+    ))
+}
+
+/// `Fill`: every element := `value` converted to `dtype` (RNE for floats, truncation toward
+/// zero for integers, `value ≠ 0` for Bool).
+fn fill(dtype: DType, value: f64, out: &mut [u8]) -> Result<(), EngineError> {
+    match dtype {
+        DType::F16 => {
+            let v = Rounding::nearest(false).round_f16(value, Tail::Exact).0;
+            typed_mut::<f16>(out)?.fill(v);
+        }
+        DType::F32 => typed_mut::<f32>(out)?.fill(round::round_f32(value).0),
+        DType::I32 => typed_mut::<i32>(out)?.fill(value as i32),
+        DType::U8 => out.fill(value as u8),
+        DType::Bool => out.fill(u8::from(value != 0.0)),
+    }
+    Ok(())
+}
+
+/// `OneHot`: `out[j] = (indices[j] == (begin + j) mod depth) ? 1 : 0` in `dtype`.
+fn one_hot(
+    dtype: DType,
+    depth: u64,
+    begin: u64,
+    indices: &[i32],
+    out: &mut [u8],
+) -> Result<(), EngineError> {
+    let hot = |j: usize| i64::from(indices[j]) == ((begin + j as u64) % depth) as i64;
+    match dtype {
+        DType::F16 => {
+            for (j, o) in typed_mut::<f16>(out)?.iter_mut().enumerate() {
+                *o = if hot(j) { f16::ONE } else { f16::ZERO };
+            }
+        }
+        DType::F32 => {
+            for (j, o) in typed_mut::<f32>(out)?.iter_mut().enumerate() {
+                *o = f32::from(u8::from(hot(j)));
+            }
+        }
+        DType::I32 => {
+            for (j, o) in typed_mut::<i32>(out)?.iter_mut().enumerate() {
+                *o = i32::from(hot(j));
+            }
+        }
+        DType::U8 | DType::Bool => {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = u8::from(hot(j));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `Cast` from `from` to `to` (the conversions of the numerics core; see the codelet
+/// contract).
+fn convert_slice(
+    from: DType,
+    to: DType,
+    x: &[u8],
+    out: &mut [u8],
+    r: &mut Rounding,
+) -> Result<FpSts, EngineError> {
+    use DType::*;
+    let none = FpSts::empty();
+    Ok(match (from, to) {
+        _ if from == to => {
+            out.copy_from_slice(x);
+            none
+        }
+        (F32, F16) => convert::f32_to_f16_slice(typed(x)?, typed_mut(out)?, r)?,
+        (F16, F32) => convert::f16_to_f32_slice(typed(x)?, typed_mut(out)?)?,
+        (F16, I32) => each(typed::<f16>(x)?, typed_mut(out)?, cast::f16_to_i32),
+        (F32, I32) => each(typed::<f32>(x)?, typed_mut(out)?, cast::f32_to_i32),
+        (F16, U8) => each(typed::<f16>(x)?, out, |v| to_u8(cast::f16_to_i32(v))),
+        (F32, U8) => each(typed::<f32>(x)?, out, |v| to_u8(cast::f32_to_i32(v))),
+        (I32, U8) => each(typed::<i32>(x)?, out, |v| (v as u8, none)),
+        (U8, I32) => each(x, typed_mut(out)?, |v| (i32::from(v), none)),
+        (Bool, I32) => each(x, typed_mut(out)?, |v| (i32::from(v != 0), none)),
+        (Bool, U8) => each(x, out, |v| (u8::from(v != 0), none)),
+        (F16, Bool) => each(typed::<f16>(x)?, out, |v| {
+            (u8::from(v.to_f64() != 0.0), none)
+        }),
+        (F32, Bool) => each(typed::<f32>(x)?, out, |v| (u8::from(v != 0.0), none)),
+        (I32, Bool) => each(typed::<i32>(x)?, out, |v| (u8::from(v != 0), none)),
+        (U8, Bool) => each(x, out, |v| (u8::from(v != 0), none)),
+        (I32, F16) => each(typed::<i32>(x)?, typed_mut(out)?, |v| {
+            cast::i32_to_f16(v, r)
+        }),
+        (I32, F32) => each(typed::<i32>(x)?, typed_mut(out)?, cast::i32_to_f32),
+        (U8, F16) => each(x, typed_mut(out)?, cast::u8_to_f16),
+        (U8, F32) => each(x, typed_mut(out)?, cast::u8_to_f32),
+        (Bool, F16) => each(x, typed_mut(out)?, |v| {
+            (if v != 0 { f16::ONE } else { f16::ZERO }, none)
+        }),
+        (Bool, F32) => each(x, typed_mut(out)?, |v| (f32::from(u8::from(v != 0)), none)),
+        _ => {
+            return Err(EngineError::internal(format!(
+                "no cast from {from} to {to}"
+            )))
+        }
+    })
+}
+
+/// The last step of a float→u8 cast.
+fn to_u8((v, f): (i32, FpSts)) -> (u8, FpSts) {
+    let (u, g) = cast::i32_to_u8_saturating(v);
+    (u, f | g)
+}

@@ -1,0 +1,274 @@
+//! The resumable machine: [`Engine::settle`] moves the cursor through control nodes to the
+//! next program step (starting a run when none is in progress, finishing it when the tree is
+//! done), [`Engine::step`] executes that step. `run` and the debugger are loops over these.
+
+use super::program::{Frame, Node};
+use super::summary::{Category, Leaf, NextStep, RunSummary, Settled, StepReport, TileCycles};
+use super::{Engine, EngineError, Phase};
+use crate::host::HostIo;
+use crate::trace::{Control, Event};
+use ipusim_compiler::cycles;
+use ipusim_compiler::executable::TensorId;
+
+/// A node's kind and what settling needs of it (copied out of the tree).
+enum Visit {
+    Sequence(Option<u32>),
+    Repeat {
+        count: u32,
+        body: u32,
+    },
+    If {
+        condition: TensorId,
+        then: u32,
+        otherwise: u32,
+    },
+    Leaf {
+        leaf: Leaf,
+        step: Option<u32>,
+    },
+}
+
+/// What [`Engine::step`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stepped {
+    /// It executed a program step.
+    Step(StepReport),
+    /// The run had no step left: it finished (the summary of the run).
+    Finished(Box<RunSummary>),
+}
+
+impl Engine {
+    /// Starts a run: the cursor at the root, a fresh summary.
+    fn start_run(&mut self) {
+        self.runs += 1;
+        self.stack.clear();
+        self.stack.push(Frame { node: 0, pos: 0 });
+        self.phase = Phase::Running;
+        let exe = &self.exe;
+        self.current = RunSummary {
+            run: self.runs,
+            start_cycle: self.cycle,
+            compute_set_executions: vec![0; exe.compute_sets.len()],
+            exchange_executions: vec![0; exe.exchanges.len()],
+            tiles: (0..self.index.len())
+                .map(|d| TileCycles {
+                    tile: self.index.tile(d),
+                    ..TileCycles::default()
+                })
+                .collect(),
+            ..RunSummary::default()
+        };
+        let (run, cycle) = (self.runs, self.cycle);
+        self.record(|| Event::RunStarted { run, cycle });
+    }
+
+    /// Moves the cursor to the next program step, through `Sequence`, `Repeat` and `If`
+    /// nodes (an `If` reads its condition and charges its sync here), and returns it; or
+    /// finishes the run when none is left. Starts a run when none is in progress (also after
+    /// a run stopped on an error). Settling twice without stepping returns the same step.
+    pub fn settle(&mut self) -> Result<Settled, EngineError> {
+        if self.phase != Phase::Running {
+            self.start_run();
+        }
+        loop {
+            let Some(top) = self.stack.last().copied() else {
+                self.phase = Phase::Idle;
+                let (run, cycle, cycles) = (self.runs, self.cycle, self.current.cycles);
+                self.record(|| Event::RunFinished { run, cycle, cycles });
+                return Ok(Settled::Finished(Box::new(self.current.clone())));
+            };
+            let cycle = self.cycle;
+            let node = match &self.tree.nodes[top.node as usize] {
+                Node::Sequence(children) => {
+                    Visit::Sequence(children.get(top.pos as usize).copied())
+                }
+                &Node::Repeat { count, body } => Visit::Repeat { count, body },
+                &Node::If {
+                    condition,
+                    then,
+                    otherwise,
+                } => Visit::If {
+                    condition,
+                    then,
+                    otherwise,
+                },
+                &Node::Leaf { leaf, step } => Visit::Leaf { leaf, step },
+            };
+            match node {
+                Visit::Leaf { leaf, step } => {
+                    return Ok(Settled::Step(NextStep {
+                        node: top.node,
+                        step,
+                        leaf,
+                    }))
+                }
+                Visit::Sequence(child) => match child {
+                    Some(child) => {
+                        self.bump();
+                        self.stack.push(Frame {
+                            node: child,
+                            pos: 0,
+                        });
+                    }
+                    None => {
+                        self.stack.pop();
+                    }
+                },
+                Visit::Repeat { count, body } => {
+                    let node = top.node;
+                    if top.pos > 0 {
+                        let program = Control::Repeat {
+                            iteration: top.pos,
+                            count,
+                        };
+                        self.record(|| Event::Left {
+                            node,
+                            program,
+                            cycle,
+                        });
+                    }
+                    if top.pos < count {
+                        self.bump();
+                        let program = Control::Repeat {
+                            iteration: top.pos + 1,
+                            count,
+                        };
+                        self.record(|| Event::Entered {
+                            node,
+                            program,
+                            cycle,
+                        });
+                        self.stack.push(Frame { node: body, pos: 0 });
+                    } else {
+                        self.stack.pop();
+                    }
+                }
+                Visit::If {
+                    condition,
+                    then,
+                    otherwise,
+                } => {
+                    let node = top.node;
+                    if top.pos == 0 {
+                        let taken = self.condition(condition)?;
+                        let sync = cycles::sync_cycles(&self.exe.target);
+                        self.cycle += sync;
+                        self.current.cycles.add(Category::Sync, sync);
+                        if let Some(f) = self.stack.last_mut() {
+                            f.pos = if taken { 1 } else { 2 };
+                        }
+                        let program = Control::If { taken };
+                        self.record(|| Event::Sync {
+                            cycle,
+                            cycles: sync,
+                        });
+                        let cycle = cycle + sync;
+                        self.record(|| Event::Entered {
+                            node,
+                            program,
+                            cycle,
+                        });
+                        self.stack.push(Frame {
+                            node: if taken { then } else { otherwise },
+                            pos: 0,
+                        });
+                    } else {
+                        let program = Control::If {
+                            taken: top.pos == 1,
+                        };
+                        self.record(|| Event::Left {
+                            node,
+                            program,
+                            cycle,
+                        });
+                        self.stack.pop();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Advances the top frame's position.
+    fn bump(&mut self) {
+        if let Some(f) = self.stack.last_mut() {
+            f.pos += 1;
+        }
+    }
+
+    /// The first element of a Bool condition tensor.
+    fn condition(&self, t: TensorId) -> Result<bool, EngineError> {
+        let tensor = self.exe.tensor(t);
+        for s in &tensor.slices {
+            for iv in &s.intervals {
+                if iv.begin == 0 && iv.end > 0 {
+                    let d = self
+                        .index
+                        .get(s.tile)
+                        .ok_or_else(|| EngineError::internal("condition tile"))?;
+                    return Ok(self.tiles[d].mem.bytes()[iv.offset as usize] != 0);
+                }
+            }
+        }
+        Err(EngineError::internal(format!(
+            "condition '{}' has no first element",
+            tensor.name
+        )))
+    }
+
+    /// Executes the next program step ([`Engine::settle`] first), or finishes the run. On an
+    /// error the run stops where it is (see the module docs).
+    pub fn step(&mut self, host: &mut dyn HostIo) -> Result<Stepped, EngineError> {
+        let next = match self.settle()? {
+            Settled::Finished(summary) => return Ok(Stepped::Finished(summary)),
+            Settled::Step(next) => next,
+        };
+        let start = self.cycle;
+        self.step_flags.clear();
+        let result = match next.leaf {
+            Leaf::Execute { compute_set } => self
+                .run_compute_set(next.step, compute_set, start)
+                .map(|c| (c, 0, Category::OnTileExecute)),
+            Leaf::Exchange { exchange } => self
+                .run_exchange(next.step, exchange, start)
+                .map(|(c, b)| (c, b, Category::DoExchange)),
+            Leaf::StreamCopy {
+                stream,
+                direction,
+                tensor,
+            } => self
+                .run_stream_copy(next.step, stream, direction, tensor, host, start)
+                .map(|(c, b)| (c, b, Category::StreamCopy)),
+            Leaf::Sync => {
+                let cycles = cycles::sync_cycles(&self.exe.target);
+                self.record(|| Event::Sync {
+                    cycle: start,
+                    cycles,
+                });
+                Ok((cycles, 0, Category::Sync))
+            }
+        };
+        let (cycles, bytes, category) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.phase = Phase::Stopped;
+                return Err(e);
+            }
+        };
+        self.cycle += cycles;
+        self.current.cycles.add(category, cycles);
+        self.current.program_steps += 1;
+        self.stack.pop();
+        let flags = self
+            .step_flags
+            .iter()
+            .fold(Default::default(), |a, (_, f)| a | *f);
+        self.current.flags |= flags;
+        Ok(Stepped::Step(StepReport {
+            next,
+            cycle: start,
+            cycles,
+            flags,
+            bytes,
+        }))
+    }
+}

@@ -1,0 +1,407 @@
+//! The BSP engine: executes an [`Executable`]'s program tree with exact values, cycle
+//! accounting, `$FP_STS` flags and traps, and optional traces.
+//!
+//! # Model
+//!
+//! - **State.** Every tile that holds a tensor has its real bytes at the executable's
+//!   offsets ([`memory`]); variables and constants start from the values of
+//!   [`crate::init`] (bit-identical to the reference interpreter's), everything else from
+//!   zero. State persists across runs: one device run is one [`Engine::run`].
+//! - **Program.** The tree is walked by a resumable cursor ([`program`]): `Sequence` in
+//!   order, `Repeat` `count` times, `If` on the first element of its Bool condition (after a
+//!   sync that broadcasts it), and the leaves: `Execute` runs a compute set (tiles in
+//!   parallel on the host, [`rayon`]), `Exchange` copies bytes between tiles (all sources
+//!   read before any destination is written), `StreamCopy` asks the [`HostIo`] for an
+//!   infeed micro-batch or hands it an outfeed entry, `Sync` syncs. The debugger stops and
+//!   resumes the same machine ([`Engine::settle`], [`Engine::step`]); [`Engine::run`] is
+//!   "continue until the end".
+//! - **Cycles.** Each step is charged with the functions of `ipusim_compiler::cycles` on the
+//!   vertices and copies it executes (computed once, when the engine is built): compute
+//!   sets in OnTileExecute (the slowest tile; each tile's own cycles per tile), exchanges in
+//!   DoExchange, syncs (and `If` conditions) in Sync, stream copies in StreamCopy. Without
+//!   data-dependent control flow a run's cycles equal the compiler's static estimate.
+//! - **Floating point.** `FpConfig` gives every worker's `$FP_CTL`; a worker's `$FP_STS`
+//!   is reset when it starts a vertex and ORed into its tile's sticky flags. FP16 results
+//!   round to nearest even, or stochastically (ESR) with bits from the worker's own stream
+//!   `SrRng::new(seed, tile, worker)`, whose position depends only on the work that worker
+//!   has done: results never depend on the host thread count. `ReplicaIdenticalOnly`
+//!   behaves as `On`: the simulator runs one replica, so every region is replica-identical.
+//!   With an exception enabled, a vertex that raises it stops its tile; the engine reports
+//!   the lowest-numbered tile that trapped ([`FpExceptionDump`]) and the run stops.
+//!   The faulting vertex's outputs are written in full.
+//!
+//! After an error (a trap, a host failure) the cursor stays where the run stopped, for
+//! inspection; the next `run`, `settle` or `step` starts a new run from the top.
+
+pub mod error;
+mod machine;
+pub(crate) mod memory;
+pub(crate) mod plan;
+pub mod program;
+mod steps;
+mod summary;
+
+pub use error::{DumpValue, EngineError, FpExceptionDump};
+pub use machine::Stepped;
+pub use program::Place;
+pub use summary::{CategoryCycles, Leaf, NextStep, RunSummary, Settled, StepReport, TileCycles};
+
+use crate::host::HostIo;
+use crate::init;
+use crate::numerics::{FpConfig, FpCtl, FpSts, SrRng};
+use crate::tensor::{Data, Tensor};
+use crate::trace::{Event, Trace};
+use ipusim_compiler::executable::{Executable, SourceValue, TensorId, TensorKind};
+use ipusim_ir::TensorType;
+use memory::{gather, scatter, TileIndex, TileMem};
+use plan::Plan;
+use program::{Frame, Tree};
+use std::sync::Arc;
+
+/// How an engine runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Floating-point behaviour (exceptions, stochastic rounding, NaN on overflow).
+    pub fp: FpConfig,
+    /// The program seed: every worker's stochastic-rounding stream derives from it.
+    pub seed: u64,
+    /// Host threads: `None` uses rayon's global pool, `Some(n)` a dedicated pool of `n`.
+    pub threads: Option<usize>,
+    /// Record trace events ([`Engine::take_trace`]); nothing is allocated otherwise.
+    pub record_trace: bool,
+}
+
+/// One tile: its memory, its workers' random streams, its sticky `$FP_STS`.
+#[derive(Debug)]
+pub(crate) struct TileState {
+    pub mem: TileMem,
+    pub rngs: Vec<SrRng>,
+    pub sts: FpSts,
+}
+
+impl AsRef<TileMem> for TileState {
+    fn as_ref(&self) -> &TileMem {
+        &self.mem
+    }
+}
+
+impl AsMut<TileMem> for TileState {
+    fn as_mut(&mut self) -> &mut TileMem {
+        &mut self.mem
+    }
+}
+
+/// Where the machine is between calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// No run in progress: the next step starts one.
+    Idle,
+    /// A run in progress.
+    Running,
+    /// A run stopped on an error; the cursor is kept for inspection.
+    Stopped,
+}
+
+/// The BSP engine (see the module docs).
+pub struct Engine {
+    exe: Arc<Executable>,
+    options: EngineOptions,
+    ctl: FpCtl,
+    pool: Option<rayon::ThreadPool>,
+    index: TileIndex,
+    tiles: Vec<TileState>,
+    plan: Plan,
+    tree: Tree,
+    stack: Vec<Frame>,
+    phase: Phase,
+    cycle: u64,
+    runs: u64,
+    current: RunSummary,
+    staging: Vec<u8>,
+    step_flags: Vec<(u32, FpSts)>,
+    trace: Option<Vec<Event>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("tiles", &self.tiles.len())
+            .field("cycle", &self.cycle)
+            .field("runs", &self.runs)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine for `exe`: checks it, allocates the memory of every used tile and
+    /// materialises variables and constants. An executable that does not fit in tile memory
+    /// is an error ([`EngineError::OutOfMemory`]).
+    pub fn new(exe: Arc<Executable>, options: EngineOptions) -> Result<Engine, EngineError> {
+        if exe.memory.oom {
+            let worst = exe.memory.worst_tiles.first();
+            return Err(EngineError::OutOfMemory {
+                tiles: exe.memory.oom_tiles.clone(),
+                max_tile_bytes: exe.memory.max_tile_bytes,
+                worst_tile: worst.map_or(0, |w| w.tile),
+                capacity: exe.memory.bytes_per_tile_capacity,
+            });
+        }
+        let (index, sizes) = TileIndex::new(&exe)?;
+        let plan = Plan::new(&exe, &index, &sizes)?;
+        let tree = Tree::new(&exe.program, &exe.steps);
+        tree.check(&exe)?;
+        let workers = exe.target.worker_contexts.max(1);
+        let tiles = sizes
+            .iter()
+            .enumerate()
+            .map(|(d, &size)| {
+                let tile = index.tile(d);
+                TileState {
+                    mem: TileMem::zeroed(size),
+                    rngs: (0..workers)
+                        .map(|w| SrRng::new(options.seed, tile, w))
+                        .collect(),
+                    sts: FpSts::empty(),
+                }
+            })
+            .collect();
+        let pool = match options.threads {
+            Some(n) => Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .build()
+                    .map_err(|e| EngineError::ThreadPool {
+                        threads: n,
+                        message: e.to_string(),
+                    })?,
+            ),
+            None => None,
+        };
+        let mut engine = Engine {
+            ctl: options.fp.ctl(true),
+            options,
+            pool,
+            index,
+            tiles,
+            plan,
+            tree,
+            stack: Vec::new(),
+            phase: Phase::Idle,
+            cycle: 0,
+            runs: 0,
+            current: RunSummary::default(),
+            staging: Vec::new(),
+            step_flags: Vec::new(),
+            trace: options.record_trace.then(Vec::new),
+            exe,
+        };
+        engine.materialise()?;
+        Ok(engine)
+    }
+
+    /// Writes the initial value of every variable and constant into tile memory.
+    fn materialise(&mut self) -> Result<(), EngineError> {
+        let exe = Arc::clone(&self.exe);
+        let mut done = vec![false; exe.tensors.len()];
+        for iv in &exe.initial_values {
+            let t = exe.tensor(iv.tensor);
+            let ty = TensorType::new(t.dtype, t.shape.clone());
+            let value = match &iv.source {
+                SourceValue::Init(init) => init::variable_tensor(init, &ty),
+                SourceValue::Literal(lit) => init::constant_tensor(lit, &ty),
+            }
+            .map_err(|source| EngineError::Init {
+                tensor: t.name.clone(),
+                source,
+            })?;
+            scatter(t, &self.index, &mut self.tiles, &value.to_bytes());
+            done[iv.tensor.0 as usize] = true;
+        }
+        for (t, done) in exe.tensors.iter().zip(done) {
+            if matches!(t.kind, TensorKind::Variable | TensorKind::Constant)
+                && !done
+                && t.num_elements() > 0
+            {
+                return Err(EngineError::invalid(format!(
+                    "{} '{}' has no initial value",
+                    if t.kind == TensorKind::Variable {
+                        "variable"
+                    } else {
+                        "constant"
+                    },
+                    t.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The executable.
+    pub fn executable(&self) -> &Arc<Executable> {
+        &self.exe
+    }
+
+    /// The options.
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    /// Every worker's `$FP_CTL`.
+    pub fn fp_ctl(&self) -> FpCtl {
+        self.ctl
+    }
+
+    /// The device cycle counter (cycles executed since the engine was built).
+    pub fn cycle(&self) -> u64 {
+        self.cycle
+    }
+
+    /// Runs started so far.
+    pub fn runs(&self) -> u64 {
+        self.runs
+    }
+
+    /// True while a run is in progress (stopped between steps by the debugger).
+    pub fn in_run(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
+    /// The summary of the run in progress (or of the last one).
+    pub fn current_run(&self) -> &RunSummary {
+        &self.current
+    }
+
+    /// Where the cursor is: the enclosing program nodes, outermost first, ending at the next
+    /// (or stopped) program step. Empty between runs.
+    pub fn places(&self) -> Vec<Place> {
+        self.tree.places(&self.stack)
+    }
+
+    /// The value of the IR node (or compiler tensor) named `name`, gathered from its tiles,
+    /// in the node's dtype and shape. `None` for an unknown name or a value folded into its
+    /// consumers (a transpose read directly by a matmul).
+    pub fn read_tensor(&self, name: &str) -> Option<Tensor> {
+        match self.exe.value(name) {
+            Some(v) => {
+                let id = v.tensor?;
+                let t = self.exe.tensor(id);
+                (t.num_elements() as usize == v.shape.num_elements() && t.dtype == v.dtype)
+                    .then(|| self.gather_as(id, &v.shape))
+                    .flatten()
+            }
+            None => {
+                let (id, t) = self.exe.tensor_by_name(name)?;
+                self.gather_as(id, &t.shape)
+            }
+        }
+    }
+
+    /// The tensor `id`, gathered from its tiles.
+    pub fn read_tensor_id(&self, id: TensorId) -> Option<Tensor> {
+        let t = self.exe.tensors.get(id.0 as usize)?;
+        self.gather_as(id, &t.shape)
+    }
+
+    fn gather_as(&self, id: TensorId, shape: &ipusim_ir::Shape) -> Option<Tensor> {
+        let t = self.exe.tensors.get(id.0 as usize)?;
+        let mut bytes = vec![0u8; t.size_bytes() as usize];
+        gather(t, &self.index, &self.tiles, &mut bytes);
+        Tensor::from_bytes(t.dtype, shape.clone(), &bytes).ok()
+    }
+
+    /// Overwrites the variable `name` (its dtype and shape must match; exact-mode `f64`
+    /// values are rounded to nearest even).
+    pub fn write_variable(&mut self, name: &str, value: &Tensor) -> Result<(), EngineError> {
+        let exe = Arc::clone(&self.exe);
+        let (_, t) = exe
+            .tensor_by_name(name)
+            .filter(|(_, t)| t.kind == TensorKind::Variable)
+            .ok_or_else(|| EngineError::UnknownVariable(name.to_string()))?;
+        if value.dtype() != t.dtype
+            || value.shape() != &t.shape
+            || matches!(value.data(), Data::F64(_)) && !t.dtype.is_float()
+        {
+            return Err(EngineError::VariableType {
+                name: name.to_string(),
+                expected: TensorType::new(t.dtype, t.shape.clone()),
+                found: value.ty(),
+            });
+        }
+        scatter(t, &self.index, &mut self.tiles, &value.to_bytes());
+        Ok(())
+    }
+
+    /// Every variable (model weights and optimizer state), by name with its type, in tensor
+    /// order.
+    pub fn variables(&self) -> Vec<(String, TensorType)> {
+        self.exe
+            .tensors
+            .iter()
+            .filter(|t| t.kind == TensorKind::Variable)
+            .map(|t| (t.name.clone(), TensorType::new(t.dtype, t.shape.clone())))
+            .collect()
+    }
+
+    /// The OR of every tile's `$FP_STS` since the engine was built or the flags were last
+    /// cleared.
+    pub fn flags(&self) -> FpSts {
+        self.tiles.iter().fold(FpSts::empty(), |a, t| a | t.sts)
+    }
+
+    /// The sticky flags of every tile that raised some, by tile.
+    pub fn tile_flags(&self) -> Vec<(u32, FpSts)> {
+        self.tiles
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.sts.is_empty())
+            .map(|(d, t)| (self.index.tile(d), t.sts))
+            .collect()
+    }
+
+    /// The flags raised on each tile by the last program step executed.
+    pub fn last_step_flags(&self) -> &[(u32, FpSts)] {
+        &self.step_flags
+    }
+
+    /// Clears every tile's sticky flags.
+    pub fn clear_flags(&mut self) {
+        for t in &mut self.tiles {
+            t.sts = FpSts::empty();
+        }
+    }
+
+    /// Bytes of tile memory the engine holds for `tile` (`None`: the tile holds nothing).
+    pub fn tile_bytes(&self, tile: u32) -> Option<usize> {
+        self.index.get(tile).map(|d| self.tiles[d].mem.len())
+    }
+
+    /// Bytes of tile memory held over all tiles.
+    pub fn memory_bytes(&self) -> usize {
+        self.tiles.iter().map(|t| t.mem.len()).sum()
+    }
+
+    /// The events recorded since the last call (empty when traces are not recorded).
+    pub fn take_trace(&mut self) -> Trace {
+        Trace {
+            events: self.trace.as_mut().map(std::mem::take).unwrap_or_default(),
+        }
+    }
+
+    /// Runs the program once (or, when the debugger stopped a run, to its end) and returns
+    /// the run's summary.
+    pub fn run(&mut self, host: &mut dyn HostIo) -> Result<RunSummary, EngineError> {
+        loop {
+            if let Stepped::Finished(summary) = self.step(host)? {
+                return Ok(*summary);
+            }
+        }
+    }
+
+    /// Records an event when traces are on (the closure is not called otherwise).
+    fn record(&mut self, event: impl FnOnce() -> Event) {
+        if let Some(t) = &mut self.trace {
+            t.push(event());
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The program tree as the engine walks it: the executable's `Program` flattened into
+//! numbered nodes (pre-order), and the cursor — a stack of frames with each `Sequence`'s
+//! next child, each `Repeat`'s iteration and each `If`'s branch — that makes the engine a
+//! resumable machine: it can stop before any program step and continue later, which is all
+//! the debugger needs.
+
+use super::error::EngineError;
+use super::summary::Leaf;
+use ipusim_compiler::executable::{Program, ProgramStep, StepKind, TensorId};
+use serde::{Deserialize, Serialize};
+
+/// A node of the flattened tree.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Node {
+    Sequence(Vec<u32>),
+    Repeat {
+        count: u32,
+        body: u32,
+    },
+    If {
+        condition: TensorId,
+        then: u32,
+        otherwise: u32,
+    },
+    Leaf {
+        leaf: Leaf,
+        step: Option<u32>,
+    },
+}
+
+/// The flattened program.
+#[derive(Clone, Debug)]
+pub(crate) struct Tree {
+    pub nodes: Vec<Node>,
+}
+
+impl Tree {
+    /// Flattens `program`; leaves other than syncs are matched, in order, with `steps`.
+    pub fn new(program: &Program, steps: &[ProgramStep]) -> Tree {
+        let mut tree = Tree { nodes: Vec::new() };
+        let mut next_step = 0u32;
+        tree.add(program, steps, &mut next_step);
+        tree
+    }
+
+    fn add(&mut self, p: &Program, steps: &[ProgramStep], next_step: &mut u32) -> u32 {
+        let id = self.nodes.len() as u32;
+        self.nodes.push(Node::Sequence(Vec::new()));
+        let node = match p {
+            Program::Sequence(children) => Node::Sequence(
+                children
+                    .iter()
+                    .map(|c| self.add(c, steps, next_step))
+                    .collect(),
+            ),
+            Program::Repeat { count, body } => Node::Repeat {
+                count: *count,
+                body: self.add(body, steps, next_step),
+            },
+            Program::If {
+                condition,
+                then,
+                otherwise,
+            } => {
+                let then = self.add(then, steps, next_step);
+                let otherwise = self.add(otherwise, steps, next_step);
+                Node::If {
+                    condition: *condition,
+                    then,
+                    otherwise,
+                }
+            }
+            Program::Execute(cs) => Node::Leaf {
+                leaf: Leaf::Execute { compute_set: *cs },
+                step: step_index(steps, next_step, StepKind::Execute(*cs)),
+            },
+            Program::Exchange(ex) => Node::Leaf {
+                leaf: Leaf::Exchange { exchange: *ex },
+                step: step_index(steps, next_step, StepKind::Exchange(*ex)),
+            },
+            Program::StreamCopy {
+                stream,
+                direction,
+                tensor,
+            } => Node::Leaf {
+                leaf: Leaf::StreamCopy {
+                    stream: *stream,
+                    direction: *direction,
+                    tensor: *tensor,
+                },
+                step: step_index(steps, next_step, StepKind::StreamCopy(*stream)),
+            },
+            Program::Sync => Node::Leaf {
+                leaf: Leaf::Sync,
+                step: None,
+            },
+        };
+        self.nodes[id as usize] = node;
+        id
+    }
+
+    /// Checks every id the tree names against the executable's tables.
+    pub fn check(&self, exe: &ipusim_compiler::Executable) -> Result<(), EngineError> {
+        for n in &self.nodes {
+            let ok = match n {
+                Node::Leaf {
+                    leaf: Leaf::Execute { compute_set },
+                    ..
+                } => (compute_set.0 as usize) < exe.compute_sets.len(),
+                Node::Leaf {
+                    leaf: Leaf::Exchange { exchange },
+                    ..
+                } => (exchange.0 as usize) < exe.exchanges.len(),
+                Node::Leaf {
+                    leaf:
+                        Leaf::StreamCopy {
+                            stream,
+                            direction,
+                            tensor,
+                        },
+                    ..
+                } => exe
+                    .streams
+                    .get(stream.0 as usize)
+                    .is_some_and(|s| s.direction == *direction && s.tensor == *tensor),
+                Node::If { condition, .. } => {
+                    super::plan::check_condition(exe, *condition)?;
+                    true
+                }
+                _ => true,
+            };
+            if !ok {
+                return Err(EngineError::invalid(format!(
+                    "program node {n:?} names something the executable does not have"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The index of the next leaf in `steps` if it is of `kind` (leaves are numbered in
+/// pre-order, syncs excluded).
+fn step_index(steps: &[ProgramStep], next_step: &mut u32, kind: StepKind) -> Option<u32> {
+    let k = *next_step;
+    *next_step += 1;
+    steps.get(k as usize).filter(|s| s.kind == kind).map(|_| k)
+}
+
+/// One frame of the cursor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Frame {
+    /// The node.
+    pub node: u32,
+    /// Sequence: children started; Repeat: iterations started; If: 0 before the branch is
+    /// chosen, 1 + branch (0 then, 1 otherwise) after.
+    pub pos: u32,
+}
+
+/// Where the cursor is, one entry per enclosing program node (outermost first), as the
+/// debugger's `where` prints it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Place {
+    /// Inside child `child` (1-based) of a sequence of `children`.
+    Sequence {
+        /// Node.
+        node: u32,
+        /// The current child (1-based).
+        child: u32,
+        /// Children.
+        children: u32,
+    },
+    /// In iteration `iteration` (1-based) of a repeat of `count`.
+    Repeat {
+        /// Node.
+        node: u32,
+        /// The iteration.
+        iteration: u32,
+        /// The count.
+        count: u32,
+    },
+    /// In the `then` (true) or `otherwise` branch of an if.
+    If {
+        /// Node.
+        node: u32,
+        /// The branch.
+        then: bool,
+    },
+    /// At a program step (about to run, or stopped in it).
+    Step {
+        /// Node.
+        node: u32,
+        /// Index in `Executable::steps`.
+        step: Option<u32>,
+        /// What it does.
+        leaf: Leaf,
+    },
+}
+
+impl Tree {
+    /// The places of a cursor stack.
+    pub fn places(&self, stack: &[Frame]) -> Vec<Place> {
+        stack
+            .iter()
+            .map(|f| match &self.nodes[f.node as usize] {
+                Node::Sequence(children) => Place::Sequence {
+                    node: f.node,
+                    child: f.pos,
+                    children: children.len() as u32,
+                },
+                Node::Repeat { count, .. } => Place::Repeat {
+                    node: f.node,
+                    iteration: f.pos,
+                    count: *count,
+                },
+                Node::If { .. } => Place::If {
+                    node: f.node,
+                    then: f.pos == 1,
+                },
+                Node::Leaf { leaf, step } => Place::Step {
+                    node: f.node,
+                    step: *step,
+                    leaf: *leaf,
+                },
+            })
+            .collect()
+    }
+}

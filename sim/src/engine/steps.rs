@@ -1,0 +1,327 @@
+//! Executing the three kinds of data-moving program steps: a compute set (every tile's
+//! vertex groups, tiles in parallel on the host), an exchange (byte copies between tile
+//! memories), a host stream copy.
+
+use super::error::FpExceptionDump;
+use super::memory::{gather, scatter};
+use super::{Engine, EngineError, TileState};
+use crate::codelets::{self, Scratch, VertexError, Worker};
+use crate::host::HostIo;
+use crate::numerics::{FpCtl, FpSts};
+use crate::trace::{Event, TileCycle};
+use ipusim_compiler::codelets::estimate::group_cycles;
+use ipusim_compiler::executable::{
+    ComputeSetId, ExchangeId, Executable, StreamDirection, StreamId, TensorId, TileWork,
+};
+use rayon::prelude::*;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+thread_local! {
+    /// Scratch buffers of the host thread running a tile (one set per thread, not per tile).
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// How one tile's part of a compute set ended.
+struct TileOutcome {
+    /// Flags its vertices raised.
+    flags: FpSts,
+    /// The first trapping vertex: (group, vertex index on the tile, worker, fault).
+    fault: Option<(usize, usize, u8, Box<codelets::Fault>)>,
+    /// An engine error.
+    error: Option<EngineError>,
+}
+
+/// Runs one tile's vertex groups in order; stops at the first trapping vertex.
+fn run_tile(exe: &Executable, work: &TileWork, st: &mut TileState, ctl: FpCtl) -> TileOutcome {
+    SCRATCH.with(|cell| {
+        let mut scratch = cell.borrow_mut();
+        let nw = st.rngs.len().max(1);
+        let mut out = TileOutcome {
+            flags: FpSts::empty(),
+            fault: None,
+            error: None,
+        };
+        let mut vertex = 0usize;
+        for (gi, group) in work.groups.iter().enumerate() {
+            scratch.new_group();
+            for v in &group.vertices {
+                let worker = Worker {
+                    ctl,
+                    rng: &mut st.rngs[v.worker as usize % nw],
+                };
+                match codelets::execute(
+                    &group.codelet,
+                    v,
+                    &exe.tensors,
+                    st.mem.bytes_mut(),
+                    &mut scratch,
+                    worker,
+                ) {
+                    Ok(f) => out.flags |= f,
+                    Err(VertexError::Fault(f)) => {
+                        out.flags |= f.sts;
+                        out.fault = Some((gi, vertex, v.worker, f));
+                    }
+                    Err(VertexError::Engine(e)) => out.error = Some(e),
+                }
+                if out.fault.is_some() || out.error.is_some() {
+                    st.sts |= out.flags;
+                    return out;
+                }
+                vertex += 1;
+            }
+        }
+        st.sts |= out.flags;
+        out
+    })
+}
+
+/// Mutable references to the tiles at the (ascending) dense indices `dense`.
+fn select_mut<'t>(tiles: &'t mut [TileState], dense: &[usize]) -> Vec<&'t mut TileState> {
+    let mut out = Vec::with_capacity(dense.len());
+    let mut want = dense.iter().peekable();
+    for (d, t) in tiles.iter_mut().enumerate() {
+        match want.peek() {
+            Some(&&w) if w == d => {
+                out.push(t);
+                want.next();
+            }
+            Some(_) => {}
+            None => break,
+        }
+    }
+    out
+}
+
+/// Two distinct elements of a slice, mutably.
+fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
+    if a < b {
+        let (x, y) = v.split_at_mut(b);
+        (&mut x[a], &mut y[0])
+    } else {
+        let (x, y) = v.split_at_mut(a);
+        (&mut y[0], &mut x[b])
+    }
+}
+
+impl Engine {
+    /// Runs compute set `id` (started at device cycle `start`); returns its cycles.
+    pub(super) fn run_compute_set(
+        &mut self,
+        step: Option<u32>,
+        id: ComputeSetId,
+        start: u64,
+    ) -> Result<u64, EngineError> {
+        let exe = Arc::clone(&self.exe);
+        let cs = exe.compute_set(id);
+        let plan = &self.plan.compute_sets[id.0 as usize];
+        let ctl = self.ctl;
+        let states = select_mut(&mut self.tiles, &plan.dense);
+        let work = || -> Vec<TileOutcome> {
+            cs.tiles
+                .par_iter()
+                .zip(states.into_par_iter())
+                .map(|(w, st)| run_tile(&exe, w, st, ctl))
+                .collect()
+        };
+        let outcomes = match &self.pool {
+            Some(pool) => pool.install(work),
+            None => work(),
+        };
+        let mut fault = None;
+        for (i, o) in outcomes.into_iter().enumerate() {
+            let tile = cs.tiles[i].tile;
+            if !o.flags.is_empty() {
+                self.step_flags.push((tile, o.flags));
+            }
+            if let Some(e) = o.error {
+                return Err(e);
+            }
+            if fault.is_none() {
+                fault = o.fault.map(|f| (i, f));
+            }
+        }
+        if let Some((i, (group, vertex, worker, f))) = fault {
+            let work = &cs.tiles[i];
+            let before: u64 = work.groups[..group]
+                .iter()
+                .map(|g| group_cycles(&exe.target, g).total)
+                .sum();
+            let dump = FpExceptionDump {
+                tile: work.tile,
+                worker,
+                vertex,
+                group,
+                codelet: work.groups[group].codelet.full_name(),
+                compute_set: cs.name.clone(),
+                compute_set_id: id.0,
+                fp_sts: f.sts,
+                fp_ctl: ctl,
+                trapped: ctl.trapping(f.sts),
+                element: f.element,
+                operands: f.operands,
+                cycle: start + before,
+                compute_set_cycle: start,
+            };
+            self.current.flags |= dump.fp_sts;
+            self.record_flags(&cs.name, start);
+            let (tile, trapped, cycle) = (dump.tile, dump.trapped, dump.cycle);
+            self.record(|| Event::FpException {
+                compute_set: cs.name.clone(),
+                tile,
+                vertex,
+                flags: trapped,
+                cycle,
+            });
+            return Err(EngineError::FpException(Box::new(dump)));
+        }
+        let plan = &self.plan.compute_sets[id.0 as usize];
+        for (&d, &c) in plan.dense.iter().zip(&plan.tile_cycles) {
+            self.current.tiles[d].on_tile_execute += c;
+        }
+        self.current.compute_set_executions[id.0 as usize] += 1;
+        let cycles = plan.cycles;
+        if self.trace.is_some() {
+            let tiles = cs
+                .tiles
+                .iter()
+                .zip(&plan.tile_cycles)
+                .map(|(w, &cycles)| TileCycle {
+                    tile: w.tile,
+                    cycles,
+                })
+                .collect();
+            self.record(|| Event::ComputeSet {
+                step,
+                id: id.0,
+                name: cs.name.clone(),
+                cycle: start,
+                cycles,
+                tiles,
+            });
+            self.record_flags(&cs.name, start);
+        }
+        Ok(cycles)
+    }
+
+    /// Records a [`Event::FlagsRaised`] for every tile of the last step that raised flags.
+    fn record_flags(&mut self, compute_set: &str, cycle: u64) {
+        if let Some(trace) = &mut self.trace {
+            for &(tile, flags) in &self.step_flags {
+                trace.push(Event::FlagsRaised {
+                    compute_set: compute_set.to_string(),
+                    tile,
+                    flags,
+                    cycle,
+                });
+            }
+        }
+    }
+
+    /// Runs exchange `id`; returns its cycles and bytes moved.
+    pub(super) fn run_exchange(
+        &mut self,
+        step: Option<u32>,
+        id: ExchangeId,
+        start: u64,
+    ) -> Result<(u64, u64), EngineError> {
+        let exe = Arc::clone(&self.exe);
+        let ex = exe.exchange(id);
+        let plan = &self.plan.exchanges[id.0 as usize];
+        let dense = |tile: u32| {
+            self.index
+                .get(tile)
+                .ok_or_else(|| EngineError::internal("exchange tile"))
+        };
+        if plan.direct {
+            for c in &ex.copies {
+                let (s, n) = (dense(c.src_tile)?, c.bytes as usize);
+                let so = c.src_offset as usize;
+                for d in &c.dsts {
+                    let (t, o) = (dense(d.tile)?, d.offset as usize);
+                    if s == t {
+                        self.tiles[s].mem.bytes_mut().copy_within(so..so + n, o);
+                    } else {
+                        let (src, dst) = two_mut(&mut self.tiles, s, t);
+                        dst.mem.bytes_mut()[o..o + n].copy_from_slice(&src.mem.bytes()[so..so + n]);
+                    }
+                }
+            }
+        } else {
+            self.staging.resize(plan.source_bytes, 0);
+            let mut at = 0;
+            for c in &ex.copies {
+                let (s, n, so) = (dense(c.src_tile)?, c.bytes as usize, c.src_offset as usize);
+                self.staging[at..at + n].copy_from_slice(&self.tiles[s].mem.bytes()[so..so + n]);
+                at += n;
+            }
+            let mut at = 0;
+            for c in &ex.copies {
+                let n = c.bytes as usize;
+                for d in &c.dsts {
+                    let (t, o) = (dense(d.tile)?, d.offset as usize);
+                    self.tiles[t].mem.bytes_mut()[o..o + n]
+                        .copy_from_slice(&self.staging[at..at + n]);
+                }
+                at += n;
+            }
+        }
+        for &(tile, c) in &plan.tile_cycles {
+            if let Some(d) = self.index.get(tile) {
+                self.current.tiles[d].do_exchange += c;
+            }
+        }
+        self.current.exchange_executions[id.0 as usize] += 1;
+        let (cycles, bytes, copies) = (plan.cycles, plan.bytes, ex.copies.len() as u32);
+        self.record(|| Event::Exchange {
+            step,
+            id: id.0,
+            name: ex.name.clone(),
+            cycle: start,
+            cycles,
+            bytes,
+            copies,
+        });
+        Ok((cycles, bytes))
+    }
+
+    /// Runs one host stream copy; returns its cycles and bytes.
+    pub(super) fn run_stream_copy(
+        &mut self,
+        step: Option<u32>,
+        stream: StreamId,
+        direction: StreamDirection,
+        tensor: TensorId,
+        host: &mut dyn HostIo,
+        start: u64,
+    ) -> Result<(u64, u64), EngineError> {
+        let exe = Arc::clone(&self.exe);
+        let s = &exe.streams[stream.0 as usize];
+        let t = exe.tensor(tensor);
+        let n = s.bytes_per_micro_batch as usize;
+        self.staging.resize(n, 0);
+        match direction {
+            StreamDirection::HostToDevice => {
+                host.infeed(s, &mut self.staging[..n])?;
+                scatter(t, &self.index, &mut self.tiles, &self.staging[..n]);
+                self.current.stream_bytes_in += n as u64;
+            }
+            StreamDirection::DeviceToHost => {
+                gather(t, &self.index, &self.tiles, &mut self.staging[..n]);
+                host.outfeed(s, &self.staging[..n])?;
+                self.current.stream_bytes_out += n as u64;
+            }
+        }
+        let cycles = self.plan.stream_cycles[stream.0 as usize];
+        self.record(|| Event::StreamCopy {
+            step,
+            stream: s.name.clone(),
+            direction,
+            bytes: n as u64,
+            cycle: start,
+            cycles,
+        });
+        Ok((cycles, n as u64))
+    }
+}

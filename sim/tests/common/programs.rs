@@ -1,0 +1,75 @@
+//! The programs the engine tests run: every `.ron` program in the workspace's `programs/`
+//! and in `tests/programs/sim/`, and small targets to compile them for.
+
+#![allow(dead_code)]
+
+use ipusim_compiler::PartialsType;
+use ipusim_compiler::Target;
+use ipusim_sim::engine::EngineOptions;
+use ipusim_sim::launch::{launch, LaunchOptions, Launched};
+use std::path::{Path, PathBuf};
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Every program file: `programs/*.ron`, then `tests/programs/sim/*.ron`, sorted.
+pub fn all() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in ["programs", "tests/programs/sim"] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.retain(|p| p.extension().is_some_and(|e| e == "ron"));
+        files.sort();
+        out.extend(files);
+    }
+    out
+}
+
+/// One of the engine tests' own programs.
+pub fn sim_program(name: &str) -> PathBuf {
+    root()
+        .join("tests/programs/sim")
+        .join(format!("{name}.ron"))
+}
+
+/// An Mk2 with `tiles` tiles.
+pub fn mk2(tiles: u32) -> Target {
+    let mut t = Target::mk2();
+    t.name = format!("mk2-{tiles}");
+    t.tiles = tiles;
+    t
+}
+
+/// Launches `path` for `target` with `engine` options and float partials.
+pub fn launch_with(path: &Path, target: &Target, engine: EngineOptions) -> Launched {
+    launch_partials(path, target, engine, PartialsType::Float)
+}
+
+/// Launches `path` with a partials type.
+pub fn launch_partials(
+    path: &Path,
+    target: &Target,
+    engine: EngineOptions,
+    partials: PartialsType,
+) -> Launched {
+    launch(
+        path,
+        &LaunchOptions {
+            target: target.clone(),
+            precision: None,
+            partials,
+            engine,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The file name of a program path.
+pub fn name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
