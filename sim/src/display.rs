@@ -28,7 +28,9 @@ pub fn f16_short(x: f16) -> String {
     }
     for digits in 1..=5 {
         let text = format!("{:.*e}", digits - 1, v);
-        if decimal_to_f16(&text, false).is_some_and(|(y, _)| y.to_bits() == x.to_bits()) {
+        if decimal_to_f16(&text, false)
+            .is_some_and(|(y, f)| y.to_bits() == x.to_bits() && f.is_empty())
+        {
             return plain(&text);
         }
     }
@@ -117,7 +119,10 @@ mod tests {
     #[test]
     fn shortest_decimals_read_back() {
         assert_eq!(f16_short(f16::from_f32(0.1)), "0.1");
-        assert_eq!(f16_short(f16::from_f32(65504.0)), "65504");
+        // The shortest decimal that reads back to 65504 without overflowing (as numpy prints
+        // `float16(65504)`).
+        assert_eq!(f16_short(f16::from_f32(65504.0)), "65500");
+        assert_eq!(f16_short(f16::from_f32(2048.0)), "2048");
         assert_eq!(f16_short(f16::from_f32(-2.5)), "-2.5");
         assert_eq!(f16_short(f16::from_f32(1.0 / 3.0)), "0.3333");
         assert_eq!(f16_short(f16::from_bits(1)), "6e-8");

@@ -221,6 +221,15 @@ fn flush_folded(open: &mut Open) {
     }
 }
 
+/// `1 tile`, `2 tiles`, `3 copies`.
+fn plural(n: usize, word: &str) -> String {
+    match (n, word.strip_suffix('y')) {
+        (1, _) => format!("1 {word}"),
+        (_, Some(stem)) => format!("{n} {stem}ies"),
+        _ => format!("{n} {word}s"),
+    }
+}
+
 /// Summarises `trace` (see [`TraceSummary`]).
 pub fn summary(trace: &Trace) -> TraceSummary {
     let mut out = TraceSummary::default();
