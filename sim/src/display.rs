@@ -2,9 +2,10 @@
 //! to the same value *in its own format* (`0.1` for the FP16 value nearest 0.1, not
 //! `0.0999755859375`), with the bit pattern where it matters (exception dumps).
 //!
-//! FP32 uses Rust's shortest round-trip printing of `f32`; FP16 tries 1 to 5 significant
-//! digits (5 always suffice for binary16) and keeps the first that the numerics core's
-//! correctly rounded decimal parser maps back to the same bits.
+//! FP32 uses Rust's shortest round-trip printing of `f32`; FP16 prints integers exactly
+//! (so the saturation value reads `65504`, not numpy's `65500`) and other values with 1 to
+//! 5 significant digits (5 always suffice for binary16), the first that the numerics core's
+//! correctly rounded decimal parser maps back to the same bits without overflowing.
 
 use crate::numerics::decimal::decimal_to_f16;
 use half::f16;
@@ -25,6 +26,10 @@ pub fn f16_short(x: f16) -> String {
         } else {
             "0".into()
         };
+    }
+    // Integers (every FP16 value from 2048 up, 65504 included) print exactly.
+    if v.fract() == 0.0 {
+        return format!("{v}");
     }
     for digits in 1..=5 {
         let text = format!("{:.*e}", digits - 1, v);
@@ -119,9 +124,8 @@ mod tests {
     #[test]
     fn shortest_decimals_read_back() {
         assert_eq!(f16_short(f16::from_f32(0.1)), "0.1");
-        // The shortest decimal that reads back to 65504 without overflowing (as numpy prints
-        // `float16(65504)`).
-        assert_eq!(f16_short(f16::from_f32(65504.0)), "65500");
+        assert_eq!(f16_short(f16::from_f32(65504.0)), "65504");
+        assert_eq!(f16_short(f16::from_f32(-65504.0)), "-65504");
         assert_eq!(f16_short(f16::from_f32(2048.0)), "2048");
         assert_eq!(f16_short(f16::from_f32(-2.5)), "-2.5");
         assert_eq!(f16_short(f16::from_f32(1.0 / 3.0)), "0.3333");

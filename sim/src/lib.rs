@@ -6,6 +6,7 @@
 //! host side of streams ([`host`], [`feeds`]).
 
 mod codelets;
+pub mod debugger;
 pub mod display;
 pub mod engine;
 pub mod feeds;

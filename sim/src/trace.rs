@@ -327,8 +327,8 @@ pub fn summary(trace: &Trace) -> TraceSummary {
                     .iter()
                     .max_by_key(|t| (t.cycles, std::cmp::Reverse(t.tile)));
                 let mut line = format!(
-                    "compute set '{name}': {} tiles, {cycles} cycles",
-                    tiles.len()
+                    "compute set '{name}': {}, {cycles} cycles",
+                    plural(tiles.len(), "tile")
                 );
                 if let Some(t) = slowest {
                     let _ = write!(line, " (slowest tile {})", t.tile);
@@ -342,10 +342,11 @@ pub fn summary(trace: &Trace) -> TraceSummary {
                 copies,
                 ..
             } => {
+                let copies = plural(*copies as usize, "copy");
                 push(
                     &mut stack,
                     &mut top,
-                    format!("exchange '{name}': {bytes} B in {copies} copies, {cycles} cycles"),
+                    format!("exchange '{name}': {bytes} B in {copies}, {cycles} cycles"),
                 );
             }
             Event::Sync { cycles, .. } => {

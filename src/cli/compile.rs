@@ -60,11 +60,13 @@ pub struct CompileArgs {
     pub dump: Vec<Stage>,
 }
 
-fn parse_precision(s: &str) -> Result<Precision, String> {
+/// Parses `--precision`.
+pub fn parse_precision(s: &str) -> Result<Precision, String> {
     s.parse()
 }
 
-fn parse_partials(s: &str) -> Result<PartialsType, String> {
+/// Parses `--partials`.
+pub fn parse_partials(s: &str) -> Result<PartialsType, String> {
     s.parse()
 }
 

@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 pub mod check;
 pub mod compile;
 pub mod fp;
+pub mod sim_options;
+pub mod step;
 
 /// Exit code for success.
 pub const EXIT_OK: i32 = 0;
@@ -35,6 +37,9 @@ enum Command {
     Compile(compile::CompileArgs),
     /// Evaluate FP16/FP32 expressions with IPU arithmetic (rounding, overflow, flags).
     Fp(fp::FpArgs),
+    /// Compile a program and step through it in the simulator: breakpoints on compute sets,
+    /// tiles, flags and cycles; inspect tensors, tile memory, $FP_STS (commands on stdin).
+    Step(step::StepArgs),
 }
 
 /// Parses the process arguments, runs the subcommand and returns the exit code.
@@ -51,5 +56,6 @@ pub fn main() -> i32 {
         Command::Check(args) => check::run(&args),
         Command::Compile(args) => compile::run(&args),
         Command::Fp(args) => fp::run(args),
+        Command::Step(args) => step::run(&args),
     }
 }

@@ -44,6 +44,7 @@ impl Engine {
         self.stack.clear();
         self.stack.push(Frame { node: 0, pos: 0 });
         self.phase = Phase::Running;
+        self.last_step = None;
         let exe = &self.exe;
         self.current = RunSummary {
             run: self.runs,
@@ -257,6 +258,7 @@ impl Engine {
         self.cycle += cycles;
         self.current.cycles.add(category, cycles);
         self.current.program_steps += 1;
+        self.last_step = Some(next);
         self.stack.pop();
         let flags = self
             .step_flags

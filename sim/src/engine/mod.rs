@@ -119,6 +119,7 @@ pub struct Engine {
     current: RunSummary,
     staging: Vec<u8>,
     step_flags: Vec<(u32, FpSts)>,
+    last_step: Option<NextStep>,
     trace: Option<Vec<Event>>,
 }
 
@@ -193,6 +194,7 @@ impl Engine {
             current: RunSummary::default(),
             staging: Vec::new(),
             step_flags: Vec::new(),
+            last_step: None,
             trace: options.record_trace.then(Vec::new),
             exe,
         };
@@ -357,6 +359,11 @@ impl Engine {
             .filter(|(_, t)| !t.sts.is_empty())
             .map(|(d, t)| (self.index.tile(d), t.sts))
             .collect()
+    }
+
+    /// The program step executed last in the current run (`None` before its first).
+    pub fn last_step(&self) -> Option<NextStep> {
+        self.last_step
     }
 
     /// The flags raised on each tile by the last program step executed.

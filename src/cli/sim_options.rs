@@ -1,0 +1,129 @@
+//! The simulation options shared by the commands that run a program (`ipusim step`, and
+//! `ipusim run`): seed, stochastic rounding, NaN on overflow, floating-point exceptions,
+//! host threads — the knobs of TensorFlow's `IPUConfig.floating_point_behaviour` and
+//! PopTorch's `randomSeed`/`enableStochasticRounding`/`enableFloatingPointExceptions`.
+
+use clap::{Args, ValueEnum};
+use ipusim_sim::engine::EngineOptions;
+use ipusim_sim::numerics::{FpConfig, StochasticRounding};
+
+/// `--sr`: stochastic rounding of FP16 results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Sr {
+    /// Round to nearest, ties to even.
+    Off,
+    /// Stochastic rounding everywhere.
+    On,
+    /// Stochastic rounding where the graph is replica-identical (the simulator runs one
+    /// replica, so: everywhere).
+    #[value(alias = "replica-identical-only")]
+    ReplicaIdentical,
+}
+
+/// Simulation options.
+#[derive(Args, Clone, Debug)]
+pub struct SimArgs {
+    /// Program seed: every worker's stochastic-rounding stream derives from it.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Stochastic rounding of FP16 results.
+    #[arg(long, value_enum, default_value = "off")]
+    pub sr: Sr,
+    /// FP16 overflow gives NaN (and INV) instead of saturating to ±65504.
+    #[arg(long)]
+    pub nanoo: bool,
+    /// Floating-point exceptions that stop the program: a comma-separated list of inv,
+    /// div0, oflo.
+    #[arg(long, value_name = "inv,div0,oflo", value_parser = parse_exceptions)]
+    pub fp_exceptions: Option<Exceptions>,
+    /// Host threads for the simulation (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// The exceptions enabled by `--fp-exceptions`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Exceptions {
+    /// Invalid operations.
+    pub inv: bool,
+    /// Division by zero.
+    pub div0: bool,
+    /// Overflow.
+    pub oflo: bool,
+}
+
+/// Parses `inv,div0,oflo` (any subset, any order; `none` for none, `all` for all three).
+pub fn parse_exceptions(s: &str) -> Result<Exceptions, String> {
+    let mut e = Exceptions::default();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.to_ascii_lowercase().as_str() {
+            "inv" => e.inv = true,
+            "div0" => e.div0 = true,
+            "oflo" => e.oflo = true,
+            "all" => {
+                e = Exceptions {
+                    inv: true,
+                    div0: true,
+                    oflo: true,
+                }
+            }
+            "none" => {}
+            other => {
+                return Err(format!(
+                    "unknown exception '{other}' (expected inv, div0, oflo, all or none)"
+                ))
+            }
+        }
+    }
+    Ok(e)
+}
+
+impl SimArgs {
+    /// The floating-point configuration.
+    pub fn fp_config(&self) -> FpConfig {
+        let e = self.fp_exceptions.unwrap_or_default();
+        FpConfig {
+            inv: e.inv,
+            div0: e.div0,
+            oflo: e.oflo,
+            esr: match self.sr {
+                Sr::Off => StochasticRounding::Off,
+                Sr::On => StochasticRounding::On,
+                Sr::ReplicaIdentical => StochasticRounding::ReplicaIdenticalOnly,
+            },
+            nanoo: self.nanoo,
+        }
+    }
+
+    /// Engine options (traces as asked).
+    pub fn engine_options(&self, record_trace: bool) -> EngineOptions {
+        EngineOptions {
+            fp: self.fp_config(),
+            seed: self.seed,
+            threads: self.threads,
+            record_trace,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exceptions_parse() {
+        assert_eq!(
+            parse_exceptions("oflo,INV").unwrap(),
+            Exceptions {
+                inv: true,
+                div0: false,
+                oflo: true
+            }
+        );
+        assert_eq!(parse_exceptions("none").unwrap(), Exceptions::default());
+        assert!(parse_exceptions("all").unwrap().div0);
+        assert!(parse_exceptions("ofl")
+            .unwrap_err()
+            .contains("unknown exception 'ofl'"));
+    }
+}

@@ -1,0 +1,99 @@
+//! `ipusim step` through the built binary: scripted debugger sessions piped on stdin,
+//! snapshot-tested (breaking on a compute set, printing tensors, stepping, the flags after
+//! an overflow, a trapped exception), and its errors.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn step(args: &[&str], commands: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ipusim"))
+        .arg("step")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(commands.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+const TARGET: &str = "tests/programs/targets/mk2_16.ron";
+
+#[test]
+fn break_print_step_and_flags_after_an_overflow() {
+    let o = step(
+        &["tests/programs/sim/overflow.ron", "--target", TARGET],
+        "break y\ncontinue\nwhere\nprint x\nstep\nflags\nprint y\nbreak\ndelete 1\ncontinue\nquit\n",
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    insta::assert_snapshot!(text(&o));
+}
+
+#[test]
+fn a_trapped_overflow_stops_with_the_state_dump() {
+    let o = step(
+        &[
+            "tests/programs/sim/overflow.ron",
+            "--target",
+            TARGET,
+            "--fp-exceptions",
+            "oflo",
+        ],
+        "continue\nwhere\nflags\ntile 0\n",
+    );
+    assert_eq!(o.status.code(), Some(0));
+    insta::assert_snapshot!(text(&o));
+}
+
+#[test]
+fn stepping_a_training_step() {
+    let o = step(
+        &["tests/programs/sim/train_mlp.ron", "--target", TARGET, "--sr", "on", "--seed", "7"],
+        "break logits*\nc\nprint w2\nnext\nprint logits\nbreak tile 3\nc\nsuperstep 2\nbreak cycle 20000\ndelete 2\nc\nwhere\nstep 3\n",
+    );
+    assert_eq!(o.status.code(), Some(0));
+    insta::assert_snapshot!(text(&o));
+}
+
+#[test]
+fn bad_commands_and_bad_input_are_errors() {
+    let o = step(
+        &["tests/programs/sim/overflow.ron", "--target", TARGET],
+        "frobnicate\nprint nothing\nbreak tile x\nstep -1\ntile 99\ndelete 4\nbreak flag INF\n",
+    );
+    assert_eq!(o.status.code(), Some(0));
+    insta::assert_snapshot!(text(&o));
+    let o = step(&["tests/programs/sim/missing.ron"], "");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("missing.ron"),
+        "{o:?}"
+    );
+    let o = step(
+        &["tests/programs/sim/overflow.ron", "--fp-exceptions", "ofl"],
+        "",
+    );
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown exception 'ofl'"));
+    let o = step(
+        &["tests/programs/sim/overflow.ron", "--target", "nowhere.ron"],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(1));
+}
