@@ -361,13 +361,13 @@ fn int_unary<T: IntArith + Pod>(
     src: &[T],
     dst: &mut [T],
 ) -> Result<FpSts, EngineError> {
-    let f: fn(T) -> T = match op {
-        UnaryOp::Neg => T::neg,
-        UnaryOp::Abs => T::abs,
-        UnaryOp::Relu => T::relu,
+    let none = FpSts::empty();
+    Ok(match op {
+        UnaryOp::Neg => each(src, dst, |v| (T::neg(v), none)),
+        UnaryOp::Abs => each(src, dst, |v| (T::abs(v), none)),
+        UnaryOp::Relu => each(src, dst, |v| (T::relu(v), none)),
         _ => return Err(EngineError::internal(format!("integer {op:?}"))),
-    };
-    Ok(each(src, dst, |v| (f(v), FpSts::empty())))
+    })
 }
 
 fn select<T: Pod>(cond: &[u8], a: &[u8], b: &[u8], out: &mut [u8]) -> Result<FpSts, EngineError> {

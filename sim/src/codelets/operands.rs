@@ -84,7 +84,7 @@ pub(crate) fn check(
         let (s, e, _) = region(o, tensors);
         let disjoint = e <= os || s >= oe || s == e;
         let same = (s, e) == (os, oe);
-        if !disjoint && !(same && in_place_ok) {
+        if !(disjoint || same && in_place_ok) {
             return Err(format!(
                 "input {i} (bytes [{s}, {e})) overlaps the output (bytes [{os}, {oe}))"
             ));

@@ -96,7 +96,7 @@ impl TileIndex {
         let mut end = vec![0usize; ntiles];
         let mut used = vec![false; ntiles];
         for t in &exe.tensors {
-            let es = t.dtype.size_bytes() as usize;
+            let es = t.dtype.size_bytes();
             for s in &t.slices {
                 let tile = s.tile as usize;
                 if tile >= ntiles {
@@ -158,7 +158,7 @@ pub(crate) fn check_tensor(
     index: &TileIndex,
     sizes: &[usize],
 ) -> Result<(), EngineError> {
-    let es = t.dtype.size_bytes() as usize;
+    let es = t.dtype.size_bytes();
     for s in &t.slices {
         let d = index.require(s.tile, &|| format!("tensor '{}'", t.name))?;
         for iv in &s.intervals {
@@ -173,7 +173,7 @@ pub(crate) fn check_tensor(
                     t.num_elements()
                 )));
             }
-            if iv.offset as usize % es != 0 || iv.offset as usize + bytes > sizes[d] {
+            if !(iv.offset as usize).is_multiple_of(es) || iv.offset as usize + bytes > sizes[d] {
                 return Err(EngineError::invalid(format!(
                     "tensor '{}' on tile {}: bytes [{}, {}) are misaligned or outside the tile's memory",
                     t.name,
@@ -189,7 +189,7 @@ pub(crate) fn check_tensor(
 
 /// Copies the bytes of tensor `t` (row-major) out of tile memory into `out`.
 pub(crate) fn gather<M: AsRef<TileMem>>(t: &Tensor, index: &TileIndex, mems: &[M], out: &mut [u8]) {
-    let es = t.dtype.size_bytes() as usize;
+    let es = t.dtype.size_bytes();
     for s in &t.slices {
         let Some(d) = index.get(s.tile) else { continue };
         let mem = mems[d].as_ref().bytes();
@@ -208,7 +208,7 @@ pub(crate) fn scatter<M: AsMut<TileMem>>(
     mems: &mut [M],
     src: &[u8],
 ) {
-    let es = t.dtype.size_bytes() as usize;
+    let es = t.dtype.size_bytes();
     for s in &t.slices {
         let Some(d) = index.get(s.tile) else { continue };
         let mem = mems[d].as_mut().bytes_mut();

@@ -251,17 +251,20 @@ pub fn activation_grad_f32(
 /// reduction; other operations are treated as Add).
 pub fn accumulate_f32(op: ArithOp, acc: &mut [f32], x: &[f32]) -> Result<FpSts, NumericsError> {
     lengths("accumulate_f32", &[("x", x.len())], acc.len())?;
-    let step: fn(f32, f32) -> (f32, FpSts) = match op {
-        ArithOp::Max => fp32::max,
-        _ => fp32::add,
-    };
-    let mut flags = FpSts::empty();
-    for (a, v) in acc.iter_mut().zip(x) {
-        let (r, f) = step(*a, *v);
-        *a = r;
-        flags |= f;
+    #[inline(always)]
+    fn run(acc: &mut [f32], x: &[f32], step: impl Fn(f32, f32) -> (f32, FpSts)) -> FpSts {
+        let mut flags = FpSts::empty();
+        for (a, v) in acc.iter_mut().zip(x) {
+            let (r, f) = step(*a, *v);
+            *a = r;
+            flags |= f;
+        }
+        flags
     }
-    Ok(flags)
+    Ok(match op {
+        ArithOp::Max => run(acc, x, fp32::max),
+        _ => run(acc, x, fp32::add),
+    })
 }
 
 #[cfg(test)]
