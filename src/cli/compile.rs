@@ -35,9 +35,10 @@ pub enum Stage {
     Program,
 }
 
-/// Arguments of `ipusim compile`.
+/// The program and how to build it: what `compile`, `step` and the other commands that
+/// compile a program share.
 #[derive(Args, Debug)]
-pub struct CompileArgs {
+pub struct BuildArgs {
     /// The program file (RON, see docs/program-format.md).
     pub program: PathBuf,
     /// The chip: `mk2`, `mk1`, or a target RON file (a preset `base` with overridden fields).
@@ -49,6 +50,14 @@ pub struct CompileArgs {
     /// Matmul and reduction partials type: float or half.
     #[arg(long, default_value = "float", value_parser = parse_partials)]
     pub partials: PartialsType,
+}
+
+/// Arguments of `ipusim compile`.
+#[derive(Args, Debug)]
+pub struct CompileArgs {
+    /// Program, target, precision, partials.
+    #[command(flatten)]
+    pub build: BuildArgs,
     /// Print the JSON report instead of the text report.
     #[arg(long)]
     pub json: bool,
@@ -61,12 +70,12 @@ pub struct CompileArgs {
 }
 
 /// Parses `--precision`.
-pub fn parse_precision(s: &str) -> Result<Precision, String> {
+fn parse_precision(s: &str) -> Result<Precision, String> {
     s.parse()
 }
 
 /// Parses `--partials`.
-pub fn parse_partials(s: &str) -> Result<PartialsType, String> {
+fn parse_partials(s: &str) -> Result<PartialsType, String> {
     s.parse()
 }
 
@@ -82,13 +91,14 @@ pub fn run(args: &CompileArgs) -> i32 {
 }
 
 fn compile_program(args: &CompileArgs) -> Result<i32, String> {
-    let program = load_program(&args.program).map_err(|e| e.to_string())?;
-    let file = args.program.display();
-    let step = prepare(&program, args.precision, false)
+    let program = load_program(&args.build.program).map_err(|e| e.to_string())?;
+    let file = args.build.program.display();
+    let step = prepare(&program, args.build.precision, false)
         .map_err(|e| format!("{file}: error: cannot build the training step: {e}"))?;
-    let target = Target::from_name_or_file(&args.target).map_err(|e| format!("error: {e}"))?;
+    let target =
+        Target::from_name_or_file(&args.build.target).map_err(|e| format!("error: {e}"))?;
     let options = CompileOptions {
-        partials_type: args.partials,
+        partials_type: args.build.partials,
         gradient_accumulation: step.gradient_accumulation.max(1),
         device_iterations: step.device_iterations.max(1),
         ..CompileOptions::default()
@@ -119,7 +129,7 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
     }
     let precision = step
         .precision
-        .or(args.precision)
+        .or(args.build.precision)
         .map_or_else(|| "none".to_string(), |p| p.to_string());
     let report = CompileReport::new(&program.name, &precision, &exe);
     let text = if args.json {

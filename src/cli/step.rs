@@ -10,12 +10,11 @@
 //! `ipusim_sim::feeds`. Exit codes: 0 after `quit` or the end of the input, 2 when the
 //! program does not fit in tile memory, 1 for any other error.
 
-use super::compile::{parse_partials, parse_precision, EXIT_OOM};
+use super::compile::{BuildArgs, EXIT_OOM};
 use super::sim_options::SimArgs;
 use super::{EXIT_ERROR, EXIT_OK};
 use clap::Args;
-use ipusim_compiler::{PartialsType, Target};
-use ipusim_ir::Precision;
+use ipusim_compiler::Target;
 use ipusim_sim::debugger::inspect::fp_sts;
 use ipusim_sim::debugger::repl::{repl, Session};
 use ipusim_sim::debugger::Debugger;
@@ -24,22 +23,13 @@ use ipusim_sim::launch::{launch, LaunchError, LaunchOptions, Launched};
 use ipusim_sim::numerics::FpCtl;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
 
 /// Arguments of `ipusim step`.
 #[derive(Args, Debug)]
 pub struct StepArgs {
-    /// The program file (RON, see docs/program-format.md).
-    pub program: PathBuf,
-    /// The chip: `mk2`, `mk1`, or a target RON file.
-    #[arg(long, default_value = "mk2")]
-    pub target: String,
-    /// Precision policy, overriding the program's: 16.16, 16.32 or 32.32.
-    #[arg(long, value_parser = parse_precision)]
-    pub precision: Option<Precision>,
-    /// Matmul and reduction partials type: float or half.
-    #[arg(long, default_value = "float", value_parser = parse_partials)]
-    pub partials: PartialsType,
+    /// Program, target, precision, partials.
+    #[command(flatten)]
+    pub build: BuildArgs,
     /// Seed, stochastic rounding, nanoo, exceptions, threads.
     #[command(flatten)]
     pub sim: SimArgs,
@@ -47,16 +37,16 @@ pub struct StepArgs {
 
 /// Runs `ipusim step`; returns the exit code.
 pub fn run(args: &StepArgs) -> i32 {
-    let target = match Target::from_name_or_file(&args.target) {
+    let target = match Target::from_name_or_file(&args.build.target) {
         Ok(t) => t,
         Err(e) => return fail(&format!("error: {e}")),
     };
     let launched = launch(
-        &args.program,
+        &args.build.program,
         &LaunchOptions {
             target,
-            precision: args.precision,
-            partials: args.partials,
+            precision: args.build.precision,
+            partials: args.build.partials,
             engine: args.sim.engine_options(false),
         },
     );

@@ -100,27 +100,37 @@ pub(crate) fn run(
         b_key,
         ..
     } = scratch;
-    let a = rows_of_a(
+    let a = abuf.take::<f32>(rows * k);
+    widen_block(
         input,
         p.a_layout,
         ops.inputs[0],
         m,
-        k,
         p.row_begin as usize,
         rows,
-        abuf,
+        k,
+        a,
     )?;
+    let a: &[f32] = a;
     let key = (
         ops.inputs[1].as_ptr() as usize,
         ops.inputs[1].len(),
         p.b_layout,
     );
     if *b_key != Some(key) {
-        prepare_b(input, p.b_layout, ops.inputs[1], k, n, bbuf)?;
+        widen_block(
+            input,
+            p.b_layout,
+            ops.inputs[1],
+            k,
+            0,
+            k,
+            n,
+            bbuf.take::<f32>(k * n),
+        )?;
         *b_key = Some(key);
     }
-    let b: &[f32] = &bbuf.take::<f32>(k * n)[..];
-    let b = &b[..k * n];
+    let b: &[f32] = bbuf.take::<f32>(k * n);
     let saved = (!worker.mask().is_empty()).then(|| worker.rng.clone());
     let out = ops.output;
     let flags = match (partials, output) {
@@ -166,75 +176,46 @@ pub(crate) fn run(
     }
 }
 
-/// The rows `[r0, r0 + rows)` of `A` (an `m × k` block, or its stored `k × m` transpose) as
-/// row-major f32.
+/// Rows `[first, first + rows)` of a matrix with `cols` columns as row-major f32 in `dst`:
+/// stored row-major, or as its transpose (`layout` Transposed: element `(i, j)` at
+/// `j·stride + i`, `stride` the stored row length). For `A`'s rows of a vertex (`m × k`,
+/// stride `m`) and for the whole `B` (`k × n`, stride `k`). FP16 values widen exactly.
 #[allow(clippy::too_many_arguments)]
-fn rows_of_a<'b>(
+fn widen_block(
     input: DType,
     layout: MatrixLayout,
     bytes: &[u8],
-    m: usize,
-    k: usize,
-    r0: usize,
+    stride: usize,
+    first: usize,
     rows: usize,
-    buf: &'b mut Buf,
-) -> Result<&'b [f32], EngineError> {
-    let dst = buf.take::<f32>(rows * k);
-    match (input, layout) {
-        (DType::F16, MatrixLayout::RowMajor) => {
-            typed::<f16>(bytes)?[r0 * k..(r0 + rows) * k].convert_to_f32_slice(dst)
-        }
-        (_, MatrixLayout::RowMajor) => {
-            dst.copy_from_slice(&typed::<f32>(bytes)?[r0 * k..(r0 + rows) * k])
-        }
-        (DType::F16, MatrixLayout::Transposed) => {
-            let a = typed::<f16>(bytes)?;
-            for (r, row) in dst.chunks_exact_mut(k.max(1)).enumerate() {
-                for (kk, d) in row.iter_mut().enumerate() {
-                    *d = a[kk * m + r0 + r].to_f32();
-                }
-            }
-        }
-        (_, MatrixLayout::Transposed) => {
-            let a = typed::<f32>(bytes)?;
-            for (r, row) in dst.chunks_exact_mut(k.max(1)).enumerate() {
-                for (kk, d) in row.iter_mut().enumerate() {
-                    *d = a[kk * m + r0 + r];
-                }
+    cols: usize,
+    dst: &mut [f32],
+) -> Result<(), EngineError> {
+    fn transposed<T: Copy>(
+        src: &[T],
+        stride: usize,
+        first: usize,
+        cols: usize,
+        dst: &mut [f32],
+        widen: impl Fn(T) -> f32,
+    ) {
+        for (i, row) in dst.chunks_exact_mut(cols.max(1)).enumerate() {
+            for (j, d) in row.iter_mut().enumerate() {
+                *d = widen(src[j * stride + first + i]);
             }
         }
     }
-    Ok(dst)
-}
-
-/// `B` (a `k × n` block, or its stored `n × k` transpose) as row-major f32 in `buf`.
-fn prepare_b(
-    input: DType,
-    layout: MatrixLayout,
-    bytes: &[u8],
-    k: usize,
-    n: usize,
-    buf: &mut Buf,
-) -> Result<(), EngineError> {
-    let dst = buf.take::<f32>(k * n);
+    let range = first * cols..(first + rows) * cols;
     match (input, layout) {
-        (DType::F16, MatrixLayout::RowMajor) => typed::<f16>(bytes)?.convert_to_f32_slice(dst),
-        (_, MatrixLayout::RowMajor) => dst.copy_from_slice(typed::<f32>(bytes)?),
+        (DType::F16, MatrixLayout::RowMajor) => {
+            typed::<f16>(bytes)?[range].convert_to_f32_slice(dst)
+        }
+        (_, MatrixLayout::RowMajor) => dst.copy_from_slice(&typed::<f32>(bytes)?[range]),
         (DType::F16, MatrixLayout::Transposed) => {
-            let b = typed::<f16>(bytes)?;
-            for (kk, row) in dst.chunks_exact_mut(n.max(1)).enumerate() {
-                for (c, d) in row.iter_mut().enumerate() {
-                    *d = b[c * k + kk].to_f32();
-                }
-            }
+            transposed(typed::<f16>(bytes)?, stride, first, cols, dst, f16::to_f32)
         }
         (_, MatrixLayout::Transposed) => {
-            let b = typed::<f32>(bytes)?;
-            for (kk, row) in dst.chunks_exact_mut(n.max(1)).enumerate() {
-                for (c, d) in row.iter_mut().enumerate() {
-                    *d = b[c * k + kk];
-                }
-            }
+            transposed(typed::<f32>(bytes)?, stride, first, cols, dst, |x| x)
         }
     }
     Ok(())

@@ -198,22 +198,46 @@ fn f16v(x: f16) -> String {
     element_with_bits(DType::F16, &x.to_bits().to_le_bytes())
 }
 
-/// `acc · s` (f32 × f32, exact in f64) rounded once to FP16 (`s = 1`: just the rounding).
-fn scaled_to_f16(acc: f32, s: f32, r: &mut Rounding) -> (f16, FpSts) {
-    if s == 1.0 {
-        cast::f32_to_f16(acc, r)
+/// Writes `round_output(acc · s)` to output element `e` (`acc · s` is exact in f64: f32 ×
+/// f32): one rounding to the output type, none when `s = 1` and the accumulator already
+/// has the output type (`acc16`: the f16 accumulator that `acc` widens). Returns the flags
+/// and the value written, for a dump.
+fn store(
+    out: &mut [u8],
+    output: DType,
+    e: usize,
+    acc: f32,
+    acc16: Option<f16>,
+    s: f32,
+    r: &mut Rounding,
+) -> Result<(FpSts, String), EngineError> {
+    let exact = f64::from(acc) * f64::from(s);
+    if output == DType::F16 {
+        let (v, f) = match (s == 1.0, acc16) {
+            (true, Some(a)) => (a, FpSts::empty()),
+            (true, None) => cast::f32_to_f16(acc, r),
+            _ => r.round_f16(exact, Tail::Exact),
+        };
+        typed_mut::<f16>(out)?[e] = v;
+        Ok((f, f16v(v)))
     } else {
-        r.round_f16(f64::from(acc) * f64::from(s), Tail::Exact)
+        let (v, f) = if s == 1.0 {
+            (acc, FpSts::empty())
+        } else {
+            round::round_f32(exact)
+        };
+        typed_mut::<f32>(out)?[e] = v;
+        Ok((f, f32v(v)))
     }
 }
 
-/// `acc · s` rounded once to FP32.
-fn scaled_to_f32(acc: f32, s: f32) -> (f32, FpSts) {
-    if s == 1.0 {
-        (acc, FpSts::empty())
-    } else {
-        round::round_f32(f64::from(acc) * f64::from(s))
-    }
+/// The values of a scaled output write, for a dump.
+fn scaled_dump(acc: String, s: f32, result: String) -> Vec<DumpValue> {
+    vec![
+        dump_value("acc", acc),
+        dump_value("scale", f32v(s)),
+        dump_value("result", result),
+    ]
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -275,40 +299,13 @@ fn reduce_f32(
             }
         }
         let o = g * cols;
-        match output {
-            DType::F16 => {
-                let dst = &mut typed_mut::<f16>(out)?[o..o + cols];
-                if !cx.checking() && s == 1.0 {
-                    cx.sts |= convert::f32_to_f16_slice(acc, dst, &mut worker.rounding())?;
-                } else {
-                    for c in 0..cols {
-                        let (v, f) = scaled_to_f16(acc[c], s, &mut worker.rounding());
-                        dst[c] = v;
-                        let a = acc[c];
-                        cx.raise(f, o + c, || {
-                            vec![
-                                dump_value("acc", f32v(a)),
-                                dump_value("scale", f32v(s)),
-                                dump_value("result", f16v(v)),
-                            ]
-                        })?;
-                    }
-                }
-            }
-            _ => {
-                let dst = &mut typed_mut::<f32>(out)?[o..o + cols];
-                for c in 0..cols {
-                    let (v, f) = scaled_to_f32(acc[c], s);
-                    dst[c] = v;
-                    let a = acc[c];
-                    cx.raise(f, o + c, || {
-                        vec![
-                            dump_value("acc", f32v(a)),
-                            dump_value("scale", f32v(s)),
-                            dump_value("result", f32v(v)),
-                        ]
-                    })?;
-                }
+        if output == DType::F16 && !cx.checking() && s == 1.0 {
+            let dst = &mut typed_mut::<f16>(out)?[o..o + cols];
+            cx.sts |= convert::f32_to_f16_slice(acc, dst, &mut worker.rounding())?;
+        } else {
+            for (c, &a) in acc.iter().enumerate() {
+                let (f, result) = store(out, output, o + c, a, None, s, &mut worker.rounding())?;
+                cx.raise(f, o + c, || scaled_dump(f32v(a), s, result))?;
             }
         }
     }
@@ -353,34 +350,16 @@ fn reduce_f16(
                 })?;
                 acc = v;
             }
-            let wide = acc.to_f32();
-            if output == DType::F16 {
-                let (v, f) = if s == 1.0 {
-                    (acc, FpSts::empty())
-                } else {
-                    worker
-                        .rounding()
-                        .round_f16(f64::from(wide) * f64::from(s), Tail::Exact)
-                };
-                typed_mut::<f16>(out)?[e] = v;
-                cx.raise(f, e, || {
-                    vec![
-                        dump_value("acc", f16v(acc)),
-                        dump_value("scale", f32v(s)),
-                        dump_value("result", f16v(v)),
-                    ]
-                })?;
-            } else {
-                let (v, f) = scaled_to_f32(wide, s);
-                typed_mut::<f32>(out)?[e] = v;
-                cx.raise(f, e, || {
-                    vec![
-                        dump_value("acc", f16v(acc)),
-                        dump_value("scale", f32v(s)),
-                        dump_value("result", f32v(v)),
-                    ]
-                })?;
-            }
+            let (f, result) = store(
+                out,
+                output,
+                e,
+                acc.to_f32(),
+                Some(acc),
+                s,
+                &mut worker.rounding(),
+            )?;
+            cx.raise(f, e, || scaled_dump(f16v(acc), s, result))?;
         }
     }
     Ok(())

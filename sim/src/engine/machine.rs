@@ -10,24 +10,6 @@ use crate::trace::{Control, Event};
 use ipusim_compiler::cycles;
 use ipusim_compiler::executable::TensorId;
 
-/// A node's kind and what settling needs of it (copied out of the tree).
-enum Visit {
-    Sequence(Option<u32>),
-    Repeat {
-        count: u32,
-        body: u32,
-    },
-    If {
-        condition: TensorId,
-        then: u32,
-        otherwise: u32,
-    },
-    Leaf {
-        leaf: Leaf,
-        step: Option<u32>,
-    },
-}
-
 /// What [`Engine::step`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stepped {
@@ -79,43 +61,29 @@ impl Engine {
                 return Ok(Settled::Finished(Box::new(self.current.clone())));
             };
             let cycle = self.cycle;
-            let node = match &self.tree.nodes[top.node as usize] {
-                Node::Sequence(children) => {
-                    Visit::Sequence(children.get(top.pos as usize).copied())
-                }
-                &Node::Repeat { count, body } => Visit::Repeat { count, body },
-                &Node::If {
-                    condition,
-                    then,
-                    otherwise,
-                } => Visit::If {
-                    condition,
-                    then,
-                    otherwise,
-                },
-                &Node::Leaf { leaf, step } => Visit::Leaf { leaf, step },
-            };
-            match node {
-                Visit::Leaf { leaf, step } => {
+            match self.tree.nodes[top.node as usize] {
+                Node::Leaf { leaf, step } => {
                     return Ok(Settled::Step(NextStep {
                         node: top.node,
                         step,
                         leaf,
                     }))
                 }
-                Visit::Sequence(child) => match child {
-                    Some(child) => {
-                        self.bump();
-                        self.stack.push(Frame {
-                            node: child,
-                            pos: 0,
-                        });
+                Node::Sequence { first, len } => {
+                    match (top.pos < len).then(|| self.tree.children[(first + top.pos) as usize]) {
+                        Some(child) => {
+                            self.bump();
+                            self.stack.push(Frame {
+                                node: child,
+                                pos: 0,
+                            });
+                        }
+                        None => {
+                            self.stack.pop();
+                        }
                     }
-                    None => {
-                        self.stack.pop();
-                    }
-                },
-                Visit::Repeat { count, body } => {
+                }
+                Node::Repeat { count, body } => {
                     let node = top.node;
                     if top.pos > 0 {
                         let program = Control::Repeat {
@@ -144,7 +112,7 @@ impl Engine {
                         self.stack.pop();
                     }
                 }
-                Visit::If {
+                Node::If {
                     condition,
                     then,
                     otherwise,

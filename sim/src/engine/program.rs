@@ -9,10 +9,14 @@ use super::summary::Leaf;
 use ipusim_compiler::executable::{Program, ProgramStep, StepKind, TensorId};
 use serde::{Deserialize, Serialize};
 
-/// A node of the flattened tree.
-#[derive(Clone, Debug, PartialEq)]
+/// A node of the flattened tree (a sequence's children are `Tree::children[first..first +
+/// len]`).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Node {
-    Sequence(Vec<u32>),
+    Sequence {
+        first: u32,
+        len: u32,
+    },
     Repeat {
         count: u32,
         body: u32,
@@ -32,12 +36,16 @@ pub(crate) enum Node {
 #[derive(Clone, Debug)]
 pub(crate) struct Tree {
     pub nodes: Vec<Node>,
+    pub children: Vec<u32>,
 }
 
 impl Tree {
     /// Flattens `program`; leaves other than syncs are matched, in order, with `steps`.
     pub fn new(program: &Program, steps: &[ProgramStep]) -> Tree {
-        let mut tree = Tree { nodes: Vec::new() };
+        let mut tree = Tree {
+            nodes: Vec::new(),
+            children: Vec::new(),
+        };
         let mut next_step = 0u32;
         tree.add(program, steps, &mut next_step);
         tree
@@ -45,14 +53,20 @@ impl Tree {
 
     fn add(&mut self, p: &Program, steps: &[ProgramStep], next_step: &mut u32) -> u32 {
         let id = self.nodes.len() as u32;
-        self.nodes.push(Node::Sequence(Vec::new()));
+        self.nodes.push(Node::Sequence { first: 0, len: 0 });
         let node = match p {
-            Program::Sequence(children) => Node::Sequence(
-                children
+            Program::Sequence(children) => {
+                let ids: Vec<u32> = children
                     .iter()
                     .map(|c| self.add(c, steps, next_step))
-                    .collect(),
-            ),
+                    .collect();
+                let first = self.children.len() as u32;
+                self.children.extend(&ids);
+                Node::Sequence {
+                    first,
+                    len: ids.len() as u32,
+                }
+            }
             Program::Repeat { count, body } => Node::Repeat {
                 count: *count,
                 body: self.add(body, steps, next_step),
@@ -202,16 +216,16 @@ impl Tree {
     pub fn places(&self, stack: &[Frame]) -> Vec<Place> {
         stack
             .iter()
-            .map(|f| match &self.nodes[f.node as usize] {
-                Node::Sequence(children) => Place::Sequence {
+            .map(|f| match self.nodes[f.node as usize] {
+                Node::Sequence { len, .. } => Place::Sequence {
                     node: f.node,
                     child: f.pos,
-                    children: children.len() as u32,
+                    children: len,
                 },
                 Node::Repeat { count, .. } => Place::Repeat {
                     node: f.node,
                     iteration: f.pos,
-                    count: *count,
+                    count,
                 },
                 Node::If { .. } => Place::If {
                     node: f.node,
@@ -219,8 +233,8 @@ impl Tree {
                 },
                 Node::Leaf { leaf, step } => Place::Step {
                     node: f.node,
-                    step: *step,
-                    leaf: *leaf,
+                    step,
+                    leaf,
                 },
             })
             .collect()

@@ -21,14 +21,7 @@ pub trait IntArith: Copy + Ord + Default {
     }
     /// The comparison `a op b` (integers never raise flags).
     fn compare(op: CompareOp, a: Self, b: Self) -> bool {
-        match op {
-            CompareOp::Eq => a == b,
-            CompareOp::Ne => a != b,
-            CompareOp::Lt => a < b,
-            CompareOp::Le => a <= b,
-            CompareOp::Gt => a > b,
-            CompareOp::Ge => a >= b,
-        }
+        op.holds(a, b)
     }
 }
 

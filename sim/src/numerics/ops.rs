@@ -154,9 +154,9 @@ impl CompareOp {
         CompareOp::ALL.into_iter().find(|op| op.name() == name)
     }
 
-    /// Applies the comparison to two values exactly representable in `f64` (IEEE
-    /// semantics: false with a NaN operand, except `Ne`).
-    pub(crate) fn holds(self, a: f64, b: f64) -> bool {
+    /// Applies the comparison (for floats, IEEE semantics: false with a NaN operand, except
+    /// `Ne`).
+    pub(crate) fn holds<T: PartialOrd>(self, a: T, b: T) -> bool {
         match self {
             CompareOp::Eq => a == b,
             CompareOp::Ne => a != b,
