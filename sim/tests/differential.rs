@@ -26,7 +26,7 @@
 mod common;
 
 use common::programs;
-use ipusim_compiler::executable::{StepKind, StreamDirection};
+use ipusim_compiler::executable::StepKind;
 use ipusim_compiler::Target;
 use ipusim_ir::{Graph, LossReduction, NodeId, Op, Phase};
 use ipusim_sim::engine::{EngineOptions, Settled, Stepped};
@@ -338,7 +338,7 @@ struct Report {
 }
 
 /// Runs `path` on the engine node by node against the interpreter, then whole.
-fn run_program(path: &std::path::Path, target: &Target, f16_partials: bool) -> Report {
+fn run_program(path: &std::path::Path, target: &Target, f16_partials: bool) -> Option<Report> {
     let partials = if f16_partials {
         ipusim_compiler::PartialsType::Half
     } else {
@@ -491,8 +491,7 @@ fn run_program(path: &std::path::Path, target: &Target, f16_partials: bool) -> R
             }
         }
     }
-    let _ = StreamDirection::HostToDevice;
-    report
+    Some(report)
 }
 
 #[test]
@@ -501,8 +500,11 @@ fn every_program_agrees_with_the_interpreter_node_by_node() {
     assert!(all.len() >= 5, "programs found: {all:?}");
     let mut failures = Vec::new();
     for path in &all {
-        for tiles in [16, 64] {
-            let r = run_program(path, &programs::mk2(tiles), false);
+        let mut checked = false;
+        for tiles in [16, 64, 1472] {
+            let Some(r) = run_program(path, &programs::mk2(tiles), false) else {
+                continue;
+            };
             println!(
                 "{} on {tiles} tiles: {} bit-identical nodes, {} within bounds",
                 programs::name(path),
@@ -515,7 +517,12 @@ fn every_program_agrees_with_the_interpreter_node_by_node() {
                 path.display()
             );
             failures.extend(r.failures);
+            checked = true;
+            if tiles == 64 {
+                break;
+            }
         }
+        assert!(checked, "{} fits no target", path.display());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -524,7 +531,7 @@ fn every_program_agrees_with_the_interpreter_node_by_node() {
 fn half_partials_agree_within_the_half_bound() {
     let mut failures = Vec::new();
     for name in ["matmul", "train_mlp"] {
-        let r = run_program(&programs::sim_program(name), &programs::mk2(16), true);
+        let r = run_program(&programs::sim_program(name), &programs::mk2(16), true).unwrap();
         failures.extend(r.failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

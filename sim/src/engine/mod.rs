@@ -4,7 +4,7 @@
 //! # Model
 //!
 //! - **State.** Every tile that holds a tensor has its real bytes at the executable's
-//!   offsets ([`memory`]); variables and constants start from the values of
+//!   offsets (module `memory`); variables and constants start from the values of
 //!   [`crate::init`] (bit-identical to the reference interpreter's), everything else from
 //!   zero. State persists across runs: one device run is one [`Engine::run`].
 //! - **Program.** The tree is walked by a resumable cursor ([`program`]): `Sequence` in
@@ -316,9 +316,10 @@ impl Engine {
     /// values are rounded to nearest even).
     pub fn write_variable(&mut self, name: &str, value: &Tensor) -> Result<(), EngineError> {
         let exe = Arc::clone(&self.exe);
-        let (_, t) = exe
-            .tensor_by_name(name)
-            .filter(|(_, t)| t.kind == TensorKind::Variable)
+        let t = exe
+            .tensors
+            .iter()
+            .find(|t| t.kind == TensorKind::Variable && t.name == name)
             .ok_or_else(|| EngineError::UnknownVariable(name.to_string()))?;
         if value.dtype() != t.dtype
             || value.shape() != &t.shape

@@ -164,7 +164,9 @@ impl Engine {
                 cycle: start + before,
                 compute_set_cycle: start,
             };
-            self.current.flags |= dump.fp_sts;
+            for &(_, f) in &self.step_flags {
+                self.current.flags |= f;
+            }
             self.record_flags(&cs.name, start);
             let (tile, trapped, cycle) = (dump.tile, dump.trapped, dump.cycle);
             self.record(|| Event::FpException {

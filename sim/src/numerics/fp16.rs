@@ -103,7 +103,7 @@ pub fn scaled_add(a: f16, s: f32, b: f16, r: &mut Rounding) -> (f16, FpSts) {
 
 /// The activation gradient `dy · f'(x)`: ReLU passes `dy` where `x > 0` and gives `+0`
 /// elsewhere (no rounding, INV when `x` is NaN); the others evaluate `dy · f'(x)` in `f64`
-/// ([`transcendental::activation_derivative`]) and round it once (INV for a NaN operand).
+/// (`transcendental::activation_derivative`) and round it once (INV for a NaN operand).
 #[inline]
 pub fn activation_grad(act: Activation, x: f16, dy: f16, r: &mut Rounding) -> (f16, FpSts) {
     if act == Activation::Relu {

@@ -5,8 +5,8 @@
 
 use ipusim_compiler::PartialsType;
 use ipusim_compiler::Target;
-use ipusim_sim::engine::EngineOptions;
-use ipusim_sim::launch::{launch, LaunchOptions, Launched};
+use ipusim_sim::engine::{EngineError, EngineOptions};
+use ipusim_sim::launch::{launch, LaunchError, LaunchOptions, Launched};
 use std::path::{Path, PathBuf};
 
 /// The workspace root.
@@ -55,16 +55,39 @@ pub fn launch_partials(
     engine: EngineOptions,
     partials: PartialsType,
 ) -> Launched {
-    launch(
-        path,
-        &LaunchOptions {
-            target: target.clone(),
-            precision: None,
-            partials,
-            engine,
-        },
-    )
-    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    try_launch(path, target, engine, partials)
+        .unwrap_or_else(|| panic!("{} does not fit in {}", path.display(), target.name))
+}
+
+/// Launches `path`, or `None` when it does not fit in the target's tile memory (a program
+/// written for a whole chip need not fit a 16-tile one); any other failure panics.
+pub fn try_launch(
+    path: &Path,
+    target: &Target,
+    engine: EngineOptions,
+    partials: PartialsType,
+) -> Option<Launched> {
+    let options = LaunchOptions {
+        target: target.clone(),
+        precision: None,
+        partials,
+        engine,
+    };
+    match launch(path, &options) {
+        Ok(l) => Some(l),
+        Err(LaunchError::Build {
+            source: EngineError::OutOfMemory { .. },
+            ..
+        }) => {
+            println!(
+                "{}: does not fit in {}, skipped",
+                path.display(),
+                target.name
+            );
+            None
+        }
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
 }
 
 /// The file name of a program path.
