@@ -320,49 +320,53 @@ fn reduce_f16(
     worker: &mut Worker,
     cx: &mut Cx,
 ) -> Result<(), VertexError> {
+    let (count, width) = (p.count as usize, p.width as usize);
+    let s = round::round_f32(p.scale).0;
+    let x = typed::<f16>(ops.inputs[0])?;
+    let out = ops.output;
+    for (e, base) in columns(p) {
+        let mut acc = x[base];
+        for i in 1..count {
+            let xi = x[base + i * width];
+            let (v, f) = if op == ArithOp::Max {
+                fp16::max(acc, xi)
+            } else {
+                fp16::add(acc, xi, &mut worker.rounding())
+            };
+            cx.raise(f, e, || {
+                vec![
+                    dump_value("acc", f16v(acc)),
+                    dump_value(format!("in[{i}]"), f16v(xi)),
+                    dump_value("result", f16v(v)),
+                ]
+            })?;
+            acc = v;
+        }
+        let (f, result) = store(
+            out,
+            output,
+            e,
+            acc.to_f32(),
+            Some(acc),
+            s,
+            &mut worker.rounding(),
+        )?;
+        cx.raise(f, e, || scaled_dump(f16v(acc), s, result))?;
+    }
+    Ok(())
+}
+
+/// The columns a block vertex handles, in output order: `(e, base)` for output element
+/// `e = g·cols + c`, whose input elements are `base + i·width` for `i < count`.
+fn columns(p: &BlockParams) -> impl Iterator<Item = (usize, usize)> {
     let (count, width, c0, cols) = (
         p.count as usize,
         p.width as usize,
         p.col_begin as usize,
         p.cols as usize,
     );
-    let s = round::round_f32(p.scale).0;
-    let x = typed::<f16>(ops.inputs[0])?;
-    let out = ops.output;
-    for g in 0..p.groups as usize {
-        for c in 0..cols {
-            let e = g * cols + c;
-            let at = |i: usize| (g * count + i) * width + c0 + c;
-            let mut acc = x[at(0)];
-            for i in 1..count {
-                let xi = x[at(i)];
-                let (v, f) = if op == ArithOp::Max {
-                    fp16::max(acc, xi)
-                } else {
-                    fp16::add(acc, xi, &mut worker.rounding())
-                };
-                cx.raise(f, e, || {
-                    vec![
-                        dump_value("acc", f16v(acc)),
-                        dump_value(format!("in[{i}]"), f16v(xi)),
-                        dump_value("result", f16v(v)),
-                    ]
-                })?;
-                acc = v;
-            }
-            let (f, result) = store(
-                out,
-                output,
-                e,
-                acc.to_f32(),
-                Some(acc),
-                s,
-                &mut worker.rounding(),
-            )?;
-            cx.raise(f, e, || scaled_dump(f16v(acc), s, result))?;
-        }
-    }
-    Ok(())
+    (0..p.groups as usize)
+        .flat_map(move |g| (0..cols).map(move |c| (g * cols + c, g * count * width + c0 + c)))
 }
 
 fn reduce_int<T: IntArith + Pod>(
@@ -370,51 +374,36 @@ fn reduce_int<T: IntArith + Pod>(
     p: &BlockParams,
     ops: Operands,
 ) -> Result<(), VertexError> {
-    let (count, width, c0, cols) = (
-        p.count as usize,
-        p.width as usize,
-        p.col_begin as usize,
-        p.cols as usize,
-    );
+    let (count, width) = (p.count as usize, p.width as usize);
     let x = typed::<T>(ops.inputs[0])?;
     let out = typed_mut::<T>(ops.output)?;
-    for g in 0..p.groups as usize {
-        for c in 0..cols {
-            let at = |i: usize| (g * count + i) * width + c0 + c;
-            let mut acc = x[at(0)];
-            for i in 1..count {
-                acc = if op == ArithOp::Max {
-                    acc.max(x[at(i)])
-                } else {
-                    T::arith(op, acc, x[at(i)]).0
-                };
-            }
-            out[g * cols + c] = acc;
+    for (e, base) in columns(p) {
+        let mut acc = x[base];
+        for i in 1..count {
+            let xi = x[base + i * width];
+            acc = if op == ArithOp::Max {
+                acc.max(xi)
+            } else {
+                T::arith(op, acc, xi).0
+            };
         }
+        out[e] = acc;
     }
     Ok(())
 }
 
 fn argmax<T: Pod + PartialOrd>(p: &BlockParams, ops: Operands) -> Result<(), VertexError> {
-    let (count, width, c0, cols) = (
-        p.count as usize,
-        p.width as usize,
-        p.col_begin as usize,
-        p.cols as usize,
-    );
+    let (count, width) = (p.count as usize, p.width as usize);
     let x = typed::<T>(ops.inputs[0])?;
     let out = typed_mut::<i32>(ops.output)?;
-    for g in 0..p.groups as usize {
-        for c in 0..cols {
-            let at = |i: usize| (g * count + i) * width + c0 + c;
-            let mut best = 0usize;
-            for i in 1..count {
-                if x[at(i)] > x[at(best)] {
-                    best = i;
-                }
+    for (e, base) in columns(p) {
+        let mut best = 0usize;
+        for i in 1..count {
+            if x[base + i * width] > x[base + best * width] {
+                best = i;
             }
-            out[g * cols + c] = best as i32;
         }
+        out[e] = best as i32;
     }
     Ok(())
 }
