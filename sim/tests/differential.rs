@@ -339,6 +339,16 @@ struct Report {
 
 /// Runs `path` on the engine node by node against the interpreter, then whole.
 fn run_program(path: &std::path::Path, target: &Target, f16_partials: bool) -> Option<Report> {
+    run_program_in(path, target, f16_partials, None)
+}
+
+/// [`run_program`] with a precision policy override.
+fn run_program_in(
+    path: &std::path::Path,
+    target: &Target,
+    f16_partials: bool,
+    precision: Option<ipusim_ir::Precision>,
+) -> Option<Report> {
     let partials = if f16_partials {
         ipusim_compiler::PartialsType::Half
     } else {
@@ -533,6 +543,28 @@ fn half_partials_agree_within_the_half_bound() {
     for name in ["matmul", "train_mlp"] {
         let r = run_program(&programs::sim_program(name), &programs::mk2(16), true).unwrap();
         failures.extend(r.failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_op_agrees_in_every_precision() {
+    let mut failures = Vec::new();
+    for name in ["op_tour", "train_mlp"] {
+        for precision in ipusim_ir::Precision::ALL {
+            let r = run_program_in(
+                &programs::sim_program(name),
+                &programs::mk2(16),
+                false,
+                Some(precision),
+            )
+            .unwrap();
+            println!(
+                "{name} in {precision}: {} bit-identical nodes, {} within bounds",
+                r.identical, r.bounded
+            );
+            failures.extend(r.failures);
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

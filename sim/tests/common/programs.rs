@@ -67,9 +67,20 @@ pub fn try_launch(
     engine: EngineOptions,
     partials: PartialsType,
 ) -> Option<Launched> {
+    try_launch_in(path, target, engine, partials, None)
+}
+
+/// [`try_launch`] with a precision policy override.
+pub fn try_launch_in(
+    path: &Path,
+    target: &Target,
+    engine: EngineOptions,
+    partials: PartialsType,
+    precision: Option<ipusim_ir::Precision>,
+) -> Option<Launched> {
     let options = LaunchOptions {
         target: target.clone(),
-        precision: None,
+        precision,
         partials,
         engine,
     };
