@@ -354,7 +354,8 @@ fn run_program_in(
     } else {
         ipusim_compiler::PartialsType::Float
     };
-    let launched = programs::launch_partials(path, target, EngineOptions::default(), partials);
+    let launched =
+        programs::try_launch_in(path, target, EngineOptions::default(), partials, precision)?;
     let exe = launched.executable.clone();
     let graph = launched.graph.clone();
     let mut engine = launched.engine;
