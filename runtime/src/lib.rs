@@ -1,1 +1,31 @@
-//! placeholder
+//! ipusim-runtime: the host side of ipusim — what a user's program needs around the device.
+//!
+//! - [`feeds`]: infeed sources (CSV files, generators, Rust iterators) producing micro-batches
+//!   in the stream's device dtype, converted once and correctly rounded by [`codec`];
+//! - [`outfeed`]: collectors per outfeed mode (`all`, `last`, `sum`, `every:N`);
+//! - [`host`]: the [`ipusim_sim::host::HostIo`] the engine calls at every `StreamCopy`, with
+//!   prefetching and per-stream byte counts;
+//! - [`io_model`]: bytes and cycles per stream per run, Rx/Tx per IPU;
+//! - [`checkpoint`]: variables saved to and restored from JSON, written atomically
+//!   ([`atomic`]);
+//! - [`report`]: the run report (the compile report's contract plus what the runs measured),
+//!   its text form, and the comparison of two reports.
+
+pub mod atomic;
+pub mod checkpoint;
+pub mod codec;
+pub mod feeds;
+pub mod host;
+pub mod io_model;
+pub mod json;
+pub mod outfeed;
+pub mod report;
+pub mod stream;
+
+pub use checkpoint::{Checkpoint, CheckpointError};
+pub use feeds::{EndOfData, Feed, FeedError};
+pub use host::SessionHost;
+pub use io_model::HostIoModel;
+pub use outfeed::{OutfeedCollector, OutfeedData, OutfeedValues};
+pub use report::RunReport;
+pub use stream::StreamType;

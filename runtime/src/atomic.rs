@@ -1,0 +1,59 @@
+//! Writing output files whole or not at all.
+//!
+//! Checkpoints, reports and traces are written to a temporary file in the destination's
+//! directory, flushed to disk, and renamed over the destination — a rename within one
+//! directory is atomic on POSIX file systems. A crash or an error half-way leaves at most
+//! the temporary file (removed on error), never a truncated file under the real name that
+//! claims to be complete; an existing file is replaced only by a complete new one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Writes `bytes` to `path` atomically; the error names the file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let tmp = temp_path(path);
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{}: error: cannot write the file: {e}", path.display())
+    })
+}
+
+/// `dir/.name.ipusim-tmp.PID` next to `path`.
+fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    path.with_file_name(format!(".{name}.ipusim-tmp.{}", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_whole_files_and_leaves_nothing_on_error() {
+        let dir = std::env::temp_dir().join(format!("ipusim-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("out.json");
+        write_atomically(&p, b"{}").unwrap();
+        write_atomically(&p, b"{\"a\": 1}").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\": 1}");
+        let bad = dir.join("no/such/dir/out.json");
+        let e = write_atomically(&bad, b"x").unwrap_err();
+        assert!(
+            e.contains("no/such/dir/out.json: error: cannot write"),
+            "{e}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(left.len(), 1, "only out.json");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,332 @@
+//! The host end of a session's streams: the [`HostIo`] the engine calls at every
+//! `StreamCopy`, over the session's feeds and outfeed collectors.
+//!
+//! - **Infeeds.** Each infeed stream has a [`Feed`] and a prefetch buffer: like Poplar's
+//!   datastream buffer (TensorFlow `IPUInfeedQueue(prefetch_depth=…)`, default 3), the host
+//!   holds up to `prefetch_depth` micro-batches ready, refilling after each `StreamCopy`
+//!   takes one, but never reading beyond what the current run needs (so a file read once,
+//!   in inference, is not read past the run's last micro-batch). A fault of a source is
+//!   therefore found up to `prefetch_depth` micro-batches before the device would consume
+//!   the data, as with a real prefetching loader. Micro-batches prefetched and not consumed
+//!   by the end of a run are fed first in the next run, so no data is skipped.
+//! - **Outfeeds.** Each outfeed stream has an [`OutfeedCollector`] in its mode.
+//! - **Accounting.** Bytes and copies per stream in the current run: the Rx/Tx the run
+//!   report shows.
+
+use crate::feeds::{Feed, FeedError};
+use crate::outfeed::{OutfeedCollector, OutfeedData};
+use crate::stream::StreamType;
+use ipusim_compiler::executable::HostStream;
+use ipusim_sim::host::{HostError, HostIo};
+use std::collections::{BTreeMap, VecDeque};
+
+/// TensorFlow's default infeed prefetch depth (`IPUInfeedQueue`, "currently defaults to 3";
+/// reference/user-features.md §1.1).
+pub const DEFAULT_PREFETCH_DEPTH: u32 = 3;
+
+/// Bytes and copies of one stream in one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamCount {
+    /// `StreamCopy` executions.
+    pub copies: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+}
+
+struct InfeedPort {
+    stream: StreamType,
+    feed: Box<dyn Feed>,
+    ready: VecDeque<Vec<u8>>,
+    /// Micro-batches the run still needs that are not in `ready`.
+    to_read: u64,
+    count: StreamCount,
+}
+
+impl InfeedPort {
+    fn top_up(&mut self, depth: usize) -> Result<(), FeedError> {
+        while self.ready.len() < depth && self.to_read > 0 {
+            let mut buf = vec![0u8; self.stream.bytes()];
+            self.feed.fill(&self.stream, &mut buf)?;
+            self.ready.push_back(buf);
+            self.to_read -= 1;
+        }
+        Ok(())
+    }
+}
+
+/// The session's host: feeds, collectors and per-run byte counts.
+pub struct SessionHost {
+    infeeds: BTreeMap<String, InfeedPort>,
+    outfeeds: BTreeMap<String, OutfeedCollector>,
+    out_counts: BTreeMap<String, StreamCount>,
+    prefetch_depth: u32,
+    /// Called with the stream name after every infeed micro-batch (progress reporting).
+    on_infeed: Option<Box<dyn FnMut(&str) + Send>>,
+}
+
+impl std::fmt::Debug for SessionHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionHost")
+            .field("infeeds", &self.infeeds.keys().collect::<Vec<_>>())
+            .field("outfeeds", &self.outfeeds.keys().collect::<Vec<_>>())
+            .field("prefetch_depth", &self.prefetch_depth)
+            .finish()
+    }
+}
+
+impl SessionHost {
+    /// A host with no streams; `prefetch_depth` ≥ 1.
+    pub fn new(prefetch_depth: u32) -> SessionHost {
+        SessionHost {
+            infeeds: BTreeMap::new(),
+            outfeeds: BTreeMap::new(),
+            out_counts: BTreeMap::new(),
+            prefetch_depth: prefetch_depth.max(1),
+            on_infeed: None,
+        }
+    }
+
+    /// Connects (or replaces) the feed of an infeed stream. Prefetched data of a replaced
+    /// feed is dropped.
+    pub fn connect_infeed(&mut self, stream: StreamType, feed: Box<dyn Feed>) {
+        self.infeeds.insert(
+            stream.name.clone(),
+            InfeedPort {
+                stream,
+                feed,
+                ready: VecDeque::new(),
+                to_read: 0,
+                count: StreamCount::default(),
+            },
+        );
+    }
+
+    /// Connects an outfeed stream's collector.
+    pub fn connect_outfeed(&mut self, collector: OutfeedCollector) {
+        self.outfeeds
+            .insert(collector.stream().name.clone(), collector);
+    }
+
+    /// The collector of an outfeed stream.
+    pub fn outfeed_mut(&mut self, stream: &str) -> Option<&mut OutfeedCollector> {
+        self.outfeeds.get_mut(stream)
+    }
+
+    /// Whether an infeed stream has a feed.
+    pub fn has_infeed(&self, stream: &str) -> bool {
+        self.infeeds.contains_key(stream)
+    }
+
+    /// The description of an infeed's source.
+    pub fn describe_infeed(&self, stream: &str) -> Option<String> {
+        self.infeeds.get(stream).map(|p| p.feed.describe())
+    }
+
+    /// Sets a callback run after every infeed micro-batch.
+    pub fn on_infeed(&mut self, f: Option<Box<dyn FnMut(&str) + Send>>) {
+        self.on_infeed = f;
+    }
+
+    /// Prepares a run that needs `needs[stream]` micro-batches of each infeed: checks that
+    /// every source has that much left (an error before the run starts otherwise) and
+    /// prefetches.
+    pub fn begin_run(&mut self, needs: &BTreeMap<String, u64>) -> Result<(), FeedError> {
+        for (name, port) in &mut self.infeeds {
+            let need = needs.get(name).copied().unwrap_or(0);
+            let buffered = port.ready.len() as u64;
+            if let Some(left) = port.feed.remaining(&port.stream) {
+                if left + buffered < need {
+                    return Err(FeedError::Shorter {
+                        stream: name.clone(),
+                        message: format!(
+                            "{} has {} micro-batch{} of {} left, the run needs {need}",
+                            port.feed.describe(),
+                            left + buffered,
+                            if left + buffered == 1 { "" } else { "es" },
+                            port.stream.tensor_type()
+                        ),
+                    });
+                }
+            }
+            port.to_read = need.saturating_sub(buffered);
+            port.count = StreamCount::default();
+            port.top_up(self.prefetch_depth as usize)?;
+        }
+        for c in self.out_counts.values_mut() {
+            *c = StreamCount::default();
+        }
+        Ok(())
+    }
+
+    /// Ends a run: the outfeed data of every stream, and the counts of every stream.
+    pub fn finish_run(&mut self) -> BTreeMap<String, OutfeedData> {
+        self.outfeeds
+            .iter_mut()
+            .map(|(n, c)| (n.clone(), c.finish_run()))
+            .collect()
+    }
+
+    /// Bytes and copies of every stream in the current run, by name.
+    pub fn counts(&self) -> BTreeMap<String, StreamCount> {
+        let mut out: BTreeMap<String, StreamCount> = self
+            .infeeds
+            .iter()
+            .map(|(n, p)| (n.clone(), p.count))
+            .collect();
+        out.extend(self.out_counts.iter().map(|(n, c)| (n.clone(), *c)));
+        out
+    }
+}
+
+fn stream_error(stream: &str, message: String) -> HostError {
+    HostError::Stream {
+        stream: stream.to_string(),
+        message,
+    }
+}
+
+impl HostIo for SessionHost {
+    fn infeed(&mut self, stream: &HostStream, dst: &mut [u8]) -> Result<(), HostError> {
+        let depth = self.prefetch_depth as usize;
+        let port = self.infeeds.get_mut(&stream.name).ok_or_else(|| {
+            stream_error(
+                &stream.name,
+                "no data source is connected to this infeed".into(),
+            )
+        })?;
+        if port.ready.is_empty() {
+            // The run asks for more than `begin_run` was told: read on demand.
+            port.to_read += 1;
+            port.top_up(1)
+                .map_err(|e| stream_error(&stream.name, e.to_string()))?;
+        }
+        let batch = port.ready.pop_front().unwrap_or_default();
+        if batch.len() != dst.len() {
+            return Err(stream_error(
+                &stream.name,
+                format!(
+                    "the device asks for {} bytes, a micro-batch of {} has {}",
+                    dst.len(),
+                    port.stream.tensor_type(),
+                    batch.len()
+                ),
+            ));
+        }
+        dst.copy_from_slice(&batch);
+        port.count.copies += 1;
+        port.count.bytes += dst.len() as u64;
+        port.top_up(depth)
+            .map_err(|e| stream_error(&stream.name, e.to_string()))?;
+        if let Some(f) = self.on_infeed.as_mut() {
+            f(&stream.name);
+        }
+        Ok(())
+    }
+
+    fn outfeed(&mut self, stream: &HostStream, src: &[u8]) -> Result<(), HostError> {
+        let c = self.outfeeds.get_mut(&stream.name).ok_or_else(|| {
+            stream_error(
+                &stream.name,
+                "no collector is connected to this outfeed".into(),
+            )
+        })?;
+        c.receive(src).ok_or_else(|| {
+            stream_error(
+                &stream.name,
+                format!(
+                    "an entry of {} bytes is not one entry of {}",
+                    src.len(),
+                    c.stream().tensor_type()
+                ),
+            )
+        })?;
+        let count = self.out_counts.entry(stream.name.clone()).or_default();
+        count.copies += 1;
+        count.bytes += src.len() as u64;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feeds::{CsvFeed, EndOfData, SequenceFeed};
+    use ipusim_compiler::executable::{StreamDirection, TensorId};
+    use ipusim_ir::{Columns, DType, NodeId, OutfeedMode};
+
+    fn host_stream(s: &StreamType, direction: StreamDirection) -> HostStream {
+        HostStream {
+            name: s.name.clone(),
+            direction,
+            dtype: s.dtype,
+            shape: s.shape.clone(),
+            bytes_per_micro_batch: s.bytes() as u64,
+            node: NodeId(0),
+            tensor: TensorId(0),
+        }
+    }
+
+    #[test]
+    fn feeds_prefetch_within_the_run_and_count_bytes() {
+        let s = StreamType::new("x", DType::F32, [2]);
+        let csv = CsvFeed::parse(
+            "v\n1\n2\n3\n4\n5\n6\n",
+            "d.csv",
+            &Columns::Range(0, 1),
+            true,
+            &s,
+            EndOfData::Stop,
+        )
+        .unwrap();
+        let mut host = SessionHost::new(3);
+        host.connect_infeed(s.clone(), Box::new(csv));
+        let hs = host_stream(&s, StreamDirection::HostToDevice);
+        let needs = BTreeMap::from([("x".to_string(), 2)]);
+        host.begin_run(&needs).unwrap();
+        let mut buf = [0u8; 8];
+        host.infeed(&hs, &mut buf).unwrap();
+        host.infeed(&hs, &mut buf).unwrap();
+        assert_eq!(buf[4..], 4.0f32.to_le_bytes());
+        assert_eq!(
+            host.counts()["x"],
+            StreamCount {
+                copies: 2,
+                bytes: 16
+            }
+        );
+        // One micro-batch is left; a run of 2 fails before it starts.
+        let e = host.begin_run(&needs).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "infeed 'x' is shorter than the run needs: d.csv, columns 0..1 has 1 micro-batch of \
+             f32[2] left, the run needs 2"
+        );
+    }
+
+    #[test]
+    fn outfeeds_collect_and_unknown_streams_are_errors() {
+        let s = StreamType::new("y", DType::I32, Vec::<usize>::new());
+        let mut host = SessionHost::new(1);
+        host.connect_outfeed(OutfeedCollector::new(s.clone(), OutfeedMode::Sum));
+        let n = StreamType::new("n", DType::I32, Vec::<usize>::new());
+        host.connect_infeed(n.clone(), Box::new(SequenceFeed::new(0.0, 1.0)));
+        host.begin_run(&BTreeMap::new()).unwrap();
+        let out = host_stream(&s, StreamDirection::DeviceToHost);
+        for v in [3i32, 4] {
+            host.outfeed(&out, &v.to_le_bytes()).unwrap();
+        }
+        let data = host.finish_run();
+        assert_eq!(data["y"].scalars(), vec![7.0]);
+        assert_eq!(host.counts()["y"].bytes, 8);
+        let other = StreamType::new("z", DType::I32, Vec::<usize>::new());
+        let e = host
+            .outfeed(&host_stream(&other, StreamDirection::DeviceToHost), &[0; 4])
+            .unwrap_err();
+        assert!(e.to_string().contains("no collector"), "{e}");
+        // Reading on demand beyond what begin_run was told still works for endless feeds.
+        let mut buf = [0u8; 4];
+        host.infeed(&host_stream(&n, StreamDirection::HostToDevice), &mut buf)
+            .unwrap();
+        assert_eq!(buf, 0i32.to_le_bytes());
+    }
+}

@@ -1,0 +1,106 @@
+//! Host values in JSON: how outfeed entries and checkpoint values are written and read.
+//!
+//! A tensor is written as nested arrays by its shape (a scalar is a bare number). Every
+//! element is written exactly: an FP16 or FP32 value as the shortest decimal that reads back
+//! to the same `f64` — which is the same value, so `0.00048828125` (2^-11) is printed in
+//! full and reading it back gives the same bits. JSON has no NaN or infinities, so they are
+//! written as the strings `"NaN"`, `"inf"` and `"-inf"` (and read back from them).
+
+use serde_json::{Number, Value};
+
+/// One element as JSON: a number, or `"NaN"`, `"inf"`, `"-inf"`.
+pub fn number(v: f64) -> Value {
+    if v.is_nan() {
+        Value::String("NaN".into())
+    } else if v.is_infinite() {
+        Value::String(if v > 0.0 { "inf" } else { "-inf" }.into())
+    } else if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        // Integral values print without a trailing `.0` (labels, counts, u8 pixels).
+        Value::Number(Number::from(v as i64))
+    } else {
+        Number::from_f64(v).map_or(Value::Null, Value::Number)
+    }
+}
+
+/// Row-major `values` of `shape` as nested arrays (a scalar is one number).
+pub fn nested(values: &[f64], shape: &[usize]) -> Value {
+    match shape.split_first() {
+        None => values.first().map_or(Value::Null, |&v| number(v)),
+        Some((&n, rest)) => {
+            let inner: usize = rest.iter().product();
+            Value::Array(
+                (0..n)
+                    .map(|i| nested(&values[i * inner..(i + 1) * inner], rest))
+                    .collect(),
+            )
+        }
+    }
+}
+
+/// The decimal text of one JSON element (a number or a non-finite string), for exact
+/// conversion by [`crate::codec::push_text`]; `None` for anything else.
+pub fn element_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) if matches!(s.as_str(), "NaN" | "nan" | "inf" | "-inf") => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// The elements of nested arrays in row-major order, checking the nesting against `shape`;
+/// the error says where the nesting differs.
+pub fn flatten<'a>(v: &'a Value, shape: &[usize], out: &mut Vec<&'a Value>) -> Result<(), String> {
+    match shape.split_first() {
+        None => {
+            if v.is_array() {
+                return Err("an array where the shape has a scalar".into());
+            }
+            out.push(v);
+            Ok(())
+        }
+        Some((&n, rest)) => match v.as_array() {
+            Some(items) if items.len() == n => {
+                for (i, item) in items.iter().enumerate() {
+                    flatten(item, rest, out).map_err(|e| format!("[{i}]: {e}"))?;
+                }
+                Ok(())
+            }
+            Some(items) => Err(format!("{} elements where the shape has {n}", items.len())),
+            None => Err(format!("a scalar where the shape has {n} elements")),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn exact_numbers_and_non_finite_strings() {
+        assert_eq!(number(2f64.powi(-11)).to_string(), "0.00048828125");
+        assert_eq!(number(65504.0).to_string(), "65504");
+        assert_eq!(number(f64::NAN), json!("NaN"));
+        assert_eq!(number(f64::NEG_INFINITY), json!("-inf"));
+        assert_eq!(
+            nested(&[1.0, 2.0, 3.0, 4.5, 5.0, 6.0], &[2, 3]),
+            json!([[1, 2, 3], [4.5, 5, 6]])
+        );
+        assert_eq!(nested(&[0.25], &[]), json!(0.25));
+    }
+
+    #[test]
+    fn flatten_checks_the_shape() {
+        let v = json!([[1, 2], [3, "inf"]]);
+        let mut out = Vec::new();
+        flatten(&v, &[2, 2], &mut out).unwrap();
+        let texts: Vec<_> = out.iter().map(|v| element_text(v).unwrap()).collect();
+        assert_eq!(texts, ["1", "2", "3", "inf"]);
+        let mut out = Vec::new();
+        assert_eq!(
+            flatten(&v, &[2, 3], &mut out).unwrap_err(),
+            "[0]: 2 elements where the shape has 3"
+        );
+    }
+}

@@ -1,0 +1,378 @@
+//! `ipusim report diff A.json B.json`: two reports side by side — PopVision's "Compare two
+//! reports" — with the delta and the relative change of every figure.
+//!
+//! Works on any two JSON reports of ipusim (compile reports, run reports, or one of each:
+//! fields only one side has show as `-`). Reports are compared by field path: objects by key
+//! (`memory.categories.variables`), arrays of named objects by name
+//! (`compute_sets[dense1/matmul]`, `host_io.streams[features]`), other arrays by index. The
+//! text shows the headline figures in a fixed order, then the compute sets with the largest
+//! changes of cycles, then every other field that differs.
+
+use ipusim_compiler::report::group;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+
+/// The headline figures, in the order the text shows them.
+const HEADLINE: &[&str] = &[
+    "total_cycles",
+    "seconds",
+    "categories.OnTileExecute",
+    "categories.DoExchange",
+    "categories.Sync",
+    "categories.StreamCopy",
+    "tile_balance",
+    "used_tiles",
+    "vertices",
+    "exchange_bytes",
+    "memory.max_tile_bytes",
+    "memory.total_bytes",
+    "memory.always_live_bytes",
+    "memory.peak_live_bytes",
+    "memory.categories.variables",
+    "memory.categories.constants",
+    "memory.categories.vertex_state",
+    "memory.categories.code",
+    "memory.categories.exchange_buffers",
+    "memory.categories.temporaries",
+    "stream_bytes_host_to_device",
+    "stream_bytes_device_to_host",
+    "stream_bytes.rx",
+    "stream_bytes.tx",
+    "gradient_accumulation",
+    "device_iterations",
+    "runs",
+    "steps",
+    "micro_batches",
+    "executed.total_cycles",
+    "executed.seconds",
+];
+
+/// What the header says about each report.
+const IDENTITY: &[&str] = &["program", "target.name", "precision", "partials", "mode"];
+
+/// One compared figure.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FieldDiff {
+    /// The field path.
+    pub field: String,
+    /// A's value (a number, string or bool), if A has the field.
+    pub a: Option<Value>,
+    /// B's value, if B has the field.
+    pub b: Option<Value>,
+    /// `b − a` for numbers on both sides.
+    pub delta: Option<f64>,
+    /// `100 × (b − a) / a` when `a ≠ 0`.
+    pub percent: Option<f64>,
+}
+
+/// Two reports compared.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReportDiff {
+    /// A's file.
+    pub a: String,
+    /// B's file.
+    pub b: String,
+    /// The headline figures (present in at least one report).
+    pub headline: Vec<FieldDiff>,
+    /// Compute sets' cycles, largest absolute change first.
+    pub compute_sets: Vec<FieldDiff>,
+    /// Every other field whose values differ, by path.
+    pub other: Vec<FieldDiff>,
+    /// `program`, `target.name`, ... of each side.
+    pub identity: Vec<FieldDiff>,
+}
+
+/// Reads a report file: JSON with a `total_cycles` field.
+pub fn load(path: &Path) -> Result<Value, String> {
+    let file = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{file}: error: cannot read the report: {e}"))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{file}:{}:{}: error: not valid JSON: {e}",
+            e.line(),
+            e.column()
+        )
+    })?;
+    // `ipusim run --json` wraps the report with the outfeeds.
+    let v = match v.get("report") {
+        Some(r) if v.get("total_cycles").is_none() => r.clone(),
+        _ => v,
+    };
+    if v.get("total_cycles").and_then(Value::as_u64).is_none() {
+        return Err(format!(
+            "{file}: error: not an ipusim report (no \"total_cycles\"; write one with \
+             `ipusim compile --json` or `ipusim run --json`)"
+        ));
+    }
+    Ok(v)
+}
+
+/// Compares report `a` (from file `a_name`) with `b`.
+pub fn diff(a_name: &str, a: &Value, b_name: &str, b: &Value) -> ReportDiff {
+    let (fa, fb) = (flatten(a), flatten(b));
+    let field = |path: &str| compare(path, fa.get(path), fb.get(path));
+    let headline = HEADLINE
+        .iter()
+        .filter(|p| fa.contains_key(**p) || fb.contains_key(**p))
+        .map(|p| field(p))
+        .collect();
+    let identity = IDENTITY.iter().map(|p| field(p)).collect();
+    let mut compute_sets: Vec<FieldDiff> = fa
+        .keys()
+        .chain(fb.keys())
+        .filter(|k| k.starts_with("compute_sets[") && k.ends_with("].cycles"))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|k| field(k))
+        .collect();
+    compute_sets.sort_by(|x, y| {
+        let mag = |d: &FieldDiff| d.delta.map_or(f64::INFINITY, f64::abs);
+        mag(y)
+            .total_cmp(&mag(x))
+            .then_with(|| x.field.cmp(&y.field))
+    });
+    let shown =
+        |k: &str| HEADLINE.contains(&k) || IDENTITY.contains(&k) || k.starts_with("compute_sets[");
+    let other = fa
+        .keys()
+        .chain(fb.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| !shown(k) && fa.get(*k) != fb.get(*k))
+        .map(|k| field(k))
+        .collect();
+    ReportDiff {
+        a: a_name.to_string(),
+        b: b_name.to_string(),
+        headline,
+        compute_sets,
+        other,
+        identity,
+    }
+}
+
+fn compare(path: &str, a: Option<&Value>, b: Option<&Value>) -> FieldDiff {
+    let (x, y) = (a.and_then(Value::as_f64), b.and_then(Value::as_f64));
+    let delta = x.zip(y).map(|(x, y)| y - x);
+    let percent = x
+        .zip(delta)
+        .and_then(|(x, d)| (x != 0.0).then_some(100.0 * d / x));
+    FieldDiff {
+        field: path.to_string(),
+        a: a.cloned(),
+        b: b.cloned(),
+        delta,
+        percent,
+    }
+}
+
+/// Scalar leaves of a report by path.
+fn flatten(v: &Value) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    walk(v, String::new(), &mut out);
+    out
+}
+
+fn walk(v: &Value, path: String, out: &mut BTreeMap<String, Value>) {
+    let join = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                walk(x, join(k), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, x) in items.iter().enumerate() {
+                let key = ["name", "stream", "tile", "ipu"]
+                    .iter()
+                    .find_map(|k| x.get(*k))
+                    .map(|k| match k {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .unwrap_or_else(|| i.to_string());
+                walk(x, format!("{path}[{key}]"), out);
+            }
+        }
+        _ => {
+            out.insert(path, v.clone());
+        }
+    }
+}
+
+fn show(v: &Option<Value>) -> String {
+    match v {
+        None => "-".into(),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(u) => group(u),
+            None => {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                if f.fract() == 0.0 && f.abs() < 1e15 {
+                    format!("{f:.0}")
+                } else {
+                    format!("{f:.4}")
+                }
+            }
+        },
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn show_delta(d: &FieldDiff) -> (String, String) {
+    let delta = match d.delta {
+        None => "-".into(),
+        Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => {
+            let sign = if x > 0.0 {
+                "+"
+            } else if x < 0.0 {
+                "-"
+            } else {
+                ""
+            };
+            format!("{sign}{}", group(x.abs() as u64))
+        }
+        Some(x) => format!("{x:+.4}"),
+    };
+    let pct = match (d.percent, d.delta) {
+        (Some(p), _) => format!("{p:+.2}%"),
+        (None, Some(x)) if x != 0.0 => "new".into(),
+        _ => "-".into(),
+    };
+    (delta, pct)
+}
+
+impl ReportDiff {
+    /// The side-by-side text.
+    pub fn to_text(&self, top: usize) -> String {
+        let mut s = String::new();
+        let ident = |pick: fn(&FieldDiff) -> &Option<Value>| {
+            self.identity
+                .iter()
+                .filter_map(|d| pick(d).as_ref().map(|v| show(&Some(v.clone()))))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(s, "ipusim report diff");
+        let _ = writeln!(s, "  A: {} ({})", self.a, ident(|d| &d.a));
+        let _ = writeln!(s, "  B: {} ({})\n", self.b, ident(|d| &d.b));
+        let row = |s: &mut String, d: &FieldDiff, width: usize| {
+            let (delta, pct) = show_delta(d);
+            let _ = writeln!(
+                s,
+                "{:<width$} {:>16} {:>16} {:>16} {:>10}",
+                d.field,
+                show(&d.a),
+                show(&d.b),
+                delta,
+                pct
+            );
+        };
+        let header = |s: &mut String, title: &str, width: usize| {
+            let _ = writeln!(
+                s,
+                "{:<width$} {:>16} {:>16} {:>16} {:>10}",
+                title, "A", "B", "delta (B-A)", "change"
+            );
+        };
+        header(&mut s, "field", 36);
+        for d in &self.headline {
+            row(&mut s, d, 36);
+        }
+        if !self.compute_sets.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nCompute sets: cycles per run (top {} of {} by change)",
+                top.min(self.compute_sets.len()),
+                self.compute_sets.len()
+            );
+            header(&mut s, "compute set", 48);
+            for d in self.compute_sets.iter().take(top) {
+                let mut d = d.clone();
+                d.field = d
+                    .field
+                    .trim_start_matches("compute_sets[")
+                    .trim_end_matches("].cycles")
+                    .to_string();
+                row(&mut s, &d, 48);
+            }
+        }
+        if !self.other.is_empty() {
+            let _ = writeln!(s, "\nOther fields that differ ({})", self.other.len());
+            header(&mut s, "field", 48);
+            for d in self.other.iter().take(top) {
+                row(&mut s, d, 48);
+            }
+            if self.other.len() > top {
+                let _ = writeln!(s, "... {} more (see --json)", self.other.len() - top);
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn report(cycles: u64, cs: u64, precision: &str) -> Value {
+        json!({
+            "program": "p", "precision": precision, "target": {"name": "mk2"},
+            "total_cycles": cycles,
+            "categories": {"OnTileExecute": cycles / 2, "DoExchange": cycles / 2, "Sync": 0, "StreamCopy": 0},
+            "compute_sets": [{"name": "mm", "cycles": cs}, {"name": "add", "cycles": 10}],
+            "memory": {"oom": false, "worst_tiles": [{"tile": 3, "bytes": 100}]},
+            "tile_balance": 0.5
+        })
+    }
+
+    #[test]
+    fn deltas_and_percentages() {
+        let d = diff(
+            "a.json",
+            &report(1000, 600, "32.32"),
+            "b.json",
+            &report(800, 300, "16.16"),
+        );
+        let total = &d.headline[0];
+        assert_eq!(total.field, "total_cycles");
+        assert_eq!((total.delta, total.percent), (Some(-200.0), Some(-20.0)));
+        assert_eq!(d.compute_sets[0].field, "compute_sets[mm].cycles");
+        assert_eq!(d.compute_sets[0].delta, Some(-300.0));
+        assert!(d.other.is_empty(), "{:?}", d.other);
+        let text = d.to_text(20);
+        assert!(text.contains("A: a.json (p, mk2, 32.32)"), "{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("total_cycles")
+                && l.contains("1,000")
+                && l.contains("800")
+                && l.contains("-200")
+                && l.ends_with("-20.00%")),
+            "{text}"
+        );
+        assert!(text.contains("mm "), "{text}");
+    }
+
+    #[test]
+    fn fields_on_one_side_show_a_dash() {
+        let mut b = report(1000, 600, "32.32");
+        b["runs"] = json!(3);
+        b["memory"]["worst_tiles"][0]["bytes"] = json!(120);
+        let d = diff("a", &report(1000, 600, "32.32"), "b", &b);
+        let runs = d.headline.iter().find(|f| f.field == "runs").unwrap();
+        assert_eq!((runs.a.clone(), runs.delta), (None, None));
+        assert_eq!(d.other[0].field, "memory.worst_tiles[3].bytes");
+        assert_eq!(d.other[0].percent, Some(20.0));
+    }
+}
