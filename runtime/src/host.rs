@@ -185,25 +185,24 @@ fn stream_error(stream: &str, message: String) -> HostError {
     }
 }
 
-impl HostIo for SessionHost {
-    fn infeed(&mut self, stream: &HostStream, dst: &mut [u8]) -> Result<(), HostError> {
+impl SessionHost {
+    /// Fills `dst` with the next micro-batch of the infeed `stream` (what a `StreamCopy` to
+    /// the device asks for).
+    pub fn next_infeed(&mut self, stream: &str, dst: &mut [u8]) -> Result<(), HostError> {
         let depth = self.prefetch_depth as usize;
-        let port = self.infeeds.get_mut(&stream.name).ok_or_else(|| {
-            stream_error(
-                &stream.name,
-                "no data source is connected to this infeed".into(),
-            )
+        let port = self.infeeds.get_mut(stream).ok_or_else(|| {
+            stream_error(stream, "no data source is connected to this infeed".into())
         })?;
         if port.ready.is_empty() {
             // The run asks for more than `begin_run` was told: read on demand.
             port.to_read += 1;
             port.top_up(1)
-                .map_err(|e| stream_error(&stream.name, e.to_string()))?;
+                .map_err(|e| stream_error(stream, e.to_string()))?;
         }
         let batch = port.ready.pop_front().unwrap_or_default();
         if batch.len() != dst.len() {
             return Err(stream_error(
-                &stream.name,
+                stream,
                 format!(
                     "the device asks for {} bytes, a micro-batch of {} has {}",
                     dst.len(),
@@ -216,23 +215,21 @@ impl HostIo for SessionHost {
         port.count.copies += 1;
         port.count.bytes += dst.len() as u64;
         port.top_up(depth)
-            .map_err(|e| stream_error(&stream.name, e.to_string()))?;
+            .map_err(|e| stream_error(stream, e.to_string()))?;
         if let Some(f) = self.on_infeed.as_mut() {
-            f(&stream.name);
+            f(stream);
         }
         Ok(())
     }
 
-    fn outfeed(&mut self, stream: &HostStream, src: &[u8]) -> Result<(), HostError> {
-        let c = self.outfeeds.get_mut(&stream.name).ok_or_else(|| {
-            stream_error(
-                &stream.name,
-                "no collector is connected to this outfeed".into(),
-            )
+    /// Receives one entry of the outfeed `stream` (what a `StreamCopy` to the host sends).
+    pub fn receive_outfeed(&mut self, stream: &str, src: &[u8]) -> Result<(), HostError> {
+        let c = self.outfeeds.get_mut(stream).ok_or_else(|| {
+            stream_error(stream, "no collector is connected to this outfeed".into())
         })?;
         c.receive(src).ok_or_else(|| {
             stream_error(
-                &stream.name,
+                stream,
                 format!(
                     "an entry of {} bytes is not one entry of {}",
                     src.len(),
@@ -240,10 +237,20 @@ impl HostIo for SessionHost {
                 ),
             )
         })?;
-        let count = self.out_counts.entry(stream.name.clone()).or_default();
+        let count = self.out_counts.entry(stream.to_string()).or_default();
         count.copies += 1;
         count.bytes += src.len() as u64;
         Ok(())
+    }
+}
+
+impl HostIo for SessionHost {
+    fn infeed(&mut self, stream: &HostStream, dst: &mut [u8]) -> Result<(), HostError> {
+        self.next_infeed(&stream.name, dst)
+    }
+
+    fn outfeed(&mut self, stream: &HostStream, src: &[u8]) -> Result<(), HostError> {
+        self.receive_outfeed(&stream.name, src)
     }
 }
 

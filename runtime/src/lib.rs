@@ -8,24 +8,34 @@
 //! - [`io_model`]: bytes and cycles per stream per run, Rx/Tx per IPU;
 //! - [`checkpoint`]: variables saved to and restored from JSON, written atomically
 //!   ([`atomic`]);
+//! - [`connect`]: a program's streams connected to their sources and collectors;
+//! - [`reference`]: a program run on the reference interpreter with the same host;
 //! - [`report`]: the run report (the compile report's contract plus what the runs measured),
 //!   its text form, and the comparison of two reports.
 
 pub mod atomic;
 pub mod checkpoint;
 pub mod codec;
+pub mod connect;
+pub mod error;
 pub mod feeds;
 pub mod host;
 pub mod io_model;
 pub mod json;
+pub mod options;
 pub mod outfeed;
+pub mod reference;
 pub mod report;
 pub mod stream;
 
 pub use checkpoint::{Checkpoint, CheckpointError};
+pub use connect::StreamOptions;
+pub use error::RuntimeError;
 pub use feeds::{EndOfData, Feed, FeedError};
 pub use host::SessionHost;
 pub use io_model::HostIoModel;
+pub use options::SessionOptions;
 pub use outfeed::{OutfeedCollector, OutfeedData, OutfeedValues};
+pub use reference::ReferenceSession;
 pub use report::RunReport;
 pub use stream::StreamType;

@@ -1,0 +1,38 @@
+//! Errors of the runtime: each names what is at fault — the program file, the stream, the
+//! data file and line, the checkpoint and variable, the node or tile.
+
+use crate::checkpoint::CheckpointError;
+use crate::feeds::FeedError;
+use ipusim_sim::host::HostError;
+use thiserror::Error;
+
+/// A fault of a session.
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    /// The program cannot be turned into a step graph or compiled.
+    #[error("{file}: error: {message}")]
+    Program {
+        /// The program file (or name).
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A stream is not connected, or an option names a stream that does not exist.
+    #[error("error: {0}")]
+    Stream(String),
+    /// An infeed source fault.
+    #[error(transparent)]
+    Feed(#[from] FeedError),
+    /// A fault on the host side of a stream copy during a run.
+    #[error("error: {0}")]
+    Host(#[from] HostError),
+    /// A checkpoint fault.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// Options that do not fit the program (`--steps` not a multiple of the run length, ...).
+    #[error("error: {0}")]
+    Options(String),
+    /// The reference interpreter stopped.
+    #[error("error: {0}")]
+    Reference(#[from] ipusim_sim::interp::InterpError),
+}

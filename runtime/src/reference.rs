@@ -1,0 +1,141 @@
+//! A program run on the reference interpreter with the same host as a [`crate::Session`]:
+//! the same feeds, the same outfeed collectors, the same loop (`device_iterations` ×
+//! (`gradient_accumulation` micro-batches, then the update)). It is the oracle the tiled
+//! execution is compared with (the flagship's loss curve, outfeed modes), and lets a program
+//! be checked before it is compiled.
+
+use crate::codec::tensor_from_bytes;
+use crate::connect::{check_connected, connect};
+use crate::error::RuntimeError;
+use crate::host::SessionHost;
+use crate::options::SessionOptions;
+use crate::outfeed::OutfeedData;
+use crate::stream::StreamType;
+use ipusim_ir::training::prepare;
+use ipusim_ir::{Graph, Op, Program};
+use ipusim_sim::interp::{Interpreter, Streams};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The streams of a step graph: infeeds (`Input` nodes) and outfeeds (`Outfeed` nodes),
+/// each sorted by name.
+pub fn graph_streams(graph: &Graph) -> (Vec<StreamType>, Vec<StreamType>) {
+    let mut ins = Vec::new();
+    let mut outs = Vec::new();
+    for (_, n) in graph.nodes() {
+        match &n.op {
+            Op::Input { stream, .. } => ins.push(StreamType::new(
+                stream.clone(),
+                n.ty.dtype,
+                n.ty.shape.clone(),
+            )),
+            Op::Outfeed { stream } => outs.push(StreamType::new(
+                stream.clone(),
+                n.ty.dtype,
+                n.ty.shape.clone(),
+            )),
+            _ => {}
+        }
+    }
+    ins.sort_by(|a, b| a.name.cmp(&b.name));
+    outs.sort_by(|a, b| a.name.cmp(&b.name));
+    (ins, outs)
+}
+
+/// A program on the reference interpreter.
+pub struct ReferenceSession {
+    interp: Interpreter,
+    host: SessionHost,
+    infeeds: Vec<StreamType>,
+    gradient_accumulation: u32,
+    device_iterations: u32,
+}
+
+impl ReferenceSession {
+    /// The step graph of `program` on the interpreter, run and connected as `options` say
+    /// (target, partials, threads and trace are ignored); CSV paths are relative to
+    /// `base_dir`.
+    pub fn new(
+        program: &Program,
+        base_dir: &Path,
+        options: &SessionOptions,
+    ) -> Result<ReferenceSession, RuntimeError> {
+        let step = prepare(program, options.precision, options.inference).map_err(|e| {
+            RuntimeError::Program {
+                file: program.name.clone(),
+                message: format!("cannot build the step graph: {e}"),
+            }
+        })?;
+        let (infeeds, outfeeds) = graph_streams(&step.graph);
+        let host = connect(program, base_dir, &infeeds, &outfeeds, &options.streams)?;
+        check_connected(&host, &infeeds)?;
+        Ok(ReferenceSession {
+            interp: Interpreter::new(&step.graph, options.fp, options.seed)?,
+            host,
+            infeeds,
+            gradient_accumulation: step.gradient_accumulation.max(1),
+            device_iterations: options
+                .device_iterations
+                .unwrap_or(step.device_iterations)
+                .max(1),
+        })
+    }
+
+    /// The interpreter (variables, flags).
+    pub fn interpreter(&self) -> &Interpreter {
+        &self.interp
+    }
+
+    /// Overwrites a variable (e.g. from a checkpoint).
+    pub fn set_variable(
+        &mut self,
+        name: &str,
+        value: ipusim_sim::tensor::Tensor,
+    ) -> Result<(), RuntimeError> {
+        Ok(self.interp.set_variable(name, value)?)
+    }
+
+    /// The host (to connect feeds).
+    pub fn host_mut(&mut self) -> &mut SessionHost {
+        &mut self.host
+    }
+
+    /// One run: `device_iterations` steps of `gradient_accumulation` micro-batches each;
+    /// returns each outfeed's data.
+    pub fn run(&mut self) -> Result<BTreeMap<String, OutfeedData>, RuntimeError> {
+        let per_run = u64::from(self.device_iterations) * u64::from(self.gradient_accumulation);
+        let needs = self
+            .infeeds
+            .iter()
+            .map(|s| (s.name.clone(), per_run))
+            .collect();
+        self.host.begin_run(&needs)?;
+        for _ in 0..self.device_iterations {
+            for _ in 0..self.gradient_accumulation {
+                let mut feeds = Streams::new();
+                for s in &self.infeeds {
+                    let mut buf = vec![0u8; s.bytes()];
+                    self.host.next_infeed(&s.name, &mut buf)?;
+                    let t = tensor_from_bytes(s.dtype, &s.shape, &buf).ok_or_else(|| {
+                        RuntimeError::Stream(format!("infeed {s}: malformed micro-batch"))
+                    })?;
+                    feeds.insert(s.name.clone(), t);
+                }
+                let out = self.interp.micro_batch(&feeds)?;
+                self.send(out)?;
+            }
+            let out = self.interp.update()?;
+            self.send(out)?;
+        }
+        Ok(self.host.finish_run())
+    }
+
+    fn send(&mut self, out: Streams) -> Result<(), RuntimeError> {
+        for (name, t) in out {
+            let bytes = crate::codec::tensor_to_bytes(&t)
+                .map_err(|e| RuntimeError::Stream(format!("outfeed '{name}': {e}")))?;
+            self.host.receive_outfeed(&name, &bytes)?;
+        }
+        Ok(())
+    }
+}
