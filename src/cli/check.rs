@@ -13,7 +13,7 @@
 //! [`ipusim_ir::summary::ProgramSummary`]) or `{"valid": false, "file": ..., "error": {"file",
 //! "line", "column", "kind", "message", "rendered"}}`.
 
-use super::{EXIT_ERROR, EXIT_OK};
+use super::{emit, EXIT_ERROR, EXIT_OK};
 use clap::Args;
 use ipusim_ir::lint::{LintLevel, LintWarning};
 use ipusim_ir::program::DataSource;
@@ -21,7 +21,6 @@ use ipusim_ir::summary::{summarize, ProgramSummary};
 use ipusim_ir::text::{load_program, ProgramError};
 use ipusim_ir::Program;
 use serde_json::json;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `ipusim check`.
@@ -61,12 +60,6 @@ pub fn run(args: &CheckArgs) -> i32 {
             EXIT_ERROR
         }
     }
-}
-
-/// Writes `text`, ignoring a closed pipe (`ipusim check ... | head` must not panic).
-fn emit(w: &mut impl Write, text: &str) {
-    let _ = w.write_all(text.as_bytes());
-    let _ = w.flush();
 }
 
 fn error_json(file: &str, e: &ProgramError) -> serde_json::Value {

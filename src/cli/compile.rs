@@ -12,13 +12,12 @@
 //! Exit codes: 0 when the program fits in memory, 2 when it does not (the full report is
 //! still printed or written), 1 for any other error (one message on stderr).
 
-use super::{EXIT_ERROR, EXIT_OK};
+use super::{emit, EXIT_ERROR, EXIT_OK};
 use clap::{Args, ValueEnum};
 use ipusim_compiler::{compile, dump, CompileOptions, CompileReport, PartialsType, Target};
 use ipusim_ir::text::load_program;
 use ipusim_ir::training::prepare;
 use ipusim_ir::Precision;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Exit code when the program does not fit in tile memory (the report is still produced).
@@ -167,10 +166,4 @@ fn write_whole(path: &Path, text: &str) -> Result<(), String> {
             let _ = std::fs::remove_file(&tmp);
             format!("error: cannot write the report to {}: {e}", path.display())
         })
-}
-
-/// Writes `text`, ignoring a closed pipe (`ipusim compile ... | head` must not panic).
-fn emit(w: &mut impl Write, text: &str) {
-    let _ = w.write_all(text.as_bytes());
-    let _ = w.flush();
 }

@@ -4,12 +4,14 @@
 //! message on stderr and never as a panic.
 
 use clap::{Parser, Subcommand};
+use std::io::Write;
 
 pub mod check;
 pub mod compile;
 pub mod fp;
 pub mod sim_options;
 pub mod step;
+pub mod report;
 
 /// Exit code for success.
 pub const EXIT_OK: i32 = 0;
@@ -40,6 +42,8 @@ enum Command {
     /// Compile a program and step through it in the simulator: breakpoints on compute sets,
     /// tiles, flags and cycles; inspect tensors, tile memory, $FP_STS (commands on stdin).
     Step(step::StepArgs),
+    /// Work with reports: `ipusim report diff A.json B.json` compares two side by side.
+    Report(report::ReportArgs),
 }
 
 /// Parses the process arguments, runs the subcommand and returns the exit code.
@@ -57,5 +61,12 @@ pub fn main() -> i32 {
         Command::Compile(args) => compile::run(&args),
         Command::Fp(args) => fp::run(args),
         Command::Step(args) => step::run(&args),
+        Command::Report(args) => report::run(&args),
     }
+}
+
+/// Writes `text`, ignoring a closed pipe (`ipusim ... | head` must not panic).
+pub(crate) fn emit(w: &mut impl Write, text: &str) {
+    let _ = w.write_all(text.as_bytes());
+    let _ = w.flush();
 }

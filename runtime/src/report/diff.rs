@@ -50,6 +50,9 @@ const HEADLINE: &[&str] = &[
     "executed.seconds",
 ];
 
+/// The fields that name an element of an array of objects, in order of preference.
+const KEYS: &[&str] = &["name", "stream", "tile", "ipu"];
+
 /// What the header says about each report.
 const IDENTITY: &[&str] = &["program", "target.name", "precision", "partials", "mode"];
 
@@ -130,13 +133,29 @@ pub fn diff(a_name: &str, a: &Value, b_name: &str, b: &Value) -> ReportDiff {
         .map(|k| field(k))
         .collect();
     compute_sets.sort_by(|x, y| {
-        let mag = |d: &FieldDiff| d.delta.map_or(f64::INFINITY, f64::abs);
+        // A compute set on one side only changes by all of its cycles.
+        let mag = |d: &FieldDiff| match d.delta {
+            Some(delta) => delta.abs(),
+            None => [&d.a, &d.b]
+                .iter()
+                .filter_map(|v| v.as_ref().and_then(Value::as_f64))
+                .sum(),
+        };
         mag(y)
             .total_cmp(&mag(x))
             .then_with(|| x.field.cmp(&y.field))
     });
-    let shown =
-        |k: &str| HEADLINE.contains(&k) || IDENTITY.contains(&k) || k.starts_with("compute_sets[");
+    // Shown above, or not comparable between two reports: the fullest tiles are listed by
+    // tile (another compile has other fullest tiles), and a keyed element's key leaf repeats
+    // its key.
+    let shown = |k: &str| {
+        HEADLINE.contains(&k)
+            || IDENTITY.contains(&k)
+            || k.starts_with("compute_sets[")
+            || k.starts_with("memory.worst_tiles[")
+            || k.starts_with("memory.oom_tiles[")
+            || KEYS.iter().any(|key| k.ends_with(&format!("].{key}")))
+    };
     let other = fa
         .keys()
         .chain(fb.keys())
@@ -193,7 +212,7 @@ fn walk(v: &Value, path: String, out: &mut BTreeMap<String, Value>) {
         }
         Value::Array(items) => {
             for (i, x) in items.iter().enumerate() {
-                let key = ["name", "stream", "tile", "ipu"]
+                let key = KEYS
                     .iter()
                     .find_map(|k| x.get(*k))
                     .map(|k| match k {
@@ -285,9 +304,11 @@ impl ReportDiff {
                 title, "A", "B", "delta (B-A)", "change"
             );
         };
-        header(&mut s, "field", 36);
+        let width = |rows: &mut dyn Iterator<Item = usize>| rows.max().unwrap_or(0).clamp(24, 64);
+        let w = width(&mut self.headline.iter().map(|d| d.field.len()));
+        header(&mut s, "field", w);
         for d in &self.headline {
-            row(&mut s, d, 36);
+            row(&mut s, d, w);
         }
         if !self.compute_sets.is_empty() {
             let _ = writeln!(
@@ -296,22 +317,31 @@ impl ReportDiff {
                 top.min(self.compute_sets.len()),
                 self.compute_sets.len()
             );
-            header(&mut s, "compute set", 48);
-            for d in self.compute_sets.iter().take(top) {
-                let mut d = d.clone();
-                d.field = d
-                    .field
-                    .trim_start_matches("compute_sets[")
-                    .trim_end_matches("].cycles")
-                    .to_string();
-                row(&mut s, &d, 48);
+            let sets: Vec<FieldDiff> = self
+                .compute_sets
+                .iter()
+                .take(top)
+                .map(|d| FieldDiff {
+                    field: d
+                        .field
+                        .trim_start_matches("compute_sets[")
+                        .trim_end_matches("].cycles")
+                        .to_string(),
+                    ..d.clone()
+                })
+                .collect();
+            let w = width(&mut sets.iter().map(|d| d.field.len()));
+            header(&mut s, "compute set", w);
+            for d in &sets {
+                row(&mut s, d, w);
             }
         }
         if !self.other.is_empty() {
             let _ = writeln!(s, "\nOther fields that differ ({})", self.other.len());
-            header(&mut s, "field", 48);
+            let w = width(&mut self.other.iter().take(top).map(|d| d.field.len()));
+            header(&mut s, "field", w);
             for d in self.other.iter().take(top) {
-                row(&mut s, d, 48);
+                row(&mut s, d, w);
             }
             if self.other.len() > top {
                 let _ = writeln!(s, "... {} more (see --json)", self.other.len() - top);
@@ -369,10 +399,14 @@ mod tests {
         let mut b = report(1000, 600, "32.32");
         b["runs"] = json!(3);
         b["memory"]["worst_tiles"][0]["bytes"] = json!(120);
-        let d = diff("a", &report(1000, 600, "32.32"), "b", &b);
+        b["host_io"] = json!({"streams": [{"name": "x", "bytes_per_run": 10}]});
+        let mut a = report(1000, 600, "32.32");
+        a["host_io"] = json!({"streams": [{"name": "x", "bytes_per_run": 8}]});
+        let d = diff("a", &a, "b", &b);
         let runs = d.headline.iter().find(|f| f.field == "runs").unwrap();
         assert_eq!((runs.a.clone(), runs.delta), (None, None));
-        assert_eq!(d.other[0].field, "memory.worst_tiles[3].bytes");
-        assert_eq!(d.other[0].percent, Some(20.0));
+        assert_eq!(d.other.len(), 1, "{:?}", d.other);
+        assert_eq!(d.other[0].field, "host_io.streams[x].bytes_per_run");
+        assert_eq!(d.other[0].percent, Some(25.0));
     }
 }
