@@ -9,14 +9,21 @@ use thiserror::Error;
 /// A fault of a session.
 #[derive(Debug, Error)]
 pub enum RuntimeError {
-    /// The program cannot be turned into a step graph or compiled.
-    #[error("{file}: error: {message}")]
-    Program {
-        /// The program file (or name).
-        file: String,
-        /// What is wrong.
-        message: String,
-    },
+    /// The program cannot be loaded, turned into a step graph or compiled (the message
+    /// names the file and line, or the program).
+    #[error("{0}")]
+    Program(String),
+    /// The program does not fit in tile memory; the report (of zero runs) says where.
+    #[error(
+        "{}: error: out of memory on {} of {} tiles (max tile {} bytes, capacity {} bytes)",
+        .0.compile.program,
+        .0.compile.memory.oom_tiles.len(),
+        .0.compile.target.tiles,
+        .0.compile.memory.max_tile_bytes,
+        .0.compile.memory.bytes_per_tile_capacity
+    )]
+    OutOfMemory(Box<crate::report::RunReport>),
+    // PENDING-ENGINE: Engine(#[from] ipusim_sim::engine::EngineError)
     /// A stream is not connected, or an option names a stream that does not exist.
     #[error("error: {0}")]
     Stream(String),

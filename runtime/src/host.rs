@@ -60,8 +60,8 @@ pub struct SessionHost {
     outfeeds: BTreeMap<String, OutfeedCollector>,
     out_counts: BTreeMap<String, StreamCount>,
     prefetch_depth: u32,
-    /// Called with the stream name after every infeed micro-batch (progress reporting).
-    on_infeed: Option<Box<dyn FnMut(&str) + Send>>,
+    /// Called with the stream name after every stream copy (progress reporting).
+    on_copy: Option<Box<dyn FnMut(&str) + Send>>,
 }
 
 impl std::fmt::Debug for SessionHost {
@@ -82,7 +82,7 @@ impl SessionHost {
             outfeeds: BTreeMap::new(),
             out_counts: BTreeMap::new(),
             prefetch_depth: prefetch_depth.max(1),
-            on_infeed: None,
+            on_copy: None,
         }
     }
 
@@ -122,9 +122,22 @@ impl SessionHost {
         self.infeeds.get(stream).map(|p| p.feed.describe())
     }
 
-    /// Sets a callback run after every infeed micro-batch.
-    pub fn on_infeed(&mut self, f: Option<Box<dyn FnMut(&str) + Send>>) {
-        self.on_infeed = f;
+    /// Sets a callback run after every stream copy, with the stream's name.
+    pub fn on_copy(&mut self, f: Option<Box<dyn FnMut(&str) + Send>>) {
+        self.on_copy = f;
+    }
+
+    /// Whole micro-batches an infeed has left (buffered and in its source), if its source
+    /// ends.
+    pub fn remaining(&self, stream: &str) -> Option<u64> {
+        let port = self.infeeds.get(stream)?;
+        let left = port.feed.remaining(&port.stream)?;
+        Some(left + port.ready.len() as u64)
+    }
+
+    /// The mode of an outfeed stream.
+    pub fn outfeed_mode(&self, stream: &str) -> Option<ipusim_ir::OutfeedMode> {
+        self.outfeeds.get(stream).map(OutfeedCollector::mode)
     }
 
     /// Prepares a run that needs `needs[stream]` micro-batches of each infeed: checks that
@@ -216,7 +229,7 @@ impl SessionHost {
         port.count.bytes += dst.len() as u64;
         port.top_up(depth)
             .map_err(|e| stream_error(stream, e.to_string()))?;
-        if let Some(f) = self.on_infeed.as_mut() {
+        if let Some(f) = self.on_copy.as_mut() {
             f(stream);
         }
         Ok(())
@@ -240,6 +253,9 @@ impl SessionHost {
         let count = self.out_counts.entry(stream.to_string()).or_default();
         count.copies += 1;
         count.bytes += src.len() as u64;
+        if let Some(f) = self.on_copy.as_mut() {
+            f(stream);
+        }
         Ok(())
     }
 }

@@ -153,3 +153,40 @@ fn flagship_learns_in_every_precision() {
         assert!(e.to_string().contains("shorter than the run needs"), "{e}");
     }
 }
+
+/// Gradient accumulation and every outfeed mode against hand-computed values
+/// (tests/programs/run/ga_sgd.ron: loss = w·x, x = 1, 2, 3, ..., SGD lr 0.5 on the mean of 3
+/// micro-batches, two updates per run).
+#[test]
+fn gradient_accumulation_and_outfeed_modes_by_hand() {
+    use ipusim_ir::OutfeedMode;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/programs/run");
+    let program = load_program(&dir.join("ga_sgd.ron")).unwrap();
+    // w: 1 -> 1 - 0.5·2 = 0 -> 0 - 0.5·5 = -2.5 -> -2.5 - 0.5·8 = -6.5 -> -6.5 - 0.5·11 = -12.
+    let all = [
+        1.0, 2.0, 3.0, 0.0, 0.0, 0.0, -17.5, -20.0, -22.5, -65.0, -71.5, -78.0,
+    ];
+    for (mode, expected) in [
+        (OutfeedMode::All, all.to_vec()),
+        (OutfeedMode::Last, vec![0.0, -78.0]),
+        (OutfeedMode::Sum, vec![6.0, -274.5]),
+        (OutfeedMode::Every(4), vec![0.0, -65.0]),
+        (OutfeedMode::Every(7), vec![]),
+    ] {
+        let mut options = SessionOptions::default();
+        options.streams.outfeed_modes.insert("loss".into(), mode);
+        let mut s = ReferenceSession::new(&program, &dir, &options).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let out = s.run().unwrap();
+            assert_eq!(out["loss"].received, 6);
+            assert_eq!(out["x_seen"].rows().len(), 6, "x_seen stays in mode all");
+            got.extend(out["loss"].scalars());
+        }
+        assert_eq!(got, expected, "{mode}");
+        assert_eq!(
+            s.interpreter().variable("w").unwrap().to_f64_vec(),
+            vec![-12.0]
+        );
+    }
+}
