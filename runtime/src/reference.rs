@@ -61,10 +61,10 @@ impl ReferenceSession {
         options: &SessionOptions,
     ) -> Result<ReferenceSession, RuntimeError> {
         let step = prepare(program, options.precision, options.inference).map_err(|e| {
-            RuntimeError::Program {
-                file: program.name.clone(),
-                message: format!("cannot build the step graph: {e}"),
-            }
+            RuntimeError::Program(format!(
+                "{}: error: cannot build the step graph: {e}",
+                program.name
+            ))
         })?;
         let (infeeds, outfeeds) = graph_streams(&step.graph);
         let host = connect(program, base_dir, &infeeds, &outfeeds, &options.streams)?;
