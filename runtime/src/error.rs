@@ -23,7 +23,9 @@ pub enum RuntimeError {
         .0.compile.memory.bytes_per_tile_capacity
     )]
     OutOfMemory(Box<crate::report::RunReport>),
-    // PENDING-ENGINE: Engine(#[from] ipusim_sim::engine::EngineError)
+    /// The engine stopped: a trapped floating-point exception (the state dump), or a fault.
+    #[error("{0}")]
+    Engine(#[from] ipusim_sim::engine::EngineError),
     /// A stream is not connected, or an option names a stream that does not exist.
     #[error("error: {0}")]
     Stream(String),

@@ -10,11 +10,14 @@
 //!   ([`atomic`]);
 //! - [`connect`]: a program's streams connected to their sources and collectors;
 //! - [`reference`]: a program run on the reference interpreter with the same host;
+//! - [`session`]: a program compiled and run on the BSP engine, run after run;
+//! - [`chrome`]: engine traces exported to the Chrome trace-event format (Perfetto);
 //! - [`report`]: the run report (the compile report's contract plus what the runs measured),
 //!   its text form, and the comparison of two reports.
 
 pub mod atomic;
 pub mod checkpoint;
+pub mod chrome;
 pub mod codec;
 pub mod connect;
 pub mod error;
@@ -26,6 +29,7 @@ pub mod options;
 pub mod outfeed;
 pub mod reference;
 pub mod report;
+pub mod session;
 pub mod stream;
 
 pub use checkpoint::{Checkpoint, CheckpointError};
@@ -38,4 +42,5 @@ pub use options::SessionOptions;
 pub use outfeed::{OutfeedCollector, OutfeedData, OutfeedValues};
 pub use reference::ReferenceSession;
 pub use report::RunReport;
+pub use session::{RunOutput, Session};
 pub use stream::StreamType;

@@ -11,7 +11,7 @@
 //! |---|---|
 //! | `runs` | device runs executed (one run = the program tree once: `device_iterations` loop iterations) |
 //! | `stream_bytes` | `{"rx": int, "tx": int}`: host-to-device and device-to-host bytes **per run**, as PopVision's "StreamCopy (Rx/Tx)" |
-//! | `mode` | `"training"` or `"inference"` |
+//! | `mode` | `"training"` (the training step), `"inference"` (the forward graph of a training program, `--inference`) or `"forward"` (a program without a training spec, run as written) |
 //! | `steps` | loop iterations executed over all runs (weight updates when training) |
 //! | `micro_batches` | micro-batches executed over all runs (`steps × gradient_accumulation`) |
 //! | `seed`, `fp` | the run seed and floating-point configuration (`sr`, `nanoo`, `exceptions`) |
@@ -126,7 +126,7 @@ pub struct RunReport {
     pub runs: u64,
     /// Rx/Tx bytes per run.
     pub stream_bytes: StreamBytes,
-    /// `training` or `inference`.
+    /// `training`, `inference` or `forward`.
     pub mode: String,
     /// Loop iterations executed (weight updates when training).
     pub steps: u64,

@@ -1,0 +1,289 @@
+//! Export of an engine trace to the Chrome trace-event format (JSON), which Perfetto
+//! (ui.perfetto.dev) and `chrome://tracing` open.
+//!
+//! Layout: one process per IPU (`IPU 0 (mk2)`), and in it one track (thread) per PopVision
+//! category — `OnTileExecute`, `DoExchange`, `Sync`, `StreamCopy` — plus a `Program` track on
+//! top with the runs and the `Repeat` iterations as nested slices. Every program step the
+//! engine executed is one complete slice (`"ph": "X"`) on its category's track, named after
+//! its compute set, exchange or stream, from its start cycle for its cycles; its arguments
+//! give the cycles, tiles, bytes. Flags raised and a trapped exception are instant events
+//! on the `OnTileExecute` track.
+//!
+//! Time: the trace format counts microseconds; a cycle is `1e6 / clock_hz` µs at the
+//! target's tile clock (mk2: 1.325 GHz, so 1,325 cycles = 1 µs). Fractional microseconds are
+//! kept, so slices of a few cycles keep their order and length.
+
+use crate::atomic::write_atomically;
+use ipusim_compiler::executable::StreamDirection;
+use ipusim_sim::trace::{Control, Event, Trace};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// The tracks of one IPU, as trace-event thread ids.
+const PROGRAM: u32 = 0;
+const TRACKS: [(u32, &str); 5] = [
+    (PROGRAM, "Program"),
+    (1, "OnTileExecute"),
+    (2, "DoExchange"),
+    (3, "Sync"),
+    (4, "StreamCopy"),
+];
+
+/// Converts `trace` (recorded on `target_name` at `clock_hz`) to trace-event JSON text.
+pub fn to_chrome_json(trace: &Trace, program: &str, target_name: &str, clock_hz: u64) -> String {
+    let us = |cycle: u64| cycle as f64 * 1e6 / clock_hz.max(1) as f64;
+    let pid = 0u32; // One IPU per target today.
+    let mut events: Vec<Value> = Vec::with_capacity(trace.events.len() + 16);
+    events.push(json!({
+        "name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+        "args": {"name": format!("IPU {pid} ({target_name})")}
+    }));
+    for (tid, name) in TRACKS {
+        events.push(json!({
+            "name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}
+        }));
+        events.push(json!({
+            "name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
+            "args": {"sort_index": tid}
+        }));
+    }
+    let slice = |tid: u32, name: &str, cycle: u64, cycles: u64, args: Value| {
+        json!({
+            "name": name, "cat": TRACKS[tid as usize].1, "ph": "X", "pid": pid, "tid": tid,
+            "ts": us(cycle), "dur": us(cycles), "args": args
+        })
+    };
+    let instant = |tid: u32, name: String, cycle: u64, args: Value| {
+        json!({
+            "name": name, "ph": "i", "s": "t", "pid": pid, "tid": tid, "ts": us(cycle),
+            "args": args
+        })
+    };
+    let control = |program: &Control| match program {
+        Control::Repeat { iteration, count } => format!("repeat {iteration}/{count}"),
+        Control::If { taken } => format!("if ({})", if *taken { "then" } else { "else" }),
+    };
+    for e in &trace.events {
+        let v = match e {
+            Event::RunStarted { run, cycle } => json!({
+                "name": format!("run {run}"), "ph": "B", "pid": pid, "tid": PROGRAM, "ts": us(*cycle)
+            }),
+            Event::RunFinished { run, cycle, cycles } => json!({
+                "name": format!("run {run}"), "ph": "E", "pid": pid, "tid": PROGRAM, "ts": us(*cycle),
+                "args": {"cycles": cycles.total, "OnTileExecute": cycles.on_tile_execute,
+                         "DoExchange": cycles.do_exchange, "Sync": cycles.sync,
+                         "StreamCopy": cycles.stream_copy}
+            }),
+            Event::Entered { program, cycle, .. } => json!({
+                "name": control(program), "ph": "B", "pid": pid, "tid": PROGRAM, "ts": us(*cycle)
+            }),
+            Event::Left { program, cycle, .. } => json!({
+                "name": control(program), "ph": "E", "pid": pid, "tid": PROGRAM, "ts": us(*cycle)
+            }),
+            Event::ComputeSet {
+                name,
+                cycle,
+                cycles,
+                tiles,
+                ..
+            } => slice(
+                1,
+                name,
+                *cycle,
+                *cycles,
+                json!({"cycles": cycles, "tiles": tiles.len()}),
+            ),
+            Event::Exchange {
+                name,
+                cycle,
+                cycles,
+                bytes,
+                copies,
+                ..
+            } => slice(
+                2,
+                name,
+                *cycle,
+                *cycles,
+                json!({"cycles": cycles, "bytes": bytes, "copies": copies}),
+            ),
+            Event::Sync { cycle, cycles } => {
+                slice(3, "sync", *cycle, *cycles, json!({ "cycles": cycles }))
+            }
+            Event::StreamCopy {
+                stream,
+                direction,
+                bytes,
+                cycle,
+                cycles,
+                ..
+            } => {
+                let dir = match direction {
+                    StreamDirection::HostToDevice => "host to device",
+                    StreamDirection::DeviceToHost => "device to host",
+                };
+                slice(
+                    4,
+                    stream,
+                    *cycle,
+                    *cycles,
+                    json!({"cycles": cycles, "bytes": bytes, "direction": dir}),
+                )
+            }
+            Event::FlagsRaised {
+                compute_set,
+                tile,
+                flags,
+                cycle,
+            } => instant(
+                1,
+                format!("{} raised", flag_list(*flags)),
+                *cycle,
+                json!({"compute set": compute_set, "tile": tile}),
+            ),
+            Event::FpException {
+                compute_set,
+                tile,
+                vertex,
+                flags,
+                cycle,
+            } => instant(
+                1,
+                format!("floating-point exception ({})", flag_list(*flags)),
+                *cycle,
+                json!({"compute set": compute_set, "tile": tile, "vertex": vertex}),
+            ),
+        };
+        events.push(v);
+    }
+    let doc = json!({
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {"program": program, "target": target_name, "clock_hz": clock_hz},
+    });
+    doc.to_string()
+}
+
+fn flag_list(flags: ipusim_sim::numerics::FpSts) -> String {
+    flags.names().collect::<Vec<_>>().join("|")
+}
+
+/// Writes the Chrome trace of `trace` to `path`, whole or not at all.
+pub fn write_chrome_trace(
+    path: &Path,
+    trace: &Trace,
+    program: &str,
+    target_name: &str,
+    clock_hz: u64,
+) -> Result<(), String> {
+    let text = to_chrome_json(trace, program, target_name, clock_hz);
+    write_atomically(path, text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipusim_sim::engine::CategoryCycles;
+    use ipusim_sim::numerics::FpSts;
+    use ipusim_sim::trace::TileCycle;
+
+    #[test]
+    fn tracks_slices_and_time() {
+        let trace = Trace {
+            events: vec![
+                Event::RunStarted { run: 1, cycle: 0 },
+                Event::Entered {
+                    node: 1,
+                    program: Control::Repeat {
+                        iteration: 1,
+                        count: 2,
+                    },
+                    cycle: 0,
+                },
+                Event::ComputeSet {
+                    step: Some(0),
+                    id: 0,
+                    name: "mm".into(),
+                    cycle: 0,
+                    cycles: 1325,
+                    tiles: vec![TileCycle {
+                        tile: 0,
+                        cycles: 1325,
+                    }],
+                },
+                Event::FlagsRaised {
+                    compute_set: "mm".into(),
+                    tile: 0,
+                    flags: FpSts::OFLO,
+                    cycle: 0,
+                },
+                Event::StreamCopy {
+                    step: Some(1),
+                    stream: "loss".into(),
+                    direction: StreamDirection::DeviceToHost,
+                    bytes: 4,
+                    cycle: 1325,
+                    cycles: 2650,
+                },
+                Event::Left {
+                    node: 1,
+                    program: Control::Repeat {
+                        iteration: 1,
+                        count: 2,
+                    },
+                    cycle: 3975,
+                },
+                Event::RunFinished {
+                    run: 1,
+                    cycle: 3975,
+                    cycles: CategoryCycles::default(),
+                },
+            ],
+        };
+        let doc: Value =
+            serde_json::from_str(&to_chrome_json(&trace, "p", "mk2", 1_325_000_000)).unwrap();
+        let ev = doc["traceEvents"].as_array().unwrap();
+        let process = &ev[0];
+        assert_eq!(process["args"]["name"], "IPU 0 (mk2)");
+        let names: Vec<&str> = ev
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .map(|e| e["args"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "Program",
+                "OnTileExecute",
+                "DoExchange",
+                "Sync",
+                "StreamCopy"
+            ]
+        );
+        let mm = ev.iter().find(|e| e["name"] == "mm").unwrap();
+        // 1,325 cycles at 1.325 GHz = 1 µs.
+        assert_eq!(
+            (mm["ph"].clone(), mm["tid"].clone()),
+            ("X".into(), 1.into())
+        );
+        assert_eq!(
+            (mm["ts"].as_f64(), mm["dur"].as_f64()),
+            (Some(0.0), Some(1.0))
+        );
+        let copy = ev.iter().find(|e| e["name"] == "loss").unwrap();
+        assert_eq!(
+            (copy["tid"].clone(), copy["ts"].as_f64()),
+            (4.into(), Some(1.0))
+        );
+        assert_eq!(copy["args"]["direction"], "device to host");
+        let flags = ev.iter().find(|e| e["ph"] == "i").unwrap();
+        assert_eq!(flags["name"], "OFLO raised");
+        let begins = ev.iter().filter(|e| e["ph"] == "B").count();
+        let ends = ev.iter().filter(|e| e["ph"] == "E").count();
+        assert_eq!(
+            (begins, ends),
+            (2, 2),
+            "runs and iterations nest on the Program track"
+        );
+    }
+}

@@ -1,0 +1,520 @@
+//! A session: one program compiled for a target and run on the BSP engine, its streams
+//! connected on the host, run after run with the state kept in between.
+//!
+//! - **Build** ([`Session::new`], [`Session::open`]): the step graph of the program
+//!   (`ipusim_ir::training::prepare`: the training step, or the forward graph in
+//!   inference), its streams connected ([`crate::connect`]), compiled
+//!   (`ipusim_compiler::compile`) with the program's gradient accumulation and device
+//!   iterations, and loaded into an [`Engine`]. A program that does not fit in tile memory
+//!   is [`RuntimeError::OutOfMemory`], which carries the (zero-run) report.
+//! - **Run length.** One [`Session::run`] is one device run: the program tree once,
+//!   `device_iterations` loop iterations of `gradient_accumulation` micro-batches each (the
+//!   `Repeat` loops are on the device; the host only feeds and collects). In inference,
+//!   unless the options set `device_iterations`, a run is one pass over the data: as many
+//!   micro-batches as the file-backed infeeds hold (rows divided by the batch size, the
+//!   remainder dropped).
+//! - **State.** Variables live in the engine's tile memory and persist across runs; infeeds
+//!   advance (a CSV file continues where the last run stopped); each run's outfeed data is
+//!   returned by that run ([`RunOutput`]). The report ([`Session::report`]) covers every
+//!   run so far.
+//! - **Checkpoints**: [`Session::save_variables`] / [`Session::load_variables`].
+
+use crate::checkpoint::Checkpoint;
+use crate::connect::{check_connected, connect};
+use crate::error::RuntimeError;
+use crate::feeds::Feed;
+use crate::host::SessionHost;
+use crate::io_model::{stream_types, HostIoModel};
+use crate::options::SessionOptions;
+use crate::outfeed::OutfeedData;
+use crate::reference::graph_streams;
+use crate::report::{
+    Executed, Flags, FpReport, InfeedReport, OutfeedReport, RunReport, StreamBytes,
+};
+use crate::stream::StreamType;
+use ipusim_compiler::report::Categories;
+use ipusim_compiler::{compile, CompileOptions, CompileReport, Executable};
+use ipusim_ir::text::load_program;
+use ipusim_ir::training::prepare;
+use ipusim_ir::{OutfeedMode, Program};
+use ipusim_sim::engine::{Engine, EngineOptions, RunSummary};
+use ipusim_sim::numerics::{FpSts, StochasticRounding};
+use ipusim_sim::tensor::Tensor;
+use ipusim_sim::trace::Trace;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What one run returned.
+#[derive(Clone, Debug)]
+pub struct RunOutput {
+    /// The run's number (1 for the session's first run).
+    pub run: u64,
+    /// Each outfeed's data, by stream.
+    pub outfeeds: BTreeMap<String, OutfeedData>,
+    /// The engine's summary: executed cycles by category, flags, stream bytes.
+    pub summary: RunSummary,
+}
+
+/// Progress within a run: `done` of `total` copies of the stream that paces it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// The run's number.
+    pub run: u64,
+    /// Copies done in this run.
+    pub done: u64,
+    /// Copies per run.
+    pub total: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Totals {
+    runs: u64,
+    cycles_per_run: Vec<u64>,
+    categories: [u64; 4],
+    flags: FpSts,
+    rx: u64,
+    tx: u64,
+    entries: BTreeMap<String, u64>,
+}
+
+/// A program on the engine, with its host.
+pub struct Session {
+    name: String,
+    mode: &'static str,
+    options: SessionOptions,
+    gradient_accumulation: u32,
+    device_iterations: u32,
+    engine: Engine,
+    host: SessionHost,
+    infeeds: Vec<StreamType>,
+    outfeeds: Vec<StreamType>,
+    io: HostIoModel,
+    compile: CompileReport,
+    totals: Totals,
+    wall: Duration,
+    progress: Option<Box<dyn FnMut(Progress) + Send>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("program", &self.name)
+            .field("runs", &self.totals.runs)
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The zero-run report of an executable (what an out-of-memory program still reports).
+fn empty_report(
+    mode: &str,
+    compile: CompileReport,
+    io: HostIoModel,
+    options: &SessionOptions,
+    host: &SessionHost,
+    infeeds: &[StreamType],
+    outfeeds: &[StreamType],
+) -> RunReport {
+    RunReport {
+        stream_bytes: StreamBytes {
+            rx: io.rx_bytes_per_run,
+            tx: io.tx_bytes_per_run,
+        },
+        compile,
+        runs: 0,
+        mode: mode.into(),
+        steps: 0,
+        micro_batches: 0,
+        seed: options.seed,
+        fp: fp_report(options),
+        flags: Flags::default(),
+        host_io: io,
+        executed: Executed::default(),
+        infeeds: infeeds
+            .iter()
+            .map(|s| InfeedReport {
+                stream: s.name.clone(),
+                source: host
+                    .describe_infeed(&s.name)
+                    .unwrap_or_else(|| "not connected".into()),
+            })
+            .collect(),
+        outfeeds: outfeeds
+            .iter()
+            .map(|s| OutfeedReport {
+                stream: s.name.clone(),
+                mode: host.outfeed_mode(&s.name).unwrap_or_default().to_string(),
+                entries: 0,
+            })
+            .collect(),
+        wall_seconds: 0.0,
+    }
+}
+
+fn fp_report(options: &SessionOptions) -> FpReport {
+    let fp = &options.fp;
+    FpReport {
+        sr: match fp.esr {
+            StochasticRounding::Off => "off",
+            StochasticRounding::On => "on",
+            StochasticRounding::ReplicaIdenticalOnly => "replica-identical",
+        }
+        .into(),
+        nanoo: fp.nanoo,
+        exceptions: [("inv", fp.inv), ("div0", fp.div0), ("oflo", fp.oflo)]
+            .into_iter()
+            .filter(|(_, on)| *on)
+            .map(|(n, _)| n.to_string())
+            .collect(),
+    }
+}
+
+/// Converts raised flags to the report's form.
+pub fn flags_of(flags: FpSts) -> Flags {
+    Flags {
+        oflo: flags.contains(FpSts::OFLO),
+        div0: flags.contains(FpSts::DIV0),
+        inv: flags.contains(FpSts::INV),
+    }
+}
+
+impl Session {
+    /// Loads the program file `path` (CSV paths relative to its directory) and builds a
+    /// session.
+    pub fn open(path: &Path, options: SessionOptions) -> Result<Session, RuntimeError> {
+        let program = load_program(path).map_err(|e| RuntimeError::Program(e.to_string()))?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        Session::new(&program, base, options)
+    }
+
+    /// A session of `program` (CSV paths relative to `base_dir`).
+    pub fn new(
+        program: &Program,
+        base_dir: &Path,
+        options: SessionOptions,
+    ) -> Result<Session, RuntimeError> {
+        let step = prepare(program, options.precision, options.inference).map_err(|e| {
+            RuntimeError::Program(format!(
+                "{}: error: cannot build the step graph: {e}",
+                program.name
+            ))
+        })?;
+        let (ins, outs) = graph_streams(&step.graph);
+        let host = connect(program, base_dir, &ins, &outs, &options.streams)?;
+        let one_pass = ins
+            .iter()
+            .filter_map(|s| host.remaining(&s.name))
+            .min()
+            .filter(|&n| n > 0);
+        let device_iterations = match (options.device_iterations, options.inference) {
+            (Some(n), _) => n,
+            (None, true) => one_pass.map_or(step.device_iterations, |n| {
+                u32::try_from(n).unwrap_or(u32::MAX)
+            }),
+            (None, false) => step.device_iterations,
+        }
+        .max(1);
+        let gradient_accumulation = step.gradient_accumulation.max(1);
+        let mode = match (options.inference, program.training.is_some()) {
+            (true, _) => "inference",
+            (false, true) => "training",
+            (false, false) => "forward",
+        };
+        let compile_options = CompileOptions {
+            partials_type: options.partials,
+            gradient_accumulation,
+            device_iterations,
+            ..CompileOptions::default()
+        };
+        let exe = compile(&step.graph, &options.target, &compile_options).map_err(|e| {
+            RuntimeError::Program(format!(
+                "{}: error: cannot compile for target '{}': {e}",
+                program.name, options.target.name
+            ))
+        })?;
+        let precision = step
+            .precision
+            .map_or_else(|| "none".to_string(), |p| p.to_string());
+        let compile_report = CompileReport::new(&program.name, &precision, &exe);
+        let io = HostIoModel::new(&exe, options.streams.prefetch_depth);
+        let (infeeds, outfeeds) = stream_types(&exe);
+        if exe.memory.oom {
+            return Err(RuntimeError::OutOfMemory(Box::new(empty_report(
+                mode,
+                compile_report,
+                io,
+                &options,
+                &host,
+                &infeeds,
+                &outfeeds,
+            ))));
+        }
+        let engine = Engine::new(
+            Arc::new(exe),
+            EngineOptions {
+                fp: options.fp,
+                seed: options.seed,
+                threads: options.threads,
+                record_trace: options.record_trace,
+            },
+        )?;
+        Ok(Session {
+            name: program.name.clone(),
+            mode,
+            options,
+            gradient_accumulation,
+            device_iterations,
+            engine,
+            host,
+            infeeds,
+            outfeeds,
+            io,
+            compile: compile_report,
+            totals: Totals::default(),
+            wall: Duration::ZERO,
+            progress: None,
+        })
+    }
+
+    /// The program's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The options the session was built with.
+    pub fn options(&self) -> &SessionOptions {
+        &self.options
+    }
+
+    /// The compiled program.
+    pub fn executable(&self) -> &Arc<Executable> {
+        self.engine.executable()
+    }
+
+    /// The compile report (one run's static estimate).
+    pub fn compile_report(&self) -> &CompileReport {
+        &self.compile
+    }
+
+    /// The host I/O model of one run.
+    pub fn io_model(&self) -> &HostIoModel {
+        &self.io
+    }
+
+    /// Infeed streams, by name.
+    pub fn infeeds(&self) -> &[StreamType] {
+        &self.infeeds
+    }
+
+    /// Outfeed streams, by name.
+    pub fn outfeeds(&self) -> &[StreamType] {
+        &self.outfeeds
+    }
+
+    /// Loop iterations per run (weight updates when training).
+    pub fn steps_per_run(&self) -> u64 {
+        u64::from(self.device_iterations)
+    }
+
+    /// Micro-batches per run.
+    pub fn micro_batches_per_run(&self) -> u64 {
+        self.steps_per_run() * u64::from(self.gradient_accumulation)
+    }
+
+    /// Runs so far.
+    pub fn runs(&self) -> u64 {
+        self.totals.runs
+    }
+
+    /// Connects (or replaces) the feed of an infeed stream.
+    pub fn set_infeed(&mut self, stream: &str, feed: Box<dyn Feed>) -> Result<(), RuntimeError> {
+        let s = self.stream(stream, &self.infeeds, "infeed")?;
+        self.host.connect_infeed(s, feed);
+        Ok(())
+    }
+
+    /// Changes the mode of an outfeed stream (from the next run on).
+    pub fn set_outfeed_mode(
+        &mut self,
+        stream: &str,
+        mode: OutfeedMode,
+    ) -> Result<(), RuntimeError> {
+        let s = self.stream(stream, &self.outfeeds, "outfeed")?;
+        if let Some(c) = self.host.outfeed_mut(&s.name) {
+            c.set_mode(mode);
+        }
+        Ok(())
+    }
+
+    fn stream(
+        &self,
+        name: &str,
+        list: &[StreamType],
+        what: &str,
+    ) -> Result<StreamType, RuntimeError> {
+        list.iter()
+            .find(|s| s.name == name)
+            .cloned()
+            .ok_or_else(|| {
+                RuntimeError::Stream(format!(
+                    "the program has no {what} stream '{name}' (its {what}s: {})",
+                    list.iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
+    }
+
+    /// Calls `f` as a run progresses (after every copy of the stream that paces the run: the
+    /// first infeed, else the first outfeed).
+    pub fn set_progress(&mut self, f: Option<Box<dyn FnMut(Progress) + Send>>) {
+        self.progress = f;
+    }
+
+    /// One device run (see the module docs).
+    pub fn run(&mut self) -> Result<RunOutput, RuntimeError> {
+        check_connected(&self.host, &self.infeeds)?;
+        self.host.begin_run(&self.io.infeed_needs())?;
+        let run = self.totals.runs + 1;
+        let pace = self
+            .io
+            .streams
+            .first()
+            .map(|s| (s.name.clone(), s.copies_per_run));
+        if let (Some(mut f), Some((pace, total))) = (self.progress.take(), pace) {
+            let mut done = 0;
+            self.host.on_copy(Some(Box::new(move |stream: &str| {
+                if stream == pace {
+                    done += 1;
+                    f(Progress { run, done, total });
+                }
+            })));
+        }
+        let start = Instant::now();
+        let result = self.engine.run(&mut self.host);
+        self.wall += start.elapsed();
+        self.host.on_copy(None);
+        let summary = result?;
+        let outfeeds = self.host.finish_run();
+        let t = &mut self.totals;
+        t.runs += 1;
+        let c = &summary.cycles;
+        t.cycles_per_run.push(c.total);
+        for (acc, v) in
+            t.categories
+                .iter_mut()
+                .zip([c.on_tile_execute, c.do_exchange, c.sync, c.stream_copy])
+        {
+            *acc += v;
+        }
+        t.flags |= summary.flags;
+        t.rx += summary.stream_bytes_in;
+        t.tx += summary.stream_bytes_out;
+        for (name, data) in &outfeeds {
+            *t.entries.entry(name.clone()).or_default() += data.received;
+        }
+        Ok(RunOutput {
+            run,
+            outfeeds,
+            summary,
+        })
+    }
+
+    /// Flags raised in any run.
+    pub fn flags(&self) -> FpSts {
+        self.totals.flags | self.engine.flags()
+    }
+
+    /// The current value of every variable, in the engine's order.
+    pub fn variables(&self) -> Vec<(String, Tensor)> {
+        self.engine
+            .variables()
+            .into_iter()
+            .filter_map(|(name, _)| self.engine.read_tensor(&name).map(|t| (name, t)))
+            .collect()
+    }
+
+    /// The current value of a tensor (a variable, or the last value of a node).
+    pub fn read_tensor(&self, name: &str) -> Option<Tensor> {
+        self.engine.read_tensor(name)
+    }
+
+    /// Overwrites one variable (a value of exactly its type).
+    pub fn write_variable(&mut self, name: &str, value: &Tensor) -> Result<(), RuntimeError> {
+        Ok(self.engine.write_variable(name, value)?)
+    }
+
+    /// Every variable as a checkpoint.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            program: self.name.clone(),
+            precision: Some(self.compile.precision.clone()).filter(|p| p != "none"),
+            variables: self.variables(),
+        }
+    }
+
+    /// Writes every variable to `path` (atomically).
+    pub fn save_variables(&self, path: &Path) -> Result<(), RuntimeError> {
+        Ok(self.checkpoint().save(path)?)
+    }
+
+    /// Restores the variables from `path`; returns how many were loaded. Nothing changes
+    /// unless the whole checkpoint matches (see [`crate::checkpoint`]).
+    pub fn load_variables(&mut self, path: &Path) -> Result<usize, RuntimeError> {
+        let c = Checkpoint::load(path)?;
+        let values = c.matching(
+            &path.display().to_string(),
+            &self.engine.variables(),
+            self.options.inference,
+        )?;
+        for (name, t) in &values {
+            self.engine.write_variable(name, t)?;
+        }
+        Ok(values.len())
+    }
+
+    /// The trace events recorded since the last call.
+    pub fn take_trace(&mut self) -> Trace {
+        self.engine.take_trace()
+    }
+
+    /// The report of every run so far.
+    pub fn report(&self) -> RunReport {
+        let t = &self.totals;
+        let mut r = empty_report(
+            self.mode,
+            self.compile.clone(),
+            self.io.clone(),
+            &self.options,
+            &self.host,
+            &self.infeeds,
+            &self.outfeeds,
+        );
+        r.runs = t.runs;
+        r.steps = t.runs * self.steps_per_run();
+        r.micro_batches = t.runs * self.micro_batches_per_run();
+        r.flags = flags_of(self.flags());
+        let [on_tile_execute, do_exchange, sync, stream_copy] = t.categories;
+        let total = on_tile_execute + do_exchange + sync + stream_copy;
+        r.executed = Executed {
+            total_cycles: total,
+            categories: Categories {
+                on_tile_execute,
+                do_exchange,
+                sync,
+                stream_copy,
+            },
+            cycles_per_run: t.cycles_per_run.clone(),
+            seconds: total as f64 / self.compile.target.clock_hz.max(1) as f64,
+            stream_bytes: StreamBytes { rx: t.rx, tx: t.tx },
+        };
+        for o in &mut r.outfeeds {
+            o.entries = t.entries.get(&o.stream).copied().unwrap_or(0);
+        }
+        r.wall_seconds = self.wall.as_secs_f64();
+        r
+    }
+}
