@@ -9,9 +9,11 @@ use std::io::Write;
 pub mod check;
 pub mod compile;
 pub mod fp;
+pub mod report;
+pub mod run;
+mod run_output;
 pub mod sim_options;
 pub mod step;
-pub mod report;
 
 /// Exit code for success.
 pub const EXIT_OK: i32 = 0;
@@ -42,6 +44,9 @@ enum Command {
     /// Compile a program and step through it in the simulator: breakpoints on compute sets,
     /// tiles, flags and cycles; inspect tensors, tile memory, $FP_STS (commands on stdin).
     Step(step::StepArgs),
+    /// Compile a program and run it in the simulator: outfeeds, loss curve, cycle report;
+    /// exit 2 when it does not fit in tile memory, 3 when a floating-point exception traps.
+    Run(run::RunArgs),
     /// Work with reports: `ipusim report diff A.json B.json` compares two side by side.
     Report(report::ReportArgs),
 }
@@ -61,6 +66,7 @@ pub fn main() -> i32 {
         Command::Compile(args) => compile::run(&args),
         Command::Fp(args) => fp::run(args),
         Command::Step(args) => step::run(&args),
+        Command::Run(args) => run::run(&args),
         Command::Report(args) => report::run(&args),
     }
 }

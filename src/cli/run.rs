@@ -1,0 +1,367 @@
+//! `ipusim run PROGRAM [--target …] [--precision …] [--steps N] [--seed N]
+//! [--sr off|on|replica-identical] [--nanoo] [--fp-exceptions inv,div0,oflo]
+//! [--infeed NAME=FILE] [--outfeed-mode NAME=all|last|sum|every:N] [--inference]
+//! [--save-variables FILE] [--load-variables FILE] [--json] [--trace FILE]
+//! [--chrome-trace FILE]`: compile a program and run it in the simulator.
+//!
+//! # Steps and runs
+//!
+//! One **run** is one device call: the program's loop of `device_iterations` iterations, each
+//! a step of `gradient_accumulation` micro-batches (a weight update when training). Without
+//! `--steps` the program runs once. `--steps N`:
+//! - training (and programs without a training spec): N loop iterations (weight updates),
+//!   executed as `N / device_iterations` runs. N must be a multiple of `device_iterations`
+//!   (a run is the unit the device executes); otherwise it is an error that names the
+//!   nearest multiples.
+//! - `--inference`: N micro-batches, executed as one run of N iterations. Without `--steps`,
+//!   an inference run is one pass over the data of the file-backed infeeds (each row once).
+//!
+//! # Output
+//!
+//! Without `--json`: the outfeeds (values, or a summary of long streams), the loss curve of
+//! a training program (its loss outfeed, with the `accuracy` outfeed beside it), and the
+//! run report (the cycle report of one run, then what the runs executed and the host I/O).
+//! With `--json`: one object `{"outfeeds": {NAME: [entry, ...]}, "flags": {"OFLO": bool,
+//! "DIV0": bool, "INV": bool}, "report": {...}}`, where each stream's entries are what its
+//! mode kept in each run, concatenated over the runs (an entry is nested arrays by shape;
+//! NaN and infinities are the strings "NaN", "inf", "-inf"), and the report is the compile
+//! report's contract plus `runs` and `stream_bytes` (see `ipusim_runtime::report`). `-o FILE`
+//! writes that output to a file instead of stdout. A progress bar is drawn on stderr when it
+//! is a terminal and the run has many steps.
+//!
+//! # Files
+//!
+//! `--save-variables`, `--trace` (the engine's events, JSON), `--chrome-trace` (Perfetto) and
+//! `-o` are written atomically after the last run, and only when every run succeeded: no
+//! file is left claiming to be complete when a run failed.
+//!
+//! # Exit codes
+//!
+//! 0 ok; 1 any error (one message naming the file and line, stream, or variable);
+//! 2 out of memory (the report of zero runs is still printed or written); 3 a
+//! floating-point exception trapped (the state dump on stderr).
+
+use super::compile::{BuildArgs, EXIT_OOM};
+use super::sim_options::SimArgs;
+use super::{emit, run_output, EXIT_ERROR, EXIT_OK};
+use clap::Args;
+use ipusim_compiler::Target;
+use ipusim_ir::text::load_program;
+use ipusim_ir::OutfeedMode;
+use ipusim_runtime::atomic::write_atomically;
+use ipusim_runtime::chrome::write_chrome_trace;
+use ipusim_runtime::connect::StreamOptions;
+use ipusim_runtime::feeds::EndOfData;
+use ipusim_runtime::session::{flags_of, Session};
+use ipusim_runtime::{RuntimeError, SessionOptions};
+use ipusim_sim::engine::EngineError;
+use ipusim_sim::trace::Trace;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// Exit code when a floating-point exception trapped.
+pub const EXIT_FP_EXCEPTION: i32 = 3;
+
+/// Runs with at least this many steps get a progress bar (on a terminal).
+const PROGRESS_MIN_STEPS: u64 = 50;
+
+/// Arguments of `ipusim run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Program, target, precision, partials.
+    #[command(flatten)]
+    pub build: BuildArgs,
+    /// Steps to run: loop iterations (weight updates), a multiple of the program's
+    /// device_iterations; with --inference, micro-batches in one run.
+    #[arg(long, value_name = "N")]
+    pub steps: Option<u64>,
+    /// Seed, stochastic rounding, NaN on overflow, exceptions that stop the run (exit 3),
+    /// host threads.
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// Feed an infeed stream from a CSV file instead of the program's source (repeatable).
+    #[arg(long = "infeed", value_name = "NAME=FILE", value_parser = parse_infeed)]
+    pub infeeds: Vec<(String, PathBuf)>,
+    /// Collect an outfeed stream in another mode: all, last, sum or every:N (repeatable).
+    #[arg(long = "outfeed-mode", value_name = "NAME=MODE", value_parser = parse_outfeed_mode)]
+    pub outfeed_modes: Vec<(String, OutfeedMode)>,
+    /// Run only the forward graph (no training step, no variable updates), reading each
+    /// data row once.
+    #[arg(long)]
+    pub inference: bool,
+    /// Write every variable to this JSON file after the last run.
+    #[arg(long, value_name = "FILE")]
+    pub save_variables: Option<PathBuf>,
+    /// Restore the variables from this JSON file before the first run.
+    #[arg(long, value_name = "FILE")]
+    pub load_variables: Option<PathBuf>,
+    /// Print one JSON object: outfeeds, flags and the run report.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the output (text or JSON) to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Write the engine's trace events (JSON) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Write a Chrome trace-event file (open it in Perfetto) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub chrome_trace: Option<PathBuf>,
+    /// Micro-batches the host holds ready per infeed.
+    #[arg(long, default_value_t = ipusim_runtime::host::DEFAULT_PREFETCH_DEPTH,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub prefetch_depth: u32,
+}
+
+fn split_pair(s: &str, what: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.is_empty() && !value.is_empty() => {
+            Ok((name.to_string(), value.to_string()))
+        }
+        _ => Err(format!("expected NAME={what}, got '{s}'")),
+    }
+}
+
+fn parse_infeed(s: &str) -> Result<(String, PathBuf), String> {
+    split_pair(s, "FILE").map(|(n, f)| (n, PathBuf::from(f)))
+}
+
+fn parse_outfeed_mode(s: &str) -> Result<(String, OutfeedMode), String> {
+    let (name, mode) = split_pair(s, "MODE")?;
+    Ok((name, mode.parse()?))
+}
+
+/// Runs `ipusim run`; returns the exit code.
+pub fn run(args: &RunArgs) -> i32 {
+    match execute(args) {
+        Ok(code) => code,
+        Err(e) => {
+            let code = match &e {
+                RuntimeError::Engine(EngineError::FpException(_)) => EXIT_FP_EXCEPTION,
+                _ => EXIT_ERROR,
+            };
+            let prefix = if code == EXIT_FP_EXCEPTION {
+                format!(
+                    "{}: floating-point exception trapped (the run stopped):\n",
+                    args.build.program.display()
+                )
+            } else {
+                String::new()
+            };
+            emit(&mut std::io::stderr(), &format!("{prefix}{e}\n"));
+            code
+        }
+    }
+}
+
+fn options(args: &RunArgs) -> Result<SessionOptions, RuntimeError> {
+    let target = Target::from_name_or_file(&args.build.target)
+        .map_err(|e| RuntimeError::Options(e.to_string()))?;
+    let mut streams = StreamOptions {
+        prefetch_depth: args.prefetch_depth,
+        ..StreamOptions::default()
+    };
+    for (name, file) in &args.infeeds {
+        if streams
+            .infeed_files
+            .insert(name.clone(), file.clone())
+            .is_some()
+        {
+            return Err(RuntimeError::Options(format!(
+                "--infeed {name}=... is given twice"
+            )));
+        }
+    }
+    for (name, mode) in &args.outfeed_modes {
+        if streams.outfeed_modes.insert(name.clone(), *mode).is_some() {
+            return Err(RuntimeError::Options(format!(
+                "--outfeed-mode {name}=... is given twice"
+            )));
+        }
+    }
+    if args.inference {
+        streams.end_of_data = EndOfData::Stop;
+    }
+    Ok(SessionOptions {
+        target,
+        partials: args.build.partials,
+        precision: args.build.precision,
+        inference: args.inference,
+        fp: args.sim.fp_config(),
+        seed: args.sim.seed,
+        threads: args.sim.threads,
+        device_iterations: match (args.inference, args.steps) {
+            (true, Some(n)) => Some(u32::try_from(n).map_err(|_| {
+                RuntimeError::Options(format!("--steps {n} is too large for one run"))
+            })?),
+            _ => None,
+        },
+        streams,
+        record_trace: args.trace.is_some() || args.chrome_trace.is_some(),
+    })
+}
+
+/// The number of runs `--steps` asks for.
+fn runs_for(steps: Option<u64>, inference: bool, per_run: u64) -> Result<u64, RuntimeError> {
+    match steps {
+        None => Ok(1),
+        Some(0) => Err(RuntimeError::Options("--steps must be at least 1".into())),
+        Some(_) if inference => Ok(1),
+        Some(n) if n % per_run == 0 => Ok(n / per_run),
+        Some(n) => {
+            let below = n / per_run * per_run;
+            let above = below + per_run;
+            let hint = if below == 0 {
+                format!("--steps {above}")
+            } else {
+                format!("--steps {below} or --steps {above}")
+            };
+            Err(RuntimeError::Options(format!(
+                "--steps {n} is not a multiple of the program's device_iterations ({per_run}): a \
+                 run executes {per_run} steps on the device; use {hint}"
+            )))
+        }
+    }
+}
+
+fn execute(args: &RunArgs) -> Result<i32, RuntimeError> {
+    let file = args.build.program.display().to_string();
+    let program = load_program(&args.build.program).map_err(|e| RuntimeError::Program(e.to_string()))?;
+    let options = options(args)?;
+    let base = args.build.program.parent().unwrap_or(Path::new(""));
+    let mut session = match Session::new(&program, base, options) {
+        Ok(s) => s,
+        Err(RuntimeError::OutOfMemory(report)) => {
+            let out = run_output::Collected::default();
+            let text = if args.json {
+                run_output::json(&out, flags_of(Default::default()), &report)
+            } else {
+                report.to_text()
+            };
+            write_output(args, &text)?;
+            emit(
+                &mut std::io::stderr(),
+                &format!("{}\n", RuntimeError::OutOfMemory(report)),
+            );
+            return Ok(EXIT_OOM);
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(path) = &args.load_variables {
+        session.load_variables(path)?;
+    }
+    let runs = runs_for(args.steps, args.inference, session.steps_per_run())?;
+    let total_steps = runs * session.steps_per_run();
+    let bar = progress_bar(total_steps);
+    let mut collected = run_output::Collected::default();
+    let mut trace = Trace::default();
+    for _ in 0..runs {
+        if let Some(bar) = &bar {
+            let bar = bar.clone();
+            let per_run = session.steps_per_run();
+            session.set_progress(Some(Box::new(move |p| {
+                let done = (p.run - 1) * per_run + p.done * per_run / p.total.max(1);
+                bar.set_position(done);
+            })));
+        }
+        let out = session.run();
+        if let Ok(out) = &out {
+            collected.add(&out.outfeeds);
+        }
+        if args.trace.is_some() || args.chrome_trace.is_some() {
+            trace.events.extend(session.take_trace().events);
+        }
+        if let Err(e) = out {
+            if let Some(bar) = &bar {
+                bar.abandon();
+            }
+            return Err(e);
+        }
+    }
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let report = session.report();
+    if let Some(path) = &args.save_variables {
+        session.save_variables(path)?;
+    }
+    if let Some(path) = &args.trace {
+        let text = serde_json::to_string(&trace)
+            .map_err(|e| RuntimeError::Options(format!("cannot serialise the trace: {e}")))?;
+        write_atomically(path, text.as_bytes()).map_err(RuntimeError::Options)?;
+    }
+    if let Some(path) = &args.chrome_trace {
+        let c = session.compile_report();
+        write_chrome_trace(path, &trace, &c.program, &c.target.name, c.target.clock_hz)
+            .map_err(RuntimeError::Options)?;
+    }
+    let text = if args.json {
+        run_output::json(&collected, report.flags, &report)
+    } else {
+        run_output::text(&file, &program, &session, &collected, &report)
+    };
+    write_output(args, &text)?;
+    Ok(EXIT_OK)
+}
+
+fn write_output(args: &RunArgs, text: &str) -> Result<(), RuntimeError> {
+    match &args.output {
+        Some(path) => write_atomically(path, text.as_bytes()).map_err(RuntimeError::Options),
+        None => {
+            emit(&mut std::io::stdout(), text);
+            Ok(())
+        }
+    }
+}
+
+fn progress_bar(steps: u64) -> Option<indicatif::ProgressBar> {
+    if steps < PROGRESS_MIN_STEPS || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(steps);
+    let style = indicatif::ProgressStyle::with_template(
+        "{prefix} [{bar:40}] {pos}/{len} steps, {elapsed} elapsed, ETA {eta}",
+    )
+    .map(|s| s.progress_chars("=> "))
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.set_prefix("running");
+    Some(bar)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_must_fill_whole_runs() {
+        assert_eq!(runs_for(None, false, 10).unwrap(), 1);
+        assert_eq!(runs_for(Some(30), false, 10).unwrap(), 3);
+        assert_eq!(runs_for(Some(7), true, 10).unwrap(), 1);
+        let e = runs_for(Some(25), false, 10).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "error: --steps 25 is not a multiple of the program's device_iterations (10): a run \
+             executes 10 steps on the device; use --steps 20 or --steps 30"
+        );
+        assert!(runs_for(Some(5), false, 10)
+            .unwrap_err()
+            .to_string()
+            .ends_with("use --steps 10"));
+        assert!(runs_for(Some(0), false, 10).is_err());
+    }
+
+    #[test]
+    fn pairs_parse() {
+        assert_eq!(
+            parse_infeed("features=a.csv").unwrap(),
+            ("features".to_string(), PathBuf::from("a.csv"))
+        );
+        assert!(parse_infeed("features").is_err());
+        assert_eq!(
+            parse_outfeed_mode("loss=every:5").unwrap(),
+            ("loss".to_string(), OutfeedMode::Every(5))
+        );
+        assert!(parse_outfeed_mode("loss=often").is_err());
+    }
+}
