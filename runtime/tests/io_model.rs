@@ -43,7 +43,10 @@ fn rx_is_elements_times_dtype_bytes_times_micro_batches() {
     let u8 = model("seed_io_u8.ron");
     let s = u8.stream("images").unwrap();
     assert_eq!(s.dtype, "u8");
-    assert_eq!(s.bytes_per_run * 2, f16.stream("images").unwrap().bytes_per_run);
+    assert_eq!(
+        s.bytes_per_run * 2,
+        f16.stream("images").unwrap().bytes_per_run
+    );
     assert_eq!(u8.rx_bytes_per_run, images * 3 + labels);
     // StreamCopy cycles scale with the bytes on the host link.
     assert!(s.cycles_per_run < f16.stream("images").unwrap().cycles_per_run);
