@@ -237,7 +237,8 @@ impl Checkpoint {
         }
         for (name, _) in &self.variables {
             let known = expected.iter().any(|(n, _)| n == name);
-            if !known && !(inference && is_training_state(name)) {
+            let skipped = inference && is_training_state(name);
+            if !known && !skipped {
                 return Err(var(
                     name,
                     "is not a variable of this program (was the checkpoint written by another \

@@ -24,6 +24,9 @@ use std::collections::{BTreeMap, VecDeque};
 /// reference/user-features.md §1.1).
 pub const DEFAULT_PREFETCH_DEPTH: u32 = 3;
 
+/// A callback run after every stream copy, with the stream's name.
+pub type CopyHook = Box<dyn FnMut(&str) + Send>;
+
 /// Bytes and copies of one stream in one run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StreamCount {
@@ -61,7 +64,7 @@ pub struct SessionHost {
     out_counts: BTreeMap<String, StreamCount>,
     prefetch_depth: u32,
     /// Called with the stream name after every stream copy (progress reporting).
-    on_copy: Option<Box<dyn FnMut(&str) + Send>>,
+    on_copy: Option<CopyHook>,
 }
 
 impl std::fmt::Debug for SessionHost {
@@ -123,7 +126,7 @@ impl SessionHost {
     }
 
     /// Sets a callback run after every stream copy, with the stream's name.
-    pub fn on_copy(&mut self, f: Option<Box<dyn FnMut(&str) + Send>>) {
+    pub fn on_copy(&mut self, f: Option<CopyHook>) {
         self.on_copy = f;
     }
 
