@@ -7,20 +7,22 @@
 //! the exact values of constants and sequences, which must then fit (`u8` `0..=255`, Bool
 //! `0`/`1`): a sequence that leaves the range is an error at the micro-batch where it does.
 //!
-//! Uniform draws come from the numerics core's PCG32 stream `SrRng::new(seed, FEED_TILE, 0)`
-//! (53 random bits per value, `u = (next_u64 >> 11) · 2^-53`, `v = low + (high − low) · u`),
-//! the same construction as the random initialisers but on its own tile index, so a feed and
-//! a variable with the same seed do not draw the same numbers.
+//! Uniform draws come from the numerics core's PCG32 stream `SrRng::new(seed, INIT_TILE, 1)`
+//! (53 random bits per value, `u = (next_u64 >> 11) · 2^-53`, `v = low + (high − low) · u`,
+//! continuing across micro-batches): the construction of the random initialisers on worker 1
+//! of their tile (the initialisers use worker 0, so a feed and a variable with the same seed
+//! do not draw the same numbers), and the same stream the simulator's own program host
+//! (`ipusim step`) draws from, so both see the same data.
 
 use super::{check_len, value_error, Feed, FeedError};
 use crate::codec::push_f64;
 use crate::stream::StreamType;
+use ipusim_sim::init::INIT_TILE;
 use ipusim_sim::numerics::SrRng;
 use rand_core::RngCore;
 
-/// The tile index of infeed generators' random streams (never a real tile, and not the
-/// initialisers' `u32::MAX`).
-pub const FEED_TILE: u32 = u32::MAX - 1;
+/// The worker index of infeed generators' random streams on the initialisers' tile.
+pub const FEED_WORKER: u32 = 1;
 
 /// Every element equal to one value.
 #[derive(Clone, Debug)]
@@ -94,7 +96,7 @@ impl UniformFeed {
             low,
             high,
             seed,
-            rng: SrRng::new(seed, FEED_TILE, 0),
+            rng: SrRng::new(seed, INIT_TILE, FEED_WORKER),
             delivered: 0,
             scratch: Vec::new(),
         })
@@ -224,5 +226,36 @@ mod tests {
         // Binomial(1000, 1/2): sd 15.8.
         assert!((ones - 500.0).abs() < 5.0 * 15.82, "{ones}");
         assert!(UniformFeed::new(1.0, 1.0, 0, &s).is_err());
+    }
+
+    #[test]
+    fn uniform_draws_what_the_simulators_program_host_draws() {
+        use ipusim_compiler::executable::{HostStream, StreamDirection, TensorId};
+        use ipusim_ir::{DataSource, InfeedSpec, NodeId, Program};
+        let s = StreamType::new("x", DType::F32, [64]);
+        let mut program = Program::new("p", ipusim_ir::Graph::default());
+        program.infeeds.push(InfeedSpec {
+            stream: "x".into(),
+            source: DataSource::Uniform {
+                low: -2.0,
+                high: 3.0,
+                seed: 11,
+            },
+        });
+        let mut sim = ipusim_sim::feeds::ProgramHost::new(&program);
+        let hs = HostStream {
+            name: "x".into(),
+            direction: StreamDirection::HostToDevice,
+            dtype: DType::F32,
+            shape: s.shape.clone(),
+            bytes_per_micro_batch: s.bytes() as u64,
+            node: NodeId(0),
+            tensor: TensorId(0),
+        };
+        let mut ours = UniformFeed::new(-2.0, 3.0, 11, &s).unwrap();
+        for _ in 0..2 {
+            let theirs = sim.next_batch(&hs).unwrap().to_f64_vec();
+            assert_eq!(values(&mut ours, &s), theirs);
+        }
     }
 }
