@@ -398,3 +398,22 @@ fn bad_input_is_a_clear_error_and_leaves_no_file() {
     assert!(stderr(&o).contains("no/such/program.ron"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn out_of_memory_exits_2_with_the_report() {
+    let dir = scratch("oom");
+    let target = dir.join("tiny.ron");
+    std::fs::write(&target, "(base: \"mk1\", tiles: 2, bytes_per_tile: 4096)").unwrap();
+    let t = target.to_str().unwrap();
+    let o = ipusim(&["run", "programs/mlp_digits.ron", "--target", t, "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("out of memory on"), "{}", stderr(&o));
+    let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["report"]["memory"]["oom"], true);
+    assert_eq!(doc["report"]["runs"], 0);
+    assert_eq!(doc["report"]["stream_bytes"]["rx"], 300 * (50 * 64 + 50 * 4));
+    let o = ipusim(&["run", "programs/mlp_digits.ron", "--target", t]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stdout(&o).contains("OUT OF MEMORY"), "{}", stdout(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

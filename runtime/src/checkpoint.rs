@@ -26,7 +26,7 @@
 //! accumulators, momentum, Adam moments) loaded by an inference session, which has none.
 
 use crate::atomic::write_atomically;
-use crate::codec::{push_text, tensor_from_bytes};
+use crate::codec::push_text;
 use crate::json::{element_text, flatten, nested};
 use ipusim_ir::{DType, Shape, TensorType};
 use ipusim_sim::tensor::Tensor;
@@ -280,8 +280,7 @@ fn parse_tensor(entry: &Value) -> Result<Tensor, String> {
         let text = element_text(v).ok_or_else(|| format!("value {i} ({v}) is not a number"))?;
         push_text(dtype, &text, &mut bytes).map_err(|e| format!("value {i}: {e}"))?;
     }
-    tensor_from_bytes(dtype, &Shape::from(shape), &bytes)
-        .ok_or_else(|| "inconsistent values".into())
+    Tensor::from_bytes(dtype, Shape::from(shape), &bytes).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

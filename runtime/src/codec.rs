@@ -16,8 +16,7 @@
 //! a Bool that is not `0`/`1`/`true`/`false`. Infinities and NaN written as `inf`, `-inf`,
 //! `nan` are accepted for float streams.
 
-use half::f16;
-use ipusim_ir::{DType, Shape};
+use ipusim_ir::DType;
 use ipusim_sim::numerics::decimal::{decimal_to_f16, decimal_to_f32};
 use ipusim_sim::numerics::round::round_f32;
 use ipusim_sim::numerics::{Rounding, Tail};
@@ -158,60 +157,20 @@ pub fn push_f64(dtype: DType, v: f64, out: &mut Vec<u8>) -> Result<(), ValueErro
     Ok(())
 }
 
-/// The stream bytes of a host tensor (its dtype decides the layout; exact-mode `f64` data is
-/// rounded once to the tensor's dtype).
+/// The stream bytes of a host tensor ([`Tensor::to_bytes`]); exact-mode `f64` data is
+/// rounded once to the tensor's dtype and must fit it (an error, never a silent saturation).
+/// The inverse is [`Tensor::from_bytes`].
 pub fn tensor_to_bytes(t: &Tensor) -> Result<Vec<u8>, ValueError> {
-    let mut out = Vec::with_capacity(t.len() * t.dtype().size_bytes());
     match t.data() {
-        Data::F16(v) => v
-            .iter()
-            .for_each(|h| out.extend_from_slice(&h.to_bits().to_le_bytes())),
-        Data::F32(v) => v
-            .iter()
-            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         Data::F64(v) => {
+            let mut out = Vec::with_capacity(t.len() * t.dtype().size_bytes());
             for &x in v {
                 push_f64(t.dtype(), x, &mut out)?;
             }
+            Ok(out)
         }
-        Data::I32(v) => v
-            .iter()
-            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::U8(v) => out.extend_from_slice(v),
-        Data::Bool(v) => out.extend(v.iter().map(|&b| u8::from(b))),
+        _ => Ok(t.to_bytes()),
     }
-    Ok(out)
-}
-
-/// The host tensor of `dtype` and `shape` held in `bytes` (exactly its size in bytes).
-pub fn tensor_from_bytes(dtype: DType, shape: &Shape, bytes: &[u8]) -> Option<Tensor> {
-    let n = shape.num_elements();
-    if bytes.len() != n * dtype.size_bytes() {
-        return None;
-    }
-    let data = match dtype {
-        DType::F16 => Data::F16(
-            bytes
-                .chunks_exact(2)
-                .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
-                .collect(),
-        ),
-        DType::F32 => Data::F32(
-            bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ),
-        DType::I32 => Data::I32(
-            bytes
-                .chunks_exact(4)
-                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ),
-        DType::U8 => Data::U8(bytes.to_vec()),
-        DType::Bool => Data::Bool(bytes.iter().map(|&b| b != 0).collect()),
-    };
-    Tensor::new(dtype, shape.clone(), data).ok()
 }
 
 #[cfg(test)]
@@ -271,20 +230,13 @@ mod tests {
     }
 
     #[test]
-    fn bytes_round_trip() {
+    fn exact_mode_tensors_must_fit() {
+        use half::f16;
         let t = Tensor::f16([2], vec![f16::from_bits(0x1000), f16::from_bits(0x7bff)]).unwrap();
-        let b = tensor_to_bytes(&t).unwrap();
-        assert_eq!(b, vec![0x00, 0x10, 0xff, 0x7b]);
-        assert_eq!(
-            tensor_from_bytes(DType::F16, &Shape::from([2]), &b),
-            Some(t)
-        );
-        let i = Tensor::i32([2], vec![-1, 7]).unwrap();
-        let b = tensor_to_bytes(&i).unwrap();
-        assert_eq!(
-            tensor_from_bytes(DType::I32, &Shape::from([2]), &b),
-            Some(i)
-        );
-        assert_eq!(tensor_from_bytes(DType::I32, &Shape::from([3]), &b), None);
+        assert_eq!(tensor_to_bytes(&t).unwrap(), vec![0x00, 0x10, 0xff, 0x7b]);
+        let x = Tensor::new(DType::F16, [2], Data::F64(vec![2f64.powi(-11), 65504.0])).unwrap();
+        assert_eq!(tensor_to_bytes(&x).unwrap(), vec![0x00, 0x10, 0xff, 0x7b]);
+        let big = Tensor::new(DType::F16, [1], Data::F64(vec![1e6])).unwrap();
+        assert!(tensor_to_bytes(&big).is_err(), "no silent saturation");
     }
 }

@@ -18,7 +18,6 @@
 //! Every entry still crosses the host link (the device sends each `StreamCopy`), so Tx
 //! bytes do not depend on the mode.
 
-use crate::codec::tensor_from_bytes;
 use crate::stream::StreamType;
 use ipusim_ir::OutfeedMode;
 use ipusim_sim::tensor::Tensor;
@@ -102,7 +101,7 @@ impl OutfeedCollector {
 
     /// Receives one entry's bytes; `None` when they are not one entry of the stream.
     pub fn receive(&mut self, bytes: &[u8]) -> Option<()> {
-        let t = tensor_from_bytes(self.stream.dtype, &self.stream.shape, bytes)?;
+        let t = Tensor::from_bytes(self.stream.dtype, self.stream.shape.clone(), bytes).ok()?;
         self.received += 1;
         match self.mode {
             OutfeedMode::All => self.entries.push(t),

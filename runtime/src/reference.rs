@@ -4,7 +4,6 @@
 //! execution is compared with (the flagship's loss curve, outfeed modes), and lets a program
 //! be checked before it is compiled.
 
-use crate::codec::tensor_from_bytes;
 use crate::connect::{check_connected, connect};
 use crate::error::RuntimeError;
 use crate::host::SessionHost;
@@ -14,6 +13,7 @@ use crate::stream::StreamType;
 use ipusim_ir::training::prepare;
 use ipusim_ir::{Graph, Op, Program};
 use ipusim_sim::interp::{Interpreter, Streams};
+use ipusim_sim::tensor::Tensor;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -116,7 +116,7 @@ impl ReferenceSession {
                 for s in &self.infeeds {
                     let mut buf = vec![0u8; s.bytes()];
                     self.host.next_infeed(&s.name, &mut buf)?;
-                    let t = tensor_from_bytes(s.dtype, &s.shape, &buf).ok_or_else(|| {
+                    let t = Tensor::from_bytes(s.dtype, s.shape.clone(), &buf).map_err(|_| {
                         RuntimeError::Stream(format!("infeed {s}: malformed micro-batch"))
                     })?;
                     feeds.insert(s.name.clone(), t);

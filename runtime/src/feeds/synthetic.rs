@@ -181,13 +181,12 @@ impl Feed for SequenceFeed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::tensor_from_bytes;
     use ipusim_ir::DType;
 
     fn values(feed: &mut dyn Feed, s: &StreamType) -> Vec<f64> {
         let mut buf = vec![0u8; s.bytes()];
         feed.fill(s, &mut buf).unwrap();
-        tensor_from_bytes(s.dtype, &s.shape, &buf)
+        ipusim_sim::tensor::Tensor::from_bytes(s.dtype, s.shape.clone(), &buf)
             .unwrap()
             .to_f64_vec()
     }
