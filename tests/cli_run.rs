@@ -417,3 +417,24 @@ fn out_of_memory_exits_2_with_the_report() {
     assert!(stdout(&o).contains("OUT OF MEMORY"), "{}", stdout(&o));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn results_do_not_depend_on_host_threads() {
+    let run = |threads: &str| {
+        let doc = json(&ipusim(&[
+            "run",
+            "programs/mlp_digits.ron",
+            "--json",
+            "--precision",
+            "16.16",
+            "--sr",
+            "on",
+            "--seed",
+            "3",
+            "--threads",
+            threads,
+        ]));
+        (doc["outfeeds"].clone(), doc["report"]["executed"]["total_cycles"].clone())
+    };
+    assert_eq!(run("1"), run("2"));
+}
