@@ -33,16 +33,26 @@ const TRACKS: [(u32, &str); 5] = [
 pub fn to_chrome_json(trace: &Trace, program: &str, target_name: &str, clock_hz: u64) -> String {
     let us = |cycle: u64| cycle as f64 * 1e6 / clock_hz.max(1) as f64;
     let pid = 0u32; // One IPU per target today.
-    let mut events: Vec<Value> = Vec::with_capacity(trace.events.len() + 16);
-    events.push(json!({
+                    // Events are written one by one: a trace of a long run has millions of them.
+    let mut out = String::with_capacity(64 + 160 * trace.events.len());
+    out.push_str("{\"traceEvents\":[");
+    let mut first = true;
+    let mut push = |v: Value| {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push_str(&v.to_string());
+    };
+    push(json!({
         "name": "process_name", "ph": "M", "pid": pid, "tid": 0,
         "args": {"name": format!("IPU {pid} ({target_name})")}
     }));
     for (tid, name) in TRACKS {
-        events.push(json!({
+        push(json!({
             "name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}
         }));
-        events.push(json!({
+        push(json!({
             "name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
             "args": {"sort_index": tid}
         }));
@@ -154,14 +164,13 @@ pub fn to_chrome_json(trace: &Trace, program: &str, target_name: &str, clock_hz:
                 json!({"compute set": compute_set, "tile": tile, "vertex": vertex}),
             ),
         };
-        events.push(v);
+        push(v);
     }
-    let doc = json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "otherData": {"program": program, "target": target_name, "clock_hz": clock_hz},
-    });
-    doc.to_string()
+    let other = json!({"program": program, "target": target_name, "clock_hz": clock_hz});
+    out.push_str(&format!(
+        "],\"displayTimeUnit\":\"ns\",\"otherData\":{other}}}"
+    ));
+    out
 }
 
 fn flag_list(flags: ipusim_sim::numerics::FpSts) -> String {
