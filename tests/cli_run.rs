@@ -411,7 +411,10 @@ fn out_of_memory_exits_2_with_the_report() {
     let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(doc["report"]["memory"]["oom"], true);
     assert_eq!(doc["report"]["runs"], 0);
-    assert_eq!(doc["report"]["stream_bytes"]["rx"], 300 * (50 * 64 + 50 * 4));
+    assert_eq!(
+        doc["report"]["stream_bytes"]["rx"],
+        300 * (50 * 64 + 50 * 4)
+    );
     let o = ipusim(&["run", "programs/mlp_digits.ron", "--target", t]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stdout(&o).contains("OUT OF MEMORY"), "{}", stdout(&o));
@@ -434,7 +437,10 @@ fn results_do_not_depend_on_host_threads() {
             "--threads",
             threads,
         ]));
-        (doc["outfeeds"].clone(), doc["report"]["executed"]["total_cycles"].clone())
+        (
+            doc["outfeeds"].clone(),
+            doc["report"]["executed"]["total_cycles"].clone(),
+        )
     };
     assert_eq!(run("1"), run("2"));
 }

@@ -24,7 +24,8 @@ fn iterator_feeds_and_state_across_runs() {
     assert_eq!((s.steps_per_run(), s.micro_batches_per_run()), (2, 6));
     // x = 10, 20, 30, ... from a Rust iterator instead of the program's sequence.
     let items = (1..).map(|k| Tensor::f32([1], vec![10.0 * k as f32]).unwrap());
-    s.set_infeed("x", Box::new(IteratorFeed::new(items))).unwrap();
+    s.set_infeed("x", Box::new(IteratorFeed::new(items)))
+        .unwrap();
     let out = s.run().unwrap();
     // w = 1 for the first 3 micro-batches, then 1 - 0.5·20 = -9.
     assert_eq!(
@@ -45,7 +46,9 @@ fn iterator_feeds_and_state_across_runs() {
     assert_eq!(r.executed.cycles_per_run.len(), 2);
     assert_eq!(r.executed.total_cycles, 2 * r.compile.total_cycles);
     assert_eq!(r.executed.stream_bytes.rx, 2 * r.stream_bytes.rx);
-    assert!(s.set_infeed("nope", Box::new(IteratorFeed::new(std::iter::empty()))).is_err());
+    assert!(s
+        .set_infeed("nope", Box::new(IteratorFeed::new(std::iter::empty())))
+        .is_err());
 }
 
 #[test]

@@ -226,7 +226,8 @@ fn runs_for(steps: Option<u64>, inference: bool, per_run: u64) -> Result<u64, Ru
 
 fn execute(args: &RunArgs) -> Result<i32, RuntimeError> {
     let file = args.build.program.display().to_string();
-    let program = load_program(&args.build.program).map_err(|e| RuntimeError::Program(e.to_string()))?;
+    let program =
+        load_program(&args.build.program).map_err(|e| RuntimeError::Program(e.to_string()))?;
     let options = options(args)?;
     let base = args.build.program.parent().unwrap_or(Path::new(""));
     let mut session = match Session::new(&program, base, options) {
