@@ -1,23 +1,9 @@
 //! `ipusim check` through the built binary: exit codes, the text summary, `--json`, errors.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn ipusim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ipusim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{ipusim, stderr, stdout};
 
 /// The worked example of docs/program-format.md, written to a fresh directory.
 fn docs_example(tag: &str) -> PathBuf {

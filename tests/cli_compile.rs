@@ -2,30 +2,10 @@
 //! field names, targets, dumps, and the exit codes 0 / 2 (out of memory, full report) / 1.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn ipusim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ipusim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A fresh directory for one test.
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ipusim-compile-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+mod common;
+use common::{ipusim, scratch, stderr, stdout};
 
 /// The worked example of docs/program-format.md (the digits MLP, 16.32).
 fn docs_example(dir: &Path) -> PathBuf {

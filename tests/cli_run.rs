@@ -3,34 +3,15 @@
 //! traces, exit codes 0 / 1 / 3, and bad input (never a panic, never a partial file).
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
-fn ipusim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ipusim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{ipusim, scratch, stderr, stdout};
 
 fn json(o: &Output) -> Value {
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(o), stderr(o));
     serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
-}
-
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ipusim-run-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn numbers(v: &Value) -> Vec<f64> {
