@@ -155,6 +155,9 @@ pub fn run(args: &RunArgs) -> i32 {
 }
 
 fn options(args: &RunArgs) -> Result<SessionOptions, RuntimeError> {
+    if args.steps == Some(0) {
+        return Err(RuntimeError::Options("--steps must be at least 1".into()));
+    }
     let target = Target::from_name_or_file(&args.build.target)
         .map_err(|e| RuntimeError::Options(e.to_string()))?;
     let mut streams = StreamOptions {
