@@ -276,9 +276,9 @@ impl HostIo for SessionHost {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::feeds::{CsvFeed, EndOfData, SequenceFeed};
+    use crate::feeds::{CsvFeed, EndOfData, GeneratorFeed};
     use ipusim_compiler::executable::{StreamDirection, TensorId};
-    use ipusim_ir::{Columns, DType, NodeId, OutfeedMode};
+    use ipusim_ir::{Columns, DType, DataSource, NodeId, OutfeedMode};
 
     fn host_stream(s: &StreamType, direction: StreamDirection) -> HostStream {
         HostStream {
@@ -335,7 +335,14 @@ mod tests {
         let mut host = SessionHost::new(1);
         host.connect_outfeed(OutfeedCollector::new(s.clone(), OutfeedMode::Sum));
         let n = StreamType::new("n", DType::I32, Vec::<usize>::new());
-        host.connect_infeed(n.clone(), Box::new(SequenceFeed::new(0.0, 1.0)));
+        let counter = DataSource::Sequence {
+            start: 0.0,
+            step: 1.0,
+        };
+        host.connect_infeed(
+            n.clone(),
+            Box::new(GeneratorFeed::of(&counter, &n).unwrap()),
+        );
         host.begin_run(&BTreeMap::new()).unwrap();
         let out = host_stream(&s, StreamDirection::DeviceToHost);
         for v in [3i32, 4] {

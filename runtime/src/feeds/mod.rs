@@ -3,7 +3,8 @@
 //! A [`Feed`] produces micro-batches in a stream's device dtype, one per `StreamCopy`. The
 //! sources:
 //! - [`CsvFeed`]: rows of a CSV file, one sample per row (`csv`);
-//! - [`ConstantFeed`], [`UniformFeed`], [`SequenceFeed`]: synthetic generators (`synthetic`);
+//! - [`GeneratorFeed`]: the generator sources `Constant`, `Uniform`, `Sequence`
+//!   (`generator`), the simulator's [`ipusim_sim::feeds::Generator`]'s values;
 //! - [`IteratorFeed`]: any Rust iterator of host tensors, for library users (`iter`).
 //!
 //! [`open_source`] builds the feed a program's `infeeds` entry names. Every value is
@@ -22,12 +23,12 @@
 //!   fed (TensorFlow's `drop_remainder=True`).
 
 mod csv;
+mod generator;
 mod iter;
-mod synthetic;
 
 pub use csv::CsvFeed;
+pub use generator::GeneratorFeed;
 pub use iter::IteratorFeed;
-pub use synthetic::{ConstantFeed, SequenceFeed, UniformFeed};
 
 use crate::codec::ValueError;
 use crate::stream::StreamType;
@@ -125,11 +126,7 @@ pub fn open_source(
             let full = resolve(base_dir, Path::new(path));
             Box::new(CsvFeed::open(&full, columns, *header, stream, end)?)
         }
-        DataSource::Constant(v) => Box::new(ConstantFeed::new(*v, stream)?),
-        DataSource::Uniform { low, high, seed } => {
-            Box::new(UniformFeed::new(*low, *high, *seed, stream)?)
-        }
-        DataSource::Sequence { start, step } => Box::new(SequenceFeed::new(*start, *step)),
+        generator => Box::new(GeneratorFeed::of(generator, stream)?),
     })
 }
 
