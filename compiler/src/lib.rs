@@ -5,10 +5,13 @@
 //! of tensor values: the simulator executes the executable with exact values and charges
 //! cycles with the same estimators ([`cycles`]).
 //!
+//! [`mod@build`] is the pipeline from a program to its executable that every front end shares.
+//!
 //! Passes: [`lower`] (tile mapping, planners, vertices, exchanges, program), the verifier,
 //! [`memory`] (liveness and byte offsets), the verifier again, [`cycles`] (per compute set,
 //! exchange, and the whole program).
 
+pub mod build;
 pub mod codelets;
 pub mod cycles;
 pub mod dump;
@@ -21,6 +24,7 @@ pub mod report;
 pub mod target;
 mod verify;
 
+pub use build::{build, BuildError, BuildOptions, Built};
 pub use codelets::{Codelet, VertexParams};
 pub use cycles::CycleEstimate;
 pub use error::CompileError;

@@ -4,7 +4,7 @@
 
 use crate::connect::StreamOptions;
 use crate::feeds::EndOfData;
-use ipusim_compiler::{PartialsType, Target};
+use ipusim_compiler::{BuildOptions, PartialsType, Target};
 use ipusim_ir::Precision;
 use ipusim_sim::numerics::FpConfig;
 
@@ -53,6 +53,17 @@ impl Default for SessionOptions {
 }
 
 impl SessionOptions {
+    /// How the program is built: target, precision, partials, inference, device iterations.
+    pub fn build_options(&self) -> BuildOptions {
+        BuildOptions {
+            target: self.target.clone(),
+            precision: self.precision,
+            partials: self.partials,
+            inference: self.inference,
+            device_iterations: self.device_iterations,
+        }
+    }
+
     /// Options for inference (`inference`, files read once).
     pub fn inference(mut self) -> SessionOptions {
         self.inference = true;

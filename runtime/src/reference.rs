@@ -9,8 +9,9 @@ use crate::error::RuntimeError;
 use crate::host::SessionHost;
 use crate::options::SessionOptions;
 use crate::outfeed::OutfeedData;
+use crate::session::program_error;
 use crate::stream::StreamType;
-use ipusim_ir::training::prepare;
+use ipusim_compiler::build::step_graph;
 use ipusim_ir::{Graph, Op, Program};
 use ipusim_sim::interp::{Interpreter, Streams};
 use ipusim_sim::tensor::Tensor;
@@ -60,12 +61,8 @@ impl ReferenceSession {
         base_dir: &Path,
         options: &SessionOptions,
     ) -> Result<ReferenceSession, RuntimeError> {
-        let step = prepare(program, options.precision, options.inference).map_err(|e| {
-            RuntimeError::Program(format!(
-                "{}: error: cannot build the step graph: {e}",
-                program.name
-            ))
-        })?;
+        let step =
+            step_graph(program, &options.build_options()).map_err(|e| program_error(program, e))?;
         let (infeeds, outfeeds) = graph_streams(&step.graph);
         let host = connect(program, base_dir, &infeeds, &outfeeds, &options.streams)?;
         check_connected(&host, &infeeds)?;

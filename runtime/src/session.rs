@@ -18,6 +18,8 @@
 //!   returned by that run ([`RunOutput`]). The report ([`Session::report`]) covers every
 //!   run so far.
 //! - **Checkpoints**: [`Session::save_variables`] / [`Session::load_variables`].
+//! - **Stepping**: [`Session::into_debugger`] hands the engine and its host to the
+//!   simulator's debugger (`ipusim step` sees the data `ipusim run` sees).
 
 use crate::checkpoint::Checkpoint;
 use crate::connect::{check_connected, connect};
@@ -32,11 +34,12 @@ use crate::report::{
     Executed, Flags, FpReport, InfeedReport, OutfeedReport, RunReport, StreamBytes,
 };
 use crate::stream::StreamType;
+use ipusim_compiler::build::{self, compile_step, step_graph, BuildError};
 use ipusim_compiler::report::Categories;
-use ipusim_compiler::{compile, CompileOptions, CompileReport, Executable};
+use ipusim_compiler::{CompileReport, Executable};
 use ipusim_ir::text::load_program;
-use ipusim_ir::training::prepare;
 use ipusim_ir::{OutfeedMode, Program};
+use ipusim_sim::debugger::Debugger;
 use ipusim_sim::engine::{Engine, EngineOptions, RunSummary};
 use ipusim_sim::numerics::{FpSts, StochasticRounding};
 use ipusim_sim::tensor::Tensor;
@@ -171,6 +174,11 @@ fn fp_report(options: &SessionOptions) -> FpReport {
     }
 }
 
+/// A build error of `program`, naming it.
+pub(crate) fn program_error(program: &Program, e: BuildError) -> RuntimeError {
+    RuntimeError::Program(format!("{}: error: {e}", program.name))
+}
+
 /// Converts raised flags to the report's form.
 pub fn flags_of(flags: FpSts) -> Flags {
     Flags {
@@ -195,49 +203,28 @@ impl Session {
         base_dir: &Path,
         options: SessionOptions,
     ) -> Result<Session, RuntimeError> {
-        let step = prepare(program, options.precision, options.inference).map_err(|e| {
-            RuntimeError::Program(format!(
-                "{}: error: cannot build the step graph: {e}",
-                program.name
-            ))
-        })?;
+        let mut build_options = options.build_options();
+        let step = step_graph(program, &build_options).map_err(|e| program_error(program, e))?;
         let (ins, outs) = graph_streams(&step.graph);
         let host = connect(program, base_dir, &ins, &outs, &options.streams)?;
-        let one_pass = ins
-            .iter()
-            .filter_map(|s| host.remaining(&s.name))
-            .min()
-            .filter(|&n| n > 0);
-        let device_iterations = match (options.device_iterations, options.inference) {
-            (Some(n), _) => n,
-            (None, true) => one_pass.map_or(step.device_iterations, |n| {
-                u32::try_from(n).unwrap_or(u32::MAX)
-            }),
-            (None, false) => step.device_iterations,
+        if options.inference && build_options.device_iterations.is_none() {
+            // One pass over the data of the file-backed infeeds.
+            build_options.device_iterations = ins
+                .iter()
+                .filter_map(|s| host.remaining(&s.name))
+                .min()
+                .filter(|&n| n > 0)
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
         }
-        .max(1);
-        let gradient_accumulation = step.gradient_accumulation.max(1);
         let mode = match (options.inference, program.training.is_some()) {
             (true, _) => "inference",
             (false, true) => "training",
             (false, false) => "forward",
         };
-        let compile_options = CompileOptions {
-            partials_type: options.partials,
-            gradient_accumulation,
-            device_iterations,
-            ..CompileOptions::default()
-        };
-        let exe = compile(&step.graph, &options.target, &compile_options).map_err(|e| {
-            RuntimeError::Program(format!(
-                "{}: error: cannot compile for target '{}': {e}",
-                program.name, options.target.name
-            ))
-        })?;
-        let precision = step
-            .precision
-            .map_or_else(|| "none".to_string(), |p| p.to_string());
-        let compile_report = CompileReport::new(&program.name, &precision, &exe);
+        let exe = compile_step(&step, &build_options).map_err(|e| program_error(program, e))?;
+        let gradient_accumulation = exe.options.gradient_accumulation;
+        let device_iterations = exe.options.device_iterations;
+        let compile_report = build::report(&program.name, &step, &exe);
         let io = HostIoModel::new(&exe, options.streams.prefetch_depth);
         let (infeeds, outfeeds) = stream_types(&exe);
         if exe.memory.oom {
@@ -474,6 +461,14 @@ impl Session {
             self.engine.write_variable(name, t)?;
         }
         Ok(values.len())
+    }
+
+    /// The session handed to the stepping debugger (`ipusim step`): its engine, and its
+    /// host feeding the data a run would (an infeed without a source is an error here, as
+    /// in a run). The debugger drives the runs; this session's report is not kept.
+    pub fn into_debugger(self) -> Result<Debugger<SessionHost>, RuntimeError> {
+        check_connected(&self.host, &self.infeeds)?;
+        Ok(Debugger::new(self.engine, self.host))
     }
 
     /// The trace events recorded since the last call.

@@ -1,13 +1,14 @@
-//! From a program file to a ready engine: load and validate the program, build its step
-//! graph (the training transform, with a precision override), compile it for a target, and
-//! build an [`Engine`] with a [`ProgramHost`] over the program's data sources. What
-//! `ipusim step` and [`crate::trace::snapshot_trace`] share.
+//! From a program file to a ready engine, for the simulator on its own (trace snapshots,
+//! the simulator's tests and benches): load and validate the program, build it with the
+//! pipeline every front end shares ([`ipusim_compiler::build`]), and load it into an
+//! [`Engine`] with a [`ProgramHost`] over the program's data sources. The runtime's
+//! `Session` is the same with real data files (`ipusim run`, `ipusim step`).
 
 use crate::engine::{Engine, EngineError, EngineOptions};
 use crate::feeds::ProgramHost;
-use ipusim_compiler::{compile, CompileOptions, Executable, PartialsType, Target};
+use ipusim_compiler::build::{build, BuildError, BuildOptions};
+use ipusim_compiler::{Executable, PartialsType, Target};
 use ipusim_ir::text::load_program;
-use ipusim_ir::training::prepare;
 use ipusim_ir::{Graph, Precision, Program};
 use std::path::Path;
 use std::sync::Arc;
@@ -47,23 +48,13 @@ pub enum LaunchError {
     /// The program file could not be read or parsed (the message has file, line, column).
     #[error("{0}")]
     Load(String),
-    /// The training transform failed.
-    #[error("{file}: error: cannot build the training step: {message}")]
-    Prepare {
-        /// The file.
-        file: String,
-        /// Why.
-        message: String,
-    },
-    /// The compiler failed.
-    #[error("{file}: error: cannot compile for target '{target}': {message}")]
+    /// The step graph could not be built or compiled.
+    #[error("{file}: error: {source}")]
     Compile {
         /// The file.
         file: String,
-        /// The target's name.
-        target: String,
         /// Why.
-        message: String,
+        source: Box<BuildError>,
     },
     /// The engine could not be built (out of memory, ...).
     #[error("{file}: error: {source}")]
@@ -78,45 +69,27 @@ pub enum LaunchError {
     Engine(EngineError),
 }
 
-/// The compile options of a step graph: its accumulation and device-iteration loops, the
-/// partials type.
-pub fn compile_options(
-    step: &ipusim_ir::training::StepGraph,
-    partials: PartialsType,
-) -> CompileOptions {
-    CompileOptions {
-        partials_type: partials,
-        gradient_accumulation: step.gradient_accumulation.max(1),
-        device_iterations: step.device_iterations.max(1),
-        ..CompileOptions::default()
-    }
-}
-
 /// Loads, compiles and builds the engine of the program at `path`.
 pub fn launch(path: &Path, options: &LaunchOptions) -> Result<Launched, LaunchError> {
     let file = path.display().to_string();
     let program = load_program(path).map_err(|e| LaunchError::Load(e.to_string()))?;
-    let step = prepare(&program, options.precision, false).map_err(|e| LaunchError::Prepare {
+    let build_options = BuildOptions {
+        target: options.target.clone(),
+        precision: options.precision,
+        partials: options.partials,
+        ..BuildOptions::default()
+    };
+    let built = build(&program, &build_options).map_err(|e| LaunchError::Compile {
         file: file.clone(),
-        message: e.to_string(),
+        source: Box::new(e),
     })?;
-    let exe = compile(
-        &step.graph,
-        &options.target,
-        &compile_options(&step, options.partials),
-    )
-    .map_err(|e| LaunchError::Compile {
-        file: file.clone(),
-        target: options.target.name.clone(),
-        message: e.to_string(),
-    })?;
-    let executable = Arc::new(exe);
+    let executable = Arc::new(built.executable);
     let engine = Engine::new(Arc::clone(&executable), options.engine)
         .map_err(|source| LaunchError::Build { file, source })?;
     let host = ProgramHost::new(&program);
     Ok(Launched {
         program,
-        graph: step.graph,
+        graph: built.step.graph,
         executable,
         engine,
         host,

@@ -2,8 +2,10 @@
 //! values ([`tensor`]), initial values ([`init`]), the reference interpreter of a graph
 //! ([`interp`]), the BSP engine that executes a compiled program with exact values, cycle
 //! accounting and `$FP_STS` flags ([`engine`], with the codelets' value semantics in
-//! `codelets`), execution traces ([`trace`]), the stepping debugger ([`debugger`]), and the
-//! host side of streams ([`host`], [`feeds`]).
+//! `codelets`), execution traces ([`trace`]), the stepping debugger ([`debugger`]), the
+//! host side of streams ([`host`]: the engine's interface; [`feeds`]: the generator sources
+//! every host shares, and a host for the simulator on its own), and [`launch`]: a program
+//! file to a ready engine.
 
 mod codelets;
 pub mod debugger;

@@ -2,9 +2,9 @@
 //! [--partials float|half] [--json] [-o REPORT] [--dump ir|tiles|program]`: compile a program's
 //! training step for a target and print its static cycle report.
 //!
-//! The program is loaded and validated (`ipusim_ir::text::load_program`), turned into one
-//! training step (`ipusim_ir::training::prepare`, with the precision override), and compiled
-//! (`ipusim_compiler::compile`). The report is the readable text (units in every header) or,
+//! The program is loaded and validated (`ipusim_ir::text::load_program`), then built by the
+//! pipeline every command shares (`ipusim_compiler::build`): its training step, with the
+//! precision override, compiled with the step's loops. The report is the readable text (units in every header) or,
 //! with `--json`, the JSON contract of [`ipusim_compiler::CompileReport`]; it goes to stdout,
 //! or to `REPORT` with `-o` (written whole or not at all). `--dump` prints a stage (repeatable)
 //! to stdout, or to stderr when stdout carries the JSON report.
@@ -14,9 +14,9 @@
 
 use super::{emit, EXIT_ERROR, EXIT_OK};
 use clap::{Args, ValueEnum};
-use ipusim_compiler::{compile, dump, CompileOptions, CompileReport, PartialsType, Target};
+use ipusim_compiler::build::{self, compile_step, step_graph, BuildOptions};
+use ipusim_compiler::{dump, CompileError, PartialsType, Target};
 use ipusim_ir::text::load_program;
-use ipusim_ir::training::prepare;
 use ipusim_ir::Precision;
 use std::path::{Path, PathBuf};
 
@@ -68,6 +68,18 @@ pub struct CompileArgs {
     pub dump: Vec<Stage>,
 }
 
+impl BuildArgs {
+    /// The build options these arguments name (`--target` read as a preset or a file).
+    pub fn build_options(&self) -> Result<BuildOptions, CompileError> {
+        Ok(BuildOptions {
+            target: Target::from_name_or_file(&self.target)?,
+            precision: self.precision,
+            partials: self.partials,
+            ..BuildOptions::default()
+        })
+    }
+}
+
 /// Parses `--precision`.
 fn parse_precision(s: &str) -> Result<Precision, String> {
     s.parse()
@@ -92,16 +104,11 @@ pub fn run(args: &CompileArgs) -> i32 {
 fn compile_program(args: &CompileArgs) -> Result<i32, String> {
     let program = load_program(&args.build.program).map_err(|e| e.to_string())?;
     let file = args.build.program.display();
-    let step = prepare(&program, args.build.precision, false)
-        .map_err(|e| format!("{file}: error: cannot build the training step: {e}"))?;
-    let target =
-        Target::from_name_or_file(&args.build.target).map_err(|e| format!("error: {e}"))?;
-    let options = CompileOptions {
-        partials_type: args.build.partials,
-        gradient_accumulation: step.gradient_accumulation.max(1),
-        device_iterations: step.device_iterations.max(1),
-        ..CompileOptions::default()
-    };
+    let options = args
+        .build
+        .build_options()
+        .map_err(|e| format!("error: {e}"))?;
+    let step = step_graph(&program, &options).map_err(|e| format!("{file}: error: {e}"))?;
     // Dumps share stdout with the text report; they go to stderr when stdout is JSON.
     let dumps_to_stderr = args.json && args.output.is_none();
     let print_dump = |text: &str| {
@@ -114,23 +121,14 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
     if args.dump.contains(&Stage::Ir) {
         print_dump(&dump::ir(&step.graph));
     }
-    let exe = compile(&step.graph, &target, &options).map_err(|e| {
-        format!(
-            "{file}: error: cannot compile for target '{}': {e}",
-            target.name
-        )
-    })?;
+    let exe = compile_step(&step, &options).map_err(|e| format!("{file}: error: {e}"))?;
     if args.dump.contains(&Stage::Tiles) {
         print_dump(&dump::tiles(&exe));
     }
     if args.dump.contains(&Stage::Program) {
         print_dump(&dump::program(&exe));
     }
-    let precision = step
-        .precision
-        .or(args.build.precision)
-        .map_or_else(|| "none".to_string(), |p| p.to_string());
-    let report = CompileReport::new(&program.name, &precision, &exe);
+    let report = build::report(&program.name, &step, &exe);
     let text = if args.json {
         serde_json::to_string_pretty(&report).map_err(|e| format!("error: {e}"))? + "\n"
     } else {
@@ -146,7 +144,7 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
             &format!(
                 "{file}: out of memory on {} of {} tiles (max tile {} bytes, capacity {} bytes)\n",
                 exe.memory.oom_tiles.len(),
-                target.tiles,
+                exe.target.tiles,
                 exe.memory.max_tile_bytes,
                 exe.memory.bytes_per_tile_capacity
             ),

@@ -1,0 +1,125 @@
+//! From a program to its executable: the one pipeline every front end shares (`ipusim
+//! compile`, `ipusim run`, `ipusim step`, the runtime's sessions, the simulator's launcher),
+//! so a program compiles the same way, with the same loops and the same error words,
+//! whichever way it is run.
+//!
+//! Two stages, each usable alone (`ipusim compile --dump ir` prints the first one's graph
+//! before the second runs; a session connects its streams between them):
+//! 1. [`step_graph`]: `ipusim_ir::training::prepare` — the training step, or the forward
+//!    graph (inference, or a program without a training spec), with the precision override;
+//! 2. [`compile_step`]: [`crate::compile`] with the step's loops (gradient accumulation,
+//!    device iterations, each at least 1; the device iterations can be overridden) and the
+//!    partials type.
+//!
+//! [`build`] runs both. Errors say which stage failed; the caller names the file or program.
+
+use crate::compile;
+use crate::error::CompileError;
+use crate::executable::Executable;
+use crate::options::{CompileOptions, PartialsType};
+use crate::report::CompileReport;
+use crate::target::Target;
+use ipusim_ir::training::{prepare, StepGraph};
+use ipusim_ir::{IrError, Precision, Program};
+use thiserror::Error;
+
+/// How to build a program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuildOptions {
+    /// The chip.
+    pub target: Target,
+    /// Replaces the program's precision policy.
+    pub precision: Option<Precision>,
+    /// Matmul and reduction partials type.
+    pub partials: PartialsType,
+    /// The forward graph only: no training step, no variable updates.
+    pub inference: bool,
+    /// Replaces the program's `device_iterations` (loop iterations per run).
+    pub device_iterations: Option<u32>,
+}
+
+impl Default for BuildOptions {
+    fn default() -> BuildOptions {
+        BuildOptions {
+            target: Target::mk2(),
+            precision: None,
+            partials: PartialsType::default(),
+            inference: false,
+            device_iterations: None,
+        }
+    }
+}
+
+/// Why a program could not be built; the caller prefixes the file or program
+/// (`FILE: error: cannot compile for target 'mk2': ...`).
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum BuildError {
+    /// The step graph could not be built (the training transform or the precision policy).
+    #[error("cannot build the step graph: {0}")]
+    Step(IrError),
+    /// The compiler failed.
+    #[error("cannot compile for target '{target}': {source}")]
+    Compile {
+        /// The target's name.
+        target: String,
+        /// Why.
+        source: CompileError,
+    },
+}
+
+/// A built program.
+#[derive(Clone, Debug)]
+pub struct Built {
+    /// The step graph that was compiled.
+    pub step: StepGraph,
+    /// The executable.
+    pub executable: Executable,
+}
+
+/// Stage 1: the step graph of `program`.
+pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph, BuildError> {
+    prepare(program, options.precision, options.inference).map_err(BuildError::Step)
+}
+
+/// The compile options of a step graph: its loops (or `options.device_iterations`), each at
+/// least 1, and the partials type.
+pub fn compile_options(step: &StepGraph, options: &BuildOptions) -> CompileOptions {
+    CompileOptions {
+        partials_type: options.partials,
+        gradient_accumulation: step.gradient_accumulation.max(1),
+        device_iterations: options
+            .device_iterations
+            .unwrap_or(step.device_iterations)
+            .max(1),
+        ..CompileOptions::default()
+    }
+}
+
+/// Stage 2: the executable of a step graph.
+pub fn compile_step(step: &StepGraph, options: &BuildOptions) -> Result<Executable, BuildError> {
+    compile(
+        &step.graph,
+        &options.target,
+        &compile_options(step, options),
+    )
+    .map_err(|source| BuildError::Compile {
+        target: options.target.name.clone(),
+        source,
+    })
+}
+
+/// Both stages.
+pub fn build(program: &Program, options: &BuildOptions) -> Result<Built, BuildError> {
+    let step = step_graph(program, options)?;
+    let executable = compile_step(&step, options)?;
+    Ok(Built { step, executable })
+}
+
+/// The compile report of a step graph's executable, under the program's name (the
+/// precision is the policy the step graph applied, or `none`).
+pub fn report(program: &str, step: &StepGraph, executable: &Executable) -> CompileReport {
+    let precision = step
+        .precision
+        .map_or_else(|| "none".to_string(), |p| p.to_string());
+    CompileReport::new(program, &precision, executable)
+}
