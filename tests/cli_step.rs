@@ -1,6 +1,6 @@
 //! `ipusim step` through the built binary: scripted debugger sessions piped on stdin,
 //! snapshot-tested (breaking on a compute set, printing tensors, stepping, the flags after
-//! an overflow, a trapped exception), and its errors.
+//! an overflow, a trapped exception), the data its infeeds read, and its errors.
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
@@ -96,4 +96,49 @@ fn bad_commands_and_bad_input_are_errors() {
         "",
     );
     assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn infeeds_come_from_the_files_a_run_reads() {
+    let dir = std::env::temp_dir().join(format!("ipusim-cli-step-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let labels = dir.join("labels.csv");
+    let rows: Vec<String> = (0..16i32)
+        .map(|i| (9 - i).rem_euclid(10).to_string())
+        .collect();
+    std::fs::write(&labels, format!("label\n{}\n", rows.join("\n"))).unwrap();
+    let feed = format!("labels={}", labels.display());
+    let o = step(
+        &[
+            "tests/programs/sim/train_mlp.ron",
+            "--target",
+            TARGET,
+            "--infeed",
+            &feed,
+        ],
+        "break logits*\nc\nprint labels\n",
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains(&format!("infeed  'labels' i32 [8]: {}", labels.display())),
+        "{out}"
+    );
+    assert!(out.contains("[9, 8, 7, 6, 5, 4, 3, 2]"), "{out}");
+    // The program's own source without `--infeed`; an infeed without any source is an
+    // error, as in `ipusim run`.
+    let no_source = dir.join("no_source.ron");
+    let program = std::fs::read_to_string("tests/programs/sim/train_mlp.ron").unwrap();
+    let program = program.replace(
+        "(stream: \"labels\", source: Uniform(low: 0.0, high: 10.0, seed: 6)),",
+        "",
+    );
+    std::fs::write(&no_source, program).unwrap();
+    let o = step(&[no_source.to_str().unwrap(), "--target", TARGET], "");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("infeed 'labels' (i32[8]) has no data source"),
+        "{o:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -42,16 +42,13 @@
 //! floating-point exception trapped (the state dump on stderr).
 
 use super::compile::{BuildArgs, EXIT_OOM};
-use super::sim_options::SimArgs;
+use super::sim_options::{split_pair, FeedArgs, SimArgs};
 use super::{emit, run_output, EXIT_ERROR, EXIT_OK};
 use clap::Args;
-use ipusim_compiler::Target;
 use ipusim_ir::text::load_program;
 use ipusim_ir::OutfeedMode;
 use ipusim_runtime::atomic::write_atomically;
 use ipusim_runtime::chrome::write_chrome_trace;
-use ipusim_runtime::connect::StreamOptions;
-use ipusim_runtime::feeds::EndOfData;
 use ipusim_runtime::session::{flags_of, Session};
 use ipusim_runtime::{RuntimeError, SessionOptions};
 use ipusim_sim::engine::EngineError;
@@ -79,9 +76,9 @@ pub struct RunArgs {
     /// host threads.
     #[command(flatten)]
     pub sim: SimArgs,
-    /// Feed an infeed stream from a CSV file instead of the program's source (repeatable).
-    #[arg(long = "infeed", value_name = "NAME=FILE", value_parser = parse_infeed)]
-    pub infeeds: Vec<(String, PathBuf)>,
+    /// Files replacing infeed sources.
+    #[command(flatten)]
+    pub feeds: FeedArgs,
     /// Collect an outfeed stream in another mode: all, last, sum or every:N (repeatable).
     #[arg(long = "outfeed-mode", value_name = "NAME=MODE", value_parser = parse_outfeed_mode)]
     pub outfeed_modes: Vec<(String, OutfeedMode)>,
@@ -111,19 +108,6 @@ pub struct RunArgs {
     #[arg(long, default_value_t = ipusim_runtime::host::DEFAULT_PREFETCH_DEPTH,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub prefetch_depth: u32,
-}
-
-fn split_pair(s: &str, what: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((name, value)) if !name.is_empty() && !value.is_empty() => {
-            Ok((name.to_string(), value.to_string()))
-        }
-        _ => Err(format!("expected NAME={what}, got '{s}'")),
-    }
-}
-
-fn parse_infeed(s: &str) -> Result<(String, PathBuf), String> {
-    split_pair(s, "FILE").map(|(n, f)| (n, PathBuf::from(f)))
 }
 
 fn parse_outfeed_mode(s: &str) -> Result<(String, OutfeedMode), String> {
@@ -158,50 +142,26 @@ fn options(args: &RunArgs) -> Result<SessionOptions, RuntimeError> {
     if args.steps == Some(0) {
         return Err(RuntimeError::Options("--steps must be at least 1".into()));
     }
-    let target = Target::from_name_or_file(&args.build.target)
-        .map_err(|e| RuntimeError::Options(e.to_string()))?;
-    let mut streams = StreamOptions {
-        prefetch_depth: args.prefetch_depth,
-        ..StreamOptions::default()
-    };
-    for (name, file) in &args.infeeds {
-        if streams
-            .infeed_files
-            .insert(name.clone(), file.clone())
-            .is_some()
-        {
-            return Err(RuntimeError::Options(format!(
-                "--infeed {name}=... is given twice"
-            )));
-        }
-    }
+    let mut options = args.sim.session_options(&args.build, &args.feeds)?;
+    options.streams.prefetch_depth = args.prefetch_depth;
     for (name, mode) in &args.outfeed_modes {
-        if streams.outfeed_modes.insert(name.clone(), *mode).is_some() {
+        let modes = &mut options.streams.outfeed_modes;
+        if modes.insert(name.clone(), *mode).is_some() {
             return Err(RuntimeError::Options(format!(
                 "--outfeed-mode {name}=... is given twice"
             )));
         }
     }
     if args.inference {
-        streams.end_of_data = EndOfData::Stop;
-    }
-    Ok(SessionOptions {
-        target,
-        partials: args.build.partials,
-        precision: args.build.precision,
-        inference: args.inference,
-        fp: args.sim.fp_config(),
-        seed: args.sim.seed,
-        threads: args.sim.threads,
-        device_iterations: match (args.inference, args.steps) {
-            (true, Some(n)) => Some(u32::try_from(n).map_err(|_| {
+        options = options.inference();
+        if let Some(n) = args.steps {
+            options.device_iterations = Some(u32::try_from(n).map_err(|_| {
                 RuntimeError::Options(format!("--steps {n} is too large for one run"))
-            })?),
-            _ => None,
-        },
-        streams,
-        record_trace: args.trace.is_some() || args.chrome_trace.is_some(),
-    })
+            })?);
+        }
+    }
+    options.record_trace = args.trace.is_some() || args.chrome_trace.is_some();
+    Ok(options)
 }
 
 /// The number of runs `--steps` asks for.
@@ -356,12 +316,7 @@ mod tests {
     }
 
     #[test]
-    fn pairs_parse() {
-        assert_eq!(
-            parse_infeed("features=a.csv").unwrap(),
-            ("features".to_string(), PathBuf::from("a.csv"))
-        );
-        assert!(parse_infeed("features").is_err());
+    fn outfeed_modes_parse() {
         assert_eq!(
             parse_outfeed_mode("loss=every:5").unwrap(),
             ("loss".to_string(), OutfeedMode::Every(5))

@@ -1,11 +1,15 @@
-//! The simulation options shared by the commands that run a program (`ipusim step`, and
+//! The options shared by the commands that simulate a program (`ipusim step` and
 //! `ipusim run`): seed, stochastic rounding, NaN on overflow, floating-point exceptions,
 //! host threads — the knobs of TensorFlow's `IPUConfig.floating_point_behaviour` and
-//! PopTorch's `randomSeed`/`enableStochasticRounding`/`enableFloatingPointExceptions`.
+//! PopTorch's `randomSeed`/`enableStochasticRounding`/`enableFloatingPointExceptions` —
+//! and the data files that replace infeed sources (`--infeed NAME=FILE`); together with the
+//! build arguments, the runtime session both commands open, so they see the same data.
 
+use super::compile::BuildArgs;
 use clap::{Args, ValueEnum};
-use ipusim_sim::engine::EngineOptions;
+use ipusim_runtime::{RuntimeError, SessionOptions};
 use ipusim_sim::numerics::{FpConfig, StochasticRounding};
+use std::path::PathBuf;
 
 /// `--sr`: stochastic rounding of FP16 results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -39,6 +43,28 @@ pub struct SimArgs {
     /// Host threads for the simulation (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+}
+
+/// Data files replacing infeed sources.
+#[derive(Args, Clone, Debug)]
+pub struct FeedArgs {
+    /// Feed an infeed stream from a CSV file instead of the program's source (repeatable).
+    #[arg(long = "infeed", value_name = "NAME=FILE", value_parser = parse_infeed)]
+    pub infeeds: Vec<(String, PathBuf)>,
+}
+
+/// Splits `NAME=VALUE` (both non-empty); `what` names the value in the error.
+pub fn split_pair(s: &str, what: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.is_empty() && !value.is_empty() => {
+            Ok((name.to_string(), value.to_string()))
+        }
+        _ => Err(format!("expected NAME={what}, got '{s}'")),
+    }
+}
+
+fn parse_infeed(s: &str) -> Result<(String, PathBuf), String> {
+    split_pair(s, "FILE").map(|(n, f)| (n, PathBuf::from(f)))
 }
 
 /// The exceptions enabled by `--fp-exceptions`.
@@ -95,14 +121,34 @@ impl SimArgs {
         }
     }
 
-    /// Engine options (traces as asked).
-    pub fn engine_options(&self, record_trace: bool) -> EngineOptions {
-        EngineOptions {
+    /// The session options of a program built as `build` says, simulated as these
+    /// arguments say, its infeeds connected as `feeds` says (everything else the defaults).
+    pub fn session_options(
+        &self,
+        build: &BuildArgs,
+        feeds: &FeedArgs,
+    ) -> Result<SessionOptions, RuntimeError> {
+        let b = build
+            .build_options()
+            .map_err(|e| RuntimeError::Options(e.to_string()))?;
+        let mut options = SessionOptions {
+            target: b.target,
+            partials: b.partials,
+            precision: b.precision,
             fp: self.fp_config(),
             seed: self.seed,
             threads: self.threads,
-            record_trace,
+            ..SessionOptions::default()
+        };
+        for (name, file) in &feeds.infeeds {
+            let files = &mut options.streams.infeed_files;
+            if files.insert(name.clone(), file.clone()).is_some() {
+                return Err(RuntimeError::Options(format!(
+                    "--infeed {name}=... is given twice"
+                )));
+            }
         }
+        Ok(options)
     }
 }
 
@@ -125,5 +171,14 @@ mod tests {
         assert!(parse_exceptions("ofl")
             .unwrap_err()
             .contains("unknown exception 'ofl'"));
+    }
+
+    #[test]
+    fn infeeds_parse() {
+        assert_eq!(
+            parse_infeed("features=a.csv").unwrap(),
+            ("features".to_string(), PathBuf::from("a.csv"))
+        );
+        assert!(parse_infeed("features").is_err());
     }
 }

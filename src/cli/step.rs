@@ -1,25 +1,24 @@
 //! `ipusim step PROGRAM [--target mk2|mk1|FILE] [--precision 16.16|16.32|32.32]
 //! [--partials float|half] [--seed N] [--sr off|on|replica-identical] [--nanoo]
-//! [--fp-exceptions inv,div0,oflo] [--threads N]`: compile a program and step through it
-//! in the simulator at an interactive prompt (`help` lists the commands).
+//! [--fp-exceptions inv,div0,oflo] [--threads N] [--infeed NAME=FILE]`: compile a program and
+//! step through it in the simulator at an interactive prompt (`help` lists the commands).
 //!
 //! Commands come from stdin, one per line; piped in, each is echoed after the prompt so the
-//! transcript reads like a session. Infeeds come from the program's own data sources when
-//! the simulator can produce them (`Constant`, `Uniform`, `Sequence`), else from
-//! deterministic synthetic data (CSV files are read by `ipusim run`); see
-//! `ipusim_sim::feeds`. Exit codes: 0 after `quit` or the end of the input, 2 when the
+//! transcript reads like a session. The program is opened as `ipusim run` opens it (a
+//! runtime `Session`): its infeeds read the program's data sources — CSV files included,
+//! or the files `--infeed` names — so stepping sees the data a run sees; an infeed without
+//! a source is an error. Exit codes: 0 after `quit` or the end of the input, 2 when the
 //! program does not fit in tile memory, 1 for any other error.
 
 use super::compile::{BuildArgs, EXIT_OOM};
-use super::sim_options::SimArgs;
+use super::sim_options::{FeedArgs, SimArgs};
 use super::{EXIT_ERROR, EXIT_OK};
 use clap::Args;
-use ipusim_compiler::Target;
+use ipusim_compiler::executable::StreamDirection;
+use ipusim_runtime::{RuntimeError, Session, SessionHost};
 use ipusim_sim::debugger::inspect::fp_sts;
-use ipusim_sim::debugger::repl::{repl, Session};
+use ipusim_sim::debugger::repl::{self, repl};
 use ipusim_sim::debugger::Debugger;
-use ipusim_sim::engine::EngineError;
-use ipusim_sim::launch::{launch, LaunchError, LaunchOptions, Launched};
 use ipusim_sim::numerics::FpCtl;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
@@ -33,31 +32,24 @@ pub struct StepArgs {
     /// Seed, stochastic rounding, nanoo, exceptions, threads.
     #[command(flatten)]
     pub sim: SimArgs,
+    /// Files replacing infeed sources.
+    #[command(flatten)]
+    pub feeds: FeedArgs,
 }
 
 /// Runs `ipusim step`; returns the exit code.
 pub fn run(args: &StepArgs) -> i32 {
-    let target = match Target::from_name_or_file(&args.build.target) {
-        Ok(t) => t,
-        Err(e) => return fail(&format!("error: {e}")),
-    };
-    let launched = launch(
-        &args.build.program,
-        &LaunchOptions {
-            target,
-            precision: args.build.precision,
-            partials: args.build.partials,
-            engine: args.sim.engine_options(false),
-        },
-    );
-    let launched = match launched {
-        Ok(l) => l,
-        Err(
-            e @ LaunchError::Build {
-                source: EngineError::OutOfMemory { .. },
-                ..
-            },
-        ) => {
+    let opened = args
+        .sim
+        .session_options(&args.build, &args.feeds)
+        .and_then(|options| Session::open(&args.build.program, options))
+        .and_then(|session| {
+            let name = session.name().to_string();
+            Ok((name, session.into_debugger()?))
+        });
+    let (name, debugger) = match opened {
+        Ok(d) => d,
+        Err(e @ RuntimeError::OutOfMemory(_)) => {
             fail(&e.to_string());
             return EXIT_OOM;
         }
@@ -66,9 +58,8 @@ pub fn run(args: &StepArgs) -> i32 {
     let stdin = std::io::stdin();
     let echo = !stdin.is_terminal();
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{}", banner(&launched));
-    let Launched { engine, host, .. } = launched;
-    let mut session = Session::new(Debugger::new(engine, host));
+    let _ = write!(out, "{}", banner(&name, &debugger));
+    let mut session = repl::Session::new(debugger);
     match repl(&mut session, stdin.lock(), &mut out, echo) {
         Ok(()) => EXIT_OK,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_OK,
@@ -82,14 +73,16 @@ fn fail(message: &str) -> i32 {
 }
 
 /// What is loaded: program, target, options, loops, streams and their data.
-fn banner(l: &Launched) -> String {
-    let exe = &l.executable;
-    let o = l.engine.options();
-    let ctl = l.engine.fp_ctl();
+fn banner(program: &str, d: &Debugger<SessionHost>) -> String {
+    let engine = d.engine();
+    let exe = engine.executable();
+    let ctl = engine.fp_ctl();
     let bit = |b: FpCtl| u8::from(ctl.contains(b));
     let mut s = format!(
-        "ipusim step: {} on {} ({} tiles), seed {}\n",
-        l.program.name, exe.target.name, exe.target.tiles, o.seed
+        "ipusim step: {program} on {} ({} tiles), seed {}\n",
+        exe.target.name,
+        exe.target.tiles,
+        engine.options().seed
     );
     let _ = writeln!(
         s,
@@ -99,7 +92,7 @@ fn banner(l: &Launched) -> String {
         bit(FpCtl::OFLO),
         bit(FpCtl::ESR),
         bit(FpCtl::NANOO),
-        fp_sts(l.engine.flags())
+        fp_sts(engine.flags())
     );
     let _ = writeln!(
         s,
@@ -112,21 +105,19 @@ fn banner(l: &Launched) -> String {
         exe.estimate.total_cycles
     );
     for st in &exe.streams {
-        let what = match st.direction {
-            ipusim_compiler::executable::StreamDirection::HostToDevice => {
-                format!(
-                    "infeed  '{}' {} {}: {}",
-                    st.name,
-                    st.dtype,
-                    st.shape,
-                    l.host.describe(&st.name)
-                )
-            }
-            ipusim_compiler::executable::StreamDirection::DeviceToHost => {
-                format!("outfeed '{}' {} {}", st.name, st.dtype, st.shape)
+        let _ = match st.direction {
+            StreamDirection::HostToDevice => writeln!(
+                s,
+                "  infeed  '{}' {} {}: {}",
+                st.name,
+                st.dtype,
+                st.shape,
+                d.host().describe_infeed(&st.name).unwrap_or_default()
+            ),
+            StreamDirection::DeviceToHost => {
+                writeln!(s, "  outfeed '{}' {} {}", st.name, st.dtype, st.shape)
             }
         };
-        let _ = writeln!(s, "  {what}");
     }
     s.push_str("type 'help' for commands\n");
     s
