@@ -1,3 +1,6 @@
+//! Unit tests of the precision policies: an MLP under each policy, explicit FP16 left alone,
+//! an FP32 loss widening what meets it, and fresh names that never collide with user names.
+
 use super::*;
 use crate::builder::GraphBuilder;
 use crate::models::{mlp, MlpSpec};

@@ -1,3 +1,7 @@
+//! Unit tests of the training transform: optimizer steps, loss scaling, gradient
+//! accumulation, optimizer state dtypes, training against inference in `prepare`, and the
+//! errors bad training specs raise.
+
 use super::*;
 use crate::models::{mlp, MlpSpec};
 use crate::program::Optimizer;

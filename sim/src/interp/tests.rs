@@ -1,3 +1,7 @@
+//! Unit tests of the reference interpreter: values of matmul, softmax and loss, FP16
+//! swamping and stochastic rounding, phase-ordered assignments, overflow flags and traps,
+//! exact mode, integer ops and casts, and the errors bad feeds and graphs raise.
+
 use super::*;
 use crate::numerics::StochasticRounding;
 use half::f16;
