@@ -258,6 +258,17 @@ pub struct TileWork {
     pub cycles: u64,
 }
 
+impl TileWork {
+    /// The work of one vertex group of `codelet` on `tile` (cycles not yet estimated).
+    pub fn one_group(tile: u32, codelet: Codelet, vertices: Vec<Vertex>) -> TileWork {
+        TileWork {
+            tile,
+            groups: vec![VertexGroup { codelet, vertices }],
+            cycles: 0,
+        }
+    }
+}
+
 /// A compute set: vertices on tiles that run in one BSP compute phase.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ComputeSet {

@@ -153,6 +153,11 @@ impl Target {
 
     /// The Mk1 IPU (Colossus GC2).
     pub fn mk1() -> Target {
+        let fp16 = Amp {
+            input_channels: 16,
+            output_channels: 8,
+            worker_cycles_per_position: 4,
+        };
         Target {
             name: "mk1".into(),
             // ipu-hardware.md §1: 1216 tiles (J2, C1 IPU_TILE_INSTANCES_WITH_REPAIR = 0x4c0).
@@ -163,21 +168,11 @@ impl Target {
             clock_hz: 1_600_000_000,
             // ipu-hardware.md §1: 6 workers (C1 CTXT_WORKERS=6).
             worker_contexts: 6,
-            // ipu-hardware.md §1: 64-bit data path.
-            vector_bytes: 8,
             // ipu-hardware.md §1: 8 AMP units per set, 1 set (C1): 8 conv units; 16 input
             // channels, 4 worker cycles: 32 MACs per cycle for fp16 with either partials type
             // (124.5 TFLOPS, J2).
-            amp_fp16_fp16: Amp {
-                input_channels: 16,
-                output_channels: 8,
-                worker_cycles_per_position: 4,
-            },
-            amp_fp16_fp32: Amp {
-                input_channels: 16,
-                output_channels: 8,
-                worker_cycles_per_position: 4,
-            },
+            amp_fp16_fp16: fp16,
+            amp_fp16_fp32: fp16,
             // ipu-hardware.md §1: fp32 8 MACs per cycle (31.1 TFLOPS, J2): 8 conv units, 8
             // input channels, 8 worker cycles per position.
             amp_fp32_fp32: Amp {
@@ -185,18 +180,14 @@ impl Target {
                 output_channels: 8,
                 worker_cycles_per_position: 8,
             },
-            amp_weight_load_bytes_per_cycle: 8,
-            // ipu-hardware.md §1: TEXCH_DATA_WIDTH = 32 bits (C1).
-            exchange_bytes_per_cycle: 4,
-            // [derived] as for mk2 from the C1 (ipu1) network delays.
-            exchange_latency_cycles: 46,
-            exchange_message_cycles: 3,
-            memcpy_bytes_per_cycle: 8,
-            sync_cycles: 90,
             // ipu-hardware.md §1: the C2 card's PCIe bandwidth is not found. Chosen: PCIe
             // Gen3 x16, 16 GB/s per direction.
             host_link_bytes_per_second: 16_000_000_000,
-            stream_copy_latency_cycles: 1000,
+            // The rest as mk2, from the same sources: the 64-bit data path, 8 B/cycle weight
+            // loads, TEXCH_DATA_WIDTH = 32 bits (C1, an ipu1 value), the exchange latency
+            // derived from the same C1 (ipu1) network delays, and the chosen message,
+            // memcpy, sync and stream-copy costs.
+            ..Target::mk2()
         }
     }
 

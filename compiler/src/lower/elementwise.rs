@@ -261,14 +261,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 }),
             });
         }
-        tiles.push(TileWork {
-            tile,
-            groups: vec![VertexGroup {
-                codelet: codelet.clone(),
-                vertices,
-            }],
-            cycles: 0,
-        });
+        tiles.push(TileWork::one_group(tile, codelet.clone(), vertices));
     }
     for s in stagings {
         s.finish(lw);

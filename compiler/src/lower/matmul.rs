@@ -56,20 +56,23 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let partials = lw.options.partials_type.accumulator_for(input);
     let output = out_ty.dtype;
     let n_out = out_ty.num_elements() as u64;
+    let output_tensor = |lw: &mut Lowerer, mapping| {
+        lw.new_tensor(
+            name.clone(),
+            Some(id),
+            TensorKind::Activation,
+            output,
+            out_ty.shape.clone(),
+            mapping,
+        )
+    };
     if n_out == 0 || geo.d.k == 0 {
         let m = if n_out == 0 {
             Mapping::default()
         } else {
             lw.fresh_mapping(n_out, output)
         };
-        let c = lw.new_tensor(
-            name.clone(),
-            Some(id),
-            TensorKind::Activation,
-            output,
-            out_ty.shape,
-            m,
-        );
+        let c = output_tensor(lw, m);
         let tiles = super::elementwise::fill_work(lw, &[(c, 0.0)]);
         lw.superstep(&name, Some(id), Vec::new(), tiles);
         lw.set_value(id, c);
@@ -82,14 +85,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     );
     let plan = plan_for(lw, id, layouts.0, layouts.1, home);
     let c_map = output_mapping(lw, &geo, &plan);
-    let c = lw.new_tensor(
-        name.clone(),
-        Some(id),
-        TensorKind::Activation,
-        output,
-        out_ty.shape,
-        c_map,
-    );
+    let c = output_tensor(lw, c_map);
     for s in 0..plan.serial {
         let prefix = if plan.serial > 1 {
             format!("{name}/serial{s}")
@@ -570,20 +566,14 @@ fn reduce_partials(
     ptensor: TensorId,
     partial_at: &[(u32, [u64; 4], u64)],
 ) {
-    let Chunk {
-        id,
-        ref prefix,
-        geo,
-        plan,
-        s,
-        c,
-        types: (_, partials, output),
-    } = *ch;
+    let (geo, plan, c) = (ch.geo, ch.plan, ch.c);
+    let (_, partials, output) = ch.types;
     let mut eb = ExchangeBuilder::default();
-    let mut inbox = TileScratch::new(lw, format!("{prefix}/reduce_in"), Some(id), partials);
+    let name = format!("{}/reduce_in", ch.prefix);
+    let mut inbox = TileScratch::new(lw, name, Some(ch.id), partials);
     let mut tiles = Vec::new();
     let mut blocks = Vec::new();
-    for_blocks(lw, geo, plan, s, |tile, idx, gr, mr, nr| {
+    for_blocks(lw, geo, plan, ch.s, |tile, idx, gr, mr, nr| {
         if idx[3] == 0 {
             blocks.push((tile, idx, gr, mr, nr));
         }
@@ -628,35 +618,16 @@ fn reduce_partials(
             let out_pos = lw.position(c, flat);
             let vertices =
                 block_vertices(lw, (inbox.tensor, at), (c, out_pos), (1, count, width), 1.0);
-            tiles.push(TileWork {
-                tile: rt,
-                groups: vec![VertexGroup {
-                    codelet: Codelet::Reduce {
-                        op: ReduceOp::Sum,
-                        input: partials,
-                        acc: partials,
-                        output,
-                    },
-                    vertices,
-                }],
-                cycles: 0,
-            });
+            let sum = Codelet::Reduce {
+                op: ReduceOp::Sum,
+                input: partials,
+                acc: partials,
+                output,
+            };
+            tiles.push(TileWork::one_group(rt, sum, vertices));
         }
     }
     inbox.finish(lw);
-    merge_tiles(&mut tiles);
-    lw.superstep(&format!("{prefix}/reduce"), Some(id), eb.finish(), tiles);
-}
-
-/// Merges work entries of the same tile (their groups run one after the other).
-pub(crate) fn merge_tiles(tiles: &mut Vec<TileWork>) {
-    tiles.sort_by_key(|t| t.tile);
-    let mut out: Vec<TileWork> = Vec::with_capacity(tiles.len());
-    for t in tiles.drain(..) {
-        match out.last_mut() {
-            Some(last) if last.tile == t.tile => last.groups.extend(t.groups),
-            _ => out.push(t),
-        }
-    }
-    *tiles = out;
+    let name = format!("{}/reduce", ch.prefix);
+    lw.superstep(&name, Some(ch.id), eb.finish(), tiles);
 }

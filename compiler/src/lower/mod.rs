@@ -608,16 +608,19 @@ impl<'a> Lowerer<'a> {
         name: String,
     ) {
         let step = self.steps.len() as u32;
-        self.steps.push(ProgramStep {
-            kind: StepKind::StreamCopy(stream),
-            name,
-        });
         self.touch(t, step);
-        self.body.push(Program::StreamCopy {
+        let copy = Program::StreamCopy {
             stream,
             direction,
             tensor: t,
-        });
+        };
+        self.push_step(StepKind::StreamCopy(stream), name, copy);
+    }
+
+    /// Appends a program step and its program node.
+    fn push_step(&mut self, kind: StepKind, name: String, program: Program) {
+        self.steps.push(ProgramStep { kind, name });
+        self.body.push(program);
     }
 
     fn touch(&mut self, t: TensorId, step: u32) {
@@ -627,7 +630,8 @@ impl<'a> Lowerer<'a> {
     }
 
     /// Emits one BSP superstep: `Sync`, the exchange of `copies` (if any), then the compute
-    /// set of `tiles` (if any vertices).
+    /// set of `tiles` (if any vertices; the groups of entries of one tile run one after the
+    /// other, in the order given).
     pub fn superstep(
         &mut self,
         name: &str,
@@ -654,14 +658,10 @@ impl<'a> Lowerer<'a> {
                 copies,
                 cycles: 0,
             });
-            self.steps.push(ProgramStep {
-                kind: StepKind::Exchange(id),
-                name: ex_name,
-            });
-            self.body.push(Program::Exchange(id));
+            self.push_step(StepKind::Exchange(id), ex_name, Program::Exchange(id));
         }
         if !tiles.is_empty() {
-            tiles.sort_by_key(|t| t.tile);
+            merge_tiles(&mut tiles);
             let step = self.steps.len() as u32;
             let mut touched: Vec<TensorId> = tiles
                 .iter()
@@ -681,11 +681,11 @@ impl<'a> Lowerer<'a> {
                 tiles,
                 cycles: 0,
             });
-            self.steps.push(ProgramStep {
-                kind: StepKind::Execute(id),
-                name: name.to_string(),
-            });
-            self.body.push(Program::Execute(id));
+            self.push_step(
+                StepKind::Execute(id),
+                name.to_string(),
+                Program::Execute(id),
+            );
         }
     }
 
@@ -802,4 +802,18 @@ pub(crate) fn is_swap_last(op: &Op) -> bool {
         }
         _ => false,
     }
+}
+
+/// Sorts work entries by tile and merges the entries of one tile (their groups run one after
+/// the other, in the order given).
+fn merge_tiles(tiles: &mut Vec<TileWork>) {
+    tiles.sort_by_key(|t| t.tile);
+    let mut out: Vec<TileWork> = Vec::with_capacity(tiles.len());
+    for t in tiles.drain(..) {
+        match out.last_mut() {
+            Some(last) if last.tile == t.tile => last.groups.extend(t.groups),
+            _ => out.push(t),
+        }
+    }
+    *tiles = out;
 }

@@ -10,7 +10,7 @@ use super::stage::ExchangeBuilder;
 use super::Lowerer;
 use crate::codelets::{Codelet, VertexParams};
 use crate::error::CompileError;
-use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex};
 use ipusim_ir::{NodeId, Op, Shape};
 
 /// Where one run of an output row comes from.
@@ -407,14 +407,7 @@ fn zero_work(lw: &Lowerer, out: TensorId, zeros: &[(u32, u64, u64)]) -> Vec<Tile
         .collect();
         match tiles.last_mut() {
             Some(t) if t.tile == tile => t.groups[0].vertices.extend(vertices),
-            _ => tiles.push(TileWork {
-                tile,
-                groups: vec![VertexGroup {
-                    codelet: Codelet::Fill { dtype },
-                    vertices,
-                }],
-                cycles: 0,
-            }),
+            _ => tiles.push(TileWork::one_group(tile, Codelet::Fill { dtype }, vertices)),
         }
     }
     tiles

@@ -26,7 +26,7 @@
 //! When every output has a single contribution (whole rows on one tile), stage 1 writes the
 //! output directly.
 
-use super::mapping::{choose_tiles, grain, worker_slices};
+use super::mapping::{choose_tiles, grain, worker_slices, Mapping};
 use super::stage::{ExchangeBuilder, TileScratch};
 use super::Lowerer;
 use crate::codelets::{BlockParams, Codelet, ReduceOp, VertexParams};
@@ -149,6 +149,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
 }
 
 /// One `[P, R, Q]` reduction pass.
+#[derive(Clone)]
 pub(crate) struct Spec {
     pub node: NodeId,
     pub name: String,
@@ -213,21 +214,80 @@ struct LocalBlock {
 }
 
 fn codelet(spec: &Spec, output: DType) -> Codelet {
-    match spec.kind {
-        Kind::Sum => Codelet::Reduce {
-            op: ReduceOp::Sum,
-            input: spec.input,
-            acc: spec.acc,
-            output,
-        },
-        Kind::Max => Codelet::Reduce {
-            op: ReduceOp::Max,
-            input: spec.input,
-            acc: spec.acc,
-            output,
-        },
-        Kind::ArgMax => Codelet::ArgMax { dtype: spec.input },
+    let op = match spec.kind {
+        Kind::Sum => ReduceOp::Sum,
+        Kind::Max => ReduceOp::Max,
+        Kind::ArgMax => return Codelet::ArgMax { dtype: spec.input },
+    };
+    Codelet::Reduce {
+        op,
+        input: spec.input,
+        acc: spec.acc,
+        output,
     }
+}
+
+/// The output tensor of the pass, mapped by `mapping`.
+fn output_tensor(lw: &mut Lowerer, spec: &Spec, mapping: Mapping) -> TensorId {
+    lw.new_tensor(
+        spec.name.clone(),
+        Some(spec.node),
+        TensorKind::Activation,
+        spec.output,
+        spec.shape.clone(),
+        mapping,
+    )
+}
+
+/// A scratch tensor of the pass in the accumulation type, named `{pass}/{stage}`.
+fn scratch(lw: &mut Lowerer, spec: &Spec, stage: &str) -> TileScratch {
+    TileScratch::new(
+        lw,
+        format!("{}/{stage}", spec.name),
+        Some(spec.node),
+        spec.acc,
+    )
+}
+
+/// Stage-1 work: one `Reduce` group per block, reading the block from `input` and writing
+/// its `groups × width` results in `output` at the tensor and position `dst` gives it.
+fn local_work(
+    lw: &mut Lowerer,
+    spec: &Spec,
+    input: TensorId,
+    blocks: &[LocalBlock],
+    (output, scale): (DType, f64),
+    mut dst: impl FnMut(&mut Lowerer, &LocalBlock) -> (TensorId, u64),
+) -> Vec<TileWork> {
+    blocks
+        .iter()
+        .map(|b| {
+            let at = dst(lw, b);
+            let vertices =
+                block_vertices(lw, (input, b.pos), at, (b.groups, b.count, b.width), scale);
+            TileWork::one_group(b.tile, codelet(spec, output), vertices)
+        })
+        .collect()
+}
+
+/// The contributions `(tile, pos, o_begin, len, key)` stored at slice position `pos` of
+/// `tensor` on `tile`.
+fn stored(
+    lw: &Lowerer,
+    tensor: TensorId,
+    placed: Vec<(u32, u64, u64, u64, u64)>,
+) -> Vec<Contribution> {
+    placed
+        .into_iter()
+        .map(|(tile, pos, o_begin, len, key)| Contribution {
+            tile,
+            tensor,
+            elem: lw.slice_begin(tensor, tile) + pos,
+            o_begin,
+            len,
+            key,
+        })
+        .collect()
 }
 
 /// Reduces `input` by `spec`; returns the output tensor.
@@ -368,101 +428,38 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
             .iter()
             .map(|b| (b.tile, b.o_begin, b.o_begin + b.groups * b.width))
             .collect();
-        let out = lw.new_tensor(
-            spec.name.clone(),
-            Some(spec.node),
-            TensorKind::Activation,
-            spec.output,
-            spec.shape.clone(),
-            super::mapping::Mapping::from_pieces(pieces),
-        );
-        let mut tiles = Vec::new();
-        for b in &blocks {
-            let out_pos = lw.position(out, b.o_begin);
-            let vertices = block_vertices(
-                lw,
-                (input, b.pos),
-                (out, out_pos),
-                (b.groups, b.count, b.width),
-                spec.scale,
-            );
-            tiles.push(TileWork {
-                tile: b.tile,
-                groups: vec![VertexGroup {
-                    codelet: codelet(spec, spec.output),
-                    vertices,
-                }],
-                cycles: 0,
-            });
-        }
-        super::matmul::merge_tiles(&mut tiles);
+        let out = output_tensor(lw, spec, Mapping::from_pieces(pieces));
+        let output = (spec.output, spec.scale);
+        let tiles = local_work(lw, spec, input, &blocks, output, |lw, b| {
+            (out, lw.position(out, b.o_begin))
+        });
         lw.superstep(&spec.name, Some(spec.node), Vec::new(), tiles);
         return out;
     }
     // Stage 1 into partials.
     let mut contribs = raws;
     if !blocks.is_empty() {
-        let mut scratch = TileScratch::new(
-            lw,
-            format!("{}/partials", spec.name),
-            Some(spec.node),
-            spec.acc,
-        );
-        let mut tiles = Vec::new();
+        let mut partials = scratch(lw, spec, "partials");
         let mut placed = Vec::new();
-        for b in &blocks {
-            let at = scratch.alloc(b.tile, b.groups * b.width);
-            let vertices = block_vertices(
-                lw,
-                (input, b.pos),
-                (scratch.tensor, at),
-                (b.groups, b.count, b.width),
-                1.0,
-            );
-            tiles.push(TileWork {
-                tile: b.tile,
-                groups: vec![VertexGroup {
-                    codelet: codelet(spec, spec.acc),
-                    vertices,
-                }],
-                cycles: 0,
-            });
+        let tiles = local_work(lw, spec, input, &blocks, (spec.acc, 1.0), |_, b| {
+            let at = partials.alloc(b.tile, b.groups * b.width);
             placed.push((b.tile, at, b.o_begin, b.groups * b.width, b.key));
-        }
-        let st = scratch.tensor;
-        scratch.finish(lw);
-        super::matmul::merge_tiles(&mut tiles);
+            (partials.tensor, at)
+        });
+        let st = partials.tensor;
+        partials.finish(lw);
         lw.superstep(
             &format!("{}/local", spec.name),
             Some(spec.node),
             Vec::new(),
             tiles,
         );
-        for (tile, at, o_begin, len, key) in placed {
-            let elem = lw.slice_begin(st, tile) + at;
-            contribs.push(Contribution {
-                tile,
-                tensor: st,
-                elem,
-                o_begin,
-                len,
-                key,
-            });
-        }
+        contribs.extend(stored(lw, st, placed));
     }
     // From here on every contribution is in the accumulation type.
     let gspec = Spec {
-        node: spec.node,
-        name: spec.name.clone(),
-        p,
-        r,
-        q,
-        kind: spec.kind,
         input: spec.acc,
-        acc: spec.acc,
-        output: spec.output,
-        scale: spec.scale,
-        shape: spec.shape.clone(),
+        ..spec.clone()
     };
     let c = max_count as u64;
     let msg = lw.target.exchange_message_cycles as u64 + 1;
@@ -482,14 +479,7 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
     let tiles_out = choose_tiles(lw.target, work, spec.acc)
         .min(n_out.div_ceil(grain(spec.output)).max(1) as u32);
     let m = lw.mapping_over(n_out, spec.output, tiles_out);
-    let out = lw.new_tensor(
-        spec.name.clone(),
-        Some(spec.node),
-        TensorKind::Activation,
-        spec.output,
-        spec.shape.clone(),
-        m,
-    );
+    let out = output_tensor(lw, spec, m);
     let dests: Vec<Dest> = lw.index[out.0 as usize]
         .iter()
         .map(|s| Dest {
@@ -501,12 +491,7 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
         })
         .collect();
     let mut eb = ExchangeBuilder::default();
-    let mut inbox = TileScratch::new(
-        lw,
-        format!("{}/gather", spec.name),
-        Some(spec.node),
-        spec.acc,
-    );
+    let mut inbox = scratch(lw, spec, "gather");
     let mut tiles = Vec::new();
     gather(
         lw,
@@ -520,7 +505,6 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
         spec.scale,
     );
     inbox.finish(lw);
-    super::matmul::merge_tiles(&mut tiles);
     lw.superstep(&spec.name, Some(spec.node), eb.finish(), tiles);
     out
 }
@@ -544,18 +528,8 @@ fn intermediate(
         by_group[group_of(c.tile)].push(c);
     }
     let mut eb = ExchangeBuilder::default();
-    let mut inbox = TileScratch::new(
-        lw,
-        format!("{}/gather1", spec.name),
-        Some(spec.node),
-        spec.acc,
-    );
-    let mut out = TileScratch::new(
-        lw,
-        format!("{}/partials1", spec.name),
-        Some(spec.node),
-        spec.acc,
-    );
+    let mut inbox = scratch(lw, spec, "gather1");
+    let mut out = scratch(lw, spec, "partials1");
     let mut tiles = Vec::new();
     let mut produced = Vec::new();
     for (j, list) in by_group.iter().enumerate() {
@@ -605,24 +579,13 @@ fn intermediate(
     inbox.finish(lw);
     let ot = out.tensor;
     out.finish(lw);
-    super::matmul::merge_tiles(&mut tiles);
     lw.superstep(
         &format!("{}/combine", spec.name),
         Some(spec.node),
         eb.finish(),
         tiles,
     );
-    produced
-        .into_iter()
-        .map(|(tile, pos, o_begin, len, key)| Contribution {
-            tile,
-            tensor: ot,
-            elem: lw.slice_begin(ot, tile) + pos,
-            o_begin,
-            len,
-            key,
-        })
-        .collect()
+    stored(lw, ot, produced)
 }
 
 /// Gathers `contribs` onto the tiles of `dests` and sums them per output segment.

@@ -13,7 +13,7 @@ use super::stage::{ExchangeBuilder, Staging};
 use super::Lowerer;
 use crate::codelets::{BlockParams, Codelet, VertexParams};
 use crate::error::CompileError;
-use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex};
 use ipusim_ir::{DType, LossReduction, NodeId, Op, Shape};
 
 /// Rows `[p0, p1)` owned by `tile`.
@@ -224,20 +224,12 @@ fn row_op(lw: &mut Lowerer, op: RowOp) -> TensorId {
             .map(|s| s.operand(lw, &mut eb, x.tile, &[(x.p0, x.p1 - x.p0)]));
         let out_pos = lw.position(out, x.p0 * per_row);
         let vertices = row_vertices(lw, xin, lin, (out, out_pos, per_row), x.p1 - x.p0, r);
-        tiles.push(TileWork {
-            tile: x.tile,
-            groups: vec![VertexGroup {
-                codelet: op.codelet.clone(),
-                vertices,
-            }],
-            cycles: 0,
-        });
+        tiles.push(TileWork::one_group(x.tile, op.codelet.clone(), vertices));
     }
     sx.finish(lw);
     if let Some(s) = sl {
         s.finish(lw);
     }
-    super::matmul::merge_tiles(&mut tiles);
     lw.superstep(op.name, Some(op.node), eb.finish(), tiles);
     out
 }
