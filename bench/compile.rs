@@ -11,17 +11,13 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use ipusim::compiler::{compile, CompileOptions, CompileReport, Target};
 use ipusim::ir::models::{mlp, MlpSpec};
 use ipusim::ir::training::prepare;
-use ipusim::ir::{DType, Graph, GraphBuilder, Init, Op, Optimizer, Precision, TrainingSpec};
+use ipusim::ir::{DType, Graph, GraphBuilder, Init, Optimizer, Precision, TrainingSpec};
 use std::time::Duration;
 
 fn mlp4096_training_step() -> Graph {
     let mut p = mlp(&MlpSpec {
-        batch: 256,
-        widths: vec![4096, 4096, 4096, 10],
-        activation: Op::Relu,
-        input_dtype: DType::F32,
-        input_scale: 1.0,
         seed: 1,
+        ..MlpSpec::new(256, &[4096, 4096, 4096, 10])
     })
     .unwrap();
     p.training = Some(TrainingSpec {

@@ -10,12 +10,10 @@ use ipusim_ir::{DType, Op};
 
 fn flagship_forward() -> ipusim_ir::Program {
     mlp(&MlpSpec {
-        batch: 32,
-        widths: vec![64, 128, 10],
-        activation: Op::Relu,
         input_dtype: DType::U8,
         input_scale: 1.0 / 16.0,
         seed: 11,
+        ..MlpSpec::new(32, &[64, 128, 10])
     })
     .unwrap()
 }

@@ -7,7 +7,7 @@ mod common;
 use ipusim_compiler::report::ProgramSummary;
 use ipusim_compiler::{compile, CompileOptions, Target};
 use ipusim_ir::models::{mlp, MlpSpec};
-use ipusim_ir::{DType, Op};
+use ipusim_ir::DType;
 
 fn small_target() -> Target {
     Target::parse("(base: \"mk2\", tiles: 16)", "mk2-16.ron").unwrap()
@@ -16,12 +16,10 @@ fn small_target() -> Target {
 #[test]
 fn mlp_forward_summary() {
     let p = mlp(&MlpSpec {
-        batch: 32,
-        widths: vec![64, 128, 10],
-        activation: Op::Relu,
         input_dtype: DType::U8,
         input_scale: 1.0 / 16.0,
         seed: 3,
+        ..MlpSpec::new(32, &[64, 128, 10])
     })
     .unwrap();
     let exe = compile(&p.graph, &small_target(), &CompileOptions::default()).unwrap();

@@ -46,17 +46,13 @@ pub fn effective_dtypes(program: &Program) -> HashMap<NodeId, DType> {
 mod tests {
     use super::*;
     use crate::models::{mlp, MlpSpec};
-    use crate::op::Op;
     use crate::program::{Optimizer, Precision, TrainingSpec};
 
     fn trained(precision: Precision) -> Program {
         let mut p = mlp(&MlpSpec {
-            batch: 4,
-            widths: vec![8, 4, 3],
-            activation: Op::Relu,
             input_dtype: DType::U8,
             input_scale: 0.5,
-            seed: 0,
+            ..MlpSpec::new(4, &[8, 4, 3])
         })
         .unwrap();
         p.training = Some(TrainingSpec {

@@ -415,15 +415,7 @@ mod tests {
     }
 
     fn program(precision: Precision, optimizer: Optimizer, loss_scaling: f64) -> Program {
-        let mut p = mlp(&MlpSpec {
-            batch: 16,
-            widths: vec![8, 4, 3],
-            activation: Op::Relu,
-            input_dtype: DType::F32,
-            input_scale: 1.0,
-            seed: 0,
-        })
-        .unwrap();
+        let mut p = mlp(&MlpSpec::new(16, &[8, 4, 3])).unwrap();
         p.training = Some(TrainingSpec {
             loss: "loss".into(),
             optimizer,

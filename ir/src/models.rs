@@ -28,6 +28,21 @@ pub struct MlpSpec {
     pub seed: u64,
 }
 
+impl MlpSpec {
+    /// A ReLU MLP of `widths` on `batch` samples of f32 features, unscaled, seed 0 (change
+    /// any field with struct update syntax).
+    pub fn new(batch: usize, widths: &[usize]) -> MlpSpec {
+        MlpSpec {
+            batch,
+            widths: widths.to_vec(),
+            activation: Op::Relu,
+            input_dtype: DType::F32,
+            input_scale: 1.0,
+            seed: 0,
+        }
+    }
+}
+
 /// Names of the streams an [`mlp`] program uses.
 pub mod streams {
     /// Feature infeed.
@@ -101,12 +116,10 @@ mod tests {
     #[test]
     fn mlp_has_expected_structure() {
         let p = mlp(&MlpSpec {
-            batch: 16,
-            widths: vec![64, 32, 10],
-            activation: Op::Relu,
             input_dtype: DType::U8,
             input_scale: 1.0 / 16.0,
             seed: 7,
+            ..MlpSpec::new(16, &[64, 32, 10])
         })
         .unwrap();
         let g = &p.graph;
@@ -119,14 +132,6 @@ mod tests {
                 .count(),
             2
         );
-        assert!(mlp(&MlpSpec {
-            batch: 1,
-            widths: vec![3],
-            activation: Op::Relu,
-            input_dtype: DType::F32,
-            input_scale: 1.0,
-            seed: 0
-        })
-        .is_err());
+        assert!(mlp(&MlpSpec::new(1, &[3])).is_err());
     }
 }

@@ -314,23 +314,25 @@ impl Op {
     pub fn arity(&self) -> Arity {
         match self {
             Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. } => Arity::Exact(0),
-            Op::MatMul
-            | Op::Add
-            | Op::Sub
-            | Op::Mul
-            | Op::Div
-            | Op::Max
-            | Op::Min
-            | Op::ScaledAdd { .. }
-            | Op::Equal
-            | Op::Greater
-            | Op::Less
-            | Op::ActivationGrad { .. }
-            | Op::SparseSoftmaxCrossEntropy { .. }
-            | Op::Assign => Arity::Exact(2),
             Op::Select => Arity::Exact(3),
             Op::Concat { .. } => Arity::AtLeast(1),
+            Op::SparseSoftmaxCrossEntropy { .. } | Op::Assign => Arity::Exact(2),
+            op if op.shared_dtype_from() == Some(0) => Arity::Exact(2),
             _ => Arity::Exact(1),
+        }
+    }
+
+    /// The first of the inputs that must all have one dtype: every input of a binary op, a
+    /// matmul, `ScaledAdd`, `ActivationGrad` and `Concat`; `Select`'s two values after its
+    /// condition. `None` where the inputs' dtypes are independent.
+    pub fn shared_dtype_from(&self) -> Option<usize> {
+        match self {
+            Op::Select => Some(1),
+            Op::MatMul | Op::ScaledAdd { .. } | Op::ActivationGrad { .. } | Op::Concat { .. } => {
+                Some(0)
+            }
+            op if op.binary().is_some() => Some(0),
+            _ => None,
         }
     }
 

@@ -137,22 +137,8 @@ fn widen_mismatched(
     node: &str,
     inputs: &mut [crate::graph::NodeId],
 ) -> Result<(), IrError> {
-    let first = match op {
-        Op::MatMul
-        | Op::Add
-        | Op::Sub
-        | Op::Mul
-        | Op::Div
-        | Op::Max
-        | Op::Min
-        | Op::ScaledAdd { .. }
-        | Op::Equal
-        | Op::Greater
-        | Op::Less
-        | Op::ActivationGrad { .. }
-        | Op::Concat { .. } => 0,
-        Op::Select => 1,
-        _ => return Ok(()),
+    let Some(first) = op.shared_dtype_from() else {
+        return Ok(());
     };
     let dtypes: Vec<DType> = inputs[first..]
         .iter()

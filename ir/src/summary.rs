@@ -65,12 +65,13 @@ pub struct DTypeTotal {
     pub bytes: u64,
 }
 
-/// One infeed stream.
+/// What every stream has: its name, node, dtypes and shape (the first fields of an
+/// infeed's and an outfeed's JSON object).
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct InfeedSummary {
+pub struct StreamLink {
     /// Stream name.
     pub stream: String,
-    /// The `Input` node.
+    /// The `Input` or `Outfeed` node.
     pub node: String,
     /// Dtype on the host link (under the precision policy).
     #[serde(serialize_with = "dtype_name")]
@@ -78,8 +79,16 @@ pub struct InfeedSummary {
     /// Dtype as written.
     #[serde(serialize_with = "dtype_name")]
     pub written_dtype: DType,
-    /// Shape of one micro-batch.
+    /// Shape of one micro-batch (infeed) or entry (outfeed).
     pub shape: Vec<usize>,
+}
+
+/// One infeed stream.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InfeedSummary {
+    /// Name, node, dtypes, shape.
+    #[serde(flatten)]
+    pub link: StreamLink,
     /// Bytes per micro-batch.
     pub bytes_per_micro_batch: u64,
     /// Where the data comes from (`none` when the program gives no source).
@@ -89,18 +98,9 @@ pub struct InfeedSummary {
 /// One outfeed stream.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct OutfeedSummary {
-    /// Stream name.
-    pub stream: String,
-    /// The `Outfeed` node.
-    pub node: String,
-    /// Dtype on the host link (under the precision policy).
-    #[serde(serialize_with = "dtype_name")]
-    pub dtype: DType,
-    /// Dtype as written.
-    #[serde(serialize_with = "dtype_name")]
-    pub written_dtype: DType,
-    /// Shape of one entry.
-    pub shape: Vec<usize>,
+    /// Name, node, dtypes, shape.
+    #[serde(flatten)]
+    pub link: StreamLink,
     /// Bytes per entry.
     pub bytes_per_entry: u64,
     /// The outfeed mode (`all`, `last`, `sum`, `every:N`).
@@ -152,6 +152,13 @@ pub fn summarize(program: &Program) -> ProgramSummary {
         let dtype = dtype_of(id).unwrap_or(node.ty.dtype);
         let elements = node.ty.num_elements() as u64;
         let bytes = elements.saturating_mul(dtype.size_bytes() as u64);
+        let link = |stream: &str| StreamLink {
+            stream: stream.to_string(),
+            node: node.name.clone(),
+            dtype,
+            written_dtype: node.ty.dtype,
+            shape: node.ty.shape.dims().to_vec(),
+        };
         match &node.op {
             Op::Variable { .. } => {
                 parameters.count += 1;
@@ -163,11 +170,7 @@ pub fn summarize(program: &Program) -> ProgramSummary {
                 t.bytes += bytes;
             }
             Op::Input { stream, .. } => infeeds.push(InfeedSummary {
-                stream: stream.clone(),
-                node: node.name.clone(),
-                dtype,
-                written_dtype: node.ty.dtype,
-                shape: node.ty.shape.dims().to_vec(),
+                link: link(stream),
                 bytes_per_micro_batch: bytes,
                 source: program
                     .infeeds
@@ -176,11 +179,7 @@ pub fn summarize(program: &Program) -> ProgramSummary {
                     .map_or_else(|| "none".to_string(), |s| describe_source(&s.source)),
             }),
             Op::Outfeed { stream } => outfeeds.push(OutfeedSummary {
-                stream: stream.clone(),
-                node: node.name.clone(),
-                dtype,
-                written_dtype: node.ty.dtype,
-                shape: node.ty.shape.dims().to_vec(),
+                link: link(stream),
                 bytes_per_entry: bytes,
                 mode: program
                     .outfeeds
@@ -280,16 +279,19 @@ mod tests {
         assert_eq!(s.parameters.elements, 15 + 5 + 5 + 5 + 1);
         assert_eq!(s.parameters.bytes, 31 * 2);
         assert_eq!(s.parameters.by_dtype["f16"].count, 5);
-        let x = s.infeeds.iter().find(|i| i.stream == "x").unwrap();
-        assert_eq!((x.dtype, x.written_dtype), (DType::F16, DType::F32));
+        let x = s.infeeds.iter().find(|i| i.link.stream == "x").unwrap();
+        assert_eq!(
+            (x.link.dtype, x.link.written_dtype),
+            (DType::F16, DType::F32)
+        );
         assert_eq!(x.bytes_per_micro_batch, 4 * 3 * 2);
         assert_eq!(x.source, "csv tour.csv (columns 0..3, no header)");
         // 3 device iterations x 4 micro-batches per update.
         assert_eq!(s.micro_batches_per_run, 12);
         let per_micro_batch: u64 = s.infeeds.iter().map(|i| i.bytes_per_micro_batch).sum();
         assert_eq!(s.infeed_bytes_per_run, per_micro_batch * 12);
-        let loss = s.outfeeds.iter().find(|o| o.stream == "loss").unwrap();
-        assert_eq!((loss.dtype, loss.mode.as_str()), (DType::F32, "all"));
+        let loss = s.outfeeds.iter().find(|o| o.link.stream == "loss").unwrap();
+        assert_eq!((loss.link.dtype, loss.mode.as_str()), (DType::F32, "all"));
         let t = s.training.unwrap();
         assert_eq!(t.optimizer, "adam");
         assert_eq!(t.accumulation_dtype, DType::F32);

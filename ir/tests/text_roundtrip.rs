@@ -9,12 +9,11 @@ use ipusim_ir::{DType, Op, Program};
 
 fn mlp_program() -> Program {
     mlp(&MlpSpec {
-        batch: 16,
-        widths: vec![64, 32, 10],
         activation: Op::Gelu,
         input_dtype: DType::U8,
         input_scale: 1.0 / 16.0,
         seed: 5,
+        ..MlpSpec::new(16, &[64, 32, 10])
     })
     .unwrap()
 }

@@ -5,7 +5,7 @@
 
 use ipusim_ir::models::{mlp, MlpSpec};
 use ipusim_ir::training::{prepare, trainable_variables, training_step};
-use ipusim_ir::{DType, Graph, Op, Optimizer, Precision, Program, TensorType, TrainingSpec};
+use ipusim_ir::{Graph, Op, Optimizer, Precision, Program, TensorType, TrainingSpec};
 use ipusim_sim::init::tensor_from_f64;
 use ipusim_sim::interp::{Interpreter, Streams};
 use ipusim_sim::numerics::{FpConfig, StochasticRounding};
@@ -19,12 +19,9 @@ fn unit(rng: &mut Pcg32) -> f64 {
 
 fn program(widths: &[usize], batch: usize, activation: Op, spec: TrainingSpec) -> Program {
     let mut p = mlp(&MlpSpec {
-        batch,
-        widths: widths.to_vec(),
         activation,
-        input_dtype: DType::F32,
-        input_scale: 1.0,
         seed: 11,
+        ..MlpSpec::new(batch, widths)
     })
     .unwrap();
     p.training = Some(spec);

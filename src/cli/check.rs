@@ -17,7 +17,7 @@ use super::{emit, EXIT_ERROR, EXIT_OK};
 use clap::Args;
 use ipusim_ir::lint::{LintLevel, LintWarning};
 use ipusim_ir::program::DataSource;
-use ipusim_ir::summary::{summarize, ProgramSummary};
+use ipusim_ir::summary::{summarize, ProgramSummary, StreamLink};
 use ipusim_ir::text::{load_program, ProgramError};
 use ipusim_ir::Program;
 use serde_json::json;
@@ -151,6 +151,23 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", grouped(n), if n == 1 { one } else { many })
 }
 
+/// A stream's row of [`stream_section`]: the dtype on the link (and as written where the
+/// precision policy changed it), the shape, `bytes` and the `last` column.
+fn stream_row(link: &StreamLink, bytes: u64, last: &str) -> Vec<String> {
+    let dtype = if link.dtype == link.written_dtype {
+        link.dtype.to_string()
+    } else {
+        format!("{} ({} as written)", link.dtype, link.written_dtype)
+    };
+    vec![
+        link.stream.clone(),
+        dtype,
+        format!("{:?}", link.shape),
+        grouped(bytes),
+        last.to_string(),
+    ]
+}
+
 /// A titled table of streams: name, dtype, shape, bytes and one more column.
 fn stream_section(title: &str, last: &str, rows: &[Vec<String>]) -> String {
     let mut out = format!("\n{title}:\n");
@@ -204,39 +221,16 @@ fn render(file: &str, s: &ProgramSummary) -> String {
         );
     }
 
-    let dtype_cell = |dtype: ipusim_ir::DType, written: ipusim_ir::DType| {
-        if dtype == written {
-            dtype.to_string()
-        } else {
-            format!("{dtype} ({written} as written)")
-        }
-    };
     let infeeds: Vec<Vec<String>> = s
         .infeeds
         .iter()
-        .map(|i| {
-            vec![
-                i.stream.clone(),
-                dtype_cell(i.dtype, i.written_dtype),
-                format!("{:?}", i.shape),
-                grouped(i.bytes_per_micro_batch),
-                i.source.clone(),
-            ]
-        })
+        .map(|i| stream_row(&i.link, i.bytes_per_micro_batch, &i.source))
         .collect();
     out += &stream_section("infeeds (bytes per micro-batch)", "source", &infeeds);
     let outfeeds: Vec<Vec<String>> = s
         .outfeeds
         .iter()
-        .map(|o| {
-            vec![
-                o.stream.clone(),
-                dtype_cell(o.dtype, o.written_dtype),
-                format!("{:?}", o.shape),
-                grouped(o.bytes_per_entry),
-                o.mode.clone(),
-            ]
-        })
+        .map(|o| stream_row(&o.link, o.bytes_per_entry, &o.mode))
         .collect();
     out += &stream_section("outfeeds (bytes per entry)", "mode", &outfeeds);
     let accumulation = s.training.as_ref().map_or(1, |t| t.gradient_accumulation);

@@ -8,12 +8,10 @@ use crate::op::{Init, LossReduction};
 
 fn mlp_graph() -> Graph {
     mlp(&MlpSpec {
-        batch: 4,
-        widths: vec![6, 5, 3],
-        activation: Op::Relu,
         input_dtype: DType::U8,
         input_scale: 0.25,
         seed: 1,
+        ..MlpSpec::new(4, &[6, 5, 3])
     })
     .unwrap()
     .graph

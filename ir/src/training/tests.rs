@@ -8,12 +8,8 @@ use crate::program::Optimizer;
 
 fn program(spec: TrainingSpec) -> Program {
     let mut p = mlp(&MlpSpec {
-        batch: 4,
-        widths: vec![6, 5, 3],
-        activation: Op::Relu,
-        input_dtype: DType::F32,
-        input_scale: 1.0,
         seed: 1,
+        ..MlpSpec::new(4, &[6, 5, 3])
     })
     .unwrap();
     p.training = Some(spec);
