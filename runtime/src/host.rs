@@ -278,7 +278,7 @@ mod tests {
     use super::*;
     use crate::feeds::{CsvFeed, EndOfData, GeneratorFeed};
     use ipusim_compiler::executable::{StreamDirection, TensorId};
-    use ipusim_ir::{Columns, DType, DataSource, NodeId, OutfeedMode};
+    use ipusim_ir::{DType, DataSource, NodeId, OutfeedMode};
 
     fn host_stream(s: &StreamType, direction: StreamDirection) -> HostStream {
         HostStream {
@@ -295,15 +295,7 @@ mod tests {
     #[test]
     fn feeds_prefetch_within_the_run_and_count_bytes() {
         let s = StreamType::new("x", DType::F32, [2]);
-        let csv = CsvFeed::parse(
-            "v\n1\n2\n3\n4\n5\n6\n",
-            "d.csv",
-            &Columns::Range(0, 1),
-            true,
-            &s,
-            EndOfData::Stop,
-        )
-        .unwrap();
+        let csv = CsvFeed::column("v\n1\n2\n3\n4\n5\n6\n", &s, EndOfData::Stop);
         let mut host = SessionHost::new(3);
         host.connect_infeed(s.clone(), Box::new(csv));
         let hs = host_stream(&s, StreamDirection::HostToDevice);

@@ -54,6 +54,13 @@ impl CsvFeed {
         CsvFeed::parse(&text, &file, columns, header, stream, end)
     }
 
+    /// The feed of the one column of `text` (a header, then a value per row), for tests.
+    #[cfg(test)]
+    pub(crate) fn column(text: &str, stream: &StreamType, end: EndOfData) -> CsvFeed {
+        CsvFeed::parse(text, "d.csv", &Columns::Range(0, 1), true, stream, end)
+            .expect("a valid one-column CSV")
+    }
+
     /// [`CsvFeed::open`] on the text of a file named `file` (for messages).
     pub fn parse(
         text: &str,
@@ -450,15 +457,7 @@ mod tests {
     #[test]
     fn stop_mode_reports_a_short_file() {
         let s = stream(DType::F32, &[2]);
-        let mut f = CsvFeed::parse(
-            "v\n1\n2\n3\n",
-            "d.csv",
-            &Columns::Range(0, 1),
-            true,
-            &s,
-            EndOfData::Stop,
-        )
-        .unwrap();
+        let mut f = CsvFeed::column("v\n1\n2\n3\n", &s, EndOfData::Stop);
         assert_eq!(f.remaining(&s), Some(1), "the third row is dropped");
         let mut buf = vec![0u8; 8];
         f.fill(&s, &mut buf).unwrap();

@@ -23,6 +23,18 @@ use ipusim_compiler::codelets::{AmpParams, Codelet, MatrixLayout};
 use ipusim_compiler::executable::{Tensor, Vertex};
 use ipusim_ir::DType;
 
+/// The input, partials and output types of an `AmpMatMul` codelet.
+fn types(codelet: &Codelet) -> Option<(DType, DType, DType)> {
+    match *codelet {
+        Codelet::AmpMatMul {
+            input,
+            partials,
+            output,
+        } => Some((input, partials, output)),
+        _ => None,
+    }
+}
+
 /// Checks an `AmpMatMul` vertex: operand types, block sizes, row range.
 pub(crate) fn check(
     codelet: &Codelet,
@@ -30,14 +42,7 @@ pub(crate) fn check(
     v: &Vertex,
     tensors: &[Tensor],
 ) -> Result<(), String> {
-    let Codelet::AmpMatMul {
-        input,
-        partials,
-        output,
-    } = *codelet
-    else {
-        return Err("is not an AmpMatMul".into());
-    };
+    let (input, partials, output) = types(codelet).ok_or("is not an AmpMatMul")?;
     if !input.is_float() || !partials.is_float() || !output.is_float() {
         return Err("AMP types must be float".into());
     }
@@ -80,14 +85,8 @@ pub(crate) fn run(
     scratch: &mut Scratch,
     mut worker: Worker,
 ) -> Result<FpSts, VertexError> {
-    let Codelet::AmpMatMul {
-        input,
-        partials,
-        output,
-    } = *codelet
-    else {
-        return Err(EngineError::internal("not an AmpMatMul").into());
-    };
+    let (input, partials, output) =
+        types(codelet).ok_or_else(|| EngineError::internal("not an AmpMatMul"))?;
     let (m, k, n) = (p.m as usize, p.k as usize, p.n as usize);
     let rows = p.rows as usize;
     let chunk = p.input_channels.max(1) as usize;

@@ -416,17 +416,7 @@ fn row_internals(
     first: usize,
     cx: &mut Cx,
 ) -> Result<f32, VertexError> {
-    let mut m = t[0];
-    for (i, &x) in t.iter().enumerate().skip(1) {
-        let (v, f) = fp32::max(m, x);
-        cx.raise(f, first + i, || {
-            vec![
-                dump_value("max", f32v(m)),
-                dump_value(format!("x[{i}]"), f32v(x)),
-            ]
-        })?;
-        m = v;
-    }
+    let m = fold_row(t, fp32::max, ("max", "x"), first, cx)?;
     for (i, (ti, ei)) in t.iter_mut().zip(e.iter_mut()).enumerate() {
         let x = *ti;
         let (d, f) = fp32::sub(x, m);
@@ -440,18 +430,31 @@ fn row_internals(
         *ti = d;
         *ei = v;
     }
-    let mut s = e[0];
-    for (i, &v) in e.iter().enumerate().skip(1) {
-        let (sum, f) = fp32::add(s, v);
+    fold_row(e, fp32::add, ("sum", "exp"), first, cx)
+}
+
+/// `op` folded over a row sequentially in ascending order from its first value, each
+/// step's flags raised on element `first + i` with the operands named `acc` and
+/// `{elem}[i]`.
+fn fold_row(
+    row: &[f32],
+    op: fn(f32, f32) -> (f32, FpSts),
+    (acc, elem): (&str, &str),
+    first: usize,
+    cx: &mut Cx,
+) -> Result<f32, VertexError> {
+    let mut a = row[0];
+    for (i, &x) in row.iter().enumerate().skip(1) {
+        let (v, f) = op(a, x);
         cx.raise(f, first + i, || {
             vec![
-                dump_value("sum", f32v(s)),
-                dump_value(format!("exp[{i}]"), f32v(v)),
+                dump_value(acc, f32v(a)),
+                dump_value(format!("{elem}[{i}]"), f32v(x)),
             ]
         })?;
-        s = sum;
+        a = v;
     }
-    Ok(s)
+    Ok(a)
 }
 
 /// Widens one row of `dtype` values into `dst`.

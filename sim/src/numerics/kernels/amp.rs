@@ -184,9 +184,9 @@ pub fn amp_dot_f32_partials(
     acc: f32,
     chunk: usize,
 ) -> Result<(f32, FpSts), NumericsError> {
-    let mut out = [acc];
-    let flags = amp_matmul_f32_partials(dot_shape(a.len()), a, b, &mut out, chunk)?;
-    Ok((out[0], flags))
+    as_dot(a.len(), acc, |s, out| {
+        amp_matmul_f32_partials(s, a, b, out, chunk)
+    })
 }
 
 /// `acc + a · b` with FP16 inputs and an FP16 partial rounded with `r` at every write.
@@ -197,9 +197,9 @@ pub fn amp_dot_f16_partials(
     chunk: usize,
     r: &mut Rounding,
 ) -> Result<(f16, FpSts), NumericsError> {
-    let mut out = [acc];
-    let flags = amp_matmul_f16_partials(dot_shape(a.len()), a, b, &mut out, chunk, r)?;
-    Ok((out[0], flags))
+    as_dot(a.len(), acc, |s, out| {
+        amp_matmul_f16_partials(s, a, b, out, chunk, r)
+    })
 }
 
 /// `acc + a · b` with FP32 inputs and partial.
@@ -209,14 +209,18 @@ pub fn dot_f32(
     acc: f32,
     chunk: usize,
 ) -> Result<(f32, FpSts), NumericsError> {
-    let mut out = [acc];
-    let flags = matmul_f32(dot_shape(a.len()), a, b, &mut out, chunk)?;
-    Ok((out[0], flags))
+    as_dot(a.len(), acc, |s, out| matmul_f32(s, a, b, out, chunk))
 }
 
-/// The shape of a dot product of length `k`: `(1×k)·(k×1)`.
-fn dot_shape(k: usize) -> MatMulShape {
-    MatMulShape { m: 1, k, n: 1 }
+/// A dot product of length `k` as the matmul `(1×k)·(k×1)` onto the one partial `acc`.
+fn as_dot<T: Copy>(
+    k: usize,
+    acc: T,
+    matmul: impl FnOnce(MatMulShape, &mut [T]) -> Result<FpSts, NumericsError>,
+) -> Result<(T, FpSts), NumericsError> {
+    let mut out = [acc];
+    let flags = matmul(MatMulShape { m: 1, k, n: 1 }, &mut out)?;
+    Ok((out[0], flags))
 }
 
 /// Exact f16 → f32 widening of a whole operand (NaNs stay NaN).
