@@ -18,6 +18,19 @@ fn docs_example(dir: &Path) -> PathBuf {
     path
 }
 
+/// `ipusim compile PROGRAM ARGS`.
+fn compile(program: &Path, args: &[&str]) -> Output {
+    let mut all = vec!["compile", program.to_str().unwrap()];
+    all.extend_from_slice(args);
+    ipusim(&all)
+}
+
+/// Asserts that `o` is an error (exit 1) whose message contains `text`.
+fn fails(o: &Output, text: &str) {
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
+    assert!(stderr(o).contains(text), "{}", stderr(o));
+}
+
 fn json(o: &Output) -> serde_json::Value {
     serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
 }
@@ -26,7 +39,7 @@ fn json(o: &Output) -> serde_json::Value {
 fn text_report_has_units_and_categories() {
     let dir = scratch("text");
     let p = docs_example(&dir);
-    let o = ipusim(&["compile", p.to_str().unwrap()]);
+    let o = compile(&p, &[]);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     assert!(
@@ -56,15 +69,10 @@ fn json_contract_fields_and_sums() {
     let p = docs_example(&dir);
     for target in ["mk2", "mk1"] {
         for precision in ["16.16", "16.32", "32.32"] {
-            let o = ipusim(&[
-                "compile",
-                p.to_str().unwrap(),
-                "--json",
-                "--target",
-                target,
-                "--precision",
-                precision,
-            ]);
+            let o = compile(
+                &p,
+                &["--json", "--target", target, "--precision", precision],
+            );
             assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
             let v = json(&o);
             assert_eq!(v["program"], "mlp_digits");
@@ -105,15 +113,16 @@ fn out_of_memory_exits_2_with_a_full_report() {
     let t = dir.join("tiny.ron");
     std::fs::write(&t, "(base: \"mk1\", tiles: 2, bytes_per_tile: 4096)").unwrap();
     let report = dir.join("report.json");
-    let o = ipusim(&[
-        "compile",
-        p.to_str().unwrap(),
-        "--target",
-        t.to_str().unwrap(),
-        "--json",
-        "-o",
-        report.to_str().unwrap(),
-    ]);
+    let o = compile(
+        &p,
+        &[
+            "--target",
+            t.to_str().unwrap(),
+            "--json",
+            "-o",
+            report.to_str().unwrap(),
+        ],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("out of memory"), "{}", stderr(&o));
     let v: serde_json::Value =
@@ -124,12 +133,7 @@ fn out_of_memory_exits_2_with_a_full_report() {
     assert!(v["total_cycles"].as_u64().unwrap() > 0);
     assert_eq!(v["target"]["tiles"], 2);
     // The text report says so too.
-    let o = ipusim(&[
-        "compile",
-        p.to_str().unwrap(),
-        "--target",
-        t.to_str().unwrap(),
-    ]);
+    let o = compile(&p, &["--target", t.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stdout(&o).contains("OUT OF MEMORY on 2 tile(s)"),
@@ -142,16 +146,10 @@ fn out_of_memory_exits_2_with_a_full_report() {
 fn dumps_print_each_stage() {
     let dir = scratch("dump");
     let p = docs_example(&dir);
-    let o = ipusim(&[
-        "compile",
-        p.to_str().unwrap(),
-        "--dump",
-        "ir",
-        "--dump",
-        "tiles",
-        "--dump",
-        "program",
-    ]);
+    let o = compile(
+        &p,
+        &["--dump", "ir", "--dump", "tiles", "--dump", "program"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     for stage in [
@@ -165,13 +163,7 @@ fn dumps_print_each_stage() {
         assert!(out.contains(stage), "missing '{stage}'");
     }
     // With JSON on stdout the dumps go to stderr.
-    let o = ipusim(&[
-        "compile",
-        p.to_str().unwrap(),
-        "--json",
-        "--dump",
-        "program",
-    ]);
+    let o = compile(&p, &["--json", "--dump", "program"]);
     assert!(stderr(&o).contains("== program =="));
     json(&o);
 }
@@ -181,48 +173,24 @@ fn errors_exit_1_with_one_message() {
     let dir = scratch("errors");
     let p = docs_example(&dir);
     let o = ipusim(&["compile", "no/such/program.ron"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("no/such/program.ron"), "{}", stderr(&o));
+    fails(&o, "no/such/program.ron");
     let o = ipusim(&["compile", "tests/programs/broken/type_mismatch.ron"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("type_mismatch.ron:"), "{}", stderr(&o));
+    fails(&o, "type_mismatch.ron:");
     let bad = dir.join("bad_target.ron");
     std::fs::write(&bad, "(base: \"mk2\",\n tiles: 0)").unwrap();
-    let o = ipusim(&[
-        "compile",
-        p.to_str().unwrap(),
-        "--target",
-        bad.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("'tiles'"), "{}", stderr(&o));
+    let o = compile(&p, &["--target", bad.to_str().unwrap()]);
+    fails(&o, "'tiles'");
     let typo = dir.join("typo.ron");
     std::fs::write(&typo, "(base: \"mk2\",\n  tilez: 4)").unwrap();
-    let o = ipusim(&[
-        "compile",
-        p.to_str().unwrap(),
-        "--target",
-        typo.to_str().unwrap(),
-    ]);
+    let o = compile(&p, &["--target", typo.to_str().unwrap()]);
+    fails(&o, "typo.ron:2:");
+    let o = compile(&p, &["--precision", "16.8"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("typo.ron:2:"), "{}", stderr(&o));
-    let o = ipusim(&["compile", p.to_str().unwrap(), "--precision", "16.8"]);
-    assert_eq!(o.status.code(), Some(1));
-    let o = ipusim(&["compile", p.to_str().unwrap(), "--partials", "double"]);
+    let o = compile(&p, &["--partials", "double"]);
     assert_eq!(o.status.code(), Some(1));
     // An unwritable report path is an error that leaves nothing behind.
-    let o = ipusim(&[
-        "compile",
-        p.to_str().unwrap(),
-        "-o",
-        dir.join("missing/dir/r.txt").to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("cannot write the report"),
-        "{}",
-        stderr(&o)
-    );
+    let o = compile(&p, &["-o", dir.join("missing/dir/r.txt").to_str().unwrap()]);
+    fails(&o, "cannot write the report");
 }
 
 #[test]
@@ -231,15 +199,16 @@ fn small_targets_and_partials() {
     let p = docs_example(&dir);
     let t = dir.join("t4.ron");
     std::fs::write(&t, "(base: \"mk2\", tiles: 4)").unwrap();
-    let o = ipusim(&[
-        "compile",
-        p.to_str().unwrap(),
-        "--target",
-        t.to_str().unwrap(),
-        "--json",
-        "--partials",
-        "half",
-    ]);
+    let o = compile(
+        &p,
+        &[
+            "--target",
+            t.to_str().unwrap(),
+            "--json",
+            "--partials",
+            "half",
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = json(&o);
     assert_eq!(v["target"]["tiles"], 4);
