@@ -123,3 +123,68 @@ pub fn report(program: &str, step: &StepGraph, executable: &Executable) -> Compi
         .map_or_else(|| "none".to_string(), |p| p.to_string());
     CompileReport::new(program, &precision, executable)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipusim_ir::models::{mlp, MlpSpec};
+    use ipusim_ir::{Optimizer, TrainingSpec};
+
+    fn trained(gradient_accumulation: u32, loss: &str) -> Program {
+        let mut p = mlp(&MlpSpec::new(4, &[6, 5, 3])).unwrap();
+        p.device_iterations = 3;
+        p.training = Some(TrainingSpec {
+            loss: loss.into(),
+            optimizer: Optimizer::Sgd { learning_rate: 0.1 },
+            loss_scaling: 1.0,
+            precision: Precision::P16_32,
+            gradient_accumulation,
+            accumulation_dtype: None,
+        });
+        p
+    }
+
+    #[test]
+    fn the_step_loops_and_the_overrides_reach_the_executable() {
+        let p = trained(2, "loss");
+        let built = build(&p, &BuildOptions::default()).unwrap();
+        let o = &built.executable.options;
+        assert_eq!((o.gradient_accumulation, o.device_iterations), (2, 3));
+        assert_eq!(built.step.precision, Some(Precision::P16_32));
+        let report = report(&p.name, &built.step, &built.executable);
+        assert_eq!(report.precision, "16.32");
+        let options = BuildOptions {
+            device_iterations: Some(5),
+            precision: Some(Precision::P32_32),
+            ..BuildOptions::default()
+        };
+        let built = build(&p, &options).unwrap();
+        assert_eq!(built.executable.options.device_iterations, 5);
+        assert_eq!(built.step.precision, Some(Precision::P32_32));
+        // Inference: the forward graph, one micro-batch per iteration.
+        let options = BuildOptions {
+            inference: true,
+            ..BuildOptions::default()
+        };
+        let built = build(&p, &options).unwrap();
+        assert_eq!(built.executable.options.gradient_accumulation, 1);
+        assert!(
+            built.step.graph.len()
+                < build(&p, &BuildOptions::default())
+                    .unwrap()
+                    .step
+                    .graph
+                    .len()
+        );
+    }
+
+    #[test]
+    fn errors_say_which_stage_failed() {
+        let e = build(&trained(1, "no_such_node"), &BuildOptions::default()).unwrap_err();
+        assert!(matches!(e, BuildError::Step(_)), "{e:?}");
+        assert!(
+            e.to_string().starts_with("cannot build the step graph: "),
+            "{e}"
+        );
+    }
+}

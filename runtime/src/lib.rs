@@ -9,7 +9,7 @@
 //! - [`checkpoint`]: variables saved to and restored from JSON, written atomically
 //!   ([`atomic`]);
 //! - [`connect`]: a program's streams connected to their sources and collectors;
-//! - [`reference`]: a program run on the reference interpreter with the same host;
+//! - [`mod@reference`]: a program run on the reference interpreter with the same host;
 //! - [`session`]: a program compiled and run on the BSP engine, run after run;
 //! - [`chrome`]: engine traces exported to the Chrome trace-event format (Perfetto);
 //! - [`report`]: the run report (the compile report's contract plus what the runs measured),

@@ -1,11 +1,11 @@
 //! A session: one program compiled for a target and run on the BSP engine, its streams
 //! connected on the host, run after run with the state kept in between.
 //!
-//! - **Build** ([`Session::new`], [`Session::open`]): the step graph of the program
-//!   (`ipusim_ir::training::prepare`: the training step, or the forward graph in
-//!   inference), its streams connected ([`crate::connect`]), compiled
-//!   (`ipusim_compiler::compile`) with the program's gradient accumulation and device
-//!   iterations, and loaded into an [`Engine`]. A program that does not fit in tile memory
+//! - **Build** ([`Session::new`], [`Session::open`]): through the pipeline every front end
+//!   shares ([`mod@ipusim_compiler::build`]): the step graph of the program (the training step,
+//!   or the forward graph in inference), its streams connected ([`crate::connect`]) in
+//!   between, compiled with the program's gradient accumulation and device iterations, and
+//!   loaded into an [`Engine`]. A program that does not fit in tile memory
 //!   is [`RuntimeError::OutOfMemory`], which carries the (zero-run) report.
 //! - **Run length.** One [`Session::run`] is one device run: the program tree once,
 //!   `device_iterations` loop iterations of `gradient_accumulation` micro-batches each (the

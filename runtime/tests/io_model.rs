@@ -1,9 +1,8 @@
 //! The host I/O model against the seed's arithmetic (reference/user-features.md §5): Rx per
 //! run = elements × dtype bytes × micro-batches, halved by 8-bit input.
 
-use ipusim_compiler::{compile, CompileOptions, Target};
+use ipusim_compiler::{build, BuildOptions};
 use ipusim_ir::text::load_program;
-use ipusim_ir::training::prepare;
 use ipusim_runtime::io_model::HostIoModel;
 use ipusim_runtime::report::human_bytes;
 use std::path::Path;
@@ -13,13 +12,9 @@ fn model(name: &str) -> HostIoModel {
         .join("../tests/programs/run")
         .join(name);
     let program = load_program(&path).unwrap();
-    let step = prepare(&program, None, false).unwrap();
-    let options = CompileOptions {
-        gradient_accumulation: step.gradient_accumulation,
-        device_iterations: step.device_iterations,
-        ..CompileOptions::default()
-    };
-    let exe = compile(&step.graph, &Target::mk2(), &options).unwrap();
+    let exe = build(&program, &BuildOptions::default())
+        .unwrap()
+        .executable;
     HostIoModel::new(&exe, 3)
 }
 

@@ -1,6 +1,6 @@
 //! From a program file to a ready engine, for the simulator on its own (trace snapshots,
 //! the simulator's tests and benches): load and validate the program, build it with the
-//! pipeline every front end shares ([`ipusim_compiler::build`]), and load it into an
+//! pipeline every front end shares ([`mod@ipusim_compiler::build`]), and load it into an
 //! [`Engine`] with a [`ProgramHost`] over the program's data sources. The runtime's
 //! `Session` is the same with real data files (`ipusim run`, `ipusim step`).
 
