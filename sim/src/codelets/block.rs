@@ -251,12 +251,7 @@ fn reduce_f32(
     worker: &mut Worker,
     cx: &mut Cx,
 ) -> Result<(), VertexError> {
-    let (count, width, c0, cols) = (
-        p.count as usize,
-        p.width as usize,
-        p.col_begin as usize,
-        p.cols as usize,
-    );
+    let (count, width, c0, cols) = extent(p);
     let s = round::round_f32(p.scale).0;
     let acc = scratch.p.take::<f32>(cols);
     let row = scratch.q.take::<f32>(cols);
@@ -356,15 +351,20 @@ fn reduce_f16(
     Ok(())
 }
 
-/// The columns a block vertex handles, in output order: `(e, base)` for output element
-/// `e = g·cols + c`, whose input elements are `base + i·width` for `i < count`.
-fn columns(p: &BlockParams) -> impl Iterator<Item = (usize, usize)> {
-    let (count, width, c0, cols) = (
+/// `(count, width, col_begin, cols)` of a block vertex, as indices.
+fn extent(p: &BlockParams) -> (usize, usize, usize, usize) {
+    (
         p.count as usize,
         p.width as usize,
         p.col_begin as usize,
         p.cols as usize,
-    );
+    )
+}
+
+/// The columns a block vertex handles, in output order: `(e, base)` for output element
+/// `e = g·cols + c`, whose input elements are `base + i·width` for `i < count`.
+fn columns(p: &BlockParams) -> impl Iterator<Item = (usize, usize)> {
+    let (count, width, c0, cols) = extent(p);
     (0..p.groups as usize)
         .flat_map(move |g| (0..cols).map(move |c| (g * cols + c, g * count * width + c0 + c)))
 }
