@@ -1,90 +1,122 @@
-//! Simulation benchmarks of the BSP engine (exact values, cycle accounting):
+//! Simulation throughput and host-thread scaling of the BSP engine (exact values, cycle
+//! accounting):
 //!
-//! - `matmul_512`: one 512 x 512 x 512 FP16 matmul with FP32 partials on all 1,472 tiles of
-//!   mk2 (variables in, result outfed), on 1 and 2 host threads; prints simulated FLOPs and
-//!   tile-cycles per host second.
+//! - `matmul_1024`: one 1024 x 1024 x 1024 matmul in 16.32 (FP16 operands, FP32 partials,
+//!   FP16 result) on all 1,472 tiles of mk2: the operands are variables, the result is
+//!   outfed. Printed: simulated FLOPs and tile-cycles (device cycles x tiles) per host
+//!   second on 1 and on 2 host threads, the speed-up from 1 to 2 threads (target 1.7x), and
+//!   the native f32 matmul of the same size on one thread ([`native::matmul`]) as the
+//!   baseline.
 //! - `train_mlp_step`: one device run (2 iterations x 2 micro-batches) of
 //!   `tests/programs/sim/train_mlp.ron` on a 16-tile mk2.
 //!
 //! Run: `cargo bench --bench engine`.
 
-use criterion::{criterion_group, criterion_main, Criterion};
-use ipusim::compiler::{compile, CompileOptions, Target};
+#[path = "common.rs"]
+mod common;
+#[path = "native.rs"]
+mod native;
+
+use common::{duration, load_average, median_secs};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ipusim::compiler::{compile, CompileOptions, Executable, Target};
 use ipusim::ir::{DType, GraphBuilder, Init};
 use ipusim::sim::engine::{Engine, EngineOptions};
 use ipusim::sim::host::QueueHost;
 use ipusim::sim::launch::{launch, LaunchOptions};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const N: usize = 512;
+const N: usize = 1024;
+/// The thread-scaling target of the issue.
+const TARGET_SPEEDUP: f64 = 1.7;
 
-fn matmul_engine(threads: usize) -> Engine {
+/// The compiled matmul (FP16 operands, partials float: the compiler's default).
+fn matmul_executable() -> Arc<Executable> {
     let mut b = GraphBuilder::new();
-    let x = b
-        .variable(
-            "x",
-            DType::F16,
-            [N, N],
-            Init::Uniform {
-                low: -1.0,
-                high: 1.0,
-                seed: 1,
-            },
-        )
-        .unwrap();
-    let w = b
-        .variable(
-            "w",
-            DType::F16,
-            [N, N],
-            Init::Uniform {
-                low: -1.0,
-                high: 1.0,
-                seed: 2,
-            },
-        )
-        .unwrap();
+    let uniform = |seed| Init::Uniform {
+        low: -1.0,
+        high: 1.0,
+        seed,
+    };
+    let x = b.variable("x", DType::F16, [N, N], uniform(1)).unwrap();
+    let w = b.variable("w", DType::F16, [N, N], uniform(2)).unwrap();
     let y = b.matmul(x, w).unwrap();
     b.outfeed("y", y).unwrap();
-    let exe = compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap();
-    Engine::new(
-        Arc::new(exe),
-        EngineOptions {
-            threads: Some(threads),
-            ..EngineOptions::default()
-        },
-    )
-    .unwrap()
+    Arc::new(compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap())
+}
+
+fn engine(exe: &Arc<Executable>, threads: usize) -> Engine {
+    let options = EngineOptions {
+        threads: Some(threads),
+        ..EngineOptions::default()
+    };
+    Engine::new(Arc::clone(exe), options).unwrap()
+}
+
+/// One device run (the outfed result dropped afterwards); returns its device cycles.
+fn run(engine: &mut Engine, host: &mut QueueHost) -> u64 {
+    let cycles = engine.run(host).unwrap().cycles.total;
+    host.outfeeds.clear();
+    cycles
 }
 
 fn matmul(c: &mut Criterion) {
+    let exe = matmul_executable();
+    let flops = 2.0 * (N * N * N) as f64;
+    let tiles = f64::from(exe.target.tiles);
+    let a: Vec<f32> = (0..N * N).map(|i| (i % 7) as f32 * 0.25 - 0.75).collect();
+    let bm: Vec<f32> = (0..N * N).map(|i| (i % 5) as f32 * 0.25 - 0.5).collect();
+    let mut cm = vec![0f32; N * N];
+    let native = median_secs(5, 0.5, || native::matmul(N, &a, &bm, &mut cm));
+    println!(
+        "matmul {N}x{N}x{N} 16.32 on mk2 ({} vertices; load average {})",
+        exe.num_vertices(),
+        load_average()
+    );
+    println!(
+        "  native f32 matmul (1 thread): {}, {:.1} GFLOP/s",
+        duration(native),
+        flops / native / 1e9
+    );
+    let mut secs = Vec::new();
+    for threads in [1, 2] {
+        let mut e = engine(&exe, threads);
+        let mut host = QueueHost::new();
+        let cycles = run(&mut e, &mut host);
+        let t = median_secs(5, 1.0, || run(&mut e, &mut host));
+        println!(
+            "matmul {N}^3 sim, {threads} thread(s): {} per run ({cycles} device cycles): {:.2} simulated GFLOP/s, {:.2} G simulated tile-cycles/s; native f32 {:.1} GFLOP/s, sim/native time {:.1}x",
+            duration(t),
+            flops / t / 1e9,
+            cycles as f64 * tiles / t / 1e9,
+            flops / native / 1e9,
+            t / native
+        );
+        secs.push(t);
+    }
+    let speedup = secs[0] / secs[1];
+    println!(
+        "matmul {N}^3 threads: 1 thread {}, 2 threads {}, speed-up {speedup:.2}x (target {TARGET_SPEEDUP}x): {}",
+        duration(secs[0]),
+        duration(secs[1]),
+        if speedup >= TARGET_SPEEDUP { "met" } else { "not met" }
+    );
     let mut group = c.benchmark_group("engine");
     group
         .sample_size(10)
-        .measurement_time(Duration::from_secs(10));
+        .measurement_time(Duration::from_secs(10))
+        .throughput(Throughput::Elements(flops as u64));
     for threads in [1, 2] {
-        let mut engine = matmul_engine(threads);
+        let mut e = engine(&exe, threads);
         let mut host = QueueHost::new();
-        // Figures of one run, printed with the benchmark.
-        let start = Instant::now();
-        let s = engine.run(&mut host).unwrap();
-        let secs = start.elapsed().as_secs_f64();
-        let tile_cycles: u64 = s
-            .tiles
-            .iter()
-            .map(|t| t.on_tile_execute + t.do_exchange)
-            .sum();
-        println!(
-            "matmul {N}^3 on mk2, {threads} thread(s): {:.2} simulated GFLOP/s, {:.2} G tile-cycles/s ({} cycles)",
-            2.0 * (N * N * N) as f64 / secs / 1e9,
-            tile_cycles as f64 / secs / 1e9,
-            s.cycles.total
-        );
         group.bench_function(format!("matmul_{N}_threads_{threads}"), |bench| {
-            bench.iter(|| engine.run(&mut host).unwrap().cycles.total)
+            bench.iter(|| run(&mut e, &mut host))
         });
     }
+    group.bench_function(format!("native_f32_matmul_{N}"), |bench| {
+        bench.iter(|| native::matmul(N, &a, &bm, &mut cm))
+    });
     group.finish();
 }
 
