@@ -245,11 +245,18 @@ impl Partials<'_, '_, '_> {
     }
 }
 
-fn all_finite(x: &[f32]) -> bool {
-    x.iter().filter(|v| !v.is_finite()).count() == 0
+simd_dispatch! {
+    /// Whether every value is finite (a branch-free fold per block, so it vectorises).
+    fn all_finite(x: &[f32]) -> bool => all_finite_body
 }
 
-fn matmul(shape: MatMulShape, a: &[f32], b: &[f32], mut partials: Partials, chunk: usize) -> FpSts {
+#[inline(always)]
+fn all_finite_body(x: &[f32]) -> bool {
+    x.chunks(256)
+        .all(|c| c.iter().fold(true, |ok, v| ok & v.is_finite()))
+}
+
+fn matmul(shape: MatMulShape, a: &[f32], b: &[f32], partials: Partials, chunk: usize) -> FpSts {
     let MatMulShape { m, k, n } = shape;
     if k == 0 || n == 0 {
         return FpSts::empty();
@@ -262,48 +269,147 @@ fn matmul(shape: MatMulShape, a: &[f32], b: &[f32], mut partials: Partials, chun
         return reference(shape, a, b, partials, chunk, 0..m, FpSts::empty()).0;
     }
     let mut flags = FpSts::empty();
+    let (out, r) = match partials {
+        Partials::F32(out) => {
+            let saved = out.to_vec();
+            f32_partials(&a[..m * k], &b[..k * n], out, k, n, chunk);
+            for i in 0..m {
+                let row = &mut out[i * n..(i + 1) * n];
+                if !all_finite(row) {
+                    // Overflow (possible with FP32 inputs): redo the row with exact flags.
+                    row.copy_from_slice(&saved[i * n..(i + 1) * n]);
+                    flags |= reference(
+                        shape,
+                        a,
+                        b,
+                        Partials::F32(out),
+                        chunk,
+                        i..i + 1,
+                        FpSts::empty(),
+                    )
+                    .0;
+                }
+            }
+            return flags;
+        }
+        Partials::F16(out, r) => (out, r),
+    };
     let mut sums = vec![0f32; n];
-    let mut saved = Vec::new();
     let mut scratch = RowScratch::default();
     for i in 0..m {
         let a_row = &a[i * k..(i + 1) * k];
-        if let Partials::F32(out) = &partials {
-            saved.clear();
-            saved.extend_from_slice(&out[i * n..(i + 1) * n]);
-        }
         for c0 in (0..k).step_by(chunk) {
             let c1 = (c0 + chunk).min(k);
             chunk_sums(&a_row[c0..c1], &b[c0 * n..c1 * n], &mut sums);
-            match &mut partials {
-                Partials::F32(out) => {
-                    for (p, s) in out[i * n..(i + 1) * n].iter_mut().zip(&sums) {
-                        *p += s;
-                    }
-                }
-                Partials::F16(out, r) => {
-                    flags |= write_f16_row(&mut out[i * n..(i + 1) * n], &sums, r, &mut scratch);
-                }
-            }
-        }
-        if let Partials::F32(out) = &mut partials {
-            let row = &mut out[i * n..(i + 1) * n];
-            if !all_finite(row) {
-                // Overflow (possible with FP32 inputs): redo the row with exact flags.
-                row.copy_from_slice(&saved);
-                flags |= reference(
-                    shape,
-                    a,
-                    b,
-                    Partials::F32(out),
-                    chunk,
-                    i..i + 1,
-                    FpSts::empty(),
-                )
-                .0;
-            }
+            flags |= write_f16_row(&mut out[i * n..(i + 1) * n], &sums, r, &mut scratch);
         }
     }
     flags
+}
+
+/// Rows of `out` the FP32-partials kernel computes together (each loaded vector of `b`
+/// serves all of them).
+const ROWS: usize = 4;
+
+simd_dispatch! {
+    /// `out += a · b` with FP32 partials for finite operands (`a` is `m × k`, `b` is `k × n`,
+    /// `out` is `m × n`, `k, n > 0`), in the order of the module docs: blocks of [`ROWS`] rows
+    /// and up to 32 columns keep their chunk sums and partials in registers for the whole
+    /// reduction; every element still sees exactly the scalar sequence of operations.
+    fn f32_partials(a: &[f32], b: &[f32], out: &mut [f32], k: usize, n: usize, chunk: usize) -> () => f32_partials_body
+}
+
+#[inline(always)]
+fn f32_partials_body(a: &[f32], b: &[f32], out: &mut [f32], k: usize, n: usize, chunk: usize) {
+    let m = out.len() / n;
+    let mut i = 0;
+    while i + ROWS <= m {
+        f32_partials_cols::<ROWS>(a, b, out, i, k, n, chunk);
+        i += ROWS;
+    }
+    for i in i..m {
+        f32_partials_cols::<1>(a, b, out, i, k, n, chunk);
+    }
+}
+
+/// Rows `[i, i + R)` of `out`, column block by column block (32, 16, 8 and single columns).
+#[inline(always)]
+fn f32_partials_cols<const R: usize>(
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+    i: usize,
+    k: usize,
+    n: usize,
+    chunk: usize,
+) {
+    let mut j = 0;
+    while j + 32 <= n {
+        f32_partials_block::<R, 32>(a, b, out, i, j, k, n, chunk);
+        j += 32;
+    }
+    while j + 16 <= n {
+        f32_partials_block::<R, 16>(a, b, out, i, j, k, n, chunk);
+        j += 16;
+    }
+    while j + 8 <= n {
+        f32_partials_block::<R, 8>(a, b, out, i, j, k, n, chunk);
+        j += 8;
+    }
+    for j in j..n {
+        f32_partials_block::<R, 1>(a, b, out, i, j, k, n, chunk);
+    }
+}
+
+/// The `R × W` block of `out` at `(i, j)`: for every chunk, `s = a·b` then fused
+/// multiply-adds down the chunk, then `P += s` (the module docs' order, per element).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn f32_partials_block<const R: usize, const W: usize>(
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+    i: usize,
+    j: usize,
+    k: usize,
+    n: usize,
+    chunk: usize,
+) {
+    let mut p = [[0f32; W]; R];
+    for (r, pr) in p.iter_mut().enumerate() {
+        pr.copy_from_slice(&out[(i + r) * n + j..][..W]);
+    }
+    let a = &a[i * k..(i + R) * k];
+    let mut c0 = 0;
+    while c0 < k {
+        let c1 = (c0 + chunk).min(k);
+        let mut s = [[0f32; W]; R];
+        let b0: &[f32; W] = b[c0 * n + j..][..W].try_into().unwrap_or(&[0.0; W]);
+        for (r, sr) in s.iter_mut().enumerate() {
+            let av = a[r * k + c0];
+            for (sv, bv) in sr.iter_mut().zip(b0) {
+                *sv = av * bv;
+            }
+        }
+        for kk in c0 + 1..c1 {
+            let bk: &[f32; W] = b[kk * n + j..][..W].try_into().unwrap_or(&[0.0; W]);
+            for (r, sr) in s.iter_mut().enumerate() {
+                let av = a[r * k + kk];
+                for (sv, bv) in sr.iter_mut().zip(bk) {
+                    *sv = av.mul_add(*bv, *sv);
+                }
+            }
+        }
+        for (pr, sr) in p.iter_mut().zip(&s) {
+            for (pv, sv) in pr.iter_mut().zip(sr) {
+                *pv += sv;
+            }
+        }
+        c0 = c1;
+    }
+    for (r, pr) in p.iter().enumerate() {
+        out[(i + r) * n + j..][..W].copy_from_slice(pr);
+    }
 }
 
 simd_dispatch! {
@@ -582,7 +688,17 @@ mod tests {
 
     #[test]
     fn fast_path_equals_reference_values_flags_and_draws() {
-        let shape = MatMulShape { m: 5, k: 37, n: 19 };
+        // The second shape exercises every row and column block of the FP32-partials kernel
+        // (4 + 4 + 1 rows; 32 + 16 + 8 + 3 columns).
+        for shape in [
+            MatMulShape { m: 5, k: 37, n: 19 },
+            MatMulShape { m: 9, k: 40, n: 59 },
+        ] {
+            fast_path_equals_reference(shape);
+        }
+    }
+
+    fn fast_path_equals_reference(shape: MatMulShape) {
         let a = operands(shape.m * shape.k, 1);
         let b = operands(shape.k * shape.n, 2);
         let (a32, b32) = (widen(&a), widen(&b));
