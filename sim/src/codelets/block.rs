@@ -198,6 +198,23 @@ fn f16v(x: f16) -> String {
     element_with_bits(DType::F16, &x.to_bits().to_le_bytes())
 }
 
+/// A value written, kept as it is and formatted only for a fault dump (formatting on
+/// every write cost more than the arithmetic).
+#[derive(Clone, Copy)]
+enum Written {
+    F16(f16),
+    F32(f32),
+}
+
+impl Written {
+    fn show(self) -> String {
+        match self {
+            Written::F16(v) => f16v(v),
+            Written::F32(v) => f32v(v),
+        }
+    }
+}
+
 /// Writes `round_output(acc · s)` to output element `e` (`acc · s` is exact in f64: f32 ×
 /// f32): one rounding to the output type, none when `s = 1` and the accumulator already
 /// has the output type (`acc16`: the f16 accumulator that `acc` widens). Returns the flags
@@ -210,7 +227,7 @@ fn store(
     acc16: Option<f16>,
     s: f32,
     r: &mut Rounding,
-) -> Result<(FpSts, String), EngineError> {
+) -> Result<(FpSts, Written), EngineError> {
     let exact = f64::from(acc) * f64::from(s);
     if output == DType::F16 {
         let (v, f) = match (s == 1.0, acc16) {
@@ -219,7 +236,7 @@ fn store(
             _ => r.round_f16(exact, Tail::Exact),
         };
         typed_mut::<f16>(out)?[e] = v;
-        Ok((f, f16v(v)))
+        Ok((f, Written::F16(v)))
     } else {
         let (v, f) = if s == 1.0 {
             (acc, FpSts::empty())
@@ -227,16 +244,16 @@ fn store(
             round::round_f32(exact)
         };
         typed_mut::<f32>(out)?[e] = v;
-        Ok((f, f32v(v)))
+        Ok((f, Written::F32(v)))
     }
 }
 
 /// The values of a scaled output write, for a dump.
-fn scaled_dump(acc: String, s: f32, result: String) -> Vec<DumpValue> {
+fn scaled_dump(acc: String, s: f32, result: Written) -> Vec<DumpValue> {
     vec![
         dump_value("acc", acc),
         dump_value("scale", f32v(s)),
-        dump_value("result", result),
+        dump_value("result", result.show()),
     ]
 }
 
@@ -499,23 +516,23 @@ fn softmax(
                     let (v, f) =
                         fp16::add_wide(f64::from(ti), -f64::from(ln_s), &mut worker.rounding());
                     typed_mut::<f16>(out)?[first + i] = v;
-                    (f16v(v), f)
+                    (Written::F16(v), f)
                 }
                 (DType::F16, false) => {
                     let (v, f) =
                         fp16::div_wide(f64::from(ei), f64::from(s), &mut worker.rounding());
                     typed_mut::<f16>(out)?[first + i] = v;
-                    (f16v(v), f)
+                    (Written::F16(v), f)
                 }
                 (_, true) => {
                     let (v, f) = fp32::sub(ti, ln_s);
                     typed_mut::<f32>(out)?[first + i] = v;
-                    (f32v(v), f)
+                    (Written::F32(v), f)
                 }
                 (_, false) => {
                     let (v, f) = fp32::div(ei, s);
                     typed_mut::<f32>(out)?[first + i] = v;
-                    (f32v(v), f)
+                    (Written::F32(v), f)
                 }
             };
             cx.raise(f, first + i, || {
@@ -526,7 +543,7 @@ fn softmax(
                         if log { "log sum" } else { "sum" },
                         f32v(if log { ln_s } else { s }),
                     ),
-                    dump_value("result", bytes),
+                    dump_value("result", bytes.show()),
                 ]
             })?;
         }
