@@ -65,7 +65,8 @@ pub struct EngineOptions {
     pub fp: FpConfig,
     /// The program seed: every worker's stochastic-rounding stream derives from it.
     pub seed: u64,
-    /// Host threads: `None` uses rayon's global pool, `Some(n)` a dedicated pool of `n`.
+    /// Host threads: `None` uses rayon's global pool, `Some(1)` the calling thread alone,
+    /// `Some(n)` a dedicated pool of `n`.
     pub threads: Option<usize>,
     /// Record trace events ([`Engine::take_trace`]); nothing is allocated otherwise.
     pub record_trace: bool,
@@ -102,12 +103,23 @@ enum Phase {
     Stopped,
 }
 
+/// Where the tiles of a step run.
+#[derive(Debug)]
+enum Workers {
+    /// Rayon's global pool.
+    Global,
+    /// A dedicated pool.
+    Pool(rayon::ThreadPool),
+    /// The calling thread, tile after tile (one host thread: no hand-off to a pool).
+    Caller,
+}
+
 /// The BSP engine (see the module docs).
 pub struct Engine {
     exe: Arc<Executable>,
     options: EngineOptions,
     ctl: FpCtl,
-    pool: Option<rayon::ThreadPool>,
+    workers: Workers,
     index: TileIndex,
     tiles: Vec<TileState>,
     plan: Plan,
@@ -167,8 +179,9 @@ impl Engine {
                 }
             })
             .collect();
-        let pool = match options.threads {
-            Some(n) => Some(
+        let workers = match options.threads {
+            Some(1) => Workers::Caller,
+            Some(n) => Workers::Pool(
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(n)
                     .build()
@@ -177,12 +190,12 @@ impl Engine {
                         message: e.to_string(),
                     })?,
             ),
-            None => None,
+            None => Workers::Global,
         };
         let mut engine = Engine {
             ctl: options.fp.ctl(true),
             options,
-            pool,
+            workers,
             index,
             tiles,
             plan,

@@ -2,7 +2,7 @@
 //! assumption the execution makes (so that running it never panics), and the per-step
 //! figures that do not depend on values — each compute set's tiles and cycles per tile
 //! (from `ipusim_compiler::cycles` on its vertices), each exchange's cycles per tile and
-//! whether its copies may go straight from source to destination, each stream copy's
+//! its byte moves (sources gathered, writes grouped by destination tile), each stream copy's
 //! cycles.
 
 use super::error::EngineError;
@@ -22,6 +22,9 @@ pub(crate) struct ComputeSetPlan {
     pub tile_cycles: Vec<u64>,
     /// The slowest tile's cycles ([`cycles::compute_set_cycles`]).
     pub cycles: u64,
+    /// The sum of `tile_cycles`: how much host work the compute set is, to decide whether
+    /// handing its tiles to a pool pays.
+    pub work: u64,
 }
 
 /// An exchange, ready to run.
@@ -33,11 +36,43 @@ pub(crate) struct ExchangePlan {
     pub tile_cycles: Vec<(u32, u64)>,
     /// Bytes moved (every destination counted).
     pub bytes: u64,
-    /// Bytes of all sources (the staging buffer when copies cannot go direct).
+    /// Bytes of all sources: the staging buffer every source is read into first.
     pub source_bytes: usize,
-    /// No destination overlaps a source of the same exchange: copies may go straight from
-    /// source to destination (the result is the same as reading all sources first).
-    pub direct: bool,
+    /// The sources, in copy order: (dense source tile, source offset → staging offset),
+    /// adjacent copies merged.
+    pub gather: Vec<(usize, Piece)>,
+    /// Dense destination tiles, ascending.
+    pub dst_tiles: Vec<usize>,
+    /// For each of `dst_tiles`, its writes (staging offset → tile offset) in copy order,
+    /// adjacent ones merged. Tiles are disjoint, so they may be written in parallel.
+    pub scatter: Vec<Vec<Piece>>,
+}
+
+/// One contiguous byte move of an exchange.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Piece {
+    /// Offset read from.
+    pub from: usize,
+    /// Offset written to.
+    pub to: usize,
+    /// Bytes.
+    pub len: usize,
+}
+
+impl Piece {
+    /// Whether `p` starts where `self` ends in both memories (one move does both, with the
+    /// same bytes landing in the same places in the same order).
+    fn continued_by(&self, p: &Piece) -> bool {
+        self.from + self.len == p.from && self.to + self.len == p.to
+    }
+
+    /// Appends `p` to `pieces`, extending the last piece when `p` continues it.
+    fn push(pieces: &mut Vec<Piece>, p: Piece) {
+        match pieces.last_mut() {
+            Some(last) if last.continued_by(&p) => last.len += p.len,
+            _ => pieces.push(p),
+        }
+    }
 }
 
 /// The whole plan.
@@ -156,6 +191,7 @@ fn plan_compute_set(
     }
     Ok(ComputeSetPlan {
         cycles: cycles::compute_set_cycles(&exe.target, cs),
+        work: tile_cycles.iter().sum(),
         dense,
         tile_cycles,
     })
@@ -193,9 +229,9 @@ fn plan_exchange(
     index: &TileIndex,
     sizes: &[usize],
 ) -> Result<ExchangePlan, EngineError> {
-    // Byte ranges read and written, per dense tile.
-    let mut reads: Vec<(usize, u64, u64)> = Vec::new();
-    let mut writes: Vec<(usize, u64, u64)> = Vec::new();
+    let mut gather: Vec<(usize, Piece)> = Vec::new();
+    // (dense destination tile, copy order, piece), sorted by tile then order below.
+    let mut writes: Vec<(usize, usize, Piece)> = Vec::new();
     let mut source_bytes = 0usize;
     for (i, c) in ex.copies.iter().enumerate() {
         let what = || format!("exchange '{}', copy {i}", ex.name);
@@ -209,8 +245,15 @@ fn plan_exchange(
                 c.src_tile
             )));
         }
-        reads.push((s, so, se));
-        source_bytes += c.bytes as usize;
+        let read = Piece {
+            from: so as usize,
+            to: source_bytes,
+            len: c.bytes as usize,
+        };
+        match gather.last_mut() {
+            Some((tile, last)) if *tile == s && last.continued_by(&read) => last.len += read.len,
+            _ => gather.push((s, read)),
+        }
         for d in &c.dsts {
             let t = index.require(d.tile, &what)?;
             let (o, e) = (u64::from(d.offset), u64::from(d.offset) + bytes);
@@ -221,37 +264,35 @@ fn plan_exchange(
                     d.tile
                 )));
             }
-            writes.push((t, o, e));
+            let write = Piece {
+                from: source_bytes,
+                to: o as usize,
+                len: c.bytes as usize,
+            };
+            writes.push((t, writes.len(), write));
+        }
+        source_bytes += c.bytes as usize;
+    }
+    writes.sort_unstable_by_key(|&(t, order, _)| (t, order));
+    let (mut dst_tiles, mut scatter): (Vec<usize>, Vec<Vec<Piece>>) = (Vec::new(), Vec::new());
+    for (t, _, p) in writes {
+        if dst_tiles.last() != Some(&t) {
+            dst_tiles.push(t);
+            scatter.push(Vec::new());
+        }
+        if let Some(pieces) = scatter.last_mut() {
+            Piece::push(pieces, p);
         }
     }
-    reads.sort_unstable();
-    writes.sort_unstable();
-    let direct = !overlap(&reads, &writes);
     Ok(ExchangePlan {
         cycles: cycles::exchange_cycles(&exe.target, ex),
         tile_cycles: cycles::exchange_tile_cycles(&exe.target, ex),
         bytes: ex.total_bytes(),
         source_bytes,
-        direct,
+        gather,
+        dst_tiles,
+        scatter,
     })
-}
-
-/// Whether any range of `a` overlaps a range of `b` on the same tile (both sorted).
-fn overlap(a: &[(usize, u64, u64)], b: &[(usize, u64, u64)]) -> bool {
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        let (x, y) = (a[i], b[j]);
-        if x.0 == y.0 && x.1 < y.2 && y.1 < x.2 && x.1 < x.2 && y.1 < y.2 {
-            return true;
-        }
-        // Advance the range that ends first on the lower tile.
-        if (x.0, x.2) <= (y.0, y.2) {
-            i += 1;
-        } else {
-            j += 1;
-        }
-    }
-    false
 }
 
 /// The condition tensor of an `If` must be a Bool with element 0 on some tile.
@@ -279,16 +320,121 @@ pub(crate) fn check_condition(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ipusim_compiler::executable::{ByteCopy, CopyDst, Exchange, TensorId};
+    use ipusim_compiler::{compile, CompileOptions, Target};
+    use ipusim_ir::{GraphBuilder, Init};
+
+    /// A matmul and a transpose spread over 16 tiles: exchanges with broadcasts and many
+    /// small copies.
+    fn executable() -> Executable {
+        let mut b = GraphBuilder::new();
+        let init = |seed| Init::Uniform {
+            low: -1.0,
+            high: 1.0,
+            seed,
+        };
+        let x = b.variable("x", DType::F16, [48, 40], init(1)).unwrap();
+        let w = b.variable("w", DType::F16, [40, 24], init(2)).unwrap();
+        let y = b.matmul(x, w).unwrap();
+        let r = b.relu(y).unwrap();
+        b.outfeed("r", r).unwrap();
+        let mut target = Target::mk2();
+        target.tiles = 16;
+        compile(&b.finish(), &target, &CompileOptions::default()).unwrap()
+    }
+
+    /// Distinct bytes in every tile.
+    fn memories(sizes: &[usize]) -> Vec<Vec<u8>> {
+        let mut x = 1u32;
+        sizes
+            .iter()
+            .map(|&n| {
+                (0..n)
+                    .map(|_| {
+                        x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                        (x >> 16) as u8
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The exchange's meaning: every source read first, then every destination written in
+    /// copy order.
+    fn reference(ex: &Exchange, index: &TileIndex, mems: &mut [Vec<u8>]) {
+        let d = |t| index.get(t).unwrap();
+        let read: Vec<Vec<u8>> = (ex.copies.iter())
+            .map(|c| {
+                let o = c.src_offset as usize;
+                mems[d(c.src_tile)][o..o + c.bytes as usize].to_vec()
+            })
+            .collect();
+        for (c, bytes) in ex.copies.iter().zip(read) {
+            for dst in &c.dsts {
+                let o = dst.offset as usize;
+                mems[d(dst.tile)][o..o + bytes.len()].copy_from_slice(&bytes);
+            }
+        }
+    }
+
+    /// The plan applied as the engine applies it.
+    fn apply(plan: &ExchangePlan, mems: &mut [Vec<u8>]) {
+        let mut staging = vec![0u8; plan.source_bytes];
+        for &(s, p) in &plan.gather {
+            staging[p.to..p.to + p.len].copy_from_slice(&mems[s][p.from..p.from + p.len]);
+        }
+        for (&t, pieces) in plan.dst_tiles.iter().zip(&plan.scatter) {
+            for p in pieces {
+                mems[t][p.to..p.to + p.len].copy_from_slice(&staging[p.from..p.from + p.len]);
+            }
+        }
+    }
+
+    fn check(exe: &Executable, ex: &Exchange, index: &TileIndex, sizes: &[usize]) {
+        let plan = plan_exchange(exe, ex, index, sizes).unwrap();
+        let writes: usize = ex.copies.iter().map(|c| c.dsts.len()).sum();
+        assert!(plan.gather.len() <= ex.copies.len());
+        assert!(plan.scatter.iter().map(Vec::len).sum::<usize>() <= writes);
+        assert!(plan.dst_tiles.windows(2).all(|w| w[0] < w[1]));
+        let (mut want, mut got) = (memories(sizes), memories(sizes));
+        reference(ex, index, &mut want);
+        apply(&plan, &mut got);
+        assert_eq!(got, want, "exchange '{}'", ex.name);
+    }
 
     #[test]
-    fn overlap_of_sorted_ranges() {
-        assert!(!overlap(&[(0, 0, 8)], &[(0, 8, 16)]));
-        assert!(overlap(&[(0, 0, 8)], &[(0, 4, 12)]));
-        assert!(!overlap(&[(0, 0, 8)], &[(1, 0, 8)]));
-        assert!(overlap(
-            &[(0, 0, 4), (1, 0, 64)],
-            &[(0, 8, 12), (1, 60, 70)]
-        ));
-        assert!(!overlap(&[(0, 0, 4), (0, 16, 20)], &[(0, 4, 16)]));
+    fn exchange_plans_move_the_bytes_the_copies_say() {
+        let exe = executable();
+        let (index, sizes) = TileIndex::new(&exe).unwrap();
+        assert!(!exe.exchanges.is_empty());
+        for ex in &exe.exchanges {
+            check(&exe, ex, &index, &sizes);
+        }
+        // Destinations overlapping sources (a swap between two tiles, a shift on one tile,
+        // then a copy overwriting part of the first): still read-all-then-write.
+        let (a, b) = (index.tile(0), index.tile(1));
+        let copy = |src_tile, src_offset, bytes, dsts: &[(u32, u32)]| ByteCopy {
+            src_tile,
+            src_offset,
+            bytes,
+            src_tensor: TensorId(0),
+            dst_tensor: TensorId(0),
+            dsts: dsts
+                .iter()
+                .map(|&(tile, offset)| CopyDst { tile, offset })
+                .collect(),
+        };
+        let ex = Exchange {
+            name: "overlapping".into(),
+            node: None,
+            copies: vec![
+                copy(a, 0, 8, &[(b, 0)]),
+                copy(b, 0, 8, &[(a, 0), (a, 16)]),
+                copy(a, 8, 8, &[(a, 12)]),
+                copy(a, 16, 4, &[(a, 20)]),
+            ],
+            cycles: 0,
+        };
+        check(&exe, &ex, &index, &sizes);
     }
 }

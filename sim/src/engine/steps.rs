@@ -4,14 +4,15 @@
 
 use super::error::FpExceptionDump;
 use super::memory::{gather, scatter};
-use super::{Engine, EngineError, TileState};
+use super::plan::Piece;
+use super::{Engine, EngineError, TileState, Workers};
 use crate::codelets::{self, Scratch, VertexError, Worker};
 use crate::host::HostIo;
 use crate::numerics::{FpCtl, FpSts};
 use crate::trace::{Event, TileCycle};
 use ipusim_compiler::codelets::estimate::group_cycles;
 use ipusim_compiler::executable::{
-    ComputeSetId, ExchangeId, Executable, StreamDirection, StreamId, TensorId, TileWork,
+    ComputeSet, ComputeSetId, ExchangeId, Executable, StreamDirection, StreamId, TensorId, TileWork,
 };
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -21,6 +22,15 @@ thread_local! {
     /// Scratch buffers of the host thread running a tile (one set per thread, not per tile).
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
+
+/// Compute sets of at least this many tile-cycles (summed over their tiles) run their tiles
+/// in parallel; smaller ones run on the calling thread, where waking the pool would cost
+/// more than the work (the engine simulates about a billion tile-cycles per host second).
+const PARALLEL_TILE_CYCLES: u64 = 50_000;
+
+/// Exchanges moving at least this many bytes write their destination tiles in parallel
+/// (below it, handing the work to the pool costs more than the copies).
+const PARALLEL_EXCHANGE_BYTES: u64 = 256 << 10;
 
 /// How one tile's part of a compute set ended.
 struct TileOutcome {
@@ -46,9 +56,11 @@ fn run_tile(exe: &Executable, work: &TileWork, st: &mut TileState, ctl: FpCtl) -
         for (gi, group) in work.groups.iter().enumerate() {
             scratch.new_group();
             for v in &group.vertices {
+                // The plan checked `worker < nw`: no division on the hot path.
+                let w = usize::from(v.worker);
                 let worker = Worker {
                     ctl,
-                    rng: &mut st.rngs[v.worker as usize % nw],
+                    rng: &mut st.rngs[if w < nw { w } else { w % nw }],
                 };
                 match codelets::execute(
                     &group.codelet,
@@ -77,6 +89,20 @@ fn run_tile(exe: &Executable, work: &TileWork, st: &mut TileState, ctl: FpCtl) -
     })
 }
 
+/// [`run_tile`] for every tile of `cs` on the current rayon pool, outcomes in tile order.
+fn par_run(
+    exe: &Executable,
+    cs: &ComputeSet,
+    states: Vec<&mut TileState>,
+    ctl: FpCtl,
+) -> Vec<TileOutcome> {
+    cs.tiles
+        .par_iter()
+        .zip(states.into_par_iter())
+        .map(|(w, st)| run_tile(exe, w, st, ctl))
+        .collect()
+}
+
 /// Mutable references to the tiles at the (ascending) dense indices `dense`.
 fn select_mut<'t>(tiles: &'t mut [TileState], dense: &[usize]) -> Vec<&'t mut TileState> {
     let mut out = Vec::with_capacity(dense.len());
@@ -94,17 +120,6 @@ fn select_mut<'t>(tiles: &'t mut [TileState], dense: &[usize]) -> Vec<&'t mut Ti
     out
 }
 
-/// Two distinct elements of a slice, mutably.
-fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
-    if a < b {
-        let (x, y) = v.split_at_mut(b);
-        (&mut x[a], &mut y[0])
-    } else {
-        let (x, y) = v.split_at_mut(a);
-        (&mut y[0], &mut x[b])
-    }
-}
-
 impl Engine {
     /// Runs compute set `id` (started at device cycle `start`); returns its cycles.
     pub(super) fn run_compute_set(
@@ -118,16 +133,13 @@ impl Engine {
         let plan = &self.plan.compute_sets[id.0 as usize];
         let ctl = self.ctl;
         let states = select_mut(&mut self.tiles, &plan.dense);
-        let work = || -> Vec<TileOutcome> {
-            cs.tiles
-                .par_iter()
-                .zip(states.into_par_iter())
+        let parallel = plan.work >= PARALLEL_TILE_CYCLES;
+        let outcomes: Vec<TileOutcome> = match &self.workers {
+            Workers::Pool(pool) if parallel => pool.install(|| par_run(&exe, cs, states, ctl)),
+            Workers::Global if parallel => par_run(&exe, cs, states, ctl),
+            _ => (cs.tiles.iter().zip(states))
                 .map(|(w, st)| run_tile(&exe, w, st, ctl))
-                .collect()
-        };
-        let outcomes = match &self.pool {
-            Some(pool) => pool.install(work),
-            None => work(),
+                .collect(),
         };
         let mut fault = None;
         for (i, o) in outcomes.into_iter().enumerate() {
@@ -231,43 +243,30 @@ impl Engine {
         let exe = Arc::clone(&self.exe);
         let ex = exe.exchange(id);
         let plan = &self.plan.exchanges[id.0 as usize];
-        let dense = |tile: u32| {
-            self.index
-                .get(tile)
-                .ok_or_else(|| EngineError::internal("exchange tile"))
+        // Every source first (a destination may overlap a source of the same exchange).
+        self.staging.resize(plan.source_bytes, 0);
+        for &(s, p) in &plan.gather {
+            self.staging[p.to..p.to + p.len]
+                .copy_from_slice(&self.tiles[s].mem.bytes()[p.from..p.from + p.len]);
+        }
+        // Then every destination tile's writes, in copy order; tiles are disjoint.
+        let staging = &self.staging;
+        let write = |(st, pieces): (&mut TileState, &Vec<Piece>)| {
+            let mem = st.mem.bytes_mut();
+            for p in pieces {
+                mem[p.to..p.to + p.len].copy_from_slice(&staging[p.from..p.from + p.len]);
+            }
         };
-        if plan.direct {
-            for c in &ex.copies {
-                let (s, n) = (dense(c.src_tile)?, c.bytes as usize);
-                let so = c.src_offset as usize;
-                for d in &c.dsts {
-                    let (t, o) = (dense(d.tile)?, d.offset as usize);
-                    if s == t {
-                        self.tiles[s].mem.bytes_mut().copy_within(so..so + n, o);
-                    } else {
-                        let (src, dst) = two_mut(&mut self.tiles, s, t);
-                        dst.mem.bytes_mut()[o..o + n].copy_from_slice(&src.mem.bytes()[so..so + n]);
-                    }
-                }
+        let targets = select_mut(&mut self.tiles, &plan.dst_tiles);
+        let par = |targets: Vec<&mut TileState>| {
+            targets.into_par_iter().zip(&plan.scatter).for_each(write)
+        };
+        match &self.workers {
+            Workers::Pool(pool) if plan.bytes >= PARALLEL_EXCHANGE_BYTES => {
+                pool.install(|| par(targets))
             }
-        } else {
-            self.staging.resize(plan.source_bytes, 0);
-            let mut at = 0;
-            for c in &ex.copies {
-                let (s, n, so) = (dense(c.src_tile)?, c.bytes as usize, c.src_offset as usize);
-                self.staging[at..at + n].copy_from_slice(&self.tiles[s].mem.bytes()[so..so + n]);
-                at += n;
-            }
-            let mut at = 0;
-            for c in &ex.copies {
-                let n = c.bytes as usize;
-                for d in &c.dsts {
-                    let (t, o) = (dense(d.tile)?, d.offset as usize);
-                    self.tiles[t].mem.bytes_mut()[o..o + n]
-                        .copy_from_slice(&self.staging[at..at + n]);
-                }
-                at += n;
-            }
+            Workers::Global if plan.bytes >= PARALLEL_EXCHANGE_BYTES => par(targets),
+            _ => targets.into_iter().zip(&plan.scatter).for_each(write),
         }
         for &(tile, c) in &plan.tile_cycles {
             if let Some(d) = self.index.get(tile) {
