@@ -22,7 +22,8 @@ use crate::engine::error::{DumpValue, EngineError};
 use crate::engine::memory::Buf;
 use crate::numerics::{FpCtl, FpSts, Rounding, SrRng};
 use ipusim_compiler::codelets::{Codelet, MatrixLayout, VertexParams};
-use ipusim_compiler::executable::{Tensor, Vertex};
+use ipusim_compiler::executable::Vertex;
+use ipusim_ir::DType;
 
 /// The worker context a vertex runs on: its control register and its random stream.
 pub(crate) struct Worker<'r> {
@@ -103,16 +104,17 @@ impl Scratch {
     }
 }
 
-/// Runs vertex `v` of `codelet` on the tile memory `mem`; returns the flags it raised.
+/// Runs vertex `v` of `codelet` on the tile memory `mem` (`dtypes`: every tensor's element
+/// type, [`operands::dtypes`]); returns the flags it raised.
 pub(crate) fn execute(
     codelet: &Codelet,
     v: &Vertex,
-    tensors: &[Tensor],
+    dtypes: &[DType],
     mem: &mut [u8],
     scratch: &mut Scratch,
     worker: Worker,
 ) -> Result<FpSts, VertexError> {
-    let ops = operands::split(mem, v, tensors)?;
+    let ops = operands::split(mem, v, dtypes)?;
     match (codelet, &v.params) {
         (Codelet::AmpMatMul { .. }, VertexParams::Amp(p)) => {
             amp::run(codelet, p, ops, scratch, worker)

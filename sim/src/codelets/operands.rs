@@ -35,14 +35,26 @@ pub(crate) struct Operands<'m> {
 impl Operands<'_> {
     /// Elements of the output.
     pub fn out_len(&self) -> usize {
-        self.output.len() / self.out_dtype.size_bytes()
+        // Element sizes are powers of two: a shift, not a division, on the hot path.
+        self.output.len() >> self.out_dtype.size_bytes().trailing_zeros()
     }
+}
+
+/// The element type of every tensor, by id: the one fact of a tensor a running vertex
+/// needs, kept compact (a byte per tensor) so that looking it up stays in cache.
+pub(crate) fn dtypes(tensors: &[Tensor]) -> Vec<DType> {
+    tensors.iter().map(|t| t.dtype).collect()
 }
 
 fn region(o: &Operand, tensors: &[Tensor]) -> (usize, usize, DType) {
     let dtype = tensors
         .get(o.tensor.0 as usize)
         .map_or(DType::U8, |t| t.dtype);
+    span(o, dtype)
+}
+
+/// The bytes `[start, end)` of an operand of `dtype`.
+fn span(o: &Operand, dtype: DType) -> (usize, usize, DType) {
     let start = o.offset as usize;
     (start, start + o.len as usize * dtype.size_bytes(), dtype)
 }
@@ -93,18 +105,27 @@ pub(crate) fn check(
     Ok(())
 }
 
-/// Cuts the operands of `v` out of `mem` (see the module docs).
+/// Cuts the operands of `v` out of `mem` (see the module docs); `dtypes` from [`dtypes`].
 pub(crate) fn split<'m>(
     mem: &'m mut [u8],
     v: &Vertex,
-    tensors: &[Tensor],
+    dtypes: &[DType],
 ) -> Result<Operands<'m>, EngineError> {
+    let region = |o: &Operand| {
+        span(
+            o,
+            dtypes
+                .get(o.tensor.0 as usize)
+                .copied()
+                .unwrap_or(DType::U8),
+        )
+    };
     let bad = |m: &str| EngineError::internal(format!("vertex operands: {m}"));
     let (out, inputs) = v.operands.split_last().ok_or_else(|| bad("no operands"))?;
     if inputs.len() > MAX_INPUTS {
         return Err(bad("too many inputs"));
     }
-    let (os, oe, out_dtype) = region(out, tensors);
+    let (os, oe, out_dtype) = region(out);
     if oe > mem.len() {
         return Err(bad("output outside memory"));
     }
@@ -121,7 +142,7 @@ pub(crate) fn split<'m>(
         out_dtype,
     };
     for (i, o) in inputs.iter().enumerate() {
-        let (s, e, dtype) = region(o, tensors);
+        let (s, e, dtype) = region(o);
         ops.in_dtypes[i] = dtype;
         ops.in_lens[i] = o.len as usize;
         ops.inputs[i] = if s == e {

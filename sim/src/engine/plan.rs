@@ -82,6 +82,8 @@ pub(crate) struct Plan {
     pub exchanges: Vec<ExchangePlan>,
     /// Cycles of one stream copy of each stream.
     pub stream_cycles: Vec<u64>,
+    /// Every tensor's element type ([`operands::dtypes`]).
+    pub dtypes: Vec<DType>,
 }
 
 impl Plan {
@@ -142,6 +144,7 @@ impl Plan {
             compute_sets,
             exchanges,
             stream_cycles,
+            dtypes: operands::dtypes(&exe.tensors),
         })
     }
 }

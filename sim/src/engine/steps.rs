@@ -12,8 +12,9 @@ use crate::numerics::{FpCtl, FpSts};
 use crate::trace::{Event, TileCycle};
 use ipusim_compiler::codelets::estimate::group_cycles;
 use ipusim_compiler::executable::{
-    ComputeSet, ComputeSetId, ExchangeId, Executable, StreamDirection, StreamId, TensorId, TileWork,
+    ComputeSet, ComputeSetId, ExchangeId, StreamDirection, StreamId, TensorId, TileWork,
 };
+use ipusim_ir::DType;
 use rayon::prelude::*;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -43,7 +44,7 @@ struct TileOutcome {
 }
 
 /// Runs one tile's vertex groups in order; stops at the first trapping vertex.
-fn run_tile(exe: &Executable, work: &TileWork, st: &mut TileState, ctl: FpCtl) -> TileOutcome {
+fn run_tile(dtypes: &[DType], work: &TileWork, st: &mut TileState, ctl: FpCtl) -> TileOutcome {
     SCRATCH.with(|cell| {
         let mut scratch = cell.borrow_mut();
         let nw = st.rngs.len().max(1);
@@ -65,7 +66,7 @@ fn run_tile(exe: &Executable, work: &TileWork, st: &mut TileState, ctl: FpCtl) -
                 match codelets::execute(
                     &group.codelet,
                     v,
-                    &exe.tensors,
+                    dtypes,
                     st.mem.bytes_mut(),
                     &mut scratch,
                     worker,
@@ -91,7 +92,7 @@ fn run_tile(exe: &Executable, work: &TileWork, st: &mut TileState, ctl: FpCtl) -
 
 /// [`run_tile`] for every tile of `cs` on the current rayon pool, outcomes in tile order.
 fn par_run(
-    exe: &Executable,
+    dtypes: &[DType],
     cs: &ComputeSet,
     states: Vec<&mut TileState>,
     ctl: FpCtl,
@@ -99,23 +100,25 @@ fn par_run(
     cs.tiles
         .par_iter()
         .zip(states.into_par_iter())
-        .map(|(w, st)| run_tile(exe, w, st, ctl))
+        .map(|(w, st)| run_tile(dtypes, w, st, ctl))
         .collect()
 }
 
-/// Mutable references to the tiles at the (ascending) dense indices `dense`.
-fn select_mut<'t>(tiles: &'t mut [TileState], dense: &[usize]) -> Vec<&'t mut TileState> {
+/// Mutable references to the tiles at the (ascending) dense indices `dense` (in time
+/// proportional to `dense`, not to the chip).
+fn select_mut<'t>(mut tiles: &'t mut [TileState], dense: &[usize]) -> Vec<&'t mut TileState> {
     let mut out = Vec::with_capacity(dense.len());
-    let mut want = dense.iter().peekable();
-    for (d, t) in tiles.iter_mut().enumerate() {
-        match want.peek() {
-            Some(&&w) if w == d => {
-                out.push(t);
-                want.next();
-            }
-            Some(_) => {}
-            None => break,
-        }
+    let mut base = 0;
+    for &d in dense {
+        let Some(rest) = std::mem::take(&mut tiles).get_mut(d.saturating_sub(base)..) else {
+            break;
+        };
+        let Some((t, rest)) = rest.split_first_mut() else {
+            break;
+        };
+        out.push(t);
+        tiles = rest;
+        base = d + 1;
     }
     out
 }
@@ -132,13 +135,14 @@ impl Engine {
         let cs = exe.compute_set(id);
         let plan = &self.plan.compute_sets[id.0 as usize];
         let ctl = self.ctl;
+        let dtypes = &self.plan.dtypes;
         let states = select_mut(&mut self.tiles, &plan.dense);
         let parallel = plan.work >= PARALLEL_TILE_CYCLES;
         let outcomes: Vec<TileOutcome> = match &self.workers {
-            Workers::Pool(pool) if parallel => pool.install(|| par_run(&exe, cs, states, ctl)),
-            Workers::Global if parallel => par_run(&exe, cs, states, ctl),
+            Workers::Pool(pool) if parallel => pool.install(|| par_run(dtypes, cs, states, ctl)),
+            Workers::Global if parallel => par_run(dtypes, cs, states, ctl),
             _ => (cs.tiles.iter().zip(states))
-                .map(|(w, st)| run_tile(&exe, w, st, ctl))
+                .map(|(w, st)| run_tile(dtypes, w, st, ctl))
                 .collect(),
         };
         let mut fault = None;
