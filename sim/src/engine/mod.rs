@@ -34,6 +34,7 @@
 //! inspection; the next `run`, `settle` or `step` starts a new run from the top.
 
 pub mod error;
+mod exchange;
 mod machine;
 pub(crate) mod memory;
 pub(crate) mod plan;

@@ -1,11 +1,11 @@
 //! What the engine works out once, when it is built: the executable checked against every
 //! assumption the execution makes (so that running it never panics), and the per-step
 //! figures that do not depend on values — each compute set's tiles and cycles per tile
-//! (from `ipusim_compiler::cycles` on its vertices), each exchange's cycles per tile and
-//! its byte moves (sources gathered, writes grouped by destination tile), each stream copy's
-//! cycles.
+//! (from `ipusim_compiler::cycles` on its vertices), each exchange's moves and cycles
+//! ([`super::exchange`]), each stream copy's cycles.
 
 use super::error::EngineError;
+use super::exchange::ExchangePlan;
 use super::memory::{check_tensor, TileIndex};
 use crate::codelets::{amp, block, map, operands};
 use ipusim_compiler::codelets::{Codelet, VertexParams};
@@ -25,54 +25,6 @@ pub(crate) struct ComputeSetPlan {
     /// The sum of `tile_cycles`: how much host work the compute set is, to decide whether
     /// handing its tiles to a pool pays.
     pub work: u64,
-}
-
-/// An exchange, ready to run.
-#[derive(Clone, Debug)]
-pub(crate) struct ExchangePlan {
-    /// [`cycles::exchange_cycles`].
-    pub cycles: u64,
-    /// [`cycles::exchange_tile_cycles`].
-    pub tile_cycles: Vec<(u32, u64)>,
-    /// Bytes moved (every destination counted).
-    pub bytes: u64,
-    /// Bytes of all sources: the staging buffer every source is read into first.
-    pub source_bytes: usize,
-    /// The sources, in copy order: (dense source tile, source offset → staging offset),
-    /// adjacent copies merged.
-    pub gather: Vec<(usize, Piece)>,
-    /// Dense destination tiles, ascending.
-    pub dst_tiles: Vec<usize>,
-    /// For each of `dst_tiles`, its writes (staging offset → tile offset) in copy order,
-    /// adjacent ones merged. Tiles are disjoint, so they may be written in parallel.
-    pub scatter: Vec<Vec<Piece>>,
-}
-
-/// One contiguous byte move of an exchange.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Piece {
-    /// Offset read from.
-    pub from: usize,
-    /// Offset written to.
-    pub to: usize,
-    /// Bytes.
-    pub len: usize,
-}
-
-impl Piece {
-    /// Whether `p` starts where `self` ends in both memories (one move does both, with the
-    /// same bytes landing in the same places in the same order).
-    fn continued_by(&self, p: &Piece) -> bool {
-        self.from + self.len == p.from && self.to + self.len == p.to
-    }
-
-    /// Appends `p` to `pieces`, extending the last piece when `p` continues it.
-    fn push(pieces: &mut Vec<Piece>, p: Piece) {
-        match pieces.last_mut() {
-            Some(last) if last.continued_by(&p) => last.len += p.len,
-            _ => pieces.push(p),
-        }
-    }
 }
 
 /// The whole plan.
@@ -100,7 +52,7 @@ impl Plan {
         let exchanges = exe
             .exchanges
             .iter()
-            .map(|ex| plan_exchange(exe, ex, index, sizes))
+            .map(|ex| ExchangePlan::new(exe, ex, index, sizes))
             .collect::<Result<_, _>>()?;
         let mut stream_cycles = Vec::with_capacity(exe.streams.len());
         for s in &exe.streams {
@@ -226,78 +178,6 @@ fn check_vertex(
     }
 }
 
-fn plan_exchange(
-    exe: &Executable,
-    ex: &ipusim_compiler::executable::Exchange,
-    index: &TileIndex,
-    sizes: &[usize],
-) -> Result<ExchangePlan, EngineError> {
-    let mut gather: Vec<(usize, Piece)> = Vec::new();
-    // (dense destination tile, copy order, piece), sorted by tile then order below.
-    let mut writes: Vec<(usize, usize, Piece)> = Vec::new();
-    let mut source_bytes = 0usize;
-    for (i, c) in ex.copies.iter().enumerate() {
-        let what = || format!("exchange '{}', copy {i}", ex.name);
-        let bytes = u64::from(c.bytes);
-        let s = index.require(c.src_tile, &what)?;
-        let (so, se) = (u64::from(c.src_offset), u64::from(c.src_offset) + bytes);
-        if se as usize > sizes[s] {
-            return Err(EngineError::invalid(format!(
-                "{}: source bytes [{so}, {se}) outside tile {}",
-                what(),
-                c.src_tile
-            )));
-        }
-        let read = Piece {
-            from: so as usize,
-            to: source_bytes,
-            len: c.bytes as usize,
-        };
-        match gather.last_mut() {
-            Some((tile, last)) if *tile == s && last.continued_by(&read) => last.len += read.len,
-            _ => gather.push((s, read)),
-        }
-        for d in &c.dsts {
-            let t = index.require(d.tile, &what)?;
-            let (o, e) = (u64::from(d.offset), u64::from(d.offset) + bytes);
-            if e as usize > sizes[t] {
-                return Err(EngineError::invalid(format!(
-                    "{}: destination bytes [{o}, {e}) outside tile {}",
-                    what(),
-                    d.tile
-                )));
-            }
-            let write = Piece {
-                from: source_bytes,
-                to: o as usize,
-                len: c.bytes as usize,
-            };
-            writes.push((t, writes.len(), write));
-        }
-        source_bytes += c.bytes as usize;
-    }
-    writes.sort_unstable_by_key(|&(t, order, _)| (t, order));
-    let (mut dst_tiles, mut scatter): (Vec<usize>, Vec<Vec<Piece>>) = (Vec::new(), Vec::new());
-    for (t, _, p) in writes {
-        if dst_tiles.last() != Some(&t) {
-            dst_tiles.push(t);
-            scatter.push(Vec::new());
-        }
-        if let Some(pieces) = scatter.last_mut() {
-            Piece::push(pieces, p);
-        }
-    }
-    Ok(ExchangePlan {
-        cycles: cycles::exchange_cycles(&exe.target, ex),
-        tile_cycles: cycles::exchange_tile_cycles(&exe.target, ex),
-        bytes: ex.total_bytes(),
-        source_bytes,
-        gather,
-        dst_tiles,
-        scatter,
-    })
-}
-
 /// The condition tensor of an `If` must be a Bool with element 0 on some tile.
 pub(crate) fn check_condition(
     exe: &Executable,
@@ -318,126 +198,4 @@ pub(crate) fn check_condition(
         )));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use ipusim_compiler::executable::{ByteCopy, CopyDst, Exchange, TensorId};
-    use ipusim_compiler::{compile, CompileOptions, Target};
-    use ipusim_ir::{GraphBuilder, Init};
-
-    /// A matmul and a transpose spread over 16 tiles: exchanges with broadcasts and many
-    /// small copies.
-    fn executable() -> Executable {
-        let mut b = GraphBuilder::new();
-        let init = |seed| Init::Uniform {
-            low: -1.0,
-            high: 1.0,
-            seed,
-        };
-        let x = b.variable("x", DType::F16, [48, 40], init(1)).unwrap();
-        let w = b.variable("w", DType::F16, [40, 24], init(2)).unwrap();
-        let y = b.matmul(x, w).unwrap();
-        let r = b.relu(y).unwrap();
-        b.outfeed("r", r).unwrap();
-        let mut target = Target::mk2();
-        target.tiles = 16;
-        compile(&b.finish(), &target, &CompileOptions::default()).unwrap()
-    }
-
-    /// Distinct bytes in every tile.
-    fn memories(sizes: &[usize]) -> Vec<Vec<u8>> {
-        let mut x = 1u32;
-        sizes
-            .iter()
-            .map(|&n| {
-                (0..n)
-                    .map(|_| {
-                        x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-                        (x >> 16) as u8
-                    })
-                    .collect()
-            })
-            .collect()
-    }
-
-    /// The exchange's meaning: every source read first, then every destination written in
-    /// copy order.
-    fn reference(ex: &Exchange, index: &TileIndex, mems: &mut [Vec<u8>]) {
-        let d = |t| index.get(t).unwrap();
-        let read: Vec<Vec<u8>> = (ex.copies.iter())
-            .map(|c| {
-                let o = c.src_offset as usize;
-                mems[d(c.src_tile)][o..o + c.bytes as usize].to_vec()
-            })
-            .collect();
-        for (c, bytes) in ex.copies.iter().zip(read) {
-            for dst in &c.dsts {
-                let o = dst.offset as usize;
-                mems[d(dst.tile)][o..o + bytes.len()].copy_from_slice(&bytes);
-            }
-        }
-    }
-
-    /// The plan applied as the engine applies it.
-    fn apply(plan: &ExchangePlan, mems: &mut [Vec<u8>]) {
-        let mut staging = vec![0u8; plan.source_bytes];
-        for &(s, p) in &plan.gather {
-            staging[p.to..p.to + p.len].copy_from_slice(&mems[s][p.from..p.from + p.len]);
-        }
-        for (&t, pieces) in plan.dst_tiles.iter().zip(&plan.scatter) {
-            for p in pieces {
-                mems[t][p.to..p.to + p.len].copy_from_slice(&staging[p.from..p.from + p.len]);
-            }
-        }
-    }
-
-    fn check(exe: &Executable, ex: &Exchange, index: &TileIndex, sizes: &[usize]) {
-        let plan = plan_exchange(exe, ex, index, sizes).unwrap();
-        let writes: usize = ex.copies.iter().map(|c| c.dsts.len()).sum();
-        assert!(plan.gather.len() <= ex.copies.len());
-        assert!(plan.scatter.iter().map(Vec::len).sum::<usize>() <= writes);
-        assert!(plan.dst_tiles.windows(2).all(|w| w[0] < w[1]));
-        let (mut want, mut got) = (memories(sizes), memories(sizes));
-        reference(ex, index, &mut want);
-        apply(&plan, &mut got);
-        assert_eq!(got, want, "exchange '{}'", ex.name);
-    }
-
-    #[test]
-    fn exchange_plans_move_the_bytes_the_copies_say() {
-        let exe = executable();
-        let (index, sizes) = TileIndex::new(&exe).unwrap();
-        assert!(!exe.exchanges.is_empty());
-        for ex in &exe.exchanges {
-            check(&exe, ex, &index, &sizes);
-        }
-        // Destinations overlapping sources (a swap between two tiles, a shift on one tile,
-        // then a copy overwriting part of the first): still read-all-then-write.
-        let (a, b) = (index.tile(0), index.tile(1));
-        let copy = |src_tile, src_offset, bytes, dsts: &[(u32, u32)]| ByteCopy {
-            src_tile,
-            src_offset,
-            bytes,
-            src_tensor: TensorId(0),
-            dst_tensor: TensorId(0),
-            dsts: dsts
-                .iter()
-                .map(|&(tile, offset)| CopyDst { tile, offset })
-                .collect(),
-        };
-        let ex = Exchange {
-            name: "overlapping".into(),
-            node: None,
-            copies: vec![
-                copy(a, 0, 8, &[(b, 0)]),
-                copy(b, 0, 8, &[(a, 0), (a, 16)]),
-                copy(a, 8, 8, &[(a, 12)]),
-                copy(a, 16, 4, &[(a, 20)]),
-            ],
-            cycles: 0,
-        };
-        check(&exe, &ex, &index, &sizes);
-    }
 }

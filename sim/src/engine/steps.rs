@@ -4,7 +4,6 @@
 
 use super::error::FpExceptionDump;
 use super::memory::{gather, scatter};
-use super::plan::Piece;
 use super::{Engine, EngineError, TileState, Workers};
 use crate::codelets::{self, Scratch, VertexError, Worker};
 use crate::host::HostIo;
@@ -29,18 +28,21 @@ thread_local! {
 /// more than the work (the engine simulates about a billion tile-cycles per host second).
 const PARALLEL_TILE_CYCLES: u64 = 50_000;
 
-/// Exchanges moving at least this many bytes write their destination tiles in parallel
-/// (below it, handing the work to the pool costs more than the copies).
-const PARALLEL_EXCHANGE_BYTES: u64 = 256 << 10;
-
-/// How one tile's part of a compute set ended.
+/// How one tile's part of a compute set ended (16 bytes: one per tile per compute set is
+/// collected, so the rare stop is boxed).
 struct TileOutcome {
     /// Flags its vertices raised.
     flags: FpSts,
-    /// The first trapping vertex: (group, vertex index on the tile, worker, fault).
-    fault: Option<(usize, usize, u8, Box<codelets::Fault>)>,
+    /// Why the tile stopped early, if it did.
+    stop: Option<Box<Stop>>,
+}
+
+/// Why a tile stopped before its last vertex.
+enum Stop {
+    /// The first trapping vertex: its group, its index on the tile, its worker, the fault.
+    Fault(usize, usize, u8, Box<codelets::Fault>),
     /// An engine error.
-    error: Option<EngineError>,
+    Error(EngineError),
 }
 
 /// Runs one tile's vertex groups in order; stops at the first trapping vertex.
@@ -48,11 +50,7 @@ fn run_tile(dtypes: &[DType], work: &TileWork, st: &mut TileState, ctl: FpCtl) -
     SCRATCH.with(|cell| {
         let mut scratch = cell.borrow_mut();
         let nw = st.rngs.len().max(1);
-        let mut out = TileOutcome {
-            flags: FpSts::empty(),
-            fault: None,
-            error: None,
-        };
+        let mut flags = FpSts::empty();
         let mut vertex = 0usize;
         for (gi, group) in work.groups.iter().enumerate() {
             scratch.new_group();
@@ -63,7 +61,7 @@ fn run_tile(dtypes: &[DType], work: &TileWork, st: &mut TileState, ctl: FpCtl) -
                     ctl,
                     rng: &mut st.rngs[if w < nw { w } else { w % nw }],
                 };
-                match codelets::execute(
+                let stop = match codelets::execute(
                     &group.codelet,
                     v,
                     dtypes,
@@ -71,22 +69,28 @@ fn run_tile(dtypes: &[DType], work: &TileWork, st: &mut TileState, ctl: FpCtl) -
                     &mut scratch,
                     worker,
                 ) {
-                    Ok(f) => out.flags |= f,
-                    Err(VertexError::Fault(f)) => {
-                        out.flags |= f.sts;
-                        out.fault = Some((gi, vertex, v.worker, f));
+                    Ok(f) => {
+                        flags |= f;
+                        None
                     }
-                    Err(VertexError::Engine(e)) => out.error = Some(e),
-                }
-                if out.fault.is_some() || out.error.is_some() {
-                    st.sts |= out.flags;
-                    return out;
+                    Err(VertexError::Fault(f)) => {
+                        flags |= f.sts;
+                        Some(Stop::Fault(gi, vertex, v.worker, f))
+                    }
+                    Err(VertexError::Engine(e)) => Some(Stop::Error(e)),
+                };
+                if let Some(stop) = stop {
+                    st.sts |= flags;
+                    return TileOutcome {
+                        flags,
+                        stop: Some(Box::new(stop)),
+                    };
                 }
                 vertex += 1;
             }
         }
-        st.sts |= out.flags;
-        out
+        st.sts |= flags;
+        TileOutcome { flags, stop: None }
     })
 }
 
@@ -106,7 +110,10 @@ fn par_run(
 
 /// Mutable references to the tiles at the (ascending) dense indices `dense` (in time
 /// proportional to `dense`, not to the chip).
-fn select_mut<'t>(mut tiles: &'t mut [TileState], dense: &[usize]) -> Vec<&'t mut TileState> {
+pub(super) fn select_mut<'t>(
+    mut tiles: &'t mut [TileState],
+    dense: &[usize],
+) -> Vec<&'t mut TileState> {
     let mut out = Vec::with_capacity(dense.len());
     let mut base = 0;
     for &d in dense {
@@ -151,11 +158,12 @@ impl Engine {
             if !o.flags.is_empty() {
                 self.step_flags.push((tile, o.flags));
             }
-            if let Some(e) = o.error {
-                return Err(e);
-            }
-            if fault.is_none() {
-                fault = o.fault.map(|f| (i, f));
+            match o.stop.map(|stop| *stop) {
+                Some(Stop::Error(e)) => return Err(e),
+                Some(Stop::Fault(group, vertex, worker, f)) if fault.is_none() => {
+                    fault = Some((i, (group, vertex, worker, f)))
+                }
+                _ => {}
             }
         }
         if let Some((i, (group, vertex, worker, f))) = fault {
@@ -247,31 +255,7 @@ impl Engine {
         let exe = Arc::clone(&self.exe);
         let ex = exe.exchange(id);
         let plan = &self.plan.exchanges[id.0 as usize];
-        // Every source first (a destination may overlap a source of the same exchange).
-        self.staging.resize(plan.source_bytes, 0);
-        for &(s, p) in &plan.gather {
-            self.staging[p.to..p.to + p.len]
-                .copy_from_slice(&self.tiles[s].mem.bytes()[p.from..p.from + p.len]);
-        }
-        // Then every destination tile's writes, in copy order; tiles are disjoint.
-        let staging = &self.staging;
-        let write = |(st, pieces): (&mut TileState, &Vec<Piece>)| {
-            let mem = st.mem.bytes_mut();
-            for p in pieces {
-                mem[p.to..p.to + p.len].copy_from_slice(&staging[p.from..p.from + p.len]);
-            }
-        };
-        let targets = select_mut(&mut self.tiles, &plan.dst_tiles);
-        let par = |targets: Vec<&mut TileState>| {
-            targets.into_par_iter().zip(&plan.scatter).for_each(write)
-        };
-        match &self.workers {
-            Workers::Pool(pool) if plan.bytes >= PARALLEL_EXCHANGE_BYTES => {
-                pool.install(|| par(targets))
-            }
-            Workers::Global if plan.bytes >= PARALLEL_EXCHANGE_BYTES => par(targets),
-            _ => targets.into_iter().zip(&plan.scatter).for_each(write),
-        }
+        plan.apply(&mut self.tiles, &mut self.staging, &self.workers);
         for &(tile, c) in &plan.tile_cycles {
             if let Some(d) = self.index.get(tile) {
                 self.current.tiles[d].do_exchange += c;

@@ -1,0 +1,176 @@
+//! Exchanges: how the byte copies of an `ipusim_compiler` exchange are planned once, when
+//! the engine is built, and applied at every execution.
+//!
+//! An exchange means: every source is read, then every destination is written in copy
+//! order. The plan gathers every copy's source into a staging buffer in copy order, then
+//! applies each destination tile's writes from it, their order within the tile kept;
+//! adjacent moves (contiguous in both memories) are merged into one, so that the many
+//! small copies of a broadcast or of a row-by-row layout cost a few `memcpy`s. Destination
+//! tiles are disjoint, so a large exchange writes them in parallel. (Moving bytes straight
+//! from source tiles, when no destination overlaps a source, measured slower on the
+//! flagship: the staged reads are cache-hot and merge better.)
+//!
+//! The cycles, bytes and trace of an exchange come from the executable's copies, not from
+//! these moves.
+
+use super::error::EngineError;
+use super::memory::TileIndex;
+use super::{TileState, Workers};
+use ipusim_compiler::cycles;
+use ipusim_compiler::executable::{Exchange, Executable};
+use rayon::prelude::*;
+
+/// Exchanges moving at least this many bytes write their destination tiles in parallel
+/// (below it, handing the work to a pool costs more than the copies).
+const PARALLEL_BYTES: u64 = 256 << 10;
+
+/// An exchange, ready to run.
+#[derive(Clone, Debug)]
+pub(crate) struct ExchangePlan {
+    /// [`cycles::exchange_cycles`].
+    pub cycles: u64,
+    /// [`cycles::exchange_tile_cycles`].
+    pub tile_cycles: Vec<(u32, u64)>,
+    /// Bytes moved (every destination counted).
+    pub bytes: u64,
+    /// Bytes of all sources.
+    source_bytes: usize,
+    /// (dense source tile, source offset → staging offset), in copy order.
+    gather: Vec<(usize, Piece)>,
+    /// Dense destination tiles, ascending.
+    dst_tiles: Vec<usize>,
+    /// For each of `dst_tiles`, its writes (staging offset → tile offset) in copy order.
+    scatter: Vec<Vec<Piece>>,
+}
+
+/// One contiguous byte move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Piece {
+    /// Offset read from.
+    pub from: usize,
+    /// Offset written to.
+    pub to: usize,
+    /// Bytes.
+    pub len: usize,
+}
+
+impl Piece {
+    /// Whether `p` starts where `self` ends in both memories (one move does both, with the
+    /// same bytes landing in the same places in the same order).
+    fn continued_by(&self, p: &Piece) -> bool {
+        self.from + self.len == p.from && self.to + self.len == p.to
+    }
+}
+
+/// Appends `p` to `pieces`, extending the last piece when `p` continues it.
+fn push(pieces: &mut Vec<Piece>, p: Piece) {
+    match pieces.last_mut() {
+        Some(last) if last.continued_by(&p) => last.len += p.len,
+        _ => pieces.push(p),
+    }
+}
+
+impl ExchangePlan {
+    /// Checks every copy of `ex` against the tile memories (`sizes` per dense tile) and
+    /// plans its moves.
+    pub fn new(
+        exe: &Executable,
+        ex: &Exchange,
+        index: &TileIndex,
+        sizes: &[usize],
+    ) -> Result<ExchangePlan, EngineError> {
+        let mut gather: Vec<(usize, Piece)> = Vec::new();
+        // (dense destination tile, write order, staging offset → tile offset).
+        let mut writes: Vec<(usize, usize, Piece)> = Vec::new();
+        let mut source_bytes = 0usize;
+        for (i, c) in ex.copies.iter().enumerate() {
+            let what = || format!("exchange '{}', copy {i}", ex.name);
+            let (len, so) = (c.bytes as usize, c.src_offset as usize);
+            let s = index.require(c.src_tile, &what)?;
+            if so + len > sizes[s] {
+                return Err(EngineError::invalid(format!(
+                    "{}: source bytes [{so}, {}) outside tile {}",
+                    what(),
+                    so + len,
+                    c.src_tile
+                )));
+            }
+            let read = Piece {
+                from: so,
+                to: source_bytes,
+                len,
+            };
+            match gather.last_mut() {
+                Some((tile, last)) if *tile == s && last.continued_by(&read) => last.len += len,
+                _ => gather.push((s, read)),
+            }
+            for d in &c.dsts {
+                let (t, o) = (index.require(d.tile, &what)?, d.offset as usize);
+                if o + len > sizes[t] {
+                    return Err(EngineError::invalid(format!(
+                        "{}: destination bytes [{o}, {}) outside tile {}",
+                        what(),
+                        o + len,
+                        d.tile
+                    )));
+                }
+                let write = Piece {
+                    from: source_bytes,
+                    to: o,
+                    len,
+                };
+                writes.push((t, writes.len(), write));
+            }
+            source_bytes += len;
+        }
+        writes.sort_unstable_by_key(|&(t, order, _)| (t, order));
+        let (mut dst_tiles, mut scatter) = (Vec::new(), Vec::<Vec<Piece>>::new());
+        for (t, _, p) in writes {
+            if dst_tiles.last() != Some(&t) {
+                dst_tiles.push(t);
+                scatter.push(Vec::new());
+            }
+            if let Some(pieces) = scatter.last_mut() {
+                push(pieces, p);
+            }
+        }
+        Ok(ExchangePlan {
+            cycles: cycles::exchange_cycles(&exe.target, ex),
+            tile_cycles: cycles::exchange_tile_cycles(&exe.target, ex),
+            bytes: ex.total_bytes(),
+            source_bytes,
+            gather,
+            dst_tiles,
+            scatter,
+        })
+    }
+
+    /// Applies the moves to the tiles (`staging`: a reusable buffer; `workers`: where a
+    /// large exchange's destination tiles are written).
+    pub(super) fn apply(&self, tiles: &mut [TileState], staging: &mut Vec<u8>, workers: &Workers) {
+        staging.resize(self.source_bytes, 0);
+        for &(s, p) in &self.gather {
+            staging[p.to..p.to + p.len]
+                .copy_from_slice(&tiles[s].mem.bytes()[p.from..p.from + p.len]);
+        }
+        let staging = &staging[..];
+        let write = |(st, pieces): (&mut TileState, &Vec<Piece>)| {
+            let mem = st.mem.bytes_mut();
+            for p in pieces {
+                mem[p.to..p.to + p.len].copy_from_slice(&staging[p.from..p.from + p.len]);
+            }
+        };
+        let targets = super::steps::select_mut(tiles, &self.dst_tiles);
+        let par = |targets: Vec<&mut TileState>| {
+            targets.into_par_iter().zip(&self.scatter).for_each(write)
+        };
+        match workers {
+            Workers::Pool(pool) if self.bytes >= PARALLEL_BYTES => pool.install(|| par(targets)),
+            Workers::Global if self.bytes >= PARALLEL_BYTES => par(targets),
+            _ => targets.into_iter().zip(&self.scatter).for_each(write),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

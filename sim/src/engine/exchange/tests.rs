@@ -1,0 +1,146 @@
+//! Exchange plans against the meaning of an exchange (every source read, then every
+//! destination written in copy order), on one host thread and in parallel, on the
+//! exchanges of a compiled program and on one whose destinations overlap its sources.
+
+use super::*;
+use crate::engine::memory::TileMem;
+use crate::numerics::FpSts;
+use ipusim_compiler::executable::{ByteCopy, CopyDst, TensorId};
+use ipusim_compiler::{compile, CompileOptions, Target};
+use ipusim_ir::{DType, GraphBuilder, Init};
+
+/// A matmul and a ReLU spread over 16 tiles: exchanges with broadcasts and many small
+/// copies.
+fn executable() -> Executable {
+    let mut b = GraphBuilder::new();
+    let init = |seed| Init::Uniform {
+        low: -1.0,
+        high: 1.0,
+        seed,
+    };
+    let x = b.variable("x", DType::F16, [48, 40], init(1)).unwrap();
+    let w = b.variable("w", DType::F16, [40, 24], init(2)).unwrap();
+    let y = b.matmul(x, w).unwrap();
+    let r = b.relu(y).unwrap();
+    b.outfeed("r", r).unwrap();
+    let mut target = Target::mk2();
+    target.tiles = 16;
+    compile(&b.finish(), &target, &CompileOptions::default()).unwrap()
+}
+
+/// Distinct bytes in every tile.
+fn memories(sizes: &[usize]) -> Vec<Vec<u8>> {
+    let mut x = 1u32;
+    sizes
+        .iter()
+        .map(|&n| {
+            (0..n)
+                .map(|_| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    (x >> 16) as u8
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The exchange's meaning.
+fn reference(ex: &Exchange, index: &TileIndex, mems: &mut [Vec<u8>]) {
+    let d = |t| index.get(t).unwrap();
+    let read: Vec<Vec<u8>> = (ex.copies.iter())
+        .map(|c| {
+            let o = c.src_offset as usize;
+            mems[d(c.src_tile)][o..o + c.bytes as usize].to_vec()
+        })
+        .collect();
+    for (c, bytes) in ex.copies.iter().zip(read) {
+        for dst in &c.dsts {
+            let o = dst.offset as usize;
+            mems[d(dst.tile)][o..o + bytes.len()].copy_from_slice(&bytes);
+        }
+    }
+}
+
+/// `ex` planned and applied to tiles holding `mems`, by every kind of workers (the
+/// parallel ones taking the parallel path).
+fn applied(
+    exe: &Executable,
+    ex: &Exchange,
+    index: &TileIndex,
+    sizes: &[usize],
+    mems: &[Vec<u8>],
+) -> Vec<Vec<Vec<u8>>> {
+    let mut plan = ExchangePlan::new(exe, ex, index, sizes).unwrap();
+    let writes: usize = ex.copies.iter().map(|c| c.dsts.len()).sum();
+    assert!(plan.gather.len() <= ex.copies.len());
+    assert!(plan.scatter.iter().map(Vec::len).sum::<usize>() <= writes);
+    assert!(plan.dst_tiles.windows(2).all(|p| p[0] < p[1]));
+    plan.bytes = plan.bytes.max(PARALLEL_BYTES);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    [Workers::Caller, Workers::Global, Workers::Pool(pool)]
+        .iter()
+        .map(|workers| {
+            let mut tiles: Vec<TileState> = (mems.iter())
+                .map(|m| {
+                    let mut mem = TileMem::zeroed(m.len());
+                    mem.bytes_mut().copy_from_slice(m);
+                    TileState {
+                        mem,
+                        rngs: Vec::new(),
+                        sts: FpSts::empty(),
+                    }
+                })
+                .collect();
+            plan.apply(&mut tiles, &mut Vec::new(), workers);
+            tiles.iter().map(|t| t.mem.bytes().to_vec()).collect()
+        })
+        .collect()
+}
+
+fn check(exe: &Executable, ex: &Exchange, index: &TileIndex, sizes: &[usize]) {
+    let mems = memories(sizes);
+    let mut want = mems.clone();
+    reference(ex, index, &mut want);
+    for got in applied(exe, ex, index, sizes, &mems) {
+        assert_eq!(got, want, "exchange '{}'", ex.name);
+    }
+}
+
+#[test]
+fn plans_move_the_bytes_the_copies_say() {
+    let exe = executable();
+    let (index, sizes) = TileIndex::new(&exe).unwrap();
+    assert!(!exe.exchanges.is_empty());
+    for ex in &exe.exchanges {
+        check(&exe, ex, &index, &sizes);
+    }
+    // Destinations overlapping sources: a swap between two tiles, a shift on one tile,
+    // then copies overwriting part of what was just written.
+    let (a, b) = (index.tile(0), index.tile(1));
+    let copy = |src_tile, src_offset, bytes, dsts: &[(u32, u32)]| ByteCopy {
+        src_tile,
+        src_offset,
+        bytes,
+        src_tensor: TensorId(0),
+        dst_tensor: TensorId(0),
+        dsts: dsts
+            .iter()
+            .map(|&(tile, offset)| CopyDst { tile, offset })
+            .collect(),
+    };
+    let ex = Exchange {
+        name: "overlapping".into(),
+        node: None,
+        copies: vec![
+            copy(a, 0, 8, &[(b, 0)]),
+            copy(b, 0, 8, &[(a, 0), (a, 16)]),
+            copy(a, 8, 8, &[(a, 12)]),
+            copy(a, 16, 4, &[(a, 20)]),
+        ],
+        cycles: 0,
+    };
+    check(&exe, &ex, &index, &sizes);
+}
