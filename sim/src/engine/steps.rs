@@ -24,9 +24,12 @@ thread_local! {
 }
 
 /// Compute sets of at least this many tile-cycles (summed over their tiles) run their tiles
-/// in parallel; smaller ones run on the calling thread, where waking the pool would cost
-/// more than the work (the engine simulates about a billion tile-cycles per host second).
-const PARALLEL_TILE_CYCLES: u64 = 50_000;
+/// in parallel; smaller ones run on the calling thread. The engine simulates about a
+/// billion tile-cycles per host second, so this is about a millisecond of work: below it,
+/// waking the pool and moving tiles' memory between cores' caches cost more than they save
+/// (measured on the flagship, whose compute sets are all smaller: 2 threads were slower
+/// than 1 with a threshold of 50,000).
+const PARALLEL_TILE_CYCLES: u64 = 1_000_000;
 
 /// How one tile's part of a compute set ended (16 bytes: one per tile per compute set is
 /// collected, so the rare stop is boxed).
