@@ -55,6 +55,10 @@ pub(crate) struct Piece {
 }
 
 impl Piece {
+    fn new(from: usize, to: usize, len: usize) -> Piece {
+        Piece { from, to, len }
+    }
+
     /// Whether `p` starts where `self` ends in both memories (one move does both, with the
     /// same bytes landing in the same places in the same order).
     fn continued_by(&self, p: &Piece) -> bool {
@@ -85,41 +89,30 @@ impl ExchangePlan {
         let mut source_bytes = 0usize;
         for (i, c) in ex.copies.iter().enumerate() {
             let what = || format!("exchange '{}', copy {i}", ex.name);
-            let (len, so) = (c.bytes as usize, c.src_offset as usize);
-            let s = index.require(c.src_tile, &what)?;
-            if so + len > sizes[s] {
-                return Err(EngineError::invalid(format!(
-                    "{}: source bytes [{so}, {}) outside tile {}",
-                    what(),
-                    so + len,
-                    c.src_tile
-                )));
-            }
-            let read = Piece {
-                from: so,
-                to: source_bytes,
-                len,
+            let len = c.bytes as usize;
+            // The dense index of `tile`, whose bytes `[at, at + len)` must exist.
+            let place = |which: &str, tile: u32, at: usize| -> Result<usize, EngineError> {
+                let d = index.require(tile, &what)?;
+                if at + len > sizes[d] {
+                    return Err(EngineError::invalid(format!(
+                        "{}: {which} bytes [{at}, {}) outside tile {tile}",
+                        what(),
+                        at + len
+                    )));
+                }
+                Ok(d)
             };
+            let so = c.src_offset as usize;
+            let s = place("source", c.src_tile, so)?;
+            let read = Piece::new(so, source_bytes, len);
             match gather.last_mut() {
                 Some((tile, last)) if *tile == s && last.continued_by(&read) => last.len += len,
                 _ => gather.push((s, read)),
             }
             for d in &c.dsts {
-                let (t, o) = (index.require(d.tile, &what)?, d.offset as usize);
-                if o + len > sizes[t] {
-                    return Err(EngineError::invalid(format!(
-                        "{}: destination bytes [{o}, {}) outside tile {}",
-                        what(),
-                        o + len,
-                        d.tile
-                    )));
-                }
-                let write = Piece {
-                    from: source_bytes,
-                    to: o,
-                    len,
-                };
-                writes.push((t, writes.len(), write));
+                let o = d.offset as usize;
+                let t = place("destination", d.tile, o)?;
+                writes.push((t, writes.len(), Piece::new(source_bytes, o, len)));
             }
             source_bytes += len;
         }
