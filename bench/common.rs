@@ -1,6 +1,6 @@
 //! Helpers shared by the benchmark binaries (included with `#[path = "common.rs"] mod
-//! common;`): a robust timer for the figures each benchmark prints next to its baseline, and
-//! the rendering of those lines.
+//! common;`): a robust timer for the figures each benchmark prints next to its baseline,
+//! the rendering of those lines, and the large matmul several benchmarks simulate.
 //!
 //! Criterion measures every benchmark too; these figures exist so that one run prints the
 //! simulator's figure and the baseline it is held against side by side, measured the same way
@@ -9,7 +9,10 @@
 
 #![allow(dead_code)]
 
+use ipusim::compiler::{compile, CompileOptions, Executable, Target};
+use ipusim::ir::{DType, GraphBuilder, Init};
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The median host time of one call of `f`, in seconds: `samples` samples of as many calls as
@@ -52,37 +55,22 @@ pub fn load_average() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// Calls `body` compiled for AVX-512 or AVX2+FMA when the CPU has them (the native
-/// baselines get the same vector width as the simulator's own kernels), else as built.
-#[macro_export]
-macro_rules! native_dispatch {
-    ($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty => $body:path) => {
-        $(#[$meta])*
-        fn $name($($arg: $ty),*) -> $ret {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")]
-                unsafe fn avx512($($arg: $ty),*) -> $ret {
-                    $body($($arg),*)
-                }
-                #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2($($arg: $ty),*) -> $ret {
-                    $body($($arg),*)
-                }
-                if std::is_x86_feature_detected!("avx512f")
-                    && std::is_x86_feature_detected!("avx512dq")
-                    && std::is_x86_feature_detected!("avx512vl")
-                    && std::is_x86_feature_detected!("avx512bw")
-                {
-                    // SAFETY: the CPU supports every feature `avx512` was compiled for.
-                    return unsafe { avx512($($arg),*) };
-                }
-                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                    // SAFETY: the CPU supports every feature `avx2` was compiled for.
-                    return unsafe { avx2($($arg),*) };
-                }
-            }
-            $body($($arg),*)
-        }
+/// Side of the large matmul.
+pub const MATMUL_N: usize = 1024;
+
+/// `y = x · w` for `MATMUL_N × MATMUL_N` FP16 variables (uniform in [-1, 1]), `y` outfed,
+/// compiled for mk2 with the default options (16.32: FP32 partials).
+pub fn matmul_executable() -> Arc<Executable> {
+    const N: usize = MATMUL_N;
+    let mut b = GraphBuilder::new();
+    let uniform = |seed| Init::Uniform {
+        low: -1.0,
+        high: 1.0,
+        seed,
     };
+    let x = b.variable("x", DType::F16, [N, N], uniform(1)).unwrap();
+    let w = b.variable("w", DType::F16, [N, N], uniform(2)).unwrap();
+    let y = b.matmul(x, w).unwrap();
+    b.outfeed("y", y).unwrap();
+    Arc::new(compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap())
 }

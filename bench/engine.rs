@@ -17,34 +17,17 @@ mod common;
 #[path = "native.rs"]
 mod native;
 
-use common::{duration, load_average, median_secs};
+use common::{duration, load_average, matmul_executable, median_secs, MATMUL_N as N};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ipusim::compiler::{compile, CompileOptions, Executable, Target};
-use ipusim::ir::{DType, GraphBuilder, Init};
+use ipusim::compiler::{Executable, Target};
 use ipusim::sim::engine::{Engine, EngineOptions};
 use ipusim::sim::host::QueueHost;
 use ipusim::sim::launch::{launch, LaunchOptions};
 use std::sync::Arc;
 use std::time::Duration;
 
-const N: usize = 1024;
 /// The thread-scaling target of the issue.
 const TARGET_SPEEDUP: f64 = 1.7;
-
-/// The compiled matmul (FP16 operands, partials float: the compiler's default).
-fn matmul_executable() -> Arc<Executable> {
-    let mut b = GraphBuilder::new();
-    let uniform = |seed| Init::Uniform {
-        low: -1.0,
-        high: 1.0,
-        seed,
-    };
-    let x = b.variable("x", DType::F16, [N, N], uniform(1)).unwrap();
-    let w = b.variable("w", DType::F16, [N, N], uniform(2)).unwrap();
-    let y = b.matmul(x, w).unwrap();
-    b.outfeed("y", y).unwrap();
-    Arc::new(compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap())
-}
 
 fn engine(exe: &Arc<Executable>, threads: usize) -> Engine {
     let options = EngineOptions {

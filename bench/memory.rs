@@ -18,8 +18,7 @@
 mod common;
 
 use common::load_average;
-use ipusim::compiler::{compile, CompileOptions, Executable, Target};
-use ipusim::ir::{DType, GraphBuilder, Init};
+use ipusim::compiler::Executable;
 use ipusim::runtime::{Session, SessionOptions};
 use ipusim::sim::engine::{Engine, EngineOptions};
 use ipusim::sim::host::QueueHost;
@@ -128,21 +127,9 @@ fn flagship() {
 }
 
 fn matmul() {
-    const N: usize = 1024;
+    const N: usize = common::MATMUL_N;
     let base = reset_peak();
-    let exe = {
-        let mut b = GraphBuilder::new();
-        let uniform = |seed| Init::Uniform {
-            low: -1.0,
-            high: 1.0,
-            seed,
-        };
-        let x = b.variable("x", DType::F16, [N, N], uniform(1)).unwrap();
-        let w = b.variable("w", DType::F16, [N, N], uniform(2)).unwrap();
-        let y = b.matmul(x, w).unwrap();
-        b.outfeed("y", y).unwrap();
-        Arc::new(compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap())
-    };
+    let exe = common::matmul_executable();
     let compile_peak = PEAK.load(Relaxed) - base;
     let exe_bytes = reset_peak() - base;
     let mut engine = Engine::new(Arc::clone(&exe), EngineOptions::default()).unwrap();

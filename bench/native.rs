@@ -1,6 +1,6 @@
 //! The native f32 baselines the simulator is held against: plain, optimised host code with
 //! blocked, vectorisable loops (no BLAS), compiled for the CPU's widest vectors the same way
-//! the simulator's kernels are ([`native_dispatch!`]).
+//! the simulator's kernels are (`simd_dispatch!`).
 //!
 //! - [`MlpStep`]: the flagship's training step (`programs/mlp_digits.ron`: pixels/16, MLP
 //!   64-32-10 with ReLU, softmax cross-entropy with mean reduction, the batch accuracy, loss
@@ -9,7 +9,7 @@
 
 #![allow(dead_code)]
 
-use crate::native_dispatch;
+use ipusim::sim::simd_dispatch;
 
 /// Inputs, hidden units, classes and batch of the flagship.
 pub const IN: usize = 64;
@@ -136,7 +136,7 @@ impl MlpStep {
     }
 }
 
-native_dispatch! {
+simd_dispatch! {
     fn mlp_step(m: &mut MlpStep, pixels: &[u8], labels: &[i32]) -> (f32, f32) => mlp_step_body
 }
 
@@ -284,7 +284,7 @@ pub fn matmul(n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
     matmul_dispatch(n, a, b, c)
 }
 
-native_dispatch! {
+simd_dispatch! {
     fn matmul_dispatch(n: usize, a: &[f32], b: &[f32], c: &mut [f32]) -> () => matmul_body
 }
 

@@ -9,6 +9,10 @@
 
 /// Defines `$vis fn $name(args) -> ret` that runs `$body(args)` compiled for the best
 /// available x86-64 feature level (AVX-512, AVX2, baseline), or the portable build elsewhere.
+/// Exported (hidden) so that the benchmarks' native baselines get the same vector width as
+/// the simulator's kernels.
+#[doc(hidden)]
+#[macro_export]
 macro_rules! simd_dispatch {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty => $body:path) => {
         $(#[$meta])*
@@ -41,4 +45,4 @@ macro_rules! simd_dispatch {
     };
 }
 
-pub(crate) use simd_dispatch;
+pub(crate) use crate::simd_dispatch;
