@@ -38,13 +38,15 @@
 //!
 //! ## Speed
 //!
-//! With finite inputs (checked once per call) the chunk sums of a whole output row are
-//! computed with vector FMAs across the output columns (each column keeps its own sequential
-//! order), compiled for AVX-512/AVX2 when the CPU has them; FP16 partial writes of a row are
-//! rounded with the vectorised lane rounding of `kernels::lanes` (TwoSum in f64, draws
-//! generated in bulk). Any non-finite input sends the
-//! call through the scalar reference path, and an FP32 output row that overflowed is
-//! recomputed there, so flags are exact.
+//! With finite inputs (checked once per call) the work is vectorised across output columns
+//! (each column keeps its own sequential order), compiled for AVX-512/AVX2 when the CPU has
+//! them. FP32 partials: blocks of 4 rows × up to 32 columns keep their chunk sums and
+//! partials in registers for the whole reduction, so each loaded vector of `b` serves four
+//! rows. FP16 partials: the chunk sums of a row, then its partial writes rounded with the
+//! vectorised lane rounding of `kernels::lanes` (TwoSum in f64, draws generated in bulk, in
+//! the (row, chunk, column) order). Any non-finite input sends the call through the scalar
+//! reference path, and an FP32 output row that overflowed is recomputed there, so flags are
+//! exact.
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
