@@ -19,10 +19,10 @@ mod native;
 
 use common::{duration, load_average, matmul_executable, median_secs, MATMUL_N as N};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ipusim::compiler::{Executable, Target};
+use ipusim::compiler::{BuildOptions, Executable, Target};
+use ipusim::runtime::launch::{launch, LaunchOptions};
 use ipusim::sim::engine::{Engine, EngineOptions};
 use ipusim::sim::host::QueueHost;
-use ipusim::sim::launch::{launch, LaunchOptions};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -113,9 +113,10 @@ fn train_mlp(c: &mut Criterion) {
     let mut l = launch(
         std::path::Path::new(path),
         &LaunchOptions {
-            target,
-            precision: None,
-            partials: Default::default(),
+            build: BuildOptions {
+                target,
+                ..BuildOptions::default()
+            },
             engine: EngineOptions::default(),
         },
     )

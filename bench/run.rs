@@ -17,6 +17,7 @@ mod native;
 
 use common::{duration, load_average, median_secs};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ipusim::compiler::BuildOptions;
 use ipusim::ir::Precision;
 use ipusim::runtime::{Session, SessionOptions};
 use ipusim::sim::numerics::{FpConfig, StochasticRounding};
@@ -35,12 +36,15 @@ fn program() -> PathBuf {
 
 fn session(precision: Precision, esr: StochasticRounding, threads: Option<usize>) -> Session {
     let options = SessionOptions {
-        precision: Some(precision),
+        build: BuildOptions {
+            precision: Some(precision),
+            device_iterations: Some(STEPS),
+            ..BuildOptions::default()
+        },
         fp: FpConfig {
             esr,
             ..FpConfig::default()
         },
-        device_iterations: Some(STEPS),
         threads,
         ..SessionOptions::default()
     };

@@ -3,6 +3,7 @@
 //! its 32.32 loss curve on the engine matches the reference interpreter's within a bound
 //! derived from the FP32 summation orders.
 
+use ipusim_compiler::BuildOptions;
 use ipusim_ir::text::load_program;
 use ipusim_ir::Precision;
 use ipusim_runtime::session::Session;
@@ -164,8 +165,11 @@ fn loss_curve_in_32_32_matches_the_reference_interpreter() {
     let program = load_program(&path).unwrap();
     let base = path.parent().unwrap_or(Path::new(""));
     let options = SessionOptions {
-        precision: Some(Precision::P32_32),
-        device_iterations: Some(1),
+        build: BuildOptions {
+            precision: Some(Precision::P32_32),
+            device_iterations: Some(1),
+            ..BuildOptions::default()
+        },
         ..SessionOptions::default()
     };
     let mut reference = ReferenceSession::new(&program, base, &options).unwrap();

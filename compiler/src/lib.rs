@@ -12,29 +12,26 @@
 //! exchange, and the whole program).
 
 pub mod build;
-pub mod codelets;
-pub mod cycles;
 pub mod dump;
-pub mod error;
-pub mod executable;
 pub mod lower;
 pub mod memory;
-pub mod options;
 pub mod report;
-pub mod target;
-mod verify;
+
+// The executable contract, re-exported under the paths this crate has always had.
+pub use ipusim_exe::{codelets, cycles, error, estimate, executable, options, target};
 
 pub use build::{build, BuildError, BuildOptions, Built};
 pub use codelets::{Codelet, VertexParams};
 pub use cycles::CycleEstimate;
 pub use error::CompileError;
 pub use executable::Executable;
-pub use memory::MemoryPlan;
+pub use ipusim_exe::memory::MemoryPlan;
 pub use options::{CompileOptions, PartialsType};
 pub use report::CompileReport;
 pub use target::Target;
 
 use executable::{InitialValue, SourceValue, TensorId, TensorKind, FORMAT_VERSION};
+use ipusim_exe::verify;
 use ipusim_ir::{Graph, Op};
 
 /// Compiles `graph` for `target`. Out of memory is not an error: see
@@ -46,28 +43,7 @@ pub fn compile(
 ) -> Result<Executable, CompileError> {
     target.validate()?;
     options.validate()?;
-    let mut low = lower::lower(graph, target, options)?;
-    if options.verify {
-        verify::lowered(target, &low)?;
-    }
-    let memory = memory::plan(
-        target,
-        &mut low.tensors,
-        &low.usage,
-        &low.compute_sets,
-        &low.exchanges,
-        low.steps.len(),
-    )?;
-    memory::resolve_offsets(&low.tensors, &mut low.compute_sets, &mut low.exchanges)?;
-    for cs in &mut low.compute_sets {
-        for tw in &mut cs.tiles {
-            tw.cycles = cycles::tile_work_cycles(target, tw);
-        }
-        cs.cycles = cs.tiles.iter().map(|t| t.cycles).max().unwrap_or(0);
-    }
-    for ex in &mut low.exchanges {
-        ex.cycles = cycles::exchange_cycles(target, ex);
-    }
+    let low = lower::lower(graph, target, options)?;
     let initial_values = initial_values(graph, &low.tensors);
     let mut exe = Executable {
         format_version: FORMAT_VERSION,
@@ -81,9 +57,30 @@ pub fn compile(
         initial_values,
         program: low.program,
         steps: low.steps,
-        memory,
+        memory: MemoryPlan::default(),
         estimate: CycleEstimate::default(),
     };
+    if options.verify {
+        verify::lowered(&exe)?;
+    }
+    exe.memory = memory::plan(
+        target,
+        &mut exe.tensors,
+        &low.usage,
+        &exe.compute_sets,
+        &exe.exchanges,
+        exe.steps.len(),
+    )?;
+    memory::resolve_offsets(&exe.tensors, &mut exe.compute_sets, &mut exe.exchanges)?;
+    for cs in &mut exe.compute_sets {
+        for tw in &mut cs.tiles {
+            tw.cycles = cycles::tile_work_cycles(target, tw);
+        }
+        cs.cycles = cs.tiles.iter().map(|t| t.cycles).max().unwrap_or(0);
+    }
+    for ex in &mut exe.exchanges {
+        ex.cycles = cycles::exchange_cycles(target, ex);
+    }
     if options.verify {
         verify::planned(&exe, &low.usage)?;
     }

@@ -16,9 +16,8 @@
 use crate::codelets::vertex_state_bytes;
 use crate::error::CompileError;
 use crate::executable::{ComputeSet, Exchange, Tensor, TensorId, TensorKind};
-use crate::lower::Usage;
 use crate::target::Target;
-use serde::{Deserialize, Serialize};
+pub use ipusim_exe::memory::{MemoryPlan, TensorBytes, TileMemory, Usage, WorstTile};
 use std::collections::BTreeSet;
 
 /// Alignment of every allocation.
@@ -28,73 +27,6 @@ const CONTROL_CODE_BYTES: u64 = 24;
 /// Exchange code per copy endpoint on a tile (a pointer set-up and a send/receive; not
 /// found, chosen).
 const EXCHANGE_CODE_BYTES: u64 = 8;
-
-/// Bytes of one tile by category.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TileMemory {
-    /// The tile.
-    pub tile: u32,
-    /// Variables (model state).
-    pub variables: u64,
-    /// Constants.
-    pub constants: u64,
-    /// Host-stream landing buffers.
-    pub exchange_buffers: u64,
-    /// Peak bytes of temporaries (activations, staging, partials), including alignment gaps.
-    pub temporaries: u64,
-    /// Vertex state.
-    pub vertex_state: u64,
-    /// Code: codelets used on the tile, control code, exchange code.
-    pub code: u64,
-    /// Sum of the categories.
-    pub total: u64,
-}
-
-/// A tensor's bytes on one tile.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TensorBytes {
-    /// The tensor.
-    pub tensor: TensorId,
-    /// Its name.
-    pub name: String,
-    /// Bytes on the tile.
-    pub bytes: u64,
-}
-
-/// One of the fullest tiles, with its largest tensors.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorstTile {
-    /// The tile.
-    pub tile: u32,
-    /// Its total bytes.
-    pub bytes: u64,
-    /// Its largest tensors, largest first.
-    pub largest: Vec<TensorBytes>,
-}
-
-/// The memory plan of an executable.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct MemoryPlan {
-    /// Bytes per tile of the target.
-    pub bytes_per_tile_capacity: u64,
-    /// Every tile of the target, in tile order.
-    pub tiles: Vec<TileMemory>,
-    /// The fullest tile's bytes.
-    pub max_tile_bytes: u64,
-    /// Bytes over all tiles.
-    pub total_bytes: u64,
-    /// True when some tile exceeds its capacity.
-    pub oom: bool,
-    /// Tiles over capacity, ascending.
-    pub oom_tiles: Vec<u32>,
-    /// The five fullest tiles with their five largest tensors.
-    pub worst_tiles: Vec<WorstTile>,
-    /// Bytes of always-live data (variables, constants, stream buffers) over all tiles.
-    pub always_live_bytes: u64,
-    /// Per program step (indices of `Executable::steps`): bytes of temporaries live over all
-    /// tiles.
-    pub liveness: Vec<u64>,
-}
 
 fn align(x: u64) -> u64 {
     x.div_ceil(ALIGN) * ALIGN

@@ -85,7 +85,7 @@ fn amp_precision_ratios_on_mk1() {
     ));
     assert_eq!(h16, h32, "16.16 and 16.32 on mk1");
     // At the estimator level the same holds for any block.
-    use ipusim_compiler::codelets::estimate::amp_block_cycles;
+    use ipusim_compiler::cycles::vertex::amp_block_cycles;
     for (bm, bk, bn) in [(384, 256, 64), (600, 1024, 48)] {
         let a = amp_block_cycles(&t, DType::F16, DType::F16, bm, bk, bn);
         let b = amp_block_cycles(&t, DType::F16, DType::F32, bm, bk, bn);

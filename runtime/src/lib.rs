@@ -11,6 +11,8 @@
 //! - [`connect`]: a program's streams connected to their sources and collectors;
 //! - [`mod@reference`]: a program run on the reference interpreter with the same host;
 //! - [`session`]: a program compiled and run on the BSP engine, run after run;
+//! - [`mod@launch`]: a program file launched on the engine with its own data sources, for the
+//!   simulator on its own, and trace snapshots of it;
 //! - [`chrome`]: engine traces exported to the Chrome trace-event format (Perfetto);
 //! - [`report`]: the run report (the compile report's contract plus what the runs measured),
 //!   its text form, and the comparison of two reports.
@@ -25,6 +27,7 @@ pub mod feeds;
 pub mod host;
 pub mod io_model;
 pub mod json;
+pub mod launch;
 pub mod options;
 pub mod outfeed;
 pub mod reference;

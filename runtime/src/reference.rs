@@ -62,7 +62,7 @@ impl ReferenceSession {
         options: &SessionOptions,
     ) -> Result<ReferenceSession, RuntimeError> {
         let step =
-            step_graph(program, &options.build_options()).map_err(|e| program_error(program, e))?;
+            step_graph(program, &options.build.clone()).map_err(|e| program_error(program, e))?;
         let (infeeds, outfeeds) = graph_streams(&step.graph);
         let host = connect(program, base_dir, &infeeds, &outfeeds, &options.streams)?;
         check_connected(&host, &infeeds)?;
@@ -72,6 +72,7 @@ impl ReferenceSession {
             infeeds,
             gradient_accumulation: step.gradient_accumulation.max(1),
             device_iterations: options
+                .build
                 .device_iterations
                 .unwrap_or(step.device_iterations)
                 .max(1),

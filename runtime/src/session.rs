@@ -203,11 +203,11 @@ impl Session {
         base_dir: &Path,
         options: SessionOptions,
     ) -> Result<Session, RuntimeError> {
-        let mut build_options = options.build_options();
+        let mut build_options = options.build.clone();
         let step = step_graph(program, &build_options).map_err(|e| program_error(program, e))?;
         let (ins, outs) = graph_streams(&step.graph);
         let host = connect(program, base_dir, &ins, &outs, &options.streams)?;
-        if options.inference && build_options.device_iterations.is_none() {
+        if options.build.inference && build_options.device_iterations.is_none() {
             // One pass over the data of the file-backed infeeds.
             build_options.device_iterations = ins
                 .iter()
@@ -216,7 +216,7 @@ impl Session {
                 .filter(|&n| n > 0)
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
         }
-        let mode = match (options.inference, program.training.is_some()) {
+        let mode = match (options.build.inference, program.training.is_some()) {
             (true, _) => "inference",
             (false, true) => "training",
             (false, false) => "forward",
@@ -455,7 +455,7 @@ impl Session {
         let values = c.matching(
             &path.display().to_string(),
             &self.engine.variables(),
-            self.options.inference,
+            self.options.build.inference,
         )?;
         for (name, t) in &values {
             self.engine.write_variable(name, t)?;

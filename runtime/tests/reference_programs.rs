@@ -1,5 +1,6 @@
 //! The programs of `programs/` on the reference interpreter: the numbers each one shows.
 
+use ipusim_compiler::BuildOptions;
 use ipusim_ir::text::load_program;
 use ipusim_runtime::{ReferenceSession, SessionOptions};
 use ipusim_sim::numerics::{FpConfig, StochasticRounding};
@@ -109,7 +110,10 @@ fn flagship_learns_in_every_precision() {
         (Precision::P16_16, StochasticRounding::On),
     ] {
         let options = SessionOptions {
-            precision: Some(p),
+            build: BuildOptions {
+                precision: Some(p),
+                ..BuildOptions::default()
+            },
             fp: FpConfig {
                 esr,
                 ..FpConfig::default()
@@ -128,7 +132,10 @@ fn flagship_learns_in_every_precision() {
             &program,
             &programs(),
             &SessionOptions {
-                device_iterations: Some(30),
+                build: BuildOptions {
+                    device_iterations: Some(30),
+                    ..options.build.clone()
+                },
                 ..options.clone()
             }
             .inference(),

@@ -29,7 +29,7 @@ use crate::host::{HostError, HostIo};
 use crate::init::{self, unit, INIT_TILE};
 use crate::numerics::SrRng;
 use crate::tensor::Tensor;
-use ipusim_compiler::executable::HostStream;
+use ipusim_exe::executable::HostStream;
 use ipusim_ir::{DType, DataSource, Program, TensorType};
 use std::collections::BTreeMap;
 

@@ -6,7 +6,7 @@
 //! [`QueueHost`]. Bytes are exactly what the tile memory holds: little-endian elements in
 //! row-major order, f16 as its bit pattern, bool as one byte 0/1.
 
-use ipusim_compiler::executable::HostStream;
+use ipusim_exe::executable::HostStream;
 use std::collections::{BTreeMap, VecDeque};
 use thiserror::Error;
 

@@ -4,8 +4,10 @@
 //! accounting and `$FP_STS` flags ([`engine`], with the codelets' value semantics in
 //! `codelets`), execution traces ([`trace`]), the stepping debugger ([`debugger`]), the
 //! host side of streams ([`host`]: the engine's interface; [`feeds`]: the generator sources
-//! every host shares, and a host for the simulator on its own), and [`launch`]: a program
-//! file to a ready engine.
+//! every host shares, and a host for the simulator on its own).
+//!
+//! It executes the executable contract of `ipusim-exe` and does not link the compiler: a
+//! program file is compiled and launched by the runtime (`ipusim_runtime::launch`).
 
 mod codelets;
 pub mod debugger;
@@ -15,7 +17,6 @@ pub mod feeds;
 pub mod host;
 pub mod init;
 pub mod interp;
-pub mod launch;
 pub mod numerics;
 pub mod tensor;
 pub mod trace;

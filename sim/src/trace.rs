@@ -1,5 +1,6 @@
 //! Execution traces: typed events the engine records as it runs (when asked to), their
-//! serde form, and [`summary`] — a compact, human-readable view meant for snapshot tests.
+//! serde form, and [`summary`] — a compact, human-readable view meant for snapshot tests
+//! (`ipusim_runtime::launch::snapshot_trace` launches a program file and summarises its trace).
 //!
 //! Events are recorded only when `EngineOptions::record_trace` is set; otherwise nothing is
 //! allocated. A trace is deterministic: the same executable, seed and options give the same
@@ -8,28 +9,12 @@
 //! entered at `cycle` and left at `cycle + cycles`. Control nodes (a `Repeat` iteration, an
 //! `If` branch) are [`Event::Entered`] and [`Event::Left`].
 //!
-//! # Snapshot-testing a program's trace
-//!
-//! ```no_run
-//! use ipusim_sim::trace::{snapshot_trace, SnapshotOptions};
-//! use ipusim_compiler::Target;
-//!
-//! let mut target = Target::mk2();
-//! target.tiles = 16;
-//! let options = SnapshotOptions { target, ..SnapshotOptions::default() };
-//! let summary = snapshot_trace("programs/feeds_repeat.ron", &options).unwrap();
-//! // insta::assert_yaml_snapshot!(summary);
-//! ```
 
-use crate::engine::{CategoryCycles, EngineOptions};
-use crate::launch::{launch, LaunchError, LaunchOptions};
-use crate::numerics::{FpConfig, FpSts};
-use ipusim_compiler::executable::StreamDirection;
-use ipusim_compiler::{PartialsType, Target};
-use ipusim_ir::Precision;
+use crate::engine::CategoryCycles;
+use crate::numerics::FpSts;
+use ipusim_exe::executable::StreamDirection;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
-use std::path::Path;
 
 /// One tile's cycles in a compute set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -413,69 +398,4 @@ pub fn summary(trace: &Trace) -> TraceSummary {
     }
     out.lines = top;
     out
-}
-
-/// Options of [`snapshot_trace`].
-#[derive(Clone, Debug)]
-pub struct SnapshotOptions {
-    /// The chip (default: an Mk2 of 16 tiles, small enough to read).
-    pub target: Target,
-    /// Precision policy override.
-    pub precision: Option<Precision>,
-    /// Matmul and reduction partials.
-    pub partials: PartialsType,
-    /// Floating-point behaviour.
-    pub fp: FpConfig,
-    /// Program seed (stochastic rounding).
-    pub seed: u64,
-    /// Device runs to trace.
-    pub runs: u32,
-}
-
-impl Default for SnapshotOptions {
-    fn default() -> SnapshotOptions {
-        let mut target = Target::mk2();
-        target.name = "mk2-16".into();
-        target.tiles = 16;
-        SnapshotOptions {
-            target,
-            precision: None,
-            partials: PartialsType::Float,
-            fp: FpConfig::default(),
-            seed: 0,
-            runs: 1,
-        }
-    }
-}
-
-/// Loads the program at `path`, compiles it, runs it `runs` times with its own data
-/// sources (see [`crate::feeds`]) and returns the [`summary`] of its trace. A run that
-/// stops on a floating-point exception ends the trace with the exception (not an error), so
-/// traps can be snapshot too.
-pub fn snapshot_trace(
-    path: impl AsRef<Path>,
-    options: &SnapshotOptions,
-) -> Result<TraceSummary, LaunchError> {
-    let mut launched = launch(
-        path.as_ref(),
-        &LaunchOptions {
-            target: options.target.clone(),
-            precision: options.precision,
-            partials: options.partials,
-            engine: EngineOptions {
-                fp: options.fp,
-                seed: options.seed,
-                threads: None,
-                record_trace: true,
-            },
-        },
-    )?;
-    for _ in 0..options.runs {
-        match launched.engine.run(&mut launched.host) {
-            Ok(_) => {}
-            Err(crate::engine::EngineError::FpException(_)) => break,
-            Err(e) => return Err(LaunchError::Engine(e)),
-        }
-    }
-    Ok(summary(&launched.engine.take_trace()))
 }

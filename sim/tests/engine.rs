@@ -144,7 +144,7 @@ fn traces_cost_nothing_when_not_recorded() {
     assert!(l.engine.take_trace().events.is_empty());
 }
 
-fn overflow_engine(fp: FpConfig) -> ipusim_sim::launch::Launched {
+fn overflow_engine(fp: FpConfig) -> ipusim_runtime::launch::Launched {
     programs::launch_with(
         &programs::sim_program("overflow"),
         &programs::mk2(16),

@@ -1,12 +1,12 @@
 //! Snapshots of execution traces of small programs on a 16-tile Mk2, through the public
-//! helper users call in their own tests (`trace::snapshot_trace`): the summary of every
+//! helper users call in their own tests (`ipusim_runtime::launch::snapshot_trace`): the summary of every
 //! step with its cycles, nested under repeat iterations, flags and traps.
 
 mod common;
 
 use common::programs::sim_program;
+use ipusim_runtime::launch::{snapshot_trace, SnapshotOptions};
 use ipusim_sim::numerics::FpConfig;
-use ipusim_sim::trace::{snapshot_trace, SnapshotOptions};
 
 fn trace(name: &str, options: SnapshotOptions) -> ipusim_sim::trace::TraceSummary {
     snapshot_trace(sim_program(name), &options).unwrap()

@@ -155,7 +155,7 @@ fn options(args: &RunArgs) -> Result<SessionOptions, RuntimeError> {
     if args.inference {
         options = options.inference();
         if let Some(n) = args.steps {
-            options.device_iterations = Some(u32::try_from(n).map_err(|_| {
+            options.build.device_iterations = Some(u32::try_from(n).map_err(|_| {
                 RuntimeError::Options(format!("--steps {n} is too large for one run"))
             })?);
         }

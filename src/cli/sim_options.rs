@@ -132,9 +132,7 @@ impl SimArgs {
             .build_options()
             .map_err(|e| RuntimeError::Options(e.to_string()))?;
         let mut options = SessionOptions {
-            target: b.target,
-            partials: b.partials,
-            precision: b.precision,
+            build: b,
             fp: self.fp_config(),
             seed: self.seed,
             threads: self.threads,

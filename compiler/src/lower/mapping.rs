@@ -2,7 +2,7 @@
 //! mapping of fresh tensors (grain sizes that respect vector widths), and the interval index
 //! used to find where an element lives.
 
-use crate::codelets::estimate::elementwise_cycles;
+use crate::cycles::vertex::elementwise_cycles;
 use crate::target::Target;
 use ipusim_ir::DType;
 

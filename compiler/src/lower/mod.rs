@@ -27,16 +27,10 @@ use crate::executable::{
 };
 use crate::options::CompileOptions;
 use crate::target::Target;
+use ipusim_exe::memory::Usage;
 use ipusim_ir::{DType, Graph, NodeId, Op, Phase, Shape};
 use mapping::{Index, Mapping};
 use std::collections::HashMap;
-
-/// The first and last program step touching a tensor.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Usage {
-    pub first: Option<u32>,
-    pub last: Option<u32>,
-}
 
 /// Where a node's value is: a tensor, possibly seen with its last two dimensions swapped
 /// (a `Transpose` that is folded into its consumers until one needs it materialised).

@@ -12,8 +12,8 @@
 //! the report about which plan is faster. A tiny matmul stays on one tile: spreading it adds
 //! exchange and reduction supersteps that cost more than the compute saved.
 
-use crate::codelets::estimate::{amp_block_cycles, reduce_block_cycles};
 use crate::codelets::MatrixLayout;
+use crate::cycles::vertex::{amp_block_cycles, reduce_block_cycles};
 use crate::options::CompileOptions;
 use crate::target::Target;
 use ipusim_ir::DType;

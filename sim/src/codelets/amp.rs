@@ -19,8 +19,8 @@ use crate::numerics::kernels::convert;
 use crate::numerics::{cast, FpSts, Rounding, Tail};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
-use ipusim_compiler::codelets::{AmpParams, Codelet, MatrixLayout};
-use ipusim_compiler::executable::{Tensor, Vertex};
+use ipusim_exe::codelets::{AmpParams, Codelet, MatrixLayout};
+use ipusim_exe::executable::{Tensor, Vertex};
 use ipusim_ir::DType;
 
 /// The input, partials and output types of an `AmpMatMul` codelet.

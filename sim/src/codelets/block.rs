@@ -1,6 +1,6 @@
 //! The block codelets: `Reduce`, `ArgMax`, `Softmax` (and log-softmax),
 //! `SoftmaxCrossEntropy`, over a `groups × count × width` input block of which the vertex
-//! handles columns `[col_begin, col_begin + cols)` (see `ipusim_compiler::codelets`).
+//! handles columns `[col_begin, col_begin + cols)` (see `ipusim_exe::codelets`).
 //!
 //! - `Reduce` with f32 (or integer) accumulation runs row by row over the vertex's columns
 //!   (each column still sums sequentially in ascending `i`, so the order is the contract's)
@@ -24,8 +24,8 @@ use crate::numerics::{cast, fp16, fp32, round, ArithOp, FpSts, Rounding, Tail};
 use bytemuck::Pod;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
-use ipusim_compiler::codelets::{BlockParams, Codelet, ReduceOp};
-use ipusim_compiler::executable::{Tensor, Vertex};
+use ipusim_exe::codelets::{BlockParams, Codelet, ReduceOp};
+use ipusim_exe::executable::{Tensor, Vertex};
 use ipusim_ir::DType;
 
 /// Checks a block vertex: operand types and lengths, the column range.

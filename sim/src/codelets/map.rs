@@ -19,8 +19,8 @@ use crate::numerics::kernels::map::{self as k, each, each2, each3};
 use crate::numerics::{cast, round, ArithOp, CompareOp, FpSts, Rounding, Tail, UnaryOp};
 use bytemuck::Pod;
 use half::f16;
-use ipusim_compiler::codelets::{Access, BroadcastAccess, Codelet, VertexParams};
-use ipusim_compiler::executable::{Tensor, Vertex};
+use ipusim_exe::codelets::{Access, BroadcastAccess, Codelet, VertexParams};
+use ipusim_exe::executable::{Tensor, Vertex};
 use ipusim_ir::DType;
 
 /// Runs an element-wise vertex.

@@ -1,5 +1,5 @@
 //! The value semantics of the compiler's codelets: one vertex at a time, on the bytes of its
-//! tile, exactly as `ipusim_compiler::codelets` documents each codelet.
+//! tile, exactly as `ipusim_exe::codelets` documents each codelet.
 //!
 //! A vertex reads its input operands and writes its output operand (the last one) in the
 //! tile's memory. [`operands`] hands out the operand bytes (an input that *is* the output —
@@ -21,8 +21,8 @@ pub(crate) mod operands;
 use crate::engine::error::{DumpValue, EngineError};
 use crate::engine::memory::Buf;
 use crate::numerics::{FpCtl, FpSts, Rounding, SrRng};
-use ipusim_compiler::codelets::{Codelet, MatrixLayout, VertexParams};
-use ipusim_compiler::executable::Vertex;
+use ipusim_exe::codelets::{Codelet, MatrixLayout, VertexParams};
+use ipusim_exe::executable::Vertex;
 use ipusim_ir::DType;
 
 /// The worker context a vertex runs on: its control register and its random stream.

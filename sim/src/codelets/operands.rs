@@ -8,7 +8,7 @@
 //! [`split`] cannot fail on a validated executable.
 
 use crate::engine::error::EngineError;
-use ipusim_compiler::executable::{Operand, Tensor, Vertex};
+use ipusim_exe::executable::{Operand, Tensor, Vertex};
 use ipusim_ir::DType;
 
 /// The most inputs a codelet has (`Select`: cond, a, b).

@@ -5,7 +5,7 @@ use crate::display;
 use crate::engine::{Engine, Leaf, NextStep, Place, RunSummary, StepReport};
 use crate::numerics::FpSts;
 use crate::tensor::Tensor;
-use ipusim_compiler::executable::{Executable, StepKind, StreamDirection, TensorKind};
+use ipusim_exe::executable::{Executable, StepKind, StreamDirection, TensorKind};
 use std::fmt::Write;
 
 /// Whether `tile` takes part in the program step `leaf`.

@@ -16,8 +16,8 @@
 use super::error::EngineError;
 use super::memory::TileIndex;
 use super::{TileState, Workers};
-use ipusim_compiler::cycles;
-use ipusim_compiler::executable::{Exchange, Executable};
+use ipusim_exe::cycles;
+use ipusim_exe::executable::{Exchange, Executable};
 use rayon::prelude::*;
 
 /// Exchanges moving at least this many bytes write their destination tiles in parallel

@@ -7,8 +7,8 @@ use super::summary::{Category, Leaf, NextStep, RunSummary, Settled, StepReport, 
 use super::{Engine, EngineError, Phase};
 use crate::host::HostIo;
 use crate::trace::{Control, Event};
-use ipusim_compiler::cycles;
-use ipusim_compiler::executable::TensorId;
+use ipusim_exe::cycles;
+use ipusim_exe::executable::TensorId;
 
 /// What [`Engine::step`] did.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,7 +13,7 @@
 
 use super::error::EngineError;
 use bytemuck::Pod;
-use ipusim_compiler::executable::{Executable, Tensor};
+use ipusim_exe::executable::{Executable, Tensor};
 
 /// The bytes of one tile.
 #[derive(Clone, Debug)]

@@ -15,7 +15,7 @@
 //!   infeed micro-batch or hands it an outfeed entry, `Sync` syncs. The debugger stops and
 //!   resumes the same machine ([`Engine::settle`], [`Engine::step`]); [`Engine::run`] is
 //!   "continue until the end".
-//! - **Cycles.** Each step is charged with the functions of `ipusim_compiler::cycles` on the
+//! - **Cycles.** Each step is charged with the functions of `ipusim_exe::cycles` on the
 //!   vertices and copies it executes (computed once, when the engine is built): compute
 //!   sets in OnTileExecute (the slowest tile; each tile's own cycles per tile), exchanges in
 //!   DoExchange, syncs (and `If` conditions) in Sync, stream copies in StreamCopy. Without
@@ -52,7 +52,7 @@ use crate::init;
 use crate::numerics::{FpConfig, FpCtl, FpSts, SrRng};
 use crate::tensor::{Data, Tensor};
 use crate::trace::{Event, Trace};
-use ipusim_compiler::executable::{Executable, SourceValue, TensorId, TensorKind};
+use ipusim_exe::executable::{Executable, SourceValue, TensorId, TensorKind};
 use ipusim_ir::TensorType;
 use memory::{gather, scatter, TileIndex, TileMem};
 use plan::Plan;

@@ -1,16 +1,16 @@
 //! What the engine works out once, when it is built: the executable checked against every
 //! assumption the execution makes (so that running it never panics), and the per-step
 //! figures that do not depend on values — each compute set's tiles and cycles per tile
-//! (from `ipusim_compiler::cycles` on its vertices), each exchange's moves and cycles
+//! (from `ipusim_exe::cycles` on its vertices), each exchange's moves and cycles
 //! ([`super::exchange`]), each stream copy's cycles.
 
 use super::error::EngineError;
 use super::exchange::ExchangePlan;
 use super::memory::{check_tensor, TileIndex};
 use crate::codelets::{amp, block, map, operands};
-use ipusim_compiler::codelets::{Codelet, VertexParams};
-use ipusim_compiler::cycles;
-use ipusim_compiler::executable::{Executable, StreamDirection};
+use ipusim_exe::codelets::{Codelet, VertexParams};
+use ipusim_exe::cycles;
+use ipusim_exe::executable::{Executable, StreamDirection};
 use ipusim_ir::DType;
 
 /// A compute set, ready to run.
@@ -103,7 +103,7 @@ impl Plan {
 
 fn plan_compute_set(
     exe: &Executable,
-    cs: &ipusim_compiler::executable::ComputeSet,
+    cs: &ipusim_exe::executable::ComputeSet,
     index: &TileIndex,
     sizes: &[usize],
 ) -> Result<ComputeSetPlan, EngineError> {
@@ -155,8 +155,8 @@ fn plan_compute_set(
 /// Checks one vertex: its operands against the tile memory, then its codelet's contract.
 fn check_vertex(
     codelet: &Codelet,
-    v: &ipusim_compiler::executable::Vertex,
-    tensors: &[ipusim_compiler::executable::Tensor],
+    v: &ipusim_exe::executable::Vertex,
+    tensors: &[ipusim_exe::executable::Tensor],
     mem_len: usize,
 ) -> Result<(), String> {
     let elementwise = matches!(v.params, VertexParams::Map(_));
@@ -181,7 +181,7 @@ fn check_vertex(
 /// The condition tensor of an `If` must be a Bool with element 0 on some tile.
 pub(crate) fn check_condition(
     exe: &Executable,
-    t: ipusim_compiler::executable::TensorId,
+    t: ipusim_exe::executable::TensorId,
 ) -> Result<(), EngineError> {
     let tensor = exe
         .tensors

@@ -6,7 +6,7 @@
 
 use super::error::EngineError;
 use super::summary::Leaf;
-use ipusim_compiler::executable::{Program, ProgramStep, StepKind, TensorId};
+use ipusim_exe::executable::{Program, ProgramStep, StepKind, TensorId};
 use serde::{Deserialize, Serialize};
 
 /// A node of the flattened tree (a sequence's children are `Tree::children[first..first +
@@ -114,7 +114,7 @@ impl Tree {
     }
 
     /// Checks every id the tree names against the executable's tables.
-    pub fn check(&self, exe: &ipusim_compiler::Executable) -> Result<(), EngineError> {
+    pub fn check(&self, exe: &ipusim_exe::Executable) -> Result<(), EngineError> {
         for n in &self.nodes {
             let ok = match n {
                 Node::Leaf {

@@ -9,8 +9,8 @@ use crate::codelets::{self, Scratch, VertexError, Worker};
 use crate::host::HostIo;
 use crate::numerics::{FpCtl, FpSts};
 use crate::trace::{Event, TileCycle};
-use ipusim_compiler::codelets::estimate::group_cycles;
-use ipusim_compiler::executable::{
+use ipusim_exe::cycles::vertex::group_cycles;
+use ipusim_exe::executable::{
     ComputeSet, ComputeSetId, ExchangeId, StreamDirection, StreamId, TensorId, TileWork,
 };
 use ipusim_ir::DType;

@@ -2,7 +2,7 @@
 //! category, per tile, flags raised, host-stream bytes.
 
 use crate::numerics::FpSts;
-use ipusim_compiler::executable::{ComputeSetId, ExchangeId, StreamDirection, StreamId, TensorId};
+use ipusim_exe::executable::{ComputeSetId, ExchangeId, StreamDirection, StreamId, TensorId};
 use serde::{Deserialize, Serialize};
 
 /// Cycles by PopVision category.

@@ -3,10 +3,9 @@
 
 #![allow(dead_code)]
 
-use ipusim_compiler::PartialsType;
-use ipusim_compiler::Target;
+use ipusim_compiler::{BuildOptions, PartialsType, Target};
+use ipusim_runtime::launch::{launch, LaunchError, LaunchOptions, Launched};
 use ipusim_sim::engine::{EngineError, EngineOptions};
-use ipusim_sim::launch::{launch, LaunchError, LaunchOptions, Launched};
 use std::path::{Path, PathBuf};
 
 /// The workspace root.
@@ -79,9 +78,12 @@ pub fn try_launch_in(
     precision: Option<ipusim_ir::Precision>,
 ) -> Option<Launched> {
     let options = LaunchOptions {
-        target: target.clone(),
-        precision,
-        partials,
+        build: BuildOptions {
+            target: target.clone(),
+            precision,
+            partials,
+            ..BuildOptions::default()
+        },
         engine,
     };
     match launch(path, &options) {

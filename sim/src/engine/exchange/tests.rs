@@ -5,8 +5,8 @@
 use super::*;
 use crate::engine::memory::TileMem;
 use crate::numerics::FpSts;
-use ipusim_compiler::executable::{ByteCopy, CopyDst, TensorId};
 use ipusim_compiler::{compile, CompileOptions, Target};
+use ipusim_exe::executable::{ByteCopy, CopyDst, TensorId};
 use ipusim_ir::{DType, GraphBuilder, Init};
 
 /// A matmul and a ReLU spread over 16 tiles: exchanges with broadcasts and many small

@@ -1,5 +1,5 @@
 //! The codelet registry: what every vertex computes (the contract the simulator implements)
-//! and what it costs (its cycle estimator, in [`estimate`]).
+//! and what it costs (its cycle estimator, in [`crate::cycles::vertex`]).
 //!
 //! This is the PopLibs `CYCLE_ESTIMATOR_ENTRY` idea: one table of codelets, each with its
 //! semantics, operand layout and estimator, instead of costs scattered through the lowering.
@@ -53,14 +53,12 @@
 //! operand is a block of `groups × count × width` elements, element `(g, i, w)` at
 //! `(g · count + i) · width + w`; the vertex handles columns `w ∈ [col_begin, col_begin +
 //! cols)` of every group. Reductions run over `i` **sequentially in ascending `i`**, starting
-//! from `(g, 0, w)`; this order, with the cross-tile order in [`crate::lower::reduce`], is
+//! from `(g, 0, w)`; this order, with the cross-tile order of `ipusim_compiler`'s reduction lowering, is
 //! what a floating-point error bound is derived from.
 //!
 //! # The codelets
 //!
 //! See [`Codelet`] for each codelet's exact semantics and [`CodeletInfo`] for the table.
-
-pub mod estimate;
 
 use ipusim_ir::{Activation, BinaryOp, DType, UnaryOp};
 use serde::{Deserialize, Serialize};

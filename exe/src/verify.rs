@@ -17,7 +17,7 @@
 
 use crate::error::CompileError;
 use crate::executable::{Executable, Program, StepKind, Tensor, TensorId, TensorKind};
-use crate::lower::{Lowered, Usage};
+use crate::memory::Usage;
 use crate::target::Target;
 
 fn fail(pass: &'static str, message: String) -> CompileError {
@@ -25,7 +25,8 @@ fn fail(pass: &'static str, message: String) -> CompileError {
 }
 
 /// Checks 1-3 on the lowered program (offsets still slice-relative).
-pub(crate) fn lowered(target: &Target, low: &Lowered) -> Result<(), CompileError> {
+pub fn lowered(low: &Executable) -> Result<(), CompileError> {
+    let target = &low.target;
     const PASS: &str = "lowering";
     for t in &low.tensors {
         check_mapping(target, t).map_err(|m| fail(PASS, m))?;
@@ -166,7 +167,7 @@ fn check_mapping(target: &Target, t: &Tensor) -> Result<(), String> {
 }
 
 /// Check 3: walk the program steps in order.
-fn written_before_read(low: &Lowered) -> Result<(), CompileError> {
+fn written_before_read(low: &Executable) -> Result<(), CompileError> {
     const PASS: &str = "lowering";
     let mut written: Vec<bool> = low
         .tensors
@@ -278,7 +279,7 @@ fn count_leaves(p: &Program, n: &mut usize) {
 }
 
 /// Checks 4-5 on the planned executable.
-pub(crate) fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
+pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
     const PASS: &str = "memory plan";
     let ntiles = exe.target.tiles as usize;
     // Allocations per tile: (offset, end, first step, last step, always live, tensor).

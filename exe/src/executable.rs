@@ -26,7 +26,10 @@
 //! The codelet semantics every vertex follows are in [`crate::codelets`]; the cycle functions
 //! the simulator calls while executing are in [`crate::cycles`].
 
+pub use crate::ids::{ComputeSetId, ExchangeId, StreamId, TensorId};
+
 use crate::codelets::{Codelet, VertexParams};
+use crate::estimate::CycleEstimate;
 use crate::memory::MemoryPlan;
 use crate::options::CompileOptions;
 use crate::target::Target;
@@ -35,23 +38,6 @@ use serde::{Deserialize, Serialize};
 
 /// Version of the serialised format; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 2;
-
-/// Index of a tensor in [`Executable::tensors`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct TensorId(pub u32);
-
-/// Index of a compute set in [`Executable::compute_sets`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ComputeSetId(pub u32);
-
-/// Index of an exchange in [`Executable::exchanges`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ExchangeId(pub u32);
-
-/// Index of a host stream in [`Executable::streams`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct StreamId(pub u32);
 
 /// A compiled program.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -82,7 +68,7 @@ pub struct Executable {
     /// Bytes per tile by category, liveness, the out-of-memory verdict.
     pub memory: MemoryPlan,
     /// The static cycle estimate (the program tree walked with repeat counts multiplied).
-    pub estimate: crate::cycles::CycleEstimate,
+    pub estimate: CycleEstimate,
 }
 
 /// What a tensor is for.

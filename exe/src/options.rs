@@ -57,7 +57,7 @@ impl FromStr for PartialsType {
     }
 }
 
-/// Options of [`crate::compile`].
+/// Options of `ipusim_compiler::compile`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CompileOptions {
     /// Matmul and reduction partials type.

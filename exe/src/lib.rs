@@ -1,0 +1,44 @@
+//! ipusim-exe: the executable contract between the compiler and the simulator.
+//!
+//! An [`Executable`] is pure data — tensors and their tile intervals, vertices of registered
+//! codelets in compute sets, exchanges, the program tree, host streams, the memory plan and
+//! the static cycle estimate — for a [`Target`] chip. The compiler (`ipusim-compiler`)
+//! produces it; the simulator (`ipusim-sim`) executes it and links only this crate, never the
+//! lowering.
+//!
+//! Modules, and which may use which (the arrows run one way; no module uses one listed after
+//! it in this table):
+//!
+//! | module | owns | uses |
+//! |---|---|---|
+//! | [`error`] | [`CompileError`] | — |
+//! | [`target`] | [`Target`]: one chip's figures, presets, target files | `error` |
+//! | [`options`] | [`CompileOptions`], [`PartialsType`] | `error` |
+//! | [`ids`] | the ids of tensors, compute sets, exchanges, streams | — |
+//! | [`codelets`] | the codelet registry: each codelet's semantics and parameters | — |
+//! | [`memory`] | the memory plan's data types, tensor usage over steps | `ids` |
+//! | [`estimate`] | the static cycle estimate's data types | — |
+//! | [`executable`] | the executable's data types | `ids`, `codelets`, `target`, `options`, `memory`, `estimate` |
+//! | [`cycles`] | the cycle estimators (per codelet in [`cycles::vertex`]), cycle accounting, the static estimate | `codelets`, `executable`, `estimate`, `target` |
+//! | [`verify`] | the executable's invariants, checked by one verifier | everything above |
+//!
+//! To check that no module uses one below it: `grep -rn '^use crate::' exe/src`.
+
+pub mod codelets;
+pub mod cycles;
+pub mod error;
+pub mod estimate;
+pub mod executable;
+pub mod ids;
+pub mod memory;
+pub mod options;
+pub mod target;
+pub mod verify;
+
+pub use codelets::{Codelet, VertexParams};
+pub use error::CompileError;
+pub use estimate::CycleEstimate;
+pub use executable::Executable;
+pub use memory::MemoryPlan;
+pub use options::{CompileOptions, PartialsType};
+pub use target::Target;
