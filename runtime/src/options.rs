@@ -9,7 +9,7 @@ use ipusim_sim::numerics::FpConfig;
 
 /// Options of a [`crate::Session`] (and of a [`crate::ReferenceSession`], which ignores the
 /// target, partials, threads and trace).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct SessionOptions {
     /// How the program is built: target, precision override, partials, inference (the
     /// forward graph only; infeeds then read their files once, [`EndOfData::Stop`]), device
@@ -25,19 +25,6 @@ pub struct SessionOptions {
     pub streams: StreamOptions,
     /// Record the engine's trace events.
     pub record_trace: bool,
-}
-
-impl Default for SessionOptions {
-    fn default() -> SessionOptions {
-        SessionOptions {
-            build: BuildOptions::default(),
-            fp: FpConfig::default(),
-            seed: 0,
-            threads: None,
-            streams: StreamOptions::default(),
-            record_trace: false,
-        }
-    }
 }
 
 impl SessionOptions {
