@@ -2,7 +2,7 @@
 //! graph as compiled, the tile mapping of every tensor, and the program tree with its compute
 //! sets and exchanges.
 
-use crate::executable::{Executable, Program, TensorKind};
+use crate::executable::{Executable, Program, SyncScope, TensorKind};
 use crate::report::group;
 use ipusim_ir::Graph;
 use std::collections::BTreeMap;
@@ -139,8 +139,24 @@ fn walk(exe: &Executable, p: &Program, depth: usize, s: &mut String) {
                 group(st.bytes_per_micro_batch)
             );
         }
-        Program::Sync => {
+        Program::Sync(SyncScope::Internal) => {
             let _ = writeln!(s, "{pad}Sync");
+        }
+        Program::Sync(SyncScope::External) => {
+            let _ = writeln!(s, "{pad}Sync external");
+        }
+        Program::IpuCopy(id) => {
+            let ex = exe.exchange(*id);
+            let _ = writeln!(
+                s,
+                "{pad}IpuCopy '{}': {} bytes, {} cycles",
+                ex.name,
+                group(ex.total_bytes()),
+                group(ex.cycles)
+            );
+        }
+        Program::CrossReplica { op, tensor } => {
+            let _ = writeln!(s, "{pad}CrossReplica {op:?} '{}'", exe.tensor(*tensor).name);
         }
         Program::If {
             condition,

@@ -31,6 +31,7 @@ pub use report::CompileReport;
 pub use target::Target;
 
 use executable::{InitialValue, SourceValue, TensorId, TensorKind, FORMAT_VERSION};
+use ipusim_exe::system::System;
 use ipusim_exe::verify;
 use ipusim_ir::{Graph, Op};
 
@@ -48,6 +49,7 @@ pub fn compile(
     let mut exe = Executable {
         format_version: FORMAT_VERSION,
         target: target.clone(),
+        system: System::single(target),
         options: options.clone(),
         tensors: low.tensors,
         values: low.values,
@@ -65,6 +67,7 @@ pub fn compile(
     }
     exe.memory = memory::plan(
         target,
+        &exe.system,
         &mut exe.tensors,
         &low.usage,
         &exe.compute_sets,

@@ -18,6 +18,8 @@ use crate::error::CompileError;
 use crate::executable::{ComputeSet, Exchange, Tensor, TensorId, TensorKind};
 use crate::target::Target;
 pub use ipusim_exe::memory::{MemoryPlan, TensorBytes, TileMemory, Usage, WorstTile};
+use ipusim_exe::system::System;
+use ipusim_exe::system::TileId;
 use std::collections::BTreeSet;
 
 /// Alignment of every allocation.
@@ -45,16 +47,25 @@ struct Request {
 /// and returns the plan.
 pub(crate) fn plan(
     target: &Target,
+    system: &System,
     tensors: &mut [Tensor],
     usage: &[Usage],
     compute_sets: &[ComputeSet],
     exchanges: &[Exchange],
     steps: usize,
 ) -> Result<MemoryPlan, CompileError> {
-    let ntiles = target.tiles as usize;
+    // Per-tile tables over every IPU's tiles, indexed by `TileId::dense`.
+    let ntiles = target.tiles as usize * system.ipus as usize;
+    let tile_id = |i: usize| {
+        TileId::new(
+            (i / target.tiles as usize) as u32,
+            (i % target.tiles as usize) as u32,
+        )
+    };
+    let dense = |t: TileId| t.dense(target.tiles);
     let mut mem: Vec<TileMemory> = (0..ntiles)
         .map(|t| TileMemory {
-            tile: t as u32,
+            tile: tile_id(t),
             ..TileMemory::default()
         })
         .collect();
@@ -73,7 +84,7 @@ pub(crate) fn plan(
         for (si, s) in t.slices.iter().enumerate() {
             let size = s.num_elements() * es;
             total += size;
-            let tile = s.tile as usize;
+            let tile = dense(s.tile);
             if tile >= ntiles {
                 return Err(CompileError::Verify {
                     pass: "memory plan",
@@ -176,7 +187,7 @@ pub(crate) fn plan(
     let mut codelets: Vec<BTreeSet<&'static str>> = vec![BTreeSet::new(); ntiles];
     for cs in compute_sets {
         for tw in &cs.tiles {
-            let tile = tw.tile as usize;
+            let tile = dense(tw.tile);
             if tile >= ntiles {
                 continue;
             }
@@ -195,11 +206,11 @@ pub(crate) fn plan(
     }
     for ex in exchanges {
         for c in &ex.copies {
-            if let Some(m) = mem.get_mut(c.src_tile as usize) {
+            if let Some(m) = mem.get_mut(dense(c.src_tile)) {
                 m.code += EXCHANGE_CODE_BYTES;
             }
             for d in &c.dsts {
-                if let Some(m) = mem.get_mut(d.tile as usize) {
+                if let Some(m) = mem.get_mut(dense(d.tile)) {
                     m.code += EXCHANGE_CODE_BYTES;
                 }
             }
@@ -229,7 +240,7 @@ pub(crate) fn plan(
                 .iter()
                 .enumerate()
                 .filter_map(|(ti, x)| {
-                    x.slice_on(t as u32).map(|s| TensorBytes {
+                    x.slice_on(tile_id(t)).map(|s| TensorBytes {
                         tensor: TensorId(ti as u32),
                         name: x.name.clone(),
                         bytes: s.num_elements() * x.dtype.size_bytes() as u64,
@@ -239,7 +250,7 @@ pub(crate) fn plan(
             largest.sort_by_key(|b| (std::cmp::Reverse(b.bytes), b.tensor));
             largest.truncate(5);
             WorstTile {
-                tile: t as u32,
+                tile: tile_id(t),
                 bytes: mem[t].total,
                 largest,
             }
@@ -271,11 +282,11 @@ pub(crate) fn resolve_offsets(
     exchanges: &mut [Exchange],
 ) -> Result<(), CompileError> {
     // (tile, byte offset) of every slice, dense, for the searches below.
-    let slices: Vec<Vec<(u32, u64)>> = tensors
+    let slices: Vec<Vec<(TileId, u64)>> = tensors
         .iter()
         .map(|t| t.slices.iter().map(|s| (s.tile, s.offset as u64)).collect())
         .collect();
-    let base = |t: TensorId, tile: u32| -> Result<u64, CompileError> {
+    let base = |t: TensorId, tile: TileId| -> Result<u64, CompileError> {
         let list = &slices[t.0 as usize];
         list.binary_search_by_key(&tile, |s| s.0)
             .map(|i| list[i].1)

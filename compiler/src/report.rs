@@ -3,6 +3,7 @@
 //! summary used for snapshot tests.
 
 use crate::executable::Executable;
+use ipusim_exe::system::TileId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -57,7 +58,7 @@ pub struct MemoryReport {
     pub max_tile_bytes: u64,
     pub total_bytes: u64,
     pub oom: bool,
-    pub oom_tiles: Vec<u32>,
+    pub oom_tiles: Vec<TileId>,
     pub categories: MemoryCategories,
     pub worst_tiles: Vec<crate::memory::WorstTile>,
     pub always_live_bytes: u64,

@@ -20,7 +20,10 @@ fn flagship_forward() -> ipusim_ir::Program {
 
 /// Every operand and copy lies inside its tensor's slice on its tile, in absolute bytes.
 fn check_addresses(exe: &Executable) {
-    let inside = |t: ipusim_compiler::executable::TensorId, tile: u32, off: u64, bytes: u64| {
+    let inside = |t: ipusim_compiler::executable::TensorId,
+                  tile: ipusim_compiler::executable::TileId,
+                  off: u64,
+                  bytes: u64| {
         let tensor = exe.tensor(t);
         let s = tensor
             .slice_on(tile)
@@ -146,7 +149,7 @@ fn small_targets_work() {
         assert!(exe
             .compute_sets
             .iter()
-            .all(|cs| cs.tiles.iter().all(|w| w.tile < tiles)));
+            .all(|cs| cs.tiles.iter().all(|w| w.tile.tile() < tiles)));
         assert!(exe.estimate.total_cycles > 0);
     }
     // A batch of one: the cross-entropy's mean reduces a single row.

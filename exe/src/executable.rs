@@ -27,25 +27,29 @@
 //! the simulator calls while executing are in [`crate::cycles`].
 
 pub use crate::ids::{ComputeSetId, ExchangeId, StreamId, TensorId};
+pub use crate::system::{SyncScope, TileId};
 
 use crate::codelets::{Codelet, VertexParams};
 use crate::estimate::CycleEstimate;
 use crate::memory::MemoryPlan;
 use crate::options::CompileOptions;
+use crate::system::System;
 use crate::target::Target;
 use ipusim_ir::{DType, Init, Literal, NodeId, Shape};
 use serde::{Deserialize, Serialize};
 
 /// Version of the serialised format; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// A compiled program.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Executable {
     /// [`FORMAT_VERSION`].
     pub format_version: u32,
-    /// The chip it was compiled for.
+    /// The chip it was compiled for (every IPU of the system is one of these).
     pub target: Target,
+    /// The system of IPUs: how many, their links and host links.
+    pub system: System,
     /// The options it was compiled with.
     pub options: CompileOptions,
     /// All tensors in tile memory.
@@ -144,7 +148,7 @@ impl Tensor {
     }
 
     /// The slice on `tile`, if any.
-    pub fn slice_on(&self, tile: u32) -> Option<&TileSlice> {
+    pub fn slice_on(&self, tile: TileId) -> Option<&TileSlice> {
         self.slices
             .binary_search_by_key(&tile, |s| s.tile)
             .ok()
@@ -157,7 +161,7 @@ impl Tensor {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TileSlice {
     /// The tile.
-    pub tile: u32,
+    pub tile: TileId,
     /// Byte offset of the first element in the tile's memory.
     pub offset: u32,
     /// Element ranges, ascending and disjoint.
@@ -237,7 +241,7 @@ pub struct VertexGroup {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TileWork {
     /// The tile.
-    pub tile: u32,
+    pub tile: TileId,
     /// Vertex groups in execution order.
     pub groups: Vec<VertexGroup>,
     /// Cycles of this tile in the compute set (from [`crate::cycles::tile_work_cycles`]).
@@ -246,7 +250,7 @@ pub struct TileWork {
 
 impl TileWork {
     /// The work of one vertex group of `codelet` on `tile` (cycles not yet estimated).
-    pub fn one_group(tile: u32, codelet: Codelet, vertices: Vec<Vertex>) -> TileWork {
+    pub fn one_group(tile: TileId, codelet: Codelet, vertices: Vec<Vertex>) -> TileWork {
         TileWork {
             tile,
             groups: vec![VertexGroup { codelet, vertices }],
@@ -272,7 +276,7 @@ pub struct ComputeSet {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CopyDst {
     /// Destination tile (may equal the source tile: an on-tile memcpy).
-    pub tile: u32,
+    pub tile: TileId,
     /// Byte offset in the destination tile's memory.
     pub offset: u32,
 }
@@ -281,7 +285,7 @@ pub struct CopyDst {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ByteCopy {
     /// Source tile.
-    pub src_tile: u32,
+    pub src_tile: TileId,
     /// Byte offset in the source tile's memory.
     pub src_offset: u32,
     /// Bytes copied.
@@ -309,6 +313,14 @@ pub struct Exchange {
 }
 
 impl Exchange {
+    /// True when some copy's destination is on another IPU than its source: an inter-IPU
+    /// copy, run by [`Program::IpuCopy`].
+    pub fn crosses_ipus(&self) -> bool {
+        self.copies
+            .iter()
+            .any(|c| c.dsts.iter().any(|d| d.tile.ipu() != c.src_tile.ipu()))
+    }
+
     /// Bytes received over the exchange fabric (remote destinations) plus on-tile copies.
     pub fn total_bytes(&self) -> u64 {
         self.copies
@@ -363,8 +375,17 @@ pub enum Program {
         direction: StreamDirection,
         tensor: TensorId,
     },
-    /// Internal sync of all tiles.
-    Sync,
+    /// Sync of all tiles of one IPU ([`SyncScope::Internal`]) or of every IPU of the system
+    /// ([`SyncScope::External`]).
+    Sync(SyncScope),
+    /// An inter-IPU copy: the exchange's copies move bytes between tiles of different IPUs
+    /// over the IPU-Links (all sources are read before any destination is written). Not
+    /// produced by the current lowering, which places a program on one IPU.
+    IpuCopy(ExchangeId),
+    /// A collective across the replicas of the program: every replica's `tensor` becomes
+    /// `op` of all replicas' `tensor` (in replica order). With one replica it leaves the
+    /// tensor as it is. Not produced by the current lowering.
+    CrossReplica { op: CollectiveOp, tensor: TensorId },
     /// Run `then` if the first element of `condition` (Bool, on one tile) is non-zero, else
     /// `otherwise`. Not produced by the current lowering (the IR has no control flow); the
     /// static estimate charges a sync plus the slower branch.
@@ -373,6 +394,15 @@ pub enum Program {
         then: Box<Program>,
         otherwise: Box<Program>,
     },
+}
+
+/// The operation of a [`Program::CrossReplica`] collective.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CollectiveOp {
+    /// Element-wise sum over replicas (gradients of data-parallel training).
+    AllReduceSum,
+    /// Element-wise mean over replicas.
+    AllReduceMean,
 }
 
 /// What a program step (a leaf of the program tree) does.
@@ -384,6 +414,10 @@ pub enum StepKind {
     Exchange(ExchangeId),
     /// `StreamCopy`.
     StreamCopy(StreamId),
+    /// `IpuCopy`.
+    IpuCopy(ExchangeId),
+    /// `CrossReplica` of a tensor.
+    CrossReplica(TensorId),
 }
 
 /// One leaf of the program in program order.
@@ -423,6 +457,16 @@ impl Executable {
             .enumerate()
             .find(|(_, t)| t.name == name)
             .map(|(i, t)| (TensorId(i as u32), t))
+    }
+
+    /// Tiles of the whole system (every IPU's), the length of per-tile tables.
+    pub fn num_tiles(&self) -> usize {
+        self.target.tiles as usize * self.system.ipus as usize
+    }
+
+    /// The index of `tile` in per-tile tables of the whole system.
+    pub fn tile_index(&self, tile: TileId) -> usize {
+        tile.dense(self.target.tiles)
     }
 
     /// Total number of vertices.

@@ -13,12 +13,13 @@
 //! |---|---|---|
 //! | [`error`] | [`CompileError`] | — |
 //! | [`target`] | [`Target`]: one chip's figures, presets, target files | `error` |
+//! | [`system`] | [`System`] of IPUs and their links, [`TileId`], [`SyncScope`] | `error`, `target` |
 //! | [`options`] | [`CompileOptions`], [`PartialsType`] | `error` |
 //! | [`ids`] | the ids of tensors, compute sets, exchanges, streams | — |
 //! | [`codelets`] | the codelet registry: each codelet's semantics and parameters | — |
-//! | [`memory`] | the memory plan's data types, tensor usage over steps | `ids` |
+//! | [`memory`] | the memory plan's data types, tensor usage over steps | `ids`, `system` |
 //! | [`estimate`] | the static cycle estimate's data types | — |
-//! | [`executable`] | the executable's data types | `ids`, `codelets`, `target`, `options`, `memory`, `estimate` |
+//! | [`executable`] | the executable's data types | `ids`, `codelets`, `target`, `system`, `options`, `memory`, `estimate` |
 //! | [`cycles`] | the cycle estimators (per codelet in [`cycles::vertex`]), cycle accounting, the static estimate | `codelets`, `executable`, `estimate`, `target` |
 //! | [`verify`] | the executable's invariants, checked by one verifier | everything above |
 //!
@@ -32,6 +33,7 @@ pub mod executable;
 pub mod ids;
 pub mod memory;
 pub mod options;
+pub mod system;
 pub mod target;
 pub mod verify;
 
@@ -41,4 +43,5 @@ pub use estimate::CycleEstimate;
 pub use executable::Executable;
 pub use memory::MemoryPlan;
 pub use options::{CompileOptions, PartialsType};
+pub use system::{SyncScope, System, TileId};
 pub use target::Target;

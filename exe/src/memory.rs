@@ -4,6 +4,7 @@
 //! `ipusim_compiler::memory`.
 
 use crate::ids::TensorId;
+use crate::system::TileId;
 use serde::{Deserialize, Serialize};
 
 /// The first and last program step touching a tensor (indices of `Executable::steps`).
@@ -19,7 +20,7 @@ pub struct Usage {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TileMemory {
     /// The tile.
-    pub tile: u32,
+    pub tile: TileId,
     /// Variables (model state).
     pub variables: u64,
     /// Constants.
@@ -51,7 +52,7 @@ pub struct TensorBytes {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorstTile {
     /// The tile.
-    pub tile: u32,
+    pub tile: TileId,
     /// Its total bytes.
     pub bytes: u64,
     /// Its largest tensors, largest first.
@@ -72,7 +73,7 @@ pub struct MemoryPlan {
     /// True when some tile exceeds its capacity.
     pub oom: bool,
     /// Tiles over capacity, ascending.
-    pub oom_tiles: Vec<u32>,
+    pub oom_tiles: Vec<TileId>,
     /// The five fullest tiles with their five largest tensors.
     pub worst_tiles: Vec<WorstTile>,
     /// Bytes of always-live data (variables, constants, stream buffers) over all tiles.

@@ -18,6 +18,7 @@
 use crate::error::CompileError;
 use crate::executable::{Executable, Program, StepKind, Tensor, TensorId, TensorKind};
 use crate::memory::Usage;
+use crate::system::{System, TileId};
 use crate::target::Target;
 
 fn fail(pass: &'static str, message: String) -> CompileError {
@@ -29,10 +30,10 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
     let target = &low.target;
     const PASS: &str = "lowering";
     for t in &low.tensors {
-        check_mapping(target, t).map_err(|m| fail(PASS, m))?;
+        check_mapping(target, &low.system, t).map_err(|m| fail(PASS, m))?;
     }
     // Tiles and bytes of every slice, in slice order (dense, for the searches below).
-    let tiles: Vec<Vec<u32>> = low
+    let tiles: Vec<Vec<TileId>> = low
         .tensors
         .iter()
         .map(|t| t.slices.iter().map(|s| s.tile).collect())
@@ -47,7 +48,7 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
                 .collect()
         })
         .collect();
-    let within = |t: TensorId, tile: u32, off: u64, bytes: u64| -> Result<(), String> {
+    let within = |t: TensorId, tile: TileId, off: u64, bytes: u64| -> Result<(), String> {
         let tensor = low
             .tensors
             .get(t.0 as usize)
@@ -116,12 +117,12 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
 }
 
 /// Check 1 for one tensor.
-fn check_mapping(target: &Target, t: &Tensor) -> Result<(), String> {
+fn check_mapping(target: &Target, system: &System, t: &Tensor) -> Result<(), String> {
     let n = t.num_elements();
     let mut all: Vec<(u64, u64)> = Vec::new();
     let mut prev_tile = None;
     for s in &t.slices {
-        if s.tile >= target.tiles {
+        if s.tile.tile() >= target.tiles || s.tile.ipu() >= system.ipus {
             return Err(format!(
                 "tensor '{}' is mapped to tile {} of {}",
                 t.name, s.tile, target.tiles
@@ -200,7 +201,18 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
                     }
                 }
             }
-            StepKind::Exchange(e) => {
+            StepKind::CrossReplica(t) => {
+                if !written[t.0 as usize] {
+                    return Err(fail(
+                        PASS,
+                        format!(
+                            "a cross-replica collective reads tensor '{}' before it is written",
+                            name(t)
+                        ),
+                    ));
+                }
+            }
+            StepKind::Exchange(e) | StepKind::IpuCopy(e) => {
                 let ex = &low.exchanges[e.0 as usize];
                 for c in &ex.copies {
                     if !written[c.src_tensor.0 as usize] {
@@ -273,15 +285,19 @@ fn count_leaves(p: &Program, n: &mut usize) {
             count_leaves(then, n);
             count_leaves(otherwise, n);
         }
-        Program::Execute(_) | Program::Exchange(_) | Program::StreamCopy { .. } => *n += 1,
-        Program::Sync => {}
+        Program::Execute(_)
+        | Program::Exchange(_)
+        | Program::IpuCopy(_)
+        | Program::StreamCopy { .. }
+        | Program::CrossReplica { .. } => *n += 1,
+        Program::Sync(_) => {}
     }
 }
 
 /// Checks 4-5 on the planned executable.
 pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
     const PASS: &str = "memory plan";
-    let ntiles = exe.target.tiles as usize;
+    let ntiles = exe.num_tiles();
     // Allocations per tile: (offset, end, first step, last step, always live, tensor).
     type Alloc = (u64, u64, u32, u32, bool, usize);
     let mut per: Vec<Vec<Alloc>> = vec![Vec::new(); ntiles];
@@ -297,7 +313,7 @@ pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
             if size == 0 {
                 continue;
             }
-            per[s.tile as usize].push((
+            per[exe.tile_index(s.tile)].push((
                 s.offset as u64,
                 s.offset as u64 + size,
                 u.first.unwrap_or(0),

@@ -192,6 +192,7 @@ pub fn write_chrome_trace(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ipusim_exe::system::TileId;
     use ipusim_sim::engine::CategoryCycles;
     use ipusim_sim::numerics::FpSts;
     use ipusim_sim::trace::TileCycle;
@@ -216,13 +217,13 @@ mod tests {
                     cycle: 0,
                     cycles: 1325,
                     tiles: vec![TileCycle {
-                        tile: 0,
+                        tile: TileId::default(),
                         cycles: 1325,
                     }],
                 },
                 Event::FlagsRaised {
                     compute_set: "mm".into(),
-                    tile: 0,
+                    tile: TileId::default(),
                     flags: FpSts::OFLO,
                     cycle: 0,
                 },

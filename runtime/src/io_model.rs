@@ -169,6 +169,10 @@ fn count_copies(p: &Program, times: u64, copies: &mut [u64]) {
                 *c += x.max(y);
             }
         }
-        Program::Execute(_) | Program::Exchange(_) | Program::Sync => {}
+        Program::Execute(_)
+        | Program::Exchange(_)
+        | Program::IpuCopy(_)
+        | Program::CrossReplica { .. }
+        | Program::Sync(_) => {}
     }
 }

@@ -13,6 +13,7 @@
 use crate::engine::CategoryCycles;
 use crate::numerics::FpSts;
 use ipusim_exe::executable::StreamDirection;
+use ipusim_exe::system::TileId;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -20,7 +21,7 @@ use std::fmt::Write;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TileCycle {
     /// The tile.
-    pub tile: u32,
+    pub tile: TileId,
     /// Its cycles.
     pub cycles: u64,
 }
@@ -140,7 +141,7 @@ pub enum Event {
         /// The compute set.
         compute_set: String,
         /// The tile.
-        tile: u32,
+        tile: TileId,
         /// The flags raised there (OR over its vertices).
         flags: FpSts,
         /// Start cycle of the compute set.
@@ -151,7 +152,7 @@ pub enum Event {
         /// The compute set.
         compute_set: String,
         /// The tile.
-        tile: u32,
+        tile: TileId,
         /// The vertex on the tile.
         vertex: usize,
         /// The flags that trapped.

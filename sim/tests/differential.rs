@@ -369,8 +369,9 @@ fn run_program_in(
     for (k, s) in exe.steps.iter().enumerate() {
         let node = match s.kind {
             StepKind::Execute(cs) => exe.compute_set(cs).node,
-            StepKind::Exchange(ex) => exe.exchange(ex).node,
+            StepKind::Exchange(ex) | StepKind::IpuCopy(ex) => exe.exchange(ex).node,
             StepKind::StreamCopy(st) => Some(exe.streams[st.0 as usize].node),
+            StepKind::CrossReplica(t) => exe.tensor(t).node,
         };
         node_of_step.push(node);
         if let Some(n) = node {

@@ -347,7 +347,7 @@ fn if_takes_the_branch_of_its_condition_and_charges_a_sync() {
     cond.dtype = ipusim_ir::DType::Bool;
     cond.shape = ipusim_ir::Shape::new(vec![1]);
     let tile = cond.slices[0].tile;
-    let top = exe.memory.tiles[tile as usize].total as u32 + 64;
+    let top = exe.memory.tiles[exe.tile_index(tile)].total as u32 + 64;
     cond.slices = vec![ipusim_compiler::executable::TileSlice {
         tile,
         offset: top,
@@ -394,7 +394,7 @@ fn bad_executables_and_oom_are_errors_not_panics() {
     );
     let mut exe = (*l.executable).clone();
     exe.memory.oom = true;
-    exe.memory.oom_tiles = vec![3];
+    exe.memory.oom_tiles = vec![ipusim_exe::TileId::on_first_ipu(3)];
     let err = Engine::new(Arc::new(exe), EngineOptions::default()).unwrap_err();
     assert!(matches!(err, EngineError::OutOfMemory { .. }), "{err}");
     // An operand beyond its tile's memory.

@@ -14,6 +14,7 @@ use super::Lowerer;
 use crate::codelets::{Access, BroadcastAccess, Codelet, MapParams, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use ipusim_exe::system::TileId;
 use ipusim_ir::{DType, NodeId, Op, Shape};
 use std::collections::BTreeMap;
 
@@ -146,7 +147,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let slices = lw.tensors[out.0 as usize].slices.clone();
     let mut tiles = Vec::with_capacity(slices.len());
     for slice in &slices {
-        let tile = slice.tile;
+        let tile = slice.tile.tile();
         let ranges: Vec<(u64, u64)> = slice
             .intervals
             .iter()
@@ -261,7 +262,11 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 }),
             });
         }
-        tiles.push(TileWork::one_group(tile, codelet.clone(), vertices));
+        tiles.push(TileWork::one_group(
+            TileId::on_first_ipu(tile),
+            codelet.clone(),
+            vertices,
+        ));
     }
     for s in stagings {
         s.finish(lw);
@@ -313,7 +318,7 @@ pub(crate) fn mapping_of(lw: &Lowerer, t: TensorId) -> Mapping {
             .iter()
             .map(|s| {
                 (
-                    s.tile,
+                    s.tile.tile(),
                     s.intervals.iter().map(|i| (i.begin, i.end)).collect(),
                 )
             })
@@ -438,7 +443,7 @@ pub(crate) fn fill_work(lw: &Lowerer, fills: &[(TensorId, f64)]) -> Vec<TileWork
                     })
                     .collect();
             by_tile
-                .entry(slice.tile)
+                .entry(slice.tile.tile())
                 .or_insert_with(|| TileWork {
                     tile: slice.tile,
                     groups: Vec::new(),

@@ -16,6 +16,7 @@ use super::Lowerer;
 use crate::codelets::{AmpParams, Codelet, MatrixLayout, ReduceOp, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use ipusim_exe::system::TileId;
 use ipusim_ir::{DType, NodeId};
 
 /// The shape of one matmul as lowered: `g` groups of `m × k × n`, the stored layouts of A
@@ -328,7 +329,7 @@ fn home_tile(lw: &Lowerer, geo: &Geometry) -> Option<Home> {
         let tensor = &lw.tensors[t.0 as usize];
         let es = tensor.dtype.size_bytes() as u64;
         for s in &tensor.slices {
-            *per.entry(s.tile).or_default() += s.num_elements() * es;
+            *per.entry(s.tile.tile()).or_default() += s.num_elements() * es;
         }
     }
     let (tile, _) = per
@@ -341,7 +342,9 @@ fn home_tile(lw: &Lowerer, geo: &Geometry) -> Option<Home> {
     };
     for (t, rows) in [(geo.a, geo.d.g * geo.d.m), (geo.b, geo.d.g * geo.d.k)] {
         let tensor = &lw.tensors[t.0 as usize];
-        let local = tensor.slice_on(tile).map_or(0, |s| s.num_elements());
+        let local = tensor
+            .slice_on(TileId::on_first_ipu(tile))
+            .map_or(0, |s| s.num_elements());
         let remote = tensor.num_elements() - local;
         if remote > 0 {
             home.remote_bytes += remote * tensor.dtype.size_bytes() as u64;
@@ -543,7 +546,7 @@ fn chunk(lw: &mut Lowerer, ch: &Chunk) {
             partial_at.push((tile, idx, p));
         }
         tiles.push(TileWork {
-            tile,
+            tile: TileId::on_first_ipu(tile),
             groups,
             cycles: 0,
         });
@@ -624,7 +627,7 @@ fn reduce_partials(
                 acc: partials,
                 output,
             };
-            tiles.push(TileWork::one_group(rt, sum, vertices));
+            tiles.push(TileWork::one_group(TileId::on_first_ipu(rt), sum, vertices));
         }
     }
     inbox.finish(lw);

@@ -28,6 +28,7 @@ use crate::executable::{
 use crate::options::CompileOptions;
 use crate::target::Target;
 use ipusim_exe::memory::Usage;
+use ipusim_exe::system::{SyncScope, TileId};
 use ipusim_ir::{DType, Graph, NodeId, Op, Phase, Shape};
 use mapping::{Index, Mapping};
 use std::collections::HashMap;
@@ -505,7 +506,7 @@ impl<'a> Lowerer<'a> {
     /// one interval per tile).
     pub fn slice_begin(&self, t: TensorId, tile: u32) -> u64 {
         self.tensors[t.0 as usize]
-            .slice_on(tile)
+            .slice_on(TileId::on_first_ipu(tile))
             .and_then(|s| s.intervals.first())
             .map_or(0, |i| i.begin)
     }
@@ -637,7 +638,7 @@ impl<'a> Lowerer<'a> {
         if copies.is_empty() && tiles.is_empty() {
             return;
         }
-        self.body.push(Program::Sync);
+        self.body.push(Program::Sync(SyncScope::Internal));
         if !copies.is_empty() {
             let step = self.steps.len() as u32;
             for c in &copies {
@@ -738,7 +739,7 @@ impl<'a> Lowerer<'a> {
                         iv.begin,
                         iv.end - iv.begin,
                         var_t,
-                        slice.tile,
+                        slice.tile.tile(),
                         pos,
                     );
                     pos += iv.end - iv.begin;
@@ -776,7 +777,7 @@ fn build_slices(mapping: &Mapping, dtype: DType) -> Vec<TileSlice> {
                 })
                 .collect();
             TileSlice {
-                tile: *tile,
+                tile: TileId::on_first_ipu(*tile),
                 offset: 0,
                 intervals,
             }

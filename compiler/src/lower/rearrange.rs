@@ -11,6 +11,7 @@ use super::Lowerer;
 use crate::codelets::{Codelet, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex};
+use ipusim_exe::system::TileId;
 use ipusim_ir::{NodeId, Op, Shape};
 
 /// Where one run of an output row comes from.
@@ -313,7 +314,7 @@ fn emit(
     if shape.rank() == 0 {
         // A scalar: every op here maps element 0 to element 0.
         for slice in lw.tensors[out.0 as usize].slices.clone() {
-            eb.copy_elems(lw, inputs[0], 0, 1, out, slice.tile, 0);
+            eb.copy_elems(lw, inputs[0], 0, 1, out, slice.tile.tile(), 0);
         }
         lw.superstep(name, Some(id), eb.finish(), Vec::new());
         return out;
@@ -336,7 +337,7 @@ fn emit(
                 for p in &pieces {
                     match *p {
                         Piece::Zero { len } => {
-                            zeros.push((slice.tile, dst, len));
+                            zeros.push((slice.tile.tile(), dst, len));
                             dst += len;
                         }
                         Piece::Copy {
@@ -346,7 +347,15 @@ fn emit(
                             len,
                         } => {
                             if stride == 1 {
-                                eb.copy_elems(lw, inputs[input], begin, len, out, slice.tile, dst);
+                                eb.copy_elems(
+                                    lw,
+                                    inputs[input],
+                                    begin,
+                                    len,
+                                    out,
+                                    slice.tile.tile(),
+                                    dst,
+                                );
                             } else {
                                 for j in 0..len {
                                     eb.copy_elems(
@@ -355,7 +364,7 @@ fn emit(
                                         begin + j * stride,
                                         1,
                                         out,
-                                        slice.tile,
+                                        slice.tile.tile(),
                                         dst + j,
                                     );
                                 }
@@ -406,8 +415,14 @@ fn zero_work(lw: &Lowerer, out: TensorId, zeros: &[(u32, u64, u64)]) -> Vec<Tile
         })
         .collect();
         match tiles.last_mut() {
-            Some(t) if t.tile == tile => t.groups[0].vertices.extend(vertices),
-            _ => tiles.push(TileWork::one_group(tile, Codelet::Fill { dtype }, vertices)),
+            Some(t) if t.tile == TileId::on_first_ipu(tile) => {
+                t.groups[0].vertices.extend(vertices)
+            }
+            _ => tiles.push(TileWork::one_group(
+                TileId::on_first_ipu(tile),
+                Codelet::Fill { dtype },
+                vertices,
+            )),
         }
     }
     tiles

@@ -32,6 +32,7 @@ use super::Lowerer;
 use crate::codelets::{BlockParams, Codelet, ReduceOp, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use ipusim_exe::system::TileId;
 use ipusim_ir::{DType, NodeId, Op, Shape};
 use std::collections::BTreeMap;
 
@@ -265,7 +266,11 @@ fn local_work(
             let at = dst(lw, b);
             let vertices =
                 block_vertices(lw, (input, b.pos), at, (b.groups, b.count, b.width), scale);
-            TileWork::one_group(b.tile, codelet(spec, output), vertices)
+            TileWork::one_group(
+                TileId::on_first_ipu(b.tile),
+                codelet(spec, output),
+                vertices,
+            )
         })
         .collect()
 }
@@ -310,7 +315,7 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
                 let left = iv.end - i;
                 let piece = if qq != 0 || left < q {
                     Piece {
-                        tile: slice.tile,
+                        tile: slice.tile.tile(),
                         pos,
                         p: pp,
                         r: rr,
@@ -321,7 +326,7 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
                     }
                 } else if rr == 0 && left >= r * q {
                     Piece {
-                        tile: slice.tile,
+                        tile: slice.tile.tile(),
                         pos,
                         p: pp,
                         r: 0,
@@ -332,7 +337,7 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
                     }
                 } else {
                     Piece {
-                        tile: slice.tile,
+                        tile: slice.tile.tile(),
                         pos,
                         p: pp,
                         r: rr,
@@ -681,7 +686,7 @@ fn gather(
         }
         if !group.vertices.is_empty() {
             tiles.push(TileWork {
-                tile: dest.tile,
+                tile: TileId::on_first_ipu(dest.tile),
                 groups: vec![group],
                 cycles: 0,
             });

@@ -14,6 +14,7 @@ use super::Lowerer;
 use crate::codelets::{BlockParams, Codelet, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex};
+use ipusim_exe::system::TileId;
 use ipusim_ir::{DType, LossReduction, NodeId, Op, Shape};
 
 /// Rows `[p0, p1)` owned by `tile`.
@@ -224,7 +225,11 @@ fn row_op(lw: &mut Lowerer, op: RowOp) -> TensorId {
             .map(|s| s.operand(lw, &mut eb, x.tile, &[(x.p0, x.p1 - x.p0)]));
         let out_pos = lw.position(out, x.p0 * per_row);
         let vertices = row_vertices(lw, xin, lin, (out, out_pos, per_row), x.p1 - x.p0, r);
-        tiles.push(TileWork::one_group(x.tile, op.codelet.clone(), vertices));
+        tiles.push(TileWork::one_group(
+            TileId::on_first_ipu(x.tile),
+            op.codelet.clone(),
+            vertices,
+        ));
     }
     sx.finish(lw);
     if let Some(s) = sl {

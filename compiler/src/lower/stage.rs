@@ -9,6 +9,7 @@
 use super::mapping::{local_run, locate, Mapping};
 use super::Lowerer;
 use crate::executable::{ByteCopy, CopyDst, Operand, TensorId, TensorKind};
+use ipusim_exe::system::TileId;
 use ipusim_ir::{NodeId, Shape};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -83,7 +84,7 @@ impl ExchangeBuilder {
             let dst_off = ((dst_pos + (at - begin)) * es) as u32;
             let key = (src, at, take, dst);
             let d = CopyDst {
-                tile: dst_tile,
+                tile: TileId::on_first_ipu(dst_tile),
                 offset: dst_off,
             };
             match self.dedup.get(&key) {
@@ -91,7 +92,7 @@ impl ExchangeBuilder {
                 None => {
                     self.dedup.insert(key, self.copies.len());
                     self.copies.push(ByteCopy {
-                        src_tile: s.tile,
+                        src_tile: TileId::on_first_ipu(s.tile),
                         src_offset: (src_pos * es) as u32,
                         bytes: (take * es) as u32,
                         src_tensor: src,
@@ -145,7 +146,7 @@ impl Staging {
         let total: u64 = ranges.iter().map(|r| r.1).sum();
         let src_t = &lw.tensors[self.source.0 as usize];
         let es = src_t.dtype.size_bytes() as u64;
-        let on_tile = src_t.slice_on(tile).is_some();
+        let on_tile = src_t.slice_on(TileId::on_first_ipu(tile)).is_some();
         if let Some(pos) = on_tile
             .then(|| local_run(&lw.index[self.source.0 as usize], tile, ranges))
             .flatten()

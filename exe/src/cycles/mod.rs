@@ -5,7 +5,11 @@
 //! - `Execute(cs)`: [`compute_set_cycles`] (category OnTileExecute); per tile
 //!   [`tile_work_cycles`];
 //! - `Exchange(ex)`: [`exchange_cycles`] (DoExchange); per tile [`exchange_tile_cycles`];
-//! - `Sync`: [`sync_cycles`] (Sync);
+//! - `Sync(scope)`: [`System::sync_cycles`] of its scope (Sync; an internal sync is
+//!   [`sync_cycles`]);
+//! - `IpuCopy(ex)`: [`ipu_copy_cycles`] (DoExchange);
+//! - `CrossReplica`: nothing with one replica (collectives across replicas are costed when
+//!   replication is lowered);
 //! - `StreamCopy`: [`stream_copy_cycles`] of the stream's bytes per micro-batch (StreamCopy);
 //! - `If`: [`sync_cycles`] to broadcast the condition (Sync), then the branch taken.
 //!
@@ -16,6 +20,7 @@ pub mod vertex;
 
 pub use crate::estimate::{ComputeSetCycles, CycleEstimate, ExchangeCycles};
 use crate::executable::{ComputeSet, Exchange, Executable, Program, TileWork};
+use crate::system::{System, TileId};
 use crate::target::Target;
 use vertex::group_cycles;
 
@@ -43,15 +48,16 @@ pub fn compute_set_cycles(target: &Target, cs: &ComputeSet) -> u64 {
 /// remote destination the same to receive it; an on-tile destination costs
 /// `ceil(bytes / memcpy_bytes_per_cycle) + exchange_message_cycles` on that tile. A tile's
 /// cycles are `max(send, receive) + on-tile copies` (it sends and receives concurrently).
-pub fn exchange_tile_cycles(target: &Target, ex: &Exchange) -> Vec<(u32, u64)> {
+pub fn exchange_tile_cycles(target: &Target, ex: &Exchange) -> Vec<(TileId, u64)> {
     let bpc = target.exchange_bytes_per_cycle.max(1) as u64;
     let mbpc = target.memcpy_bytes_per_cycle.max(1) as u64;
     let msg = target.exchange_message_cycles as u64;
-    // (send, receive, local) per tile.
+    // (send, receive, local) per tile. An exchange stays on one IPU (the verifier checks it;
+    // inter-IPU copies are `Program::IpuCopy`), so a tile's number on its IPU indexes it.
     let mut per: Vec<[u64; 3]> = vec![[0; 3]; target.tiles as usize];
-    let mut touched: Vec<u32> = Vec::new();
-    let mut add = |tile: u32, k: usize, v: u64| {
-        if let Some(e) = per.get_mut(tile as usize) {
+    let mut touched: Vec<TileId> = Vec::new();
+    let mut add = |tile: TileId, k: usize, v: u64| {
+        if let Some(e) = per.get_mut(tile.tile() as usize) {
             if *e == [0; 3] {
                 touched.push(tile);
             }
@@ -78,7 +84,7 @@ pub fn exchange_tile_cycles(target: &Target, ex: &Exchange) -> Vec<(u32, u64)> {
     touched
         .into_iter()
         .map(|t| {
-            let [s, r, l] = per[t as usize];
+            let [s, r, l] = per[t.tile() as usize];
             (t, s.max(r) + l)
         })
         .collect()
@@ -95,6 +101,30 @@ pub fn exchange_cycles(target: &Target, ex: &Exchange) -> u64 {
         .max()
         .unwrap_or(0);
     target.exchange_latency_cycles as u64 + busiest
+}
+
+/// Cycles of an inter-IPU copy ([`Program::IpuCopy`]): the busiest IPU-Link direction, i.e.
+/// the most bytes any one (source IPU, destination IPU) pair moves, at one link's rate plus
+/// its latency ([`System::link_copy_cycles`]); broadcast destinations on one IPU take the
+/// bytes once. 0 for no copies.
+pub fn ipu_copy_cycles(target: &Target, system: &System, ex: &Exchange) -> u64 {
+    let mut pairs: Vec<((u32, u32), u64)> = Vec::new();
+    for c in &ex.copies {
+        let mut ipus: Vec<u32> = c.dsts.iter().map(|d| d.tile.ipu()).collect();
+        ipus.sort_unstable();
+        ipus.dedup();
+        for ipu in ipus.into_iter().filter(|&i| i != c.src_tile.ipu()) {
+            let key = (c.src_tile.ipu(), ipu);
+            match pairs.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, b)) => *b = b.saturating_add(c.bytes as u64),
+                None => pairs.push((key, c.bytes as u64)),
+            }
+        }
+    }
+    match pairs.iter().map(|&(_, b)| b).max() {
+        Some(bytes) => system.link_copy_cycles(target, bytes),
+        None => 0,
+    }
 }
 
 /// Cycles of one internal sync.
@@ -152,11 +182,11 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
             bytes: ex.total_bytes(),
         })
         .collect();
-    let mut used = vec![false; exe.target.tiles as usize];
+    let mut used = vec![false; exe.num_tiles()];
     let mut busy: u128 = 0;
     for (cs, &n) in exe.compute_sets.iter().zip(&cs_exec) {
         for t in &cs.tiles {
-            if let Some(u) = used.get_mut(t.tile as usize) {
+            if let Some(u) = used.get_mut(exe.tile_index(t.tile)) {
                 *u = true;
             }
             busy += t.cycles as u128 * n as u128;
@@ -207,7 +237,7 @@ fn walk(
             cs_exec[id.0 as usize] += times;
             t.execute = exe.compute_set(*id).cycles * times;
         }
-        Program::Exchange(id) => {
+        Program::Exchange(id) | Program::IpuCopy(id) => {
             ex_exec[id.0 as usize] += times;
             t.exchange = exe.exchange(*id).cycles * times;
         }
@@ -224,7 +254,8 @@ fn walk(
             }
             t.stream = stream_copy_cycles(&exe.target, b) * times;
         }
-        Program::Sync => t.sync = sync_cycles(&exe.target) * times,
+        Program::Sync(scope) => t.sync = exe.system.sync_cycles(&exe.target, *scope) * times,
+        Program::CrossReplica { .. } => {}
         Program::If {
             then, otherwise, ..
         } => {

@@ -6,10 +6,11 @@ use crate::engine::{Engine, Leaf, NextStep, Place, RunSummary, StepReport};
 use crate::numerics::FpSts;
 use crate::tensor::Tensor;
 use ipusim_exe::executable::{Executable, StepKind, StreamDirection, TensorKind};
+use ipusim_exe::system::TileId;
 use std::fmt::Write;
 
 /// Whether `tile` takes part in the program step `leaf`.
-pub fn step_touches_tile(exe: &Executable, leaf: Leaf, tile: u32) -> bool {
+pub fn step_touches_tile(exe: &Executable, leaf: Leaf, tile: TileId) -> bool {
     match leaf {
         Leaf::Execute { compute_set } => exe
             .compute_set(compute_set)
@@ -22,7 +23,7 @@ pub fn step_touches_tile(exe: &Executable, leaf: Leaf, tile: u32) -> bool {
             .iter()
             .any(|c| c.src_tile == tile || c.dsts.iter().any(|d| d.tile == tile)),
         Leaf::StreamCopy { tensor, .. } => exe.tensor(tensor).slice_on(tile).is_some(),
-        Leaf::Sync => false,
+        Leaf::Sync | Leaf::ExternalSync | Leaf::CrossReplica { .. } => false,
     }
 }
 
@@ -54,11 +55,13 @@ pub fn describe_step(exe: &Executable, next: &NextStep) -> String {
             )
         }
         Leaf::Sync => "sync".to_string(),
+        Leaf::ExternalSync => "external sync".to_string(),
+        Leaf::CrossReplica { tensor } => format!("cross-replica '{}'", exe.tensor(tensor).name),
     }
 }
 
 /// One line about an executed step: its cycles, bytes and the flags it raised per tile.
-pub fn describe_report(exe: &Executable, r: &StepReport, tile_flags: &[(u32, FpSts)]) -> String {
+pub fn describe_report(exe: &Executable, r: &StepReport, tile_flags: &[(TileId, FpSts)]) -> String {
     let mut s = format!(
         "[cycle {} +{}] {}",
         r.cycle,
@@ -142,7 +145,8 @@ impl Liveness {
                         }
                     }
                 }
-                StepKind::Exchange(ex) => {
+                StepKind::CrossReplica(t) => touch(t.0 as usize, k),
+                StepKind::Exchange(ex) | StepKind::IpuCopy(ex) => {
                     for c in &exe.exchange(ex).copies {
                         touch(c.src_tensor.0 as usize, k);
                         touch(c.dst_tensor.0 as usize, k);
@@ -322,9 +326,9 @@ fn kind_name(k: &TensorKind) -> &'static str {
 
 /// `tile N`: the memory plan's bytes by category, the tensors on the tile (and which hold
 /// live values now), the tile's flags.
-pub fn tile_memory(engine: &Engine, liveness: &Liveness, tile: u32) -> Result<String, String> {
+pub fn tile_memory(engine: &Engine, liveness: &Liveness, tile: TileId) -> Result<String, String> {
     let exe = engine.executable();
-    let m = exe.memory.tiles.get(tile as usize).ok_or_else(|| {
+    let m = exe.memory.tiles.get(exe.tile_index(tile)).ok_or_else(|| {
         format!(
             "tile {tile} does not exist (the target has {} tiles)",
             exe.target.tiles

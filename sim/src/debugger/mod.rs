@@ -23,6 +23,7 @@ use crate::engine::{
 };
 use crate::host::HostIo;
 use crate::numerics::FpSts;
+use ipusim_exe::system::TileId;
 use std::fmt;
 
 /// A breakpoint.
@@ -243,7 +244,9 @@ impl<H: HostIo> Debugger<H> {
                 (Breakpoint::ComputeSet(p), Leaf::Execute { compute_set }) => {
                     glob_match(p, &exe.compute_set(compute_set).name)
                 }
-                (Breakpoint::Tile(t), leaf) => inspect::step_touches_tile(exe, leaf, *t),
+                (Breakpoint::Tile(t), leaf) => {
+                    inspect::step_touches_tile(exe, leaf, TileId::on_first_ipu(*t))
+                }
                 _ => false,
             })
             .cloned()

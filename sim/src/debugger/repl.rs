@@ -8,6 +8,7 @@ use super::{Breakpoint, Debugger, StepBy, Stop};
 use crate::engine::Settled;
 use crate::host::HostIo;
 use crate::numerics::FpSts;
+use ipusim_exe::system::TileId;
 use std::io::{self, BufRead, Write};
 
 /// The prompt.
@@ -120,9 +121,11 @@ impl<H: HostIo> Session<H> {
                 _ => Err("usage: print NAME".into()),
             },
             "tile" => match args.first().map(|a| a.parse::<u32>()) {
-                Some(Ok(t)) if args.len() == 1 => {
-                    inspect::tile_memory(self.debugger.engine(), &self.liveness, t)
-                }
+                Some(Ok(t)) if args.len() == 1 => inspect::tile_memory(
+                    self.debugger.engine(),
+                    &self.liveness,
+                    TileId::on_first_ipu(t),
+                ),
                 _ => Err("usage: tile N".into()),
             },
             "flags" => Ok(inspect::flags(self.debugger.engine())),

@@ -5,6 +5,7 @@
 use crate::host::HostError;
 use crate::init::InitError;
 use crate::numerics::{FpCtl, FpSts};
+use ipusim_exe::system::TileId;
 use ipusim_ir::TensorType;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -26,11 +27,11 @@ pub enum EngineError {
     )]
     OutOfMemory {
         /// Tiles over capacity.
-        tiles: Vec<u32>,
+        tiles: Vec<TileId>,
         /// The fullest tile's bytes.
         max_tile_bytes: u64,
         /// The fullest tile.
-        worst_tile: u32,
+        worst_tile: TileId,
         /// Bytes per tile.
         capacity: u64,
     },
@@ -104,7 +105,7 @@ pub struct DumpValue {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FpExceptionDump {
     /// The tile (the lowest-numbered tile that trapped in the compute set).
-    pub tile: u32,
+    pub tile: TileId,
     /// The worker context that ran the vertex.
     pub worker: u8,
     /// Index of the vertex in the tile's work of the compute set (groups in order, vertices

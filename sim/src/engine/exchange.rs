@@ -18,6 +18,7 @@ use super::memory::TileIndex;
 use super::{TileState, Workers};
 use ipusim_exe::cycles;
 use ipusim_exe::executable::{Exchange, Executable};
+use ipusim_exe::system::TileId;
 use rayon::prelude::*;
 
 /// Exchanges moving at least this many bytes write their destination tiles in parallel
@@ -30,7 +31,7 @@ pub(crate) struct ExchangePlan {
     /// [`cycles::exchange_cycles`].
     pub cycles: u64,
     /// [`cycles::exchange_tile_cycles`].
-    pub tile_cycles: Vec<(u32, u64)>,
+    pub tile_cycles: Vec<(TileId, u64)>,
     /// Bytes moved (every destination counted).
     pub bytes: u64,
     /// Bytes of all sources.
@@ -91,7 +92,7 @@ impl ExchangePlan {
             let what = || format!("exchange '{}', copy {i}", ex.name);
             let len = c.bytes as usize;
             // The dense index of `tile`, whose bytes `[at, at + len)` must exist.
-            let place = |which: &str, tile: u32, at: usize| -> Result<usize, EngineError> {
+            let place = |which: &str, tile: TileId, at: usize| -> Result<usize, EngineError> {
                 let d = index.require(tile, &what)?;
                 if at + len > sizes[d] {
                     return Err(EngineError::invalid(format!(
@@ -128,7 +129,11 @@ impl ExchangePlan {
             }
         }
         Ok(ExchangePlan {
-            cycles: cycles::exchange_cycles(&exe.target, ex),
+            cycles: if ex.crosses_ipus() {
+                cycles::ipu_copy_cycles(&exe.target, &exe.system, ex)
+            } else {
+                cycles::exchange_cycles(&exe.target, ex)
+            },
             tile_cycles: cycles::exchange_tile_cycles(&exe.target, ex),
             bytes: ex.total_bytes(),
             source_bytes,

@@ -9,6 +9,7 @@ use crate::host::HostIo;
 use crate::trace::{Control, Event};
 use ipusim_exe::cycles;
 use ipusim_exe::executable::TensorId;
+use ipusim_exe::system::SyncScope;
 
 /// What [`Engine::step`] did.
 #[derive(Clone, Debug, PartialEq)]
@@ -207,8 +208,13 @@ impl Engine {
             } => self
                 .run_stream_copy(next.step, stream, direction, tensor, host, start)
                 .map(|(c, b)| (c, b, Category::StreamCopy)),
-            Leaf::Sync => {
-                let cycles = cycles::sync_cycles(&self.exe.target);
+            Leaf::CrossReplica { .. } => Ok((0, 0, Category::Sync)),
+            Leaf::Sync | Leaf::ExternalSync => {
+                let scope = match next.leaf {
+                    Leaf::ExternalSync => SyncScope::External,
+                    _ => SyncScope::Internal,
+                };
+                let cycles = self.exe.system.sync_cycles(&self.exe.target, scope);
                 self.record(|| Event::Sync {
                     cycle: start,
                     cycles,

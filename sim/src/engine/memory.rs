@@ -13,7 +13,7 @@
 
 use super::error::EngineError;
 use bytemuck::Pod;
-use ipusim_exe::executable::{Executable, Tensor};
+use ipusim_exe::executable::{Executable, Tensor, TileId};
 
 /// The bytes of one tile.
 #[derive(Clone, Debug)]
@@ -83,26 +83,28 @@ pub(crate) fn typed_mut<T: Pod>(bytes: &mut [u8]) -> Result<&mut [T], EngineErro
 /// Which tiles have memory, and where their state lives.
 #[derive(Clone, Debug)]
 pub(crate) struct TileIndex {
-    /// Per target tile: its dense index, or `u32::MAX` when the tile holds nothing.
+    /// Tiles per IPU (system tiles are numbered by `TileId::dense`).
+    tiles_per_ipu: u32,
+    /// Per system tile: its dense index, or `u32::MAX` when the tile holds nothing.
     dense: Vec<u32>,
     /// Per dense index: the tile.
-    tiles: Vec<u32>,
+    tiles: Vec<TileId>,
 }
 
 impl TileIndex {
     /// The tiles holding some tensor slice of `exe`, and the bytes each needs.
     pub fn new(exe: &Executable) -> Result<(TileIndex, Vec<usize>), EngineError> {
-        let ntiles = exe.target.tiles as usize;
+        let ntiles = exe.num_tiles();
         let mut end = vec![0usize; ntiles];
         let mut used = vec![false; ntiles];
         for t in &exe.tensors {
             let es = t.dtype.size_bytes();
             for s in &t.slices {
-                let tile = s.tile as usize;
-                if tile >= ntiles {
+                let tile = exe.tile_index(s.tile);
+                if tile >= ntiles || s.tile.tile() >= exe.target.tiles {
                     return Err(EngineError::invalid(format!(
-                        "tensor '{}' has a slice on tile {tile}, the target has {ntiles} tiles",
-                        t.name
+                        "tensor '{}' has a slice on tile {}, the system has {ntiles} tiles",
+                        t.name, s.tile
                     )));
                 }
                 used[tile] = true;
@@ -118,30 +120,42 @@ impl TileIndex {
         for tile in 0..ntiles {
             if used[tile] {
                 dense[tile] = tiles.len() as u32;
-                tiles.push(tile as u32);
+                let per = exe.target.tiles as usize;
+                tiles.push(TileId::new((tile / per) as u32, (tile % per) as u32));
                 sizes.push(end[tile].div_ceil(8) * 8);
             }
         }
-        Ok((TileIndex { dense, tiles }, sizes))
+        let tiles_per_ipu = exe.target.tiles;
+        Ok((
+            TileIndex {
+                tiles_per_ipu,
+                dense,
+                tiles,
+            },
+            sizes,
+        ))
     }
 
     /// The dense index of `tile`, if it has memory.
-    pub fn get(&self, tile: u32) -> Option<usize> {
-        match self.dense.get(tile as usize) {
+    pub fn get(&self, tile: TileId) -> Option<usize> {
+        if tile.tile() >= self.tiles_per_ipu {
+            return None;
+        }
+        match self.dense.get(tile.dense(self.tiles_per_ipu)) {
             Some(&d) if d != u32::MAX => Some(d as usize),
             _ => None,
         }
     }
 
     /// The dense index of `tile`, or an error naming `what` needs it.
-    pub fn require(&self, tile: u32, what: &dyn Fn() -> String) -> Result<usize, EngineError> {
+    pub fn require(&self, tile: TileId, what: &dyn Fn() -> String) -> Result<usize, EngineError> {
         self.get(tile).ok_or_else(|| {
             EngineError::invalid(format!("{} on tile {tile}, which holds no tensor", what()))
         })
     }
 
     /// The tile of a dense index.
-    pub fn tile(&self, dense: usize) -> u32 {
+    pub fn tile(&self, dense: usize) -> TileId {
         self.tiles[dense]
     }
 

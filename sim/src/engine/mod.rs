@@ -53,6 +53,7 @@ use crate::numerics::{FpConfig, FpCtl, FpSts, SrRng};
 use crate::tensor::{Data, Tensor};
 use crate::trace::{Event, Trace};
 use ipusim_exe::executable::{Executable, SourceValue, TensorId, TensorKind};
+use ipusim_exe::system::TileId;
 use ipusim_ir::TensorType;
 use memory::{gather, scatter, TileIndex, TileMem};
 use plan::Plan;
@@ -131,7 +132,7 @@ pub struct Engine {
     runs: u64,
     current: RunSummary,
     staging: Vec<u8>,
-    step_flags: Vec<(u32, FpSts)>,
+    step_flags: Vec<(TileId, FpSts)>,
     last_step: Option<NextStep>,
     trace: Option<Vec<Event>>,
 }
@@ -157,7 +158,7 @@ impl Engine {
             return Err(EngineError::OutOfMemory {
                 tiles: exe.memory.oom_tiles.clone(),
                 max_tile_bytes: exe.memory.max_tile_bytes,
-                worst_tile: worst.map_or(0, |w| w.tile),
+                worst_tile: worst.map_or(TileId::default(), |w| w.tile),
                 capacity: exe.memory.bytes_per_tile_capacity,
             });
         }
@@ -174,7 +175,7 @@ impl Engine {
                 TileState {
                     mem: TileMem::zeroed(size),
                     rngs: (0..workers)
-                        .map(|w| SrRng::new(options.seed, tile, w))
+                        .map(|w| SrRng::new(options.seed, exe.tile_index(tile) as u32, w))
                         .collect(),
                     sts: FpSts::empty(),
                 }
@@ -367,7 +368,7 @@ impl Engine {
     }
 
     /// The sticky flags of every tile that raised some, by tile.
-    pub fn tile_flags(&self) -> Vec<(u32, FpSts)> {
+    pub fn tile_flags(&self) -> Vec<(TileId, FpSts)> {
         self.tiles
             .iter()
             .enumerate()
@@ -382,7 +383,7 @@ impl Engine {
     }
 
     /// The flags raised on each tile by the last program step executed.
-    pub fn last_step_flags(&self) -> &[(u32, FpSts)] {
+    pub fn last_step_flags(&self) -> &[(TileId, FpSts)] {
         &self.step_flags
     }
 
@@ -394,7 +395,7 @@ impl Engine {
     }
 
     /// Bytes of tile memory the engine holds for `tile` (`None`: the tile holds nothing).
-    pub fn tile_bytes(&self, tile: u32) -> Option<usize> {
+    pub fn tile_bytes(&self, tile: TileId) -> Option<usize> {
         self.index.get(tile).map(|d| self.tiles[d].mem.len())
     }
 

@@ -6,7 +6,7 @@
 
 use super::error::EngineError;
 use super::summary::Leaf;
-use ipusim_exe::executable::{Program, ProgramStep, StepKind, TensorId};
+use ipusim_exe::executable::{Program, ProgramStep, StepKind, SyncScope, TensorId};
 use serde::{Deserialize, Serialize};
 
 /// A node of the flattened tree (a sequence's children are `Tree::children[first..first +
@@ -104,9 +104,23 @@ impl Tree {
                 },
                 step: step_index(steps, next_step, StepKind::StreamCopy(*stream)),
             },
-            Program::Sync => Node::Leaf {
+            Program::Sync(SyncScope::Internal) => Node::Leaf {
                 leaf: Leaf::Sync,
                 step: None,
+            },
+            Program::Sync(SyncScope::External) => Node::Leaf {
+                leaf: Leaf::ExternalSync,
+                step: None,
+            },
+            // An inter-IPU copy runs as an exchange whose plan is charged at the IPU-Links'
+            // rate (`ExchangePlan::new`).
+            Program::IpuCopy(ex) => Node::Leaf {
+                leaf: Leaf::Exchange { exchange: *ex },
+                step: step_index(steps, next_step, StepKind::IpuCopy(*ex)),
+            },
+            Program::CrossReplica { tensor, .. } => Node::Leaf {
+                leaf: Leaf::CrossReplica { tensor: *tensor },
+                step: step_index(steps, next_step, StepKind::CrossReplica(*tensor)),
             },
         };
         self.nodes[id as usize] = node;

@@ -3,6 +3,7 @@
 
 use crate::numerics::FpSts;
 use ipusim_exe::executable::{ComputeSetId, ExchangeId, StreamDirection, StreamId, TensorId};
+use ipusim_exe::system::TileId;
 use serde::{Deserialize, Serialize};
 
 /// Cycles by PopVision category.
@@ -50,7 +51,7 @@ pub enum Category {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TileCycles {
     /// The tile.
-    pub tile: u32,
+    pub tile: TileId,
     /// Cycles it computed (the sum over compute sets of its vertex groups' cycles).
     pub on_tile_execute: u64,
     /// Cycles it sent, received or copied in exchanges.
@@ -106,8 +107,15 @@ pub enum Leaf {
         /// The tensor written or read.
         tensor: TensorId,
     },
-    /// Sync all tiles.
+    /// Sync all tiles of the IPU.
     Sync,
+    /// Sync all tiles of every IPU of the system.
+    ExternalSync,
+    /// A collective across replicas of `tensor`: the identity with one replica.
+    CrossReplica {
+        /// The tensor.
+        tensor: TensorId,
+    },
 }
 
 /// The program step the engine will execute next.

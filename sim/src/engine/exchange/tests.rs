@@ -7,6 +7,7 @@ use crate::engine::memory::TileMem;
 use crate::numerics::FpSts;
 use ipusim_compiler::{compile, CompileOptions, Target};
 use ipusim_exe::executable::{ByteCopy, CopyDst, TensorId};
+use ipusim_exe::system::TileId;
 use ipusim_ir::{DType, GraphBuilder, Init};
 
 /// A matmul and a ReLU spread over 16 tiles: exchanges with broadcasts and many small
@@ -120,7 +121,7 @@ fn plans_move_the_bytes_the_copies_say() {
     // Destinations overlapping sources: a swap between two tiles, a shift on one tile,
     // then copies overwriting part of what was just written.
     let (a, b) = (index.tile(0), index.tile(1));
-    let copy = |src_tile, src_offset, bytes, dsts: &[(u32, u32)]| ByteCopy {
+    let copy = |src_tile, src_offset, bytes, dsts: &[(TileId, u32)]| ByteCopy {
         src_tile,
         src_offset,
         bytes,

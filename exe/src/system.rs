@@ -1,0 +1,229 @@
+//! A system of IPUs: `ipus` chips of one kind (the executable's [`Target`]) joined by
+//! IPU-Links, with their host links, and the ids that name a tile of such a system.
+//!
+//! - [`TileId`]: a tile and the IPU it is on. With one IPU a tile id is the tile's number on
+//!   the chip, and serialises as that number, as it always has.
+//! - [`System`]: how many IPUs, their IPU-Links (bandwidth, latency), how their host links
+//!   are shared, and the cost of an external sync across them.
+//! - [`SyncScope`]: whether a sync is internal to one IPU or external across IPUs.
+//!
+//! What is sourced (`reference/ipu-hardware.md` §9, §6 item 9) and what is our choice is said
+//! at each figure.
+
+use crate::error::CompileError;
+use crate::target::Target;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Bits of a [`TileId`] that hold the tile's number on its IPU (our choice: 2^20 tiles per
+/// IPU, 700 times a GC200's 1,472; the IPU number takes the 12 bits above, 4,096 IPUs).
+const TILE_BITS: u32 = 20;
+
+/// The most tiles one IPU of a target may have ([`TileId`]'s tile field).
+pub const MAX_TILES_PER_IPU: u32 = 1 << TILE_BITS;
+
+/// The most IPUs a system may have ([`TileId`]'s IPU field).
+pub const MAX_IPUS: u32 = 1 << (32 - TILE_BITS);
+
+/// A tile of a system: its IPU and its number on that IPU. Ordered by IPU, then tile.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct TileId(u32);
+
+impl TileId {
+    /// Tile `tile` of IPU `ipu`. `tile` must be below [`MAX_TILES_PER_IPU`] and `ipu` below
+    /// [`MAX_IPUS`] (targets and systems are validated against both).
+    pub const fn new(ipu: u32, tile: u32) -> TileId {
+        TileId((ipu << TILE_BITS) | (tile & (MAX_TILES_PER_IPU - 1)))
+    }
+
+    /// Tile `tile` of IPU 0 (every tile of a one-IPU program).
+    pub const fn on_first_ipu(tile: u32) -> TileId {
+        TileId::new(0, tile)
+    }
+
+    /// The IPU the tile is on.
+    pub const fn ipu(self) -> u32 {
+        self.0 >> TILE_BITS
+    }
+
+    /// The tile's number on its IPU.
+    pub const fn tile(self) -> u32 {
+        self.0 & (MAX_TILES_PER_IPU - 1)
+    }
+
+    /// The tile's index in a system of IPUs of `tiles_per_ipu` tiles each, counted over all
+    /// IPUs (IPU 0's tiles first): the index of per-tile tables.
+    pub fn dense(self, tiles_per_ipu: u32) -> usize {
+        self.ipu() as usize * tiles_per_ipu as usize + self.tile() as usize
+    }
+}
+
+impl fmt::Display for TileId {
+    /// `N` on IPU 0 (as one-IPU reports always printed it), `ipuI:N` on the others.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Width, fill and alignment apply as they do to the number.
+        match self.ipu() {
+            0 => fmt::Display::fmt(&self.tile(), f),
+            ipu => f.pad(&format!("ipu{ipu}:{}", self.tile())),
+        }
+    }
+}
+
+/// Where a sync reaches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SyncScope {
+    /// All tiles of one IPU (Poplar's internal sync).
+    #[default]
+    Internal,
+    /// All tiles of every IPU of the system (an external sync over the IPU-Links / GW-Links).
+    External,
+}
+
+/// The IPU-Links of each IPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IpuLinks {
+    /// Links per IPU (Mk2: 10, `ipu-hardware.md` §1).
+    pub links_per_ipu: u32,
+    /// Usable bytes per second of one link in one direction: 128 Gibit/s at 0.85 efficiency,
+    /// the model of Graphcore's test harness (`ipu-hardware.md` §6 item 9, `poplibs_test/
+    /// Util.cpp`).
+    pub bytes_per_second_per_link: u64,
+    /// Fixed cycles of one inter-IPU copy before its bytes arrive: 15 ns per hop at the
+    /// chip's clock, one hop between neighbours (the same harness's per-hop figure; the
+    /// single hop is our choice for neighbouring IPUs).
+    pub latency_cycles: u32,
+}
+
+/// A system of IPUs of one kind.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct System {
+    /// Number of IPUs (1 for a single chip).
+    pub ipus: u32,
+    /// The IPU-Links.
+    pub links: IpuLinks,
+    /// IPUs that share one host link (1 for PCIe cards, each with its own link; 4 for an
+    /// IPU-M2000, whose four IPUs share one 100 GbE link, `ipu-hardware.md` §9).
+    pub ipus_per_host_link: u32,
+}
+
+/// 128 Gibit/s × 0.85 in bytes per second (`ipu-hardware.md` §6 item 9).
+const LINK_BYTES_PER_SECOND: u64 = (128u64 << 30) / 8 * 85 / 100;
+
+/// One hop of 15 ns (`ipu-hardware.md` §6 item 9).
+const HOP_SECONDS: f64 = 15e-9;
+
+impl System {
+    /// One IPU of `target`: no IPU-Link traffic, no external syncs.
+    pub fn single(target: &Target) -> System {
+        System::of(target, 1)
+    }
+
+    /// `ipus` IPUs of `target`, each with its own host link.
+    pub fn of(target: &Target, ipus: u32) -> System {
+        System {
+            ipus,
+            links: IpuLinks {
+                links_per_ipu: 10,
+                bytes_per_second_per_link: LINK_BYTES_PER_SECOND,
+                latency_cycles: (HOP_SECONDS * target.clock_hz as f64).ceil() as u32,
+            },
+            ipus_per_host_link: 1,
+        }
+    }
+
+    /// Cycles of one external sync across the system's IPUs: `ceil(15 ns × f × hops × 2)`
+    /// with `hops = 1 + (n/2)/2` (`ipu-hardware.md` §9, `poplibs_test/Util.cpp`); an internal
+    /// sync's cycles with one IPU.
+    pub fn external_sync_cycles(&self, target: &Target) -> u64 {
+        if self.ipus <= 1 {
+            return target.sync_cycles as u64;
+        }
+        let hops = 1 + (self.ipus / 2) / 2;
+        (HOP_SECONDS * target.clock_hz as f64 * hops as f64 * 2.0).ceil() as u64
+    }
+
+    /// Cycles of a sync of `scope`.
+    pub fn sync_cycles(&self, target: &Target, scope: SyncScope) -> u64 {
+        match scope {
+            SyncScope::Internal => target.sync_cycles as u64,
+            SyncScope::External => self.external_sync_cycles(target),
+        }
+    }
+
+    /// Cycles to move `bytes` from one IPU to another over one IPU-Link: the latency plus
+    /// the bytes at the link's rate, at the chip's clock.
+    pub fn link_copy_cycles(&self, target: &Target, bytes: u64) -> u64 {
+        let rate = self.links.bytes_per_second_per_link.max(1) as u128;
+        let transfer = (bytes as u128 * target.clock_hz as u128).div_ceil(rate);
+        (self.links.latency_cycles as u64).saturating_add(transfer.min(u64::MAX as u128) as u64)
+    }
+
+    /// Checks the system's figures.
+    pub fn validate(&self) -> Result<(), CompileError> {
+        let bad = |field: &str, message: String| CompileError::Target {
+            source_name: Some("system".into()),
+            field: field.into(),
+            message,
+        };
+        if self.ipus == 0 || self.ipus > MAX_IPUS {
+            return Err(bad(
+                "ipus",
+                format!("{} is not in 1..={MAX_IPUS}", self.ipus),
+            ));
+        }
+        if self.links.bytes_per_second_per_link == 0 {
+            return Err(bad(
+                "links.bytes_per_second_per_link",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.ipus_per_host_link == 0 {
+            return Err(bad("ipus_per_host_link", "must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tile_id_knows_its_ipu_and_serialises_as_the_tile_on_ipu_0() {
+        let t = TileId::new(3, 1471);
+        assert_eq!((t.ipu(), t.tile()), (3, 1471));
+        assert_eq!(t.dense(1472), 3 * 1472 + 1471);
+        assert_eq!(t.to_string(), "ipu3:1471");
+        let t0 = TileId::on_first_ipu(17);
+        assert_eq!(t0.to_string(), "17");
+        assert_eq!(format!("{t0:<4}|{t:>10}"), "17  | ipu3:1471");
+        assert_eq!(serde_json::to_string(&t0).unwrap(), "17");
+        assert!(TileId::new(0, 1471) < TileId::new(1, 0));
+    }
+
+    #[test]
+    fn external_sync_follows_the_harness_formula() {
+        let mk2 = Target::mk2();
+        // ipu-hardware.md §9: 40 cycles for 2 IPUs, 199 for 16 at 1.325 GHz.
+        assert_eq!(System::of(&mk2, 2).external_sync_cycles(&mk2), 40);
+        assert_eq!(System::of(&mk2, 16).external_sync_cycles(&mk2), 199);
+        assert_eq!(
+            System::single(&mk2).sync_cycles(&mk2, SyncScope::External),
+            mk2.sync_cycles as u64
+        );
+    }
+
+    #[test]
+    fn link_copies_cost_latency_plus_bytes_at_the_link_rate() {
+        let mk2 = Target::mk2();
+        let s = System::of(&mk2, 2);
+        assert_eq!(s.links.latency_cycles, 20); // ceil(15 ns × 1.325 GHz)
+        let c = s.link_copy_cycles(&mk2, 1 << 20);
+        // 1 MiB at 14.6 GB/s ≈ 71.8 µs ≈ 95,144 cycles at 1.325 GHz, plus the latency.
+        assert_eq!(c, 95_144 + 20);
+        assert!(System::of(&mk2, 0).validate().is_err());
+    }
+}
