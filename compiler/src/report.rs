@@ -65,6 +65,29 @@ pub struct MemoryReport {
     pub peak_live_bytes: u64,
 }
 
+/// One IPU's row of the summary, as PopVision shows it per IPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IpuReport {
+    /// The IPU.
+    pub ipu: u32,
+    /// Its tiles.
+    pub tiles: u32,
+    /// Its tiles with vertices.
+    pub used_tiles: u32,
+    /// Tile balance over its used tiles (see `tile_balance`).
+    pub tile_balance: f64,
+    /// StreamCopy Rx: bytes from the host per run.
+    pub stream_bytes_host_to_device: u64,
+    /// StreamCopy Tx: bytes to the host per run.
+    pub stream_bytes_device_to_host: u64,
+    /// Bytes over its tiles.
+    pub memory_bytes: u64,
+    /// Its fullest tile's bytes.
+    pub max_tile_bytes: u64,
+    /// Its tiles over capacity.
+    pub oom_tiles: u32,
+}
+
 /// `ipusim compile --json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CompileReport {
@@ -87,6 +110,39 @@ pub struct CompileReport {
     pub exchange_bytes: u64,
     pub stream_bytes_host_to_device: u64,
     pub stream_bytes_device_to_host: u64,
+    /// Per IPU of the system (one row with one IPU).
+    #[serde(default)]
+    pub ipus: Vec<IpuReport>,
+}
+
+/// The per-IPU rows of `exe`.
+fn ipu_rows(exe: &Executable) -> Vec<IpuReport> {
+    exe.estimate
+        .ipus
+        .iter()
+        .map(|c| {
+            let tiles = exe.memory.tiles.iter().filter(|t| t.tile.ipu() == c.ipu);
+            let (mut memory_bytes, mut max_tile_bytes, mut oom_tiles) = (0u64, 0u64, 0u32);
+            for t in tiles {
+                memory_bytes += t.total;
+                max_tile_bytes = max_tile_bytes.max(t.total);
+                if t.total > exe.memory.bytes_per_tile_capacity {
+                    oom_tiles += 1;
+                }
+            }
+            IpuReport {
+                ipu: c.ipu,
+                tiles: exe.target.tiles,
+                used_tiles: c.used_tiles,
+                tile_balance: c.tile_balance,
+                stream_bytes_host_to_device: c.stream_bytes_in,
+                stream_bytes_device_to_host: c.stream_bytes_out,
+                memory_bytes,
+                max_tile_bytes,
+                oom_tiles,
+            }
+        })
+        .collect()
 }
 
 impl CompileReport {
@@ -151,6 +207,7 @@ impl CompileReport {
             exchange_bytes: e.exchanges.iter().map(|x| x.bytes * x.executions).sum(),
             stream_bytes_host_to_device: e.stream_bytes_in,
             stream_bytes_device_to_host: e.stream_bytes_out,
+            ipus: ipu_rows(exe),
         }
     }
 
@@ -210,6 +267,33 @@ impl CompileReport {
             group(self.stream_bytes_host_to_device),
             group(self.stream_bytes_device_to_host)
         );
+        let _ = writeln!(
+            s,
+            "{:<5} {:>10} {:>12} {:>16} {:>16} {:>16} {:>16} {:>9}",
+            "IPU",
+            "used tiles",
+            "tile balance",
+            "Rx (bytes/run)",
+            "Tx (bytes/run)",
+            "memory (bytes)",
+            "max tile (bytes)",
+            "OOM tiles"
+        );
+        for r in &self.ipus {
+            let _ = writeln!(
+                s,
+                "{:<5} {:>10} {:>12.3} {:>16} {:>16} {:>16} {:>16} {:>9}",
+                r.ipu,
+                r.used_tiles,
+                r.tile_balance,
+                group(r.stream_bytes_host_to_device),
+                group(r.stream_bytes_device_to_host),
+                group(r.memory_bytes),
+                group(r.max_tile_bytes),
+                r.oom_tiles
+            );
+        }
+        let _ = writeln!(s);
         let mut sets: Vec<&ComputeSetReport> = self.compute_sets.iter().collect();
         sets.sort_by_key(|c| std::cmp::Reverse(c.cycles));
         let _ = writeln!(

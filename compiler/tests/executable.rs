@@ -308,3 +308,35 @@ fn flagship_training_step_from_the_transform() {
         }
     }
 }
+
+#[test]
+fn one_ipu_report_has_one_per_ipu_row_equal_to_the_totals() {
+    let g = common::mlp_training_step(8, &[16, 12, 4], DType::F16, DType::F32);
+    let exe = compile(&g, &Target::mk2(), &CompileOptions::default()).unwrap();
+    assert_eq!(exe.system.ipus, 1);
+    let r = ipusim_compiler::CompileReport::new("mlp", "16.32", &exe);
+    assert_eq!(r.ipus.len(), 1);
+    let row = &r.ipus[0];
+    assert_eq!(row.ipu, 0);
+    assert_eq!(row.tiles, exe.target.tiles);
+    assert_eq!(row.used_tiles, r.used_tiles);
+    assert_eq!(row.tile_balance, r.tile_balance);
+    assert_eq!(
+        row.stream_bytes_host_to_device,
+        r.stream_bytes_host_to_device
+    );
+    assert_eq!(
+        row.stream_bytes_device_to_host,
+        r.stream_bytes_device_to_host
+    );
+    assert!(row.stream_bytes_host_to_device > 0 && row.stream_bytes_device_to_host > 0);
+    assert_eq!(row.memory_bytes, r.memory.total_bytes);
+    assert_eq!(row.max_tile_bytes, r.memory.max_tile_bytes);
+    assert_eq!(row.oom_tiles as usize, r.memory.oom_tiles.len());
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        json["ipus"][0]["used_tiles"],
+        serde_json::json!(r.used_tiles)
+    );
+    assert!(r.to_text().contains("IPU   used tiles tile balance"));
+}

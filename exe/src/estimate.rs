@@ -63,4 +63,21 @@ pub struct CycleEstimate {
     pub tile_balance: f64,
     /// Tiles with vertices in at least one compute set.
     pub used_tiles: u32,
+    /// Per IPU of the system, in IPU order (PopVision's per-IPU summary).
+    pub ipus: Vec<IpuCycles>,
+}
+
+/// The estimate's figures of one IPU.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IpuCycles {
+    /// The IPU.
+    pub ipu: u32,
+    /// Its tiles with vertices in at least one compute set.
+    pub used_tiles: u32,
+    /// [`CycleEstimate::tile_balance`] over this IPU's used tiles.
+    pub tile_balance: f64,
+    /// Bytes its host streams move per run, host to device (PopVision's StreamCopy Rx).
+    pub stream_bytes_in: u64,
+    /// Bytes its host streams move per run, device to host (StreamCopy Tx).
+    pub stream_bytes_out: u64,
 }

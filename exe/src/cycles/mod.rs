@@ -18,7 +18,7 @@
 
 pub mod vertex;
 
-pub use crate::estimate::{ComputeSetCycles, CycleEstimate, ExchangeCycles};
+pub use crate::estimate::{ComputeSetCycles, CycleEstimate, ExchangeCycles, IpuCycles};
 use crate::executable::{ComputeSet, Exchange, Executable, Program, TileWork};
 use crate::system::{System, TileId};
 use crate::target::Target;
@@ -156,8 +156,15 @@ impl Totals {
 pub fn estimate(exe: &Executable) -> CycleEstimate {
     let mut cs_exec = vec![0u64; exe.compute_sets.len()];
     let mut ex_exec = vec![0u64; exe.exchanges.len()];
-    let mut bytes = (0u64, 0u64);
-    let totals = walk(exe, &exe.program, 1, &mut cs_exec, &mut ex_exec, &mut bytes);
+    let mut st_exec = vec![0u64; exe.streams.len()];
+    let totals = walk(
+        exe,
+        &exe.program,
+        1,
+        &mut cs_exec,
+        &mut ex_exec,
+        &mut st_exec,
+    );
     let compute_sets: Vec<ComputeSetCycles> = exe
         .compute_sets
         .iter()
@@ -182,23 +189,76 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
             bytes: ex.total_bytes(),
         })
         .collect();
+    // Busy tile-cycles and used tiles, over the system and per IPU.
+    let nipus = exe.system.ipus.max(1) as usize;
     let mut used = vec![false; exe.num_tiles()];
     let mut busy: u128 = 0;
+    let mut ipu_busy = vec![0u128; nipus];
     for (cs, &n) in exe.compute_sets.iter().zip(&cs_exec) {
         for t in &cs.tiles {
             if let Some(u) = used.get_mut(exe.tile_index(t.tile)) {
                 *u = true;
             }
-            busy += t.cycles as u128 * n as u128;
+            let b = t.cycles as u128 * n as u128;
+            busy += b;
+            if let Some(x) = ipu_busy.get_mut(t.tile.ipu() as usize) {
+                *x += b;
+            }
         }
     }
-    let used_tiles = used.iter().filter(|&&u| u).count() as u32;
-    let denominator = used_tiles as u128 * totals.execute as u128;
-    let tile_balance = if denominator == 0 {
-        0.0
-    } else {
-        busy as f64 / denominator as f64
+    let balance = |busy: u128, used_tiles: u32| {
+        let denominator = used_tiles as u128 * totals.execute as u128;
+        if denominator == 0 {
+            0.0
+        } else {
+            busy as f64 / denominator as f64
+        }
     };
+    let used_tiles = used.iter().filter(|&&u| u).count() as u32;
+    let tile_balance = balance(busy, used_tiles);
+    let per_ipu = exe.target.tiles.max(1) as usize;
+    let mut ipus: Vec<IpuCycles> = (0..nipus)
+        .map(|ipu| {
+            let used_tiles = used
+                .iter()
+                .skip(ipu * per_ipu)
+                .take(per_ipu)
+                .filter(|&&u| u)
+                .count() as u32;
+            IpuCycles {
+                ipu: ipu as u32,
+                used_tiles,
+                tile_balance: balance(ipu_busy[ipu], used_tiles),
+                stream_bytes_in: 0,
+                stream_bytes_out: 0,
+            }
+        })
+        .collect();
+    let mut bytes = (0u64, 0u64);
+    for (s, &n) in exe.streams.iter().zip(&st_exec) {
+        let b = s.bytes_per_micro_batch * n;
+        // A stream lands on (or leaves from) the IPU that holds its tensor.
+        let ipu = exe
+            .tensors
+            .get(s.tensor.0 as usize)
+            .and_then(|t| t.slices.first())
+            .map_or(0, |sl| sl.tile.ipu() as usize);
+        let row = ipus.get_mut(ipu);
+        match s.direction {
+            crate::executable::StreamDirection::HostToDevice => {
+                bytes.0 += b;
+                if let Some(r) = row {
+                    r.stream_bytes_in += b;
+                }
+            }
+            crate::executable::StreamDirection::DeviceToHost => {
+                bytes.1 += b;
+                if let Some(r) = row {
+                    r.stream_bytes_out += b;
+                }
+            }
+        }
+    }
     CycleEstimate {
         total_cycles: totals.total(),
         on_tile_execute: totals.execute,
@@ -211,6 +271,7 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
         stream_bytes_out: bytes.1,
         tile_balance,
         used_tiles,
+        ipus,
     }
 }
 
@@ -220,13 +281,13 @@ fn walk(
     times: u64,
     cs_exec: &mut [u64],
     ex_exec: &mut [u64],
-    bytes: &mut (u64, u64),
+    st_exec: &mut [u64],
 ) -> Totals {
     let mut t = Totals::default();
     match p {
         Program::Sequence(children) => {
             for c in children {
-                let s = walk(exe, c, times, cs_exec, ex_exec, bytes);
+                let s = walk(exe, c, times, cs_exec, ex_exec, st_exec);
                 t.execute += s.execute;
                 t.exchange += s.exchange;
                 t.sync += s.sync;
@@ -242,16 +303,11 @@ fn walk(
             t.exchange = exe.exchange(*id).cycles * times;
         }
         Program::Repeat { count, body } => {
-            t = walk(exe, body, times * *count as u64, cs_exec, ex_exec, bytes);
+            t = walk(exe, body, times * *count as u64, cs_exec, ex_exec, st_exec);
         }
-        Program::StreamCopy {
-            stream, direction, ..
-        } => {
+        Program::StreamCopy { stream, .. } => {
             let b = exe.streams[stream.0 as usize].bytes_per_micro_batch;
-            match direction {
-                crate::executable::StreamDirection::HostToDevice => bytes.0 += b * times,
-                crate::executable::StreamDirection::DeviceToHost => bytes.1 += b * times,
-            }
+            st_exec[stream.0 as usize] += times;
             t.stream = stream_copy_cycles(&exe.target, b) * times;
         }
         Program::Sync(scope) => t.sync = exe.system.sync_cycles(&exe.target, *scope) * times,
@@ -259,8 +315,8 @@ fn walk(
         Program::If {
             then, otherwise, ..
         } => {
-            let a = walk(exe, then, times, cs_exec, ex_exec, bytes);
-            let b = walk(exe, otherwise, times, cs_exec, ex_exec, bytes);
+            let a = walk(exe, then, times, cs_exec, ex_exec, st_exec);
+            let b = walk(exe, otherwise, times, cs_exec, ex_exec, st_exec);
             t = if a.total() >= b.total() { a } else { b };
             t.sync += sync_cycles(&exe.target) * times;
         }
