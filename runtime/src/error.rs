@@ -3,8 +3,19 @@
 
 use crate::checkpoint::CheckpointError;
 use crate::feeds::FeedError;
+use ipusim_compiler::build::BuildError;
 use ipusim_sim::host::HostError;
 use thiserror::Error;
+
+impl RuntimeError {
+    /// A build error of `program`, naming it.
+    pub fn build(program: &ipusim_ir::Program, e: BuildError) -> RuntimeError {
+        RuntimeError::Build {
+            program: program.name.clone(),
+            source: Box::new(e),
+        }
+    }
+}
 
 /// A fault of a session.
 #[derive(Debug, Error)]
@@ -13,6 +24,14 @@ pub enum RuntimeError {
     /// names the file and line, or the program).
     #[error("{0}")]
     Program(String),
+    /// The program's step graph could not be built or compiled.
+    #[error("{program}: error: {source}")]
+    Build {
+        /// The program's name.
+        program: String,
+        /// Why.
+        source: Box<BuildError>,
+    },
     /// The program does not fit in tile memory; the report (of zero runs) says where.
     #[error(
         "{}: error: out of memory on {} of {} tiles (max tile {} bytes, capacity {} bytes)",

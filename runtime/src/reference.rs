@@ -9,39 +9,13 @@ use crate::error::RuntimeError;
 use crate::host::SessionHost;
 use crate::options::SessionOptions;
 use crate::outfeed::OutfeedData;
-use crate::session::program_error;
-use crate::stream::StreamType;
+use crate::stream::{graph_streams, StreamType};
 use ipusim_compiler::build::step_graph;
-use ipusim_ir::{Graph, Op, Program};
+use ipusim_ir::Program;
 use ipusim_sim::interp::{Interpreter, Streams};
 use ipusim_sim::tensor::Tensor;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// The streams of a step graph: infeeds (`Input` nodes) and outfeeds (`Outfeed` nodes),
-/// each sorted by name.
-pub fn graph_streams(graph: &Graph) -> (Vec<StreamType>, Vec<StreamType>) {
-    let mut ins = Vec::new();
-    let mut outs = Vec::new();
-    for (_, n) in graph.nodes() {
-        match &n.op {
-            Op::Input { stream, .. } => ins.push(StreamType::new(
-                stream.clone(),
-                n.ty.dtype,
-                n.ty.shape.clone(),
-            )),
-            Op::Outfeed { stream } => outs.push(StreamType::new(
-                stream.clone(),
-                n.ty.dtype,
-                n.ty.shape.clone(),
-            )),
-            _ => {}
-        }
-    }
-    ins.sort_by(|a, b| a.name.cmp(&b.name));
-    outs.sort_by(|a, b| a.name.cmp(&b.name));
-    (ins, outs)
-}
 
 /// A program on the reference interpreter.
 pub struct ReferenceSession {
@@ -61,8 +35,8 @@ impl ReferenceSession {
         base_dir: &Path,
         options: &SessionOptions,
     ) -> Result<ReferenceSession, RuntimeError> {
-        let step =
-            step_graph(program, &options.build.clone()).map_err(|e| program_error(program, e))?;
+        let step = step_graph(program, &options.build.clone())
+            .map_err(|e| RuntimeError::build(program, e))?;
         let (infeeds, outfeeds) = graph_streams(&step.graph);
         let host = connect(program, base_dir, &infeeds, &outfeeds, &options.streams)?;
         check_connected(&host, &infeeds)?;

@@ -29,12 +29,12 @@ use crate::host::SessionHost;
 use crate::io_model::{stream_types, HostIoModel};
 use crate::options::SessionOptions;
 use crate::outfeed::OutfeedData;
-use crate::reference::graph_streams;
 use crate::report::{
     Executed, Flags, FpReport, InfeedReport, OutfeedReport, RunReport, StreamBytes,
 };
+use crate::stream::graph_streams;
 use crate::stream::StreamType;
-use ipusim_compiler::build::{self, compile_step, step_graph, BuildError};
+use ipusim_compiler::build::{self, compile_step, step_graph};
 use ipusim_compiler::report::Categories;
 use ipusim_compiler::{CompileReport, Executable};
 use ipusim_ir::text::load_program;
@@ -174,11 +174,6 @@ fn fp_report(options: &SessionOptions) -> FpReport {
     }
 }
 
-/// A build error of `program`, naming it.
-pub(crate) fn program_error(program: &Program, e: BuildError) -> RuntimeError {
-    RuntimeError::Program(format!("{}: error: {e}", program.name))
-}
-
 /// Converts raised flags to the report's form.
 pub fn flags_of(flags: FpSts) -> Flags {
     Flags {
@@ -204,7 +199,8 @@ impl Session {
         options: SessionOptions,
     ) -> Result<Session, RuntimeError> {
         let mut build_options = options.build.clone();
-        let step = step_graph(program, &build_options).map_err(|e| program_error(program, e))?;
+        let step =
+            step_graph(program, &build_options).map_err(|e| RuntimeError::build(program, e))?;
         let (ins, outs) = graph_streams(&step.graph);
         let host = connect(program, base_dir, &ins, &outs, &options.streams)?;
         if options.build.inference && build_options.device_iterations.is_none() {
@@ -221,7 +217,8 @@ impl Session {
             (false, true) => "training",
             (false, false) => "forward",
         };
-        let exe = compile_step(&step, &build_options).map_err(|e| program_error(program, e))?;
+        let exe =
+            compile_step(&step, &build_options).map_err(|e| RuntimeError::build(program, e))?;
         let gradient_accumulation = exe.options.gradient_accumulation;
         let device_iterations = exe.options.device_iterations;
         let compile_report = build::report(&program.name, &step, &exe);

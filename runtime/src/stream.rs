@@ -6,7 +6,7 @@
 //! micro-batch (the dtype after the precision policy).
 
 use ipusim_compiler::executable::{HostStream, StreamDirection};
-use ipusim_ir::{DType, Shape, TensorType};
+use ipusim_ir::{DType, Graph, Op, Shape, TensorType};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -71,6 +71,31 @@ impl fmt::Display for StreamType {
 /// Whether a compiled stream is an infeed.
 pub fn is_infeed(stream: &HostStream) -> bool {
     stream.direction == StreamDirection::HostToDevice
+}
+
+/// The streams of a step graph: infeeds (`Input` nodes) and outfeeds (`Outfeed` nodes),
+/// each sorted by name.
+pub fn graph_streams(graph: &Graph) -> (Vec<StreamType>, Vec<StreamType>) {
+    let mut ins = Vec::new();
+    let mut outs = Vec::new();
+    for (_, n) in graph.nodes() {
+        match &n.op {
+            Op::Input { stream, .. } => ins.push(StreamType::new(
+                stream.clone(),
+                n.ty.dtype,
+                n.ty.shape.clone(),
+            )),
+            Op::Outfeed { stream } => outs.push(StreamType::new(
+                stream.clone(),
+                n.ty.dtype,
+                n.ty.shape.clone(),
+            )),
+            _ => {}
+        }
+    }
+    ins.sort_by(|a, b| a.name.cmp(&b.name));
+    outs.sort_by(|a, b| a.name.cmp(&b.name));
+    (ins, outs)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! It executes the executable contract of `ipusim-exe` and does not link the compiler: a
 //! program file is compiled and launched by the runtime (`ipusim_runtime::launch`).
 
+pub mod category;
 mod codelets;
 pub mod debugger;
 pub mod display;

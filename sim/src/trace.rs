@@ -10,7 +10,7 @@
 //! `If` branch) are [`Event::Entered`] and [`Event::Left`].
 //!
 
-use crate::engine::CategoryCycles;
+use crate::category::CategoryCycles;
 use crate::numerics::FpSts;
 use ipusim_exe::executable::StreamDirection;
 use ipusim_exe::system::TileId;

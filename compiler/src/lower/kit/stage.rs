@@ -6,9 +6,9 @@
 //! staging tensor on that tile by the exchange that precedes the compute set (an on-tile
 //! source becomes an on-tile memcpy).
 
-use super::mapping::{local_run, locate, Mapping};
-use super::Lowerer;
 use crate::executable::{ByteCopy, CopyDst, Operand, TensorId, TensorKind};
+use crate::lower::core::Lowerer;
+use crate::lower::kit::mapping::{local_run, locate, Mapping};
 use ipusim_exe::system::TileId;
 use ipusim_ir::{NodeId, Shape};
 use std::collections::HashMap;
@@ -61,8 +61,8 @@ impl ExchangeBuilder {
         dst_tile: u32,
         dst_pos: u64,
     ) {
-        let index = &lw.index[src.0 as usize];
-        let es = lw.tensors[src.0 as usize].dtype.size_bytes() as u64;
+        let index = lw.index(src);
+        let es = lw.tensor(src).dtype.size_bytes() as u64;
         let end = begin + len;
         let mut at = begin;
         // Requests mostly walk a tensor in order: try the segment after the last one first.
@@ -144,11 +144,11 @@ impl Staging {
         ranges: &[(u64, u64)],
     ) -> Operand {
         let total: u64 = ranges.iter().map(|r| r.1).sum();
-        let src_t = &lw.tensors[self.source.0 as usize];
+        let src_t = &lw.tensor(self.source);
         let es = src_t.dtype.size_bytes() as u64;
         let on_tile = src_t.slice_on(TileId::on_first_ipu(tile)).is_some();
         if let Some(pos) = on_tile
-            .then(|| local_run(&lw.index[self.source.0 as usize], tile, ranges))
+            .then(|| local_run(lw.index(self.source), tile, ranges))
             .flatten()
         {
             return Operand {

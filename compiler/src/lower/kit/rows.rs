@@ -7,15 +7,14 @@
 //! transpose back. The cross-entropy's per-row losses (f32) are then summed by the
 //! reduction of [`super::reduce`] (its documented order), scaled by `1/n` for the mean.
 
-use super::mapping::{worker_slices, Mapping};
-use super::reduce::{self, Kind, Spec};
-use super::stage::{ExchangeBuilder, Staging};
-use super::Lowerer;
 use crate::codelets::{BlockParams, Codelet, VertexParams};
-use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex};
+use crate::lower::core::Lowerer;
+use crate::lower::kit::mapping::{worker_slices, Mapping};
+use crate::lower::kit::reduction::Spec;
+use crate::lower::kit::stage::{ExchangeBuilder, Staging};
 use ipusim_exe::system::TileId;
-use ipusim_ir::{DType, LossReduction, NodeId, Op, Shape};
+use ipusim_ir::{DType, NodeId, Shape};
 
 /// Rows `[p0, p1)` owned by `tile`.
 struct Rows {
@@ -24,95 +23,10 @@ struct Rows {
     p1: u64,
 }
 
-/// Lowers `Softmax`, `LogSoftmax` and `SparseSoftmaxCrossEntropy`.
-pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
-    let node = lw.g.node(id);
-    let name = node.name.clone();
-    let x = node.inputs[0];
-    let xt = lw.g.node(x).ty.clone();
-    let dims = xt.shape.dims().to_vec();
-    match node.op.clone() {
-        Op::Softmax { axis } | Op::LogSoftmax { axis } => {
-            let log = matches!(node.op, Op::LogSoftmax { .. });
-            let input = lw.materialized(x)?;
-            let last = dims.len() - 1;
-            let out = if axis == last {
-                softmax_rows(lw, id, &name, input, &xt.shape, log)
-            } else {
-                // Move the axis last, softmax the rows, move it back.
-                let mut perm: Vec<usize> = (0..dims.len()).filter(|&d| d != axis).collect();
-                perm.push(axis);
-                let moved = super::rearrange::permute(
-                    lw,
-                    id,
-                    &format!("{name}/to_last"),
-                    input,
-                    &xt.shape,
-                    &perm,
-                );
-                let moved_shape = Shape::new(perm.iter().map(|&p| dims[p]).collect::<Vec<_>>());
-                let sm = softmax_rows(lw, id, &format!("{name}/rows"), moved, &moved_shape, log);
-                let mut inverse = vec![0; perm.len()];
-                for (i, &p) in perm.iter().enumerate() {
-                    inverse[p] = i;
-                }
-                super::rearrange::permute(lw, id, &name, sm, &moved_shape, &inverse)
-            };
-            lw.set_value(id, out);
-            Ok(())
-        }
-        Op::SparseSoftmaxCrossEntropy { reduction } => {
-            let logits = lw.materialized(x)?;
-            let labels = lw.materialized(node.inputs[1])?;
-            let (n, c) = (dims[0] as u64, dims[1] as u64);
-            let rows_name = format!("{name}/rows");
-            let losses = row_op(
-                lw,
-                RowOp {
-                    node: id,
-                    name: &rows_name,
-                    input: logits,
-                    labels: Some(labels),
-                    p: n,
-                    r: c,
-                    codelet: Codelet::SoftmaxCrossEntropy { dtype: xt.dtype },
-                    out: (
-                        TensorKind::Partials,
-                        DType::F32,
-                        Shape::new([n as usize]),
-                        1,
-                    ),
-                },
-            );
-            let scale = match reduction {
-                LossReduction::Mean => 1.0 / n.max(1) as f64,
-                LossReduction::Sum => 1.0,
-            };
-            let spec = Spec {
-                node: id,
-                name: name.clone(),
-                p: 1,
-                r: n,
-                q: 1,
-                kind: Kind::Sum,
-                input: DType::F32,
-                acc: DType::F32,
-                output: node.ty.dtype,
-                scale,
-                shape: node.ty.shape.clone(),
-            };
-            let out = reduce::reduce(lw, &spec, losses);
-            lw.set_value(id, out);
-            Ok(())
-        }
-        _ => Err(lw.unsupported(id, "not a row op")),
-    }
-}
-
 /// The rows of a `[p, r]` view of `input`, each owned by the tile of its first element.
 fn own_rows(lw: &Lowerer, input: TensorId, p: u64, r: u64) -> Vec<Rows> {
     let mut owned: Vec<(u32, u64)> = Vec::new();
-    for s in lw.index[input.0 as usize].iter() {
+    for s in lw.index(input).iter() {
         let first = s.begin.div_ceil(r.max(1));
         let end = if r == 0 { 0 } else { s.end.div_ceil(r) };
         for row in first..end.min(p) {
@@ -143,9 +57,9 @@ fn row_vertices(
     nrows: u64,
     r: u64,
 ) -> Vec<Vertex> {
-    let ies = lw.tensors[xin.tensor.0 as usize].dtype.size_bytes() as u64;
-    let oes = lw.tensors[out.0 as usize].dtype.size_bytes() as u64;
-    worker_slices(nrows, 1, lw.target.worker_contexts)
+    let ies = lw.tensor(xin.tensor).dtype.size_bytes() as u64;
+    let oes = lw.tensor(out).dtype.size_bytes() as u64;
+    worker_slices(nrows, 1, lw.target().worker_contexts)
         .into_iter()
         .enumerate()
         .map(|(w, (a, b))| {
@@ -184,19 +98,19 @@ fn row_vertices(
 
 /// One row op: `codelet` over the `p` rows of `r` elements of `input` (and one label per
 /// row), writing `per_row` outputs per row into a new tensor of `dtype` and `shape`.
-struct RowOp<'a> {
-    node: NodeId,
-    name: &'a str,
-    input: TensorId,
-    labels: Option<TensorId>,
-    p: u64,
-    r: u64,
-    codelet: Codelet,
-    out: (TensorKind, DType, Shape, u64),
+pub(crate) struct RowOp<'a> {
+    pub node: NodeId,
+    pub name: &'a str,
+    pub input: TensorId,
+    pub labels: Option<TensorId>,
+    pub p: u64,
+    pub r: u64,
+    pub codelet: Codelet,
+    pub out: (TensorKind, DType, Shape, u64),
 }
 
 /// Lowers a row op on the rows' owners; returns the output tensor.
-fn row_op(lw: &mut Lowerer, op: RowOp) -> TensorId {
+pub(crate) fn row_op(lw: &mut Lowerer, op: RowOp) -> TensorId {
     let (r, per_row) = (op.r, op.out.3);
     let rows = own_rows(lw, op.input, op.p, r);
     let pieces = rows
@@ -237,32 +151,6 @@ fn row_op(lw: &mut Lowerer, op: RowOp) -> TensorId {
     }
     lw.superstep(op.name, Some(op.node), eb.finish(), tiles);
     out
-}
-
-/// Softmax (or log-softmax) of the rows of `input` (last axis of `shape`).
-fn softmax_rows(
-    lw: &mut Lowerer,
-    id: NodeId,
-    name: &str,
-    input: TensorId,
-    shape: &Shape,
-    log: bool,
-) -> TensorId {
-    let r = *shape.dims().last().unwrap_or(&1) as u64;
-    let dtype = lw.tensors[input.0 as usize].dtype;
-    row_op(
-        lw,
-        RowOp {
-            node: id,
-            name,
-            input,
-            labels: None,
-            p: shape.num_elements() as u64 / r.max(1),
-            r,
-            codelet: Codelet::Softmax { log, dtype },
-            out: (TensorKind::Activation, dtype, shape.clone(), r),
-        },
-    )
 }
 
 /// ArgMax over the last axis (`spec.q == 1`): rows gathered on their owners.

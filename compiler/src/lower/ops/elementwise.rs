@@ -8,15 +8,15 @@
 //! elements the tile's outputs read) and read through a [`BroadcastAccess`]. Each tile's
 //! outputs are split into at most one contiguous slice per worker, in whole vectors.
 
-use super::mapping::{worker_slices, Mapping};
-use super::stage::{ExchangeBuilder, Staging};
-use super::Lowerer;
 use crate::codelets::{Access, BroadcastAccess, Codelet, MapParams, VertexParams};
 use crate::error::CompileError;
-use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex};
+use crate::lower::core::Lowerer;
+use crate::lower::kit::mapping::{worker_slices, Mapping};
+use crate::lower::kit::permute;
+use crate::lower::kit::stage::{ExchangeBuilder, Staging};
 use ipusim_exe::system::TileId;
-use ipusim_ir::{DType, NodeId, Op, Shape};
-use std::collections::BTreeMap;
+use ipusim_ir::{NodeId, Op, Shape};
 
 /// How one input of an element-wise op is read, before staging.
 enum Read {
@@ -26,9 +26,15 @@ enum Read {
 
 /// Lowers the element-wise node `id`.
 pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
-    let node = lw.g.node(id);
+    let node = lw.graph().node(id);
+    // A cast to the type it already has is its input.
+    if let Op::Cast { dtype } = node.op {
+        if lw.graph().node(node.inputs[0]).ty.dtype == dtype {
+            return permute::alias(lw, id, node.inputs[0]);
+        }
+    }
     let out_ty = node.ty.clone();
-    let in_ty = |i: usize| lw.g.node(node.inputs[i]).ty.clone();
+    let in_ty = |i: usize| lw.graph().node(node.inputs[i]).ty.clone();
     let mut scale = 1.0;
     let codelet = match &node.op {
         Op::ScaledAdd { scale: s } => {
@@ -78,7 +84,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     } else {
         inputs
             .iter()
-            .map(|&i| read_of(&lw.g.node(i).ty.shape, &out_ty.shape))
+            .map(|&i| read_of(&lw.graph().node(i).ty.shape, &out_ty.shape))
             .collect()
     };
     // A variable or constant read here for the first time is laid out like an aligned input
@@ -90,7 +96,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         .map(|(&i, _)| i);
     let sibling = match placed {
         Some(i) => {
-            let t = lw.materialized(i)?;
+            let t = permute::materialized(lw, i)?;
             Some(mapping_of(lw, t))
         }
         None => None,
@@ -105,11 +111,11 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     }
     let mut tensors = Vec::with_capacity(inputs.len());
     for &i in &inputs {
-        tensors.push(lw.materialized(i)?);
+        tensors.push(permute::materialized(lw, i)?);
     }
     // The output: the variable itself for an in-place update, else a new tensor mapped like
     // the first aligned input.
-    let out = match lw.inplace.get(&id) {
+    let out = match lw.inplace_target(id).as_ref() {
         Some(var) => lw.value_of(*var)?.tensor,
         None => {
             let source = reads
@@ -140,11 +146,11 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         .collect();
     let is_onehot = matches!(codelet, Codelet::OneHot { .. });
     let needs_positions = is_onehot || reads.iter().any(|r| matches!(r, Read::Broadcast { .. }));
-    let out_dtype = lw.tensors[out.0 as usize].dtype;
+    let out_dtype = lw.tensor(out).dtype;
     let out_es = out_dtype.size_bytes() as u64;
-    let vw = lw.target.vector_width(out_dtype);
-    let nw = lw.target.worker_contexts;
-    let slices = lw.tensors[out.0 as usize].slices.clone();
+    let vw = lw.target().vector_width(out_dtype);
+    let nw = lw.target().worker_contexts;
+    let slices = lw.tensor(out).slices.clone();
     let mut tiles = Vec::with_capacity(slices.len());
     for slice in &slices {
         let tile = slice.tile.tile();
@@ -211,7 +217,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             let mut access = Vec::with_capacity(reads.len());
             for (k, read) in reads.iter().enumerate() {
                 let (op, lo) = tile_ops[k];
-                let es = lw.tensors[op.tensor.0 as usize].dtype.size_bytes() as u64;
+                let es = lw.tensor(op.tensor).dtype.size_bytes() as u64;
                 match read {
                     Read::Aligned => {
                         operands.push(Operand {
@@ -313,7 +319,8 @@ fn block_pattern(reads: &[Read], ranges: &[(u64, u64)]) -> Option<Vec<(u64, u64)
 /// The mapping of an existing tensor.
 pub(crate) fn mapping_of(lw: &Lowerer, t: TensorId) -> Mapping {
     Mapping {
-        tiles: lw.tensors[t.0 as usize]
+        tiles: lw
+            .tensor(t)
             .slices
             .iter()
             .map(|s| {
@@ -417,46 +424,6 @@ pub(crate) fn pattern_range(dims: &[u64], strides: &[u64], s: u64, e: u64) -> (u
         hi = hi.max((c1 - 1) * st + full_max);
     }
     (lo, hi)
-}
-
-/// `Fill` vertices writing `value` over every element of each tensor, grouped by tile.
-pub(crate) fn fill_work(lw: &Lowerer, fills: &[(TensorId, f64)]) -> Vec<TileWork> {
-    let mut by_tile: BTreeMap<u32, TileWork> = BTreeMap::new();
-    for &(t, value) in fills {
-        let tensor = &lw.tensors[t.0 as usize];
-        let dtype: DType = tensor.dtype;
-        let es = dtype.size_bytes() as u64;
-        for slice in &tensor.slices {
-            let n = slice.num_elements();
-            let vertices =
-                worker_slices(n, lw.target.vector_width(dtype), lw.target.worker_contexts)
-                    .into_iter()
-                    .enumerate()
-                    .map(|(w, (a, b))| Vertex {
-                        worker: w as u8,
-                        operands: vec![Operand {
-                            tensor: t,
-                            offset: (a * es) as u32,
-                            len: (b - a) as u32,
-                        }],
-                        params: VertexParams::Fill { value },
-                    })
-                    .collect();
-            by_tile
-                .entry(slice.tile.tile())
-                .or_insert_with(|| TileWork {
-                    tile: slice.tile,
-                    groups: Vec::new(),
-                    cycles: 0,
-                })
-                .groups
-                .push(VertexGroup {
-                    codelet: Codelet::Fill { dtype },
-                    vertices,
-                });
-        }
-    }
-    by_tile.into_values().collect()
 }
 
 #[cfg(test)]

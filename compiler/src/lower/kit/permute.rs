@@ -5,14 +5,14 @@
 //! one exchange (on-tile sources become memcpys), walking each output row and merging
 //! consecutive source elements into one copy. `Pad`'s zeros are written by `Fill` vertices.
 
-use super::mapping::worker_slices;
-use super::stage::ExchangeBuilder;
-use super::Lowerer;
 use crate::codelets::{Codelet, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex};
+use crate::lower::core::Lowerer;
+use crate::lower::kit::mapping::worker_slices;
+use crate::lower::kit::stage::ExchangeBuilder;
 use ipusim_exe::system::TileId;
-use ipusim_ir::{NodeId, Op, Shape};
+use ipusim_ir::{NodeId, Shape};
 
 /// Where one run of an output row comes from.
 enum Piece {
@@ -28,7 +28,7 @@ enum Piece {
 }
 
 /// The index map of one data-movement op, in terms of output coordinates.
-enum Map {
+pub(crate) enum Map {
     /// Output dim `i` is input dim `perm[i]`.
     Permute {
         perm: Vec<usize>,
@@ -54,7 +54,7 @@ enum Map {
     },
 }
 
-fn strides(dims: &[u64]) -> Vec<u64> {
+pub(crate) fn strides(dims: &[u64]) -> Vec<u64> {
     let mut s = vec![1u64; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
         s[i] = s[i + 1] * dims[i + 1];
@@ -184,78 +184,39 @@ impl Map {
     }
 }
 
-/// Lowers a data-movement node.
-pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
-    let node = lw.g.node(id);
-    let name = node.name.clone();
-    let dims_of = |n: NodeId| -> Vec<u64> {
-        lw.g.node(n)
-            .ty
-            .shape
-            .dims()
-            .iter()
-            .map(|&d| d as u64)
-            .collect()
-    };
-    let in0 = dims_of(node.inputs[0]);
-    let map = match &node.op {
-        Op::Transpose { perm } => Map::Permute {
-            perm: perm.clone(),
-            in_strides: strides(&in0),
-        },
-        Op::Slice { begin, .. } => Map::Slice {
-            begin: begin.iter().map(|&b| b as u64).collect(),
-            in_strides: strides(&in0),
-        },
-        Op::Pad { before, .. } => Map::Pad {
-            before: before.iter().map(|&b| b as u64).collect(),
-            in_strides: strides(&in0),
-            in_dims: in0,
-        },
-        Op::Concat { axis } => {
-            let mut offsets = vec![0u64];
-            let mut in_strides = Vec::new();
-            for &i in &node.inputs {
-                let d = dims_of(i);
-                offsets.push(offsets.last().copied().unwrap_or(0) + d[*axis]);
-                in_strides.push(strides(&d));
-            }
-            Map::Concat {
-                axis: *axis,
-                offsets,
-                in_strides,
-            }
-        }
-        Op::Broadcast { .. } => Map::Broadcast {
-            in_strides: strides(&in0),
-            in_dims: in0,
-        },
-        _ => return Err(lw.unsupported(id, "not a data-movement op")),
-    };
-    let mut inputs = Vec::new();
-    for &i in &node.inputs.clone() {
-        inputs.push(lw.materialized(i)?);
+/// Materialises the folded transpose `id` (its value is `stored` with the last two
+/// dimensions swapped).
+/// Node `id`'s value, seen without transposition: a folded transpose is materialised now
+/// (and becomes the node's value).
+pub(crate) fn materialized(lw: &mut Lowerer, id: NodeId) -> Result<TensorId, CompileError> {
+    let v = lw.value(id)?;
+    if !v.transposed {
+        return Ok(v.tensor);
     }
-    let shape = node.ty.shape.clone();
-    let out = emit(lw, id, &name, &inputs, &shape, &map);
-    lw.set_value(id, out);
+    let t = materialize_transpose(lw, id, v.tensor)?;
+    lw.set_value(id, t);
+    Ok(t)
+}
+
+/// Node `id` takes `input`'s elements as they are (a reshape, a cast to the same type).
+pub(crate) fn alias(lw: &mut Lowerer, id: NodeId, input: NodeId) -> Result<(), CompileError> {
+    let t = materialized(lw, input)?;
+    lw.set_value(id, t);
     Ok(())
 }
 
-/// Materialises the folded transpose `id` (its value is `stored` with the last two
-/// dimensions swapped).
 pub(crate) fn materialize_transpose(
     lw: &mut Lowerer,
     id: NodeId,
     stored: TensorId,
 ) -> Result<TensorId, CompileError> {
-    let shape = lw.g.node(id).ty.shape.clone();
+    let shape = lw.graph().node(id).ty.shape.clone();
     let mut dims: Vec<usize> = shape.dims().to_vec();
     let r = dims.len();
     dims.swap(r - 1, r - 2);
     let mut perm: Vec<usize> = (0..r).collect();
     perm.swap(r - 1, r - 2);
-    let name = lw.g.node(id).name.clone();
+    let name = lw.graph().node(id).name.clone();
     Ok(permute(lw, id, &name, stored, &Shape::new(dims), &perm))
 }
 
@@ -282,7 +243,7 @@ pub(crate) fn permute(
 }
 
 /// Creates the output, copies its elements by exchange and fills zeros.
-fn emit(
+pub(crate) fn emit(
     lw: &mut Lowerer,
     id: NodeId,
     name: &str,
@@ -290,7 +251,7 @@ fn emit(
     shape: &Shape,
     map: &Map,
 ) -> TensorId {
-    let dtype = lw.tensors[inputs[0].0 as usize].dtype;
+    let dtype = lw.tensor(inputs[0]).dtype;
     let n = shape.num_elements() as u64;
     let m = lw.fresh_mapping(n, dtype);
     let out = lw.new_tensor(
@@ -313,13 +274,13 @@ fn emit(
     let mut coords = vec![0u64; dims.len()];
     if shape.rank() == 0 {
         // A scalar: every op here maps element 0 to element 0.
-        for slice in lw.tensors[out.0 as usize].slices.clone() {
+        for slice in lw.tensor(out).slices.clone() {
             eb.copy_elems(lw, inputs[0], 0, 1, out, slice.tile.tile(), 0);
         }
         lw.superstep(name, Some(id), eb.finish(), Vec::new());
         return out;
     }
-    for slice in lw.tensors[out.0 as usize].slices.clone() {
+    for slice in lw.tensor(out).slices.clone() {
         let mut pos = 0u64;
         for iv in &slice.intervals {
             let mut at = iv.begin;
@@ -385,9 +346,9 @@ fn emit(
 
 /// `Fill` vertices writing zeros over `(tile, position, len)` runs of `out`.
 fn zero_work(lw: &Lowerer, out: TensorId, zeros: &[(u32, u64, u64)]) -> Vec<TileWork> {
-    let dtype = lw.tensors[out.0 as usize].dtype;
+    let dtype = lw.tensor(out).dtype;
     let es = dtype.size_bytes() as u64;
-    let nw = lw.target.worker_contexts as u64;
+    let nw = lw.target().worker_contexts as u64;
     let mut tiles: Vec<TileWork> = Vec::new();
     let mut runs: Vec<(u32, u64, u64)> = Vec::new();
     for &(t, p, l) in zeros {
@@ -399,8 +360,8 @@ fn zero_work(lw: &Lowerer, out: TensorId, zeros: &[(u32, u64, u64)]) -> Vec<Tile
     for (k, &(tile, p, len)) in runs.iter().enumerate() {
         let vertices = worker_slices(
             len,
-            lw.target.vector_width(dtype),
-            lw.target.worker_contexts,
+            lw.target().vector_width(dtype),
+            lw.target().worker_contexts,
         )
         .into_iter()
         .enumerate()

@@ -8,14 +8,14 @@
 //! ranges), sequentially in the partials type; reducer `j` of the block sums chunk `j` of
 //! the block's elements in block order (group, row, column).
 
-use super::mapping::{worker_slices, Mapping};
-use super::planner::{plan, Home, Plan, Problem};
-use super::reduce::block_vertices;
-use super::stage::{ExchangeBuilder, Staging, TileScratch};
-use super::Lowerer;
 use crate::codelets::{AmpParams, Codelet, MatrixLayout, ReduceOp, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use crate::lower::core::{is_swap_last, Lowerer};
+use crate::lower::kit::mapping::{worker_slices, Mapping};
+use crate::lower::kit::planner::{plan, Home, Plan, Problem};
+use crate::lower::kit::reduction::block_vertices;
+use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use ipusim_exe::system::TileId;
 use ipusim_ir::{DType, NodeId};
 
@@ -49,12 +49,12 @@ fn layout(transposed: bool) -> MatrixLayout {
 
 /// Lowers the `MatMul` node `id`.
 pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
-    let node = lw.g.node(id);
+    let node = lw.graph().node(id);
     let name = node.name.clone();
     let out_ty = node.ty.clone();
     let geo = geometry(lw, id)?;
-    let input = lw.tensors[geo.a.0 as usize].dtype;
-    let partials = lw.options.partials_type.accumulator_for(input);
+    let input = lw.tensor(geo.a).dtype;
+    let partials = lw.options().partials_type.accumulator_for(input);
     let output = out_ty.dtype;
     let n_out = out_ty.num_elements() as u64;
     let output_tensor = |lw: &mut Lowerer, mapping| {
@@ -74,7 +74,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             lw.fresh_mapping(n_out, output)
         };
         let c = output_tensor(lw, m);
-        let tiles = super::elementwise::fill_work(lw, &[(c, 0.0)]);
+        let tiles = crate::lower::kit::fill::fill_work(lw, &[(c, 0.0)]);
         lw.superstep(&name, Some(id), Vec::new(), tiles);
         lw.set_value(id, c);
         return Ok(());
@@ -110,7 +110,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
 
 /// Shapes, groups, and the stored layouts and tensors of A and B.
 fn geometry(lw: &mut Lowerer, id: NodeId) -> Result<Geometry, CompileError> {
-    let node = lw.g.node(id);
+    let node = lw.graph().node(id);
     let (a_id, b_id) = (node.inputs[0], node.inputs[1]);
     let va = lw.value(a_id)?;
     let vb = lw.value(b_id)?;
@@ -124,10 +124,10 @@ fn geometry(lw: &mut Lowerer, id: NodeId) -> Result<Geometry, CompileError> {
 /// The dimensions of matmul `id` when A and B are stored transposed or not. Groups: A's
 /// batch is folded into its rows when B is shared by every group and A is row-major.
 fn dims(lw: &Lowerer, id: NodeId, a_t: bool, b_t: bool) -> Dims {
-    let node = lw.g.node(id);
+    let node = lw.graph().node(id);
     let (a_id, b_id) = (node.inputs[0], node.inputs[1]);
-    let ad = lw.g.node(a_id).ty.shape.dims().to_vec();
-    let bd = lw.g.node(b_id).ty.shape.dims().to_vec();
+    let ad = lw.graph().node(a_id).ty.shape.dims().to_vec();
+    let bd = lw.graph().node(b_id).ty.shape.dims().to_vec();
     let od = node.ty.shape.dims().to_vec();
     let (ra, rb, ro) = (ad.len(), bd.len(), od.len());
     let (m, k, n) = (ad[ra - 2] as u64, ad[ra - 1] as u64, bd[rb - 1] as u64);
@@ -187,11 +187,11 @@ fn dims(lw: &Lowerer, id: NodeId, a_t: bool, b_t: bool) -> Dims {
 fn transposed_view(lw: &Lowerer, mut id: NodeId) -> bool {
     let mut t = false;
     loop {
-        if let Some(v) = lw.values.get(&id) {
+        if let Ok(v) = lw.value_of(id) {
             return t ^ v.transposed;
         }
-        let node = lw.g.node(id);
-        if !super::is_swap_last(&node.op) {
+        let node = lw.graph().node(id);
+        if !is_swap_last(&node.op) {
             return t;
         }
         t = !t;
@@ -202,13 +202,13 @@ fn transposed_view(lw: &Lowerer, mut id: NodeId) -> bool {
 /// The plan of matmul `id` for the given stored layouts: cached, so that a plan chosen early
 /// (to lay out a variable the matmul reads) is the plan the matmul is lowered with.
 fn plan_for(lw: &mut Lowerer, id: NodeId, a_t: bool, b_t: bool, home: Option<Home>) -> Plan {
-    if let Some((p, layouts)) = lw.plans.get(&id) {
+    if let Some((p, layouts)) = lw.plan(id) {
         if *layouts == (a_t, b_t) {
             return p.clone();
         }
     }
     let d = dims(lw, id, a_t, b_t);
-    let node = lw.g.node(id);
+    let node = lw.graph().node(id);
     let input = node.ty.dtype;
     let problem = Problem {
         g: d.g,
@@ -216,17 +216,17 @@ fn plan_for(lw: &mut Lowerer, id: NodeId, a_t: bool, b_t: bool, home: Option<Hom
         k: d.k,
         n: d.n,
         input,
-        partials: lw.options.partials_type.accumulator_for(input),
+        partials: lw.options().partials_type.accumulator_for(input),
         output: node.ty.dtype,
         a_layout: d.a_layout,
         b_layout: d.b_layout,
     };
-    let mut plan = plan(lw.target, lw.options, &problem, home);
+    let mut plan = plan(lw.target(), lw.options(), &problem, home);
     // The plan uses consecutive tiles from its start; spread partial plans over the chip.
-    if !plan.home && plan.tiles() < lw.target.tiles as u64 {
+    if !plan.home && plan.tiles() < lw.target().tiles as u64 {
         plan.start_tile = lw.rotate_start(plan.tiles() as u32);
     }
-    lw.plans.insert(id, (plan.clone(), (a_t, b_t)));
+    lw.set_plan(id, plan.clone(), (a_t, b_t));
     plan
 }
 
@@ -235,7 +235,7 @@ fn plan_for(lw: &mut Lowerer, id: NodeId, a_t: bool, b_t: bool, home: Option<Hom
 /// the block is read in place there and broadcast to the others. Element indices are those
 /// of the tensor the operand is stored in (through folded transposes and casts).
 pub(crate) fn operand_mapping(lw: &mut Lowerer, id: NodeId, which: usize) -> Option<Mapping> {
-    let node = lw.g.node(id);
+    let node = lw.graph().node(id);
     let (a_t, b_t) = (
         transposed_view(lw, node.inputs[0]),
         transposed_view(lw, node.inputs[1]),
@@ -255,8 +255,8 @@ pub(crate) fn operand_mapping(lw: &mut Lowerer, id: NodeId, which: usize) -> Opt
     };
     for (i, rows) in [(0usize, d.g * d.m), (1, d.g * d.k)] {
         let input = node.inputs[i];
-        if lw.values.contains_key(&input) {
-            home.remote_bytes += lw.g.node(input).ty.size_bytes() as u64;
+        if lw.has_value(input) {
+            home.remote_bytes += lw.graph().node(input).ty.size_bytes() as u64;
             home.remote_rows += rows;
         }
     }
@@ -274,7 +274,7 @@ pub(crate) fn operand_mapping(lw: &mut Lowerer, id: NodeId, which: usize) -> Opt
     for s in 0..serials {
         for_blocks_of(&d, &plan, s, |[gi, mi, ni, ki], gr, mr, nr| {
             let (k0, k1) = range(ki, plan.bk, d.k);
-            let tile = plan.tile(lw.target, gi, mi, ni, ki);
+            let tile = plan.tile(lw.target(), gi, mi, ni, ki);
             for g in gr.0..gr.1 {
                 let ranges = if which == 0 {
                     a_ranges(&d, g, mr, (k0, k1))
@@ -288,7 +288,7 @@ pub(crate) fn operand_mapping(lw: &mut Lowerer, id: NodeId, which: usize) -> Opt
             }
         });
     }
-    let stored = lw.g.node(node.inputs[which]).ty.num_elements() as u64;
+    let stored = lw.graph().node(node.inputs[which]).ty.num_elements() as u64;
     // Groups sharing a broadcast operand claim it twice: keep the default layout then.
     (claimed == stored).then(|| Mapping::from_pieces(pieces))
 }
@@ -326,7 +326,7 @@ fn b_ranges(d: &Dims, g: u64, kr: (u64, u64), nr: (u64, u64)) -> Vec<(u64, u64)>
 fn home_tile(lw: &Lowerer, geo: &Geometry) -> Option<Home> {
     let mut per: std::collections::BTreeMap<u32, u64> = Default::default();
     for t in [geo.a, geo.b] {
-        let tensor = &lw.tensors[t.0 as usize];
+        let tensor = &lw.tensor(t);
         let es = tensor.dtype.size_bytes() as u64;
         for s in &tensor.slices {
             *per.entry(s.tile.tile()).or_default() += s.num_elements() * es;
@@ -341,7 +341,7 @@ fn home_tile(lw: &Lowerer, geo: &Geometry) -> Option<Home> {
         remote_rows: 0,
     };
     for (t, rows) in [(geo.a, geo.d.g * geo.d.m), (geo.b, geo.d.g * geo.d.k)] {
-        let tensor = &lw.tensors[t.0 as usize];
+        let tensor = &lw.tensor(t);
         let local = tensor
             .slice_on(TileId::on_first_ipu(tile))
             .map_or(0, |s| s.num_elements());
@@ -403,7 +403,7 @@ fn for_blocks(
 ) {
     for_blocks_of(&geo.d, plan, s, |[gi, mi, ni, ki], gr, mr, nr| {
         f(
-            plan.tile(lw.target, gi, mi, ni, ki),
+            plan.tile(lw.target(), gi, mi, ni, ki),
             [gi, mi, ni, ki],
             gr,
             mr,
@@ -467,8 +467,8 @@ fn chunk(lw: &mut Lowerer, ch: &Chunk) {
         c,
         types: (input, partials, output),
     } = *ch;
-    let nw = lw.target.worker_contexts;
-    let amp = *lw.target.amp(input, partials);
+    let nw = lw.target().worker_contexts;
+    let amp = *lw.target().amp(input, partials);
     let amp_out = if plan.sk == 1 { output } else { partials };
     let mut eb = ExchangeBuilder::default();
     let mut sa = Staging::new(geo.a, format!("{prefix}/lhs"), Some(id));
@@ -599,7 +599,7 @@ fn reduce_partials(
                 continue;
             }
             let width = c1 - c0;
-            let rt = plan.tile(lw.target, idx[0], idx[1], idx[2], j);
+            let rt = plan.tile(lw.target(), idx[0], idx[1], idx[2], j);
             let at = inbox.alloc(rt, width * count);
             for (i, &(st, sp)) in sources.iter().enumerate() {
                 let src = lw.slice_begin(ptensor, st) + sp + c0;

@@ -26,14 +26,13 @@
 //! When every output has a single contribution (whole rows on one tile), stage 1 writes the
 //! output directly.
 
-use super::mapping::{choose_tiles, grain, worker_slices, Mapping};
-use super::stage::{ExchangeBuilder, TileScratch};
-use super::Lowerer;
 use crate::codelets::{BlockParams, Codelet, ReduceOp, VertexParams};
-use crate::error::CompileError;
 use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use crate::lower::core::Lowerer;
+use crate::lower::kit::mapping::{choose_tiles, grain, worker_slices, Mapping};
+use crate::lower::kit::stage::{ExchangeBuilder, TileScratch};
 use ipusim_exe::system::TileId;
-use ipusim_ir::{DType, NodeId, Op, Shape};
+use ipusim_ir::{DType, NodeId, Shape};
 use std::collections::BTreeMap;
 
 /// What is reduced.
@@ -42,111 +41,6 @@ pub(crate) enum Kind {
     Sum,
     Max,
     ArgMax,
-}
-
-/// Lowers a reduction node.
-pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
-    let node = lw.g.node(id);
-    let (kind, axes, mean) = match &node.op {
-        Op::ReduceSum { axes, .. } => (Kind::Sum, axes.clone(), false),
-        Op::ReduceMean { axes, .. } => (Kind::Sum, axes.clone(), true),
-        Op::ReduceMax { axes, .. } => (Kind::Max, axes.clone(), false),
-        Op::ArgMax { axis } => (Kind::ArgMax, vec![*axis], false),
-        _ => return Err(lw.unsupported(id, "not a reduction")),
-    };
-    let name = node.name.clone();
-    let out_ty = node.ty.clone();
-    let x = node.inputs[0];
-    let input = lw.materialized(x)?;
-    let in_dtype = lw.g.node(x).ty.dtype;
-    // (size, reduced) of the dimensions larger than one.
-    let mut dims: Vec<(u64, bool)> =
-        lw.g.node(x)
-            .ty
-            .shape
-            .dims()
-            .iter()
-            .enumerate()
-            .filter(|(_, &d)| d != 1)
-            .map(|(i, &d)| (d as u64, axes.contains(&i)))
-            .collect();
-    let r_total: u64 = dims.iter().filter(|d| d.1).map(|d| d.0).product();
-    // Nothing to reduce: the value is the input, except ArgMax of a size-1 axis (0). An
-    // empty reduction gives the identity: 0 for a sum, NaN for a mean (0/0), -inf for a max.
-    let fill = if r_total == 0 {
-        Some(match (kind, mean) {
-            (Kind::Sum, false) | (Kind::ArgMax, _) => 0.0,
-            (Kind::Sum, true) => f64::NAN,
-            (Kind::Max, _) => f64::NEG_INFINITY,
-        })
-    } else if dims.iter().all(|d| !d.1) {
-        (kind == Kind::ArgMax || in_dtype != out_ty.dtype).then_some(0.0)
-    } else {
-        None
-    };
-    if let Some(value) = fill {
-        let m = lw.fresh_mapping(out_ty.num_elements() as u64, out_ty.dtype);
-        let kind = TensorKind::Activation;
-        let t = lw.new_tensor(name.clone(), Some(id), kind, out_ty.dtype, out_ty.shape, m);
-        let tiles = super::elementwise::fill_work(lw, &[(t, value)]);
-        lw.superstep(&name, Some(id), Vec::new(), tiles);
-        lw.set_value(id, t);
-        return Ok(());
-    }
-    if dims.iter().all(|d| !d.1) {
-        lw.set_value(id, input);
-        return Ok(());
-    }
-    let acc = match kind {
-        Kind::Sum => lw.options.partials_type.accumulator_for(in_dtype),
-        _ => in_dtype,
-    };
-    let mut current = input;
-    let mut pass = 0;
-    // The innermost run of reduced dimensions first.
-    while let Some(last) = dims.iter().rposition(|d| d.1) {
-        let mut first = last;
-        while first > 0 && dims[first - 1].1 {
-            first -= 1;
-        }
-        let p: u64 = dims[..first].iter().map(|d| d.0).product();
-        let r: u64 = dims[first..=last].iter().map(|d| d.0).product();
-        let q: u64 = dims[last + 1..].iter().map(|d| d.0).product();
-        dims.drain(first..=last);
-        let is_final = !dims.iter().any(|d| d.1);
-        let (out_dtype, shape, scale, tname) = if is_final {
-            let scale = if mean { 1.0 / r_total as f64 } else { 1.0 };
-            (out_ty.dtype, out_ty.shape.clone(), scale, name.clone())
-        } else {
-            pass += 1;
-            (
-                acc,
-                Shape::new([(p * q) as usize]),
-                1.0,
-                format!("{name}/pass{pass}"),
-            )
-        };
-        let spec = Spec {
-            node: id,
-            name: tname,
-            p,
-            r,
-            q,
-            kind,
-            input: lw.tensors[current.0 as usize].dtype,
-            acc,
-            output: out_dtype,
-            scale,
-            shape,
-        };
-        current = if kind == Kind::ArgMax && q == 1 {
-            super::rows::argmax_rows(lw, &spec, current)
-        } else {
-            reduce(lw, &spec, current)
-        };
-    }
-    lw.set_value(id, current);
-    Ok(())
 }
 
 /// One `[P, R, Q]` reduction pass.
@@ -306,7 +200,7 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
     let mut blocks: Vec<LocalBlock> = Vec::new();
     let mut raws: Vec<Contribution> = Vec::new();
     let mut pieces: Vec<Piece> = Vec::new();
-    for slice in &lw.tensors[input.0 as usize].slices {
+    for slice in &lw.tensor(input).slices {
         let mut pos = 0u64;
         for iv in &slice.intervals {
             let mut i = iv.begin;
@@ -467,13 +361,13 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
         ..spec.clone()
     };
     let c = max_count as u64;
-    let msg = lw.target.exchange_message_cycles as u64 + 1;
+    let msg = lw.target().exchange_message_cycles as u64 + 1;
     let root = (c as f64).sqrt().ceil() as u64;
     let two_stage = spec.kind != Kind::ArgMax
         && c > 16
         && 2 * root * msg
-            + lw.target.sync_cycles as u64
-            + lw.target.exchange_latency_cycles as u64
+            + lw.target().sync_cycles as u64
+            + lw.target().exchange_latency_cycles as u64
             + 30
             < c * msg;
     if two_stage {
@@ -481,11 +375,12 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
     }
     // Final stage: the output mapped linearly over tiles chosen by the gathered work.
     let work: u64 = contribs.iter().map(|c| c.len).sum();
-    let tiles_out = choose_tiles(lw.target, work, spec.acc)
+    let tiles_out = choose_tiles(lw.target(), work, spec.acc)
         .min(n_out.div_ceil(grain(spec.output)).max(1) as u32);
     let m = lw.mapping_over(n_out, spec.output, tiles_out);
     let out = output_tensor(lw, spec, m);
-    let dests: Vec<Dest> = lw.index[out.0 as usize]
+    let dests: Vec<Dest> = lw
+        .index(out)
         .iter()
         .map(|s| Dest {
             o_begin: s.begin,
@@ -619,8 +514,8 @@ fn gather(
             d += 1;
         }
     }
-    let nw = lw.target.worker_contexts;
-    let vw = lw.target.vector_width(spec.acc);
+    let nw = lw.target().worker_contexts;
+    let vw = lw.target().vector_width(spec.acc);
     for (di, pieces) in per_dest {
         let dest = dests[di];
         let mut cuts: Vec<u64> = pieces.iter().flat_map(|&(b, e, _)| [b, e]).collect();
@@ -704,7 +599,7 @@ pub(crate) fn block_vertices(
     (groups, count, width): (u64, u64, u64),
     scale: f64,
 ) -> Vec<Vertex> {
-    let nw = lw.target.worker_contexts;
+    let nw = lw.target().worker_contexts;
     if groups > 1 {
         worker_slices(groups, 1, nw)
             .into_iter()
@@ -726,7 +621,7 @@ pub(crate) fn block_vertices(
             })
             .collect()
     } else {
-        let vw = lw.target.vector_width(lw.tensors[input.0 as usize].dtype);
+        let vw = lw.target().vector_width(lw.tensor(input).dtype);
         worker_slices(width, vw, nw)
             .into_iter()
             .enumerate()
@@ -757,8 +652,8 @@ pub(crate) fn block_vertex(
     (a, b): (u64, u64),
     scale: f64,
 ) -> Vertex {
-    let ies = lw.tensors[input.0 as usize].dtype.size_bytes() as u64;
-    let oes = lw.tensors[out.0 as usize].dtype.size_bytes() as u64;
+    let ies = lw.tensor(input).dtype.size_bytes() as u64;
+    let oes = lw.tensor(out).dtype.size_bytes() as u64;
     Vertex {
         worker,
         operands: vec![

@@ -1,0 +1,564 @@
+//! The lowering context: what lowering has built so far (tensors and their mappings, node
+//! values, compute sets, exchanges, streams, program steps and their tensor usage) behind
+//! typed accessors, and the generic ways to add to it — place a tensor, emit a BSP
+//! superstep, copy a stream. The op families ([`super::ops`]) and the building blocks
+//! ([`super::kit`]) work through these accessors; only the driver ([`super`]) finishes the
+//! context into a [`Lowered`].
+//!
+//! It imports no op family: the one op-specific question it asks — which layout does the
+//! consumer of a variable want — goes through the [`Hooks`] the driver gives it.
+
+use super::kit::mapping::{self, Index, Mapping};
+use super::kit::planner::Plan;
+use crate::error::CompileError;
+use crate::executable::{
+    ByteCopy, ComputeSet, ComputeSetId, Exchange, ExchangeId, HostStream, Interval, NodeValue,
+    Program, ProgramStep, StepKind, StreamDirection, StreamId, Tensor, TensorId, TensorKind,
+    TileSlice, TileWork,
+};
+use crate::options::CompileOptions;
+use crate::target::Target;
+use ipusim_exe::memory::Usage;
+use ipusim_exe::system::{SyncScope, TileId};
+use ipusim_ir::{DType, Graph, NodeId, Op, Shape};
+use std::collections::HashMap;
+
+/// Where a node's value is: a tensor, possibly seen with its last two dimensions swapped
+/// (a `Transpose` that is folded into its consumers until one needs it materialised).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Value {
+    pub tensor: TensorId,
+    pub transposed: bool,
+}
+
+/// Everything lowering produces, before the memory plan assigns byte offsets. Operand and
+/// copy offsets are still relative to their tensor's slice on the tile.
+pub(crate) struct Lowered {
+    pub tensors: Vec<Tensor>,
+    pub values: Vec<NodeValue>,
+    pub compute_sets: Vec<ComputeSet>,
+    pub exchanges: Vec<Exchange>,
+    pub streams: Vec<HostStream>,
+    pub program: Program,
+    pub steps: Vec<ProgramStep>,
+    pub usage: Vec<Usage>,
+}
+
+/// The op-specific questions the context asks through the driver (so that it imports no
+/// op family).
+#[derive(Clone, Copy)]
+pub(crate) struct Hooks {
+    /// The layout the op of node `consumer` wants for its input `which`, if it has one (the
+    /// matmul's operand layouts, PopLibs' createMatMulInputLHS/RHS).
+    pub operand_layout: fn(&mut Lowerer, NodeId, usize) -> Option<Mapping>,
+}
+
+/// The lowering context.
+pub(crate) struct Lowerer<'a> {
+    g: &'a Graph,
+    target: &'a Target,
+    options: &'a CompileOptions,
+    hooks: Hooks,
+    tensors: Vec<Tensor>,
+    index: Vec<Index>,
+    values: HashMap<NodeId, Value>,
+    compute_sets: Vec<ComputeSet>,
+    exchanges: Vec<Exchange>,
+    streams: Vec<HostStream>,
+    steps: Vec<ProgramStep>,
+    usage: Vec<Usage>,
+    body: Vec<Program>,
+    next_start: u32,
+    /// Value nodes computed in place into a variable: value node -> variable node.
+    inplace: HashMap<NodeId, NodeId>,
+    /// Matmul plans chosen so far, with the (A, B) transposed-ness they were made for.
+    plans: HashMap<NodeId, (Plan, (bool, bool))>,
+}
+
+impl<'a> Lowerer<'a> {
+    /// An empty context for `g` on `target`.
+    pub fn new(
+        g: &'a Graph,
+        target: &'a Target,
+        options: &'a CompileOptions,
+        hooks: Hooks,
+    ) -> Lowerer<'a> {
+        Lowerer {
+            g,
+            target,
+            options,
+            hooks,
+            tensors: Vec::new(),
+            index: Vec::new(),
+            values: HashMap::new(),
+            compute_sets: Vec::new(),
+            exchanges: Vec::new(),
+            streams: Vec::new(),
+            steps: Vec::new(),
+            usage: Vec::new(),
+            body: Vec::new(),
+            next_start: 0,
+            inplace: HashMap::new(),
+            plans: HashMap::new(),
+        }
+    }
+
+    /// The graph being lowered.
+    pub fn graph(&self) -> &'a Graph {
+        self.g
+    }
+
+    /// The chip.
+    pub fn target(&self) -> &'a Target {
+        self.target
+    }
+
+    /// The compile options.
+    pub fn options(&self) -> &'a CompileOptions {
+        self.options
+    }
+
+    /// The tensor with id `t`.
+    pub fn tensor(&self, t: TensorId) -> &Tensor {
+        &self.tensors[t.0 as usize]
+    }
+
+    /// The element index of tensor `t` (its intervals in element order, with their
+    /// slice-relative positions).
+    pub fn index(&self, t: TensorId) -> &Index {
+        &self.index[t.0 as usize]
+    }
+
+    /// True when node `id` has a value already.
+    pub fn has_value(&self, id: NodeId) -> bool {
+        self.values.contains_key(&id)
+    }
+
+    /// The variable node `value` is computed in place into, if any.
+    pub fn inplace_target(&self, value: NodeId) -> Option<NodeId> {
+        self.inplace.get(&value).copied()
+    }
+
+    /// Records that node `value` is computed in place into variable `var`.
+    pub fn set_inplace(&mut self, value: NodeId, var: NodeId) {
+        self.inplace.insert(value, var);
+    }
+
+    /// The matmul plan chosen for node `id`, with the (A, B) transposed-ness it was made for.
+    pub fn plan(&self, id: NodeId) -> Option<&(Plan, (bool, bool))> {
+        self.plans.get(&id)
+    }
+
+    /// Records the matmul plan of node `id`.
+    pub fn set_plan(&mut self, id: NodeId, plan: Plan, transposed: (bool, bool)) {
+        self.plans.insert(id, (plan, transposed));
+    }
+
+    /// Records that node `id`'s value is `value` (possibly a folded transpose).
+    pub fn set_view(&mut self, id: NodeId, value: Value) {
+        self.values.insert(id, value);
+    }
+
+    /// The program nodes emitted since the last call (the body of the phase being lowered).
+    pub fn take_body(&mut self) -> Vec<Program> {
+        std::mem::take(&mut self.body)
+    }
+
+    /// Declares the stream of node `id` (its value is tensor `t`) and copies it now.
+    pub fn add_stream(
+        &mut self,
+        id: NodeId,
+        name: String,
+        direction: StreamDirection,
+        t: TensorId,
+    ) {
+        self.host_stream(id, name, direction, t)
+    }
+
+    /// The id the next declared stream gets.
+    pub fn next_stream_id(&self) -> StreamId {
+        StreamId(self.streams.len() as u32)
+    }
+
+    /// Finishes lowering: the context's tables with the program and the nodes' values.
+    pub fn into_lowered(self, program: Program, values: Vec<NodeValue>) -> Lowered {
+        Lowered {
+            tensors: self.tensors,
+            values,
+            compute_sets: self.compute_sets,
+            exchanges: self.exchanges,
+            streams: self.streams,
+            program,
+            steps: self.steps,
+            usage: self.usage,
+        }
+    }
+
+    /// The `NodeValue` of every lowered node among `nodes`, in their order.
+    pub fn node_values(&self, nodes: impl Iterator<Item = NodeId>) -> Vec<NodeValue> {
+        nodes
+            .filter_map(|id| {
+                let n = self.g.node(id);
+                let v = self.values.get(&id)?;
+                let tensor = (!v.transposed).then_some(v.tensor);
+                Some(NodeValue {
+                    node: id,
+                    name: n.name.clone(),
+                    tensor,
+                    dtype: n.ty.dtype,
+                    shape: n.ty.shape.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The node's value, placing a Variable or Constant on first use.
+    pub fn value(&mut self, id: NodeId) -> Result<Value, CompileError> {
+        if self.is_unplaced(id) {
+            self.place_source(id, None)?;
+        }
+        self.value_of(id)
+    }
+
+    /// Creates the tensor of a Variable or Constant in the layout of the matmul that will read
+    /// it (PopLibs' createMatMulInputLHS/RHS), else in `fallback`, else linearly.
+    pub fn place_source(
+        &mut self,
+        id: NodeId,
+        fallback: Option<Mapping>,
+    ) -> Result<TensorId, CompileError> {
+        let node = self.g.node(id);
+        let kind = match node.op {
+            Op::Variable { .. } => TensorKind::Variable,
+            _ => TensorKind::Constant,
+        };
+        let ty = node.ty.clone();
+        let n = ty.num_elements() as u64;
+        let m = match (self.layout_hint(id, 0), fallback) {
+            (Some(m), _) | (None, Some(m)) => m,
+            (None, None) => self.fresh_mapping(n, ty.dtype),
+        };
+        let t = self.new_tensor(node.name.clone(), Some(id), kind, ty.dtype, ty.shape, m);
+        self.set_value(id, t);
+        Ok(t)
+    }
+
+    /// The layout the first matmul reading `id`'s elements (through casts, unary ops,
+    /// reshapes, folded transposes, or as the first input of an element-wise op) wants.
+    pub fn layout_hint(&mut self, id: NodeId, depth: u32) -> Option<Mapping> {
+        if depth > 8 {
+            return None;
+        }
+        let n = self.g.node(id).ty.num_elements();
+        for c in self.g.consumers(id) {
+            let cn = self.g.node(c);
+            let same = cn.ty.num_elements() == n && cn.inputs.first() == Some(&id);
+            // The consumer's op family may want this operand in a layout of its own.
+            let which = cn.inputs.iter().position(|&i| i == id).unwrap_or(0);
+            if let Some(m) = (self.hooks.operand_layout)(self, c, which) {
+                return Some(m);
+            }
+            // Else follow the value through ops whose output keeps its input's layout.
+            let follow = match &cn.op {
+                Op::Cast { .. } | Op::Reshape { .. } => true,
+                op if is_swap_last(op) => true,
+                op if op.unary().is_some() => true,
+                op if op.binary().is_some_and(|b| !b.is_comparison()) => same,
+                Op::ScaledAdd { .. } | Op::ActivationGrad { .. } => same,
+                _ => false,
+            };
+            if follow && !self.values.contains_key(&c) {
+                if let Some(m) = self.layout_hint(c, depth + 1) {
+                    return Some(m);
+                }
+            }
+        }
+        None
+    }
+
+    /// Records that node `id`'s value is tensor `t` (not transposed).
+    pub fn set_value(&mut self, id: NodeId, t: TensorId) {
+        self.values.insert(
+            id,
+            Value {
+                tensor: t,
+                transposed: false,
+            },
+        );
+    }
+
+    /// The node's value as lowered so far.
+    pub fn value_of(&self, id: NodeId) -> Result<Value, CompileError> {
+        self.values.get(&id).copied().ok_or_else(|| {
+            let n = self.g.node(id);
+            CompileError::Unsupported {
+                node: n.name.clone(),
+                op: n.op.name(),
+                reason: "its value was not lowered before a consumer needed it".into(),
+            }
+        })
+    }
+
+    /// True for a Variable or Constant whose tensor is not created yet (they are placed when
+    /// first read, in the layout their reader wants).
+    pub fn is_unplaced(&self, id: NodeId) -> bool {
+        !self.values.contains_key(&id)
+            && matches!(
+                self.g.node(id).op,
+                Op::Variable { .. } | Op::Constant { .. }
+            )
+    }
+
+    /// The node's name and op name, for errors.
+    pub fn unsupported(&self, id: NodeId, reason: impl Into<String>) -> CompileError {
+        let n = self.g.node(id);
+        CompileError::Unsupported {
+            node: n.name.clone(),
+            op: n.op.name(),
+            reason: reason.into(),
+        }
+    }
+
+    /// A fresh linear mapping of `n` elements over the number of tiles the cost model picks.
+    pub fn fresh_mapping(&mut self, n: u64, dtype: DType) -> Mapping {
+        let tiles = mapping::choose_tiles(self.target, n, dtype);
+        self.mapping_over(n, dtype, tiles)
+    }
+
+    /// A linear mapping over `tiles` tiles, starting where the last partial mapping ended so
+    /// that small tensors spread over the chip.
+    pub fn mapping_over(&mut self, n: u64, dtype: DType, tiles: u32) -> Mapping {
+        let start = if tiles >= self.target.tiles {
+            0
+        } else {
+            self.next_start
+        };
+        let m = mapping::linear(self.target, n, dtype, tiles, start);
+        if tiles < self.target.tiles {
+            self.next_start = (start + m.tiles.len() as u32) % self.target.tiles;
+        }
+        m
+    }
+
+    /// Slice-relative element position of element `flat` of `t` on the tile holding it.
+    pub fn position(&self, t: TensorId, flat: u64) -> u64 {
+        let index = &self.index[t.0 as usize];
+        mapping::locate(index, flat).map_or(0, |i| index[i].pos + (flat - index[i].begin))
+    }
+
+    /// The first element index of `t`'s slice on `tile` (staging and partials tensors have
+    /// one interval per tile).
+    pub fn slice_begin(&self, t: TensorId, tile: u32) -> u64 {
+        self.tensors[t.0 as usize]
+            .slice_on(TileId::on_first_ipu(tile))
+            .and_then(|s| s.intervals.first())
+            .map_or(0, |i| i.begin)
+    }
+
+    /// The tile the next rotating placement starts at.
+    pub fn peek_start(&self) -> u32 {
+        self.next_start
+    }
+
+    /// The first tile for a block of `tiles` consecutive tiles, rotating over the chip.
+    pub fn rotate_start(&mut self, tiles: u32) -> u32 {
+        let start = self.next_start;
+        self.next_start = (start + tiles) % self.target.tiles;
+        start
+    }
+
+    /// Creates a tensor with a mapping; interval offsets are relative to the slice for now.
+    pub fn new_tensor(
+        &mut self,
+        name: String,
+        node: Option<NodeId>,
+        kind: TensorKind,
+        dtype: DType,
+        shape: Shape,
+        mapping: Mapping,
+    ) -> TensorId {
+        let id = TensorId(self.tensors.len() as u32);
+        self.index.push(mapping::build_index(&mapping));
+        self.tensors.push(Tensor {
+            name,
+            node,
+            kind,
+            slices: build_slices(&mapping, dtype),
+            dtype,
+            shape,
+        });
+        self.usage.push(Usage::default());
+        id
+    }
+
+    /// Replaces the shape and mapping of a tensor (staging tensors grow while lowering).
+    pub fn set_mapping(&mut self, id: TensorId, shape: Shape, mapping: Mapping) {
+        let t = &mut self.tensors[id.0 as usize];
+        t.shape = shape;
+        t.slices = build_slices(&mapping, t.dtype);
+        self.index[id.0 as usize] = mapping::build_index(&mapping);
+    }
+
+    /// Declares the stream of node `id` (its value is tensor `t`) and copies it now.
+    fn host_stream(&mut self, id: NodeId, name: String, direction: StreamDirection, t: TensorId) {
+        let ty = self.g.node(id).ty.clone();
+        let sid = StreamId(self.streams.len() as u32);
+        self.streams.push(HostStream {
+            name: name.clone(),
+            direction,
+            dtype: ty.dtype,
+            bytes_per_micro_batch: ty.size_bytes() as u64,
+            shape: ty.shape,
+            node: id,
+            tensor: t,
+        });
+        self.set_value(id, t);
+        self.stream_copy(sid, direction, t, name);
+    }
+
+    fn stream_copy(
+        &mut self,
+        stream: StreamId,
+        direction: StreamDirection,
+        t: TensorId,
+        name: String,
+    ) {
+        let step = self.steps.len() as u32;
+        self.touch(t, step);
+        let copy = Program::StreamCopy {
+            stream,
+            direction,
+            tensor: t,
+        };
+        self.push_step(StepKind::StreamCopy(stream), name, copy);
+    }
+
+    /// Appends a program step and its program node.
+    fn push_step(&mut self, kind: StepKind, name: String, program: Program) {
+        self.steps.push(ProgramStep { kind, name });
+        self.body.push(program);
+    }
+
+    fn touch(&mut self, t: TensorId, step: u32) {
+        let u = &mut self.usage[t.0 as usize];
+        u.first = Some(u.first.map_or(step, |f| f.min(step)));
+        u.last = Some(u.last.map_or(step, |l| l.max(step)));
+    }
+
+    /// Emits one BSP superstep: `Sync`, the exchange of `copies` (if any), then the compute
+    /// set of `tiles` (if any vertices; the groups of entries of one tile run one after the
+    /// other, in the order given).
+    pub fn superstep(
+        &mut self,
+        name: &str,
+        node: Option<NodeId>,
+        copies: Vec<ByteCopy>,
+        mut tiles: Vec<TileWork>,
+    ) {
+        tiles.retain(|t| !t.groups.is_empty());
+        if copies.is_empty() && tiles.is_empty() {
+            return;
+        }
+        self.body.push(Program::Sync(SyncScope::Internal));
+        if !copies.is_empty() {
+            let step = self.steps.len() as u32;
+            for c in &copies {
+                self.touch(c.src_tensor, step);
+                self.touch(c.dst_tensor, step);
+            }
+            let id = ExchangeId(self.exchanges.len() as u32);
+            let ex_name = format!("{name}/exchange");
+            self.exchanges.push(Exchange {
+                name: ex_name.clone(),
+                node,
+                copies,
+                cycles: 0,
+            });
+            self.push_step(StepKind::Exchange(id), ex_name, Program::Exchange(id));
+        }
+        if !tiles.is_empty() {
+            merge_tiles(&mut tiles);
+            let step = self.steps.len() as u32;
+            let mut touched: Vec<TensorId> = tiles
+                .iter()
+                .flat_map(|t| &t.groups)
+                .flat_map(|g| &g.vertices)
+                .flat_map(|v| v.operands.iter().map(|o| o.tensor))
+                .collect();
+            touched.sort_unstable();
+            touched.dedup();
+            for t in touched {
+                self.touch(t, step);
+            }
+            let id = ComputeSetId(self.compute_sets.len() as u32);
+            self.compute_sets.push(ComputeSet {
+                name: name.to_string(),
+                node,
+                tiles,
+                cycles: 0,
+            });
+            self.push_step(
+                StepKind::Execute(id),
+                name.to_string(),
+                Program::Execute(id),
+            );
+        }
+    }
+}
+
+/// Slices of a mapping with interval offsets relative to the slice start.
+fn build_slices(mapping: &Mapping, dtype: DType) -> Vec<TileSlice> {
+    let es = dtype.size_bytes() as u64;
+    mapping
+        .tiles
+        .iter()
+        .map(|(tile, iv)| {
+            let mut pos = 0u64;
+            let intervals = iv
+                .iter()
+                .map(|&(b, e)| {
+                    let offset = (pos * es) as u32;
+                    pos += e - b;
+                    Interval {
+                        begin: b,
+                        end: e,
+                        offset,
+                    }
+                })
+                .collect();
+            TileSlice {
+                tile: TileId::on_first_ipu(*tile),
+                offset: 0,
+                intervals,
+            }
+        })
+        .collect()
+}
+
+/// True for a `Transpose` that swaps the last two dimensions only (folded into matmuls).
+pub fn is_swap_last(op: &Op) -> bool {
+    match op {
+        Op::Transpose { perm } => {
+            let r = perm.len();
+            r >= 2
+                && perm[r - 1] == r - 2
+                && perm[r - 2] == r - 1
+                && perm[..r - 2].iter().enumerate().all(|(i, &p)| i == p)
+        }
+        _ => false,
+    }
+}
+
+/// Sorts work entries by tile and merges the entries of one tile (their groups run one after
+/// the other, in the order given).
+fn merge_tiles(tiles: &mut Vec<TileWork>) {
+    tiles.sort_by_key(|t| t.tile);
+    let mut out: Vec<TileWork> = Vec::with_capacity(tiles.len());
+    for t in tiles.drain(..) {
+        match out.last_mut() {
+            Some(last) if last.tile == t.tile => last.groups.extend(t.groups),
+            _ => out.push(t),
+        }
+    }
+    *tiles = out;
+}

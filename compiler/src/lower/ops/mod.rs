@@ -1,0 +1,118 @@
+//! The op families, one module each, and the per-op table the driver reaches them through:
+//! for each op, how to lower it and which layout it wants for its operands. Op modules never
+//! call each other; what they share is in [`super::kit`].
+//!
+//! | family | ops |
+//! |---|---|
+//! | [`elementwise`] | unary, binary, `ScaledAdd`, `Select`, `Cast`, `ActivationGrad`, `OneHot` |
+//! | [`matmul`] | `MatMul` (PopLibs-style plan, AMP partials, cross-tile reduction) |
+//! | [`reduce`] | `ReduceSum`, `ReduceMean`, `ReduceMax`, `ArgMax` |
+//! | [`softmax`] | `Softmax`, `LogSoftmax`, `SparseSoftmaxCrossEntropy` |
+//! | [`rearrange`] | `Reshape`, `Transpose`, `Broadcast`, `Slice`, `Pad`, `Concat` |
+//!
+//! Sources (`Input`, `Variable`, `Constant`), `Outfeed` and `Assign` are graph structure,
+//! lowered by the driver.
+
+pub(crate) mod elementwise;
+pub(crate) mod matmul;
+pub(crate) mod rearrange;
+pub(crate) mod reduce;
+pub(crate) mod softmax;
+
+use super::core::Lowerer;
+use super::kit::mapping::Mapping;
+use crate::error::CompileError;
+use ipusim_ir::{NodeId, Op};
+
+/// The layout an op family wants for operand `which` of node `id` (see
+/// [`OpLowering::operand_layout`]).
+pub(crate) type OperandLayout = fn(&mut Lowerer, NodeId, usize) -> Option<Mapping>;
+
+/// How the driver lowers one op family.
+pub(crate) struct OpLowering {
+    /// Lowers a node of the family.
+    pub lower: fn(&mut Lowerer, NodeId) -> Result<(), CompileError>,
+    /// The layout the family wants for operand `which` of node `id`, when it has one: a
+    /// variable or stream read first by this node is created in that layout.
+    pub operand_layout: Option<OperandLayout>,
+}
+
+const ELEMENTWISE: OpLowering = OpLowering {
+    lower: elementwise::lower,
+    operand_layout: None,
+};
+const MATMUL: OpLowering = OpLowering {
+    lower: matmul::lower,
+    operand_layout: Some(matmul::operand_mapping),
+};
+const REDUCE: OpLowering = OpLowering {
+    lower: reduce::lower,
+    operand_layout: None,
+};
+const SOFTMAX: OpLowering = OpLowering {
+    lower: softmax::lower,
+    operand_layout: None,
+};
+const REARRANGE: OpLowering = OpLowering {
+    lower: rearrange::lower,
+    operand_layout: None,
+};
+/// Graph structure the driver lowers itself: nothing to do here.
+const STRUCTURE: OpLowering = OpLowering {
+    lower: |_, _| Ok(()),
+    operand_layout: None,
+};
+
+/// The table: the lowering of `op`'s family.
+pub(crate) fn lowering(op: &Op) -> &'static OpLowering {
+    match op {
+        Op::MatMul => &MATMUL,
+        Op::Add
+        | Op::Sub
+        | Op::Mul
+        | Op::Div
+        | Op::Max
+        | Op::Min
+        | Op::Equal
+        | Op::Greater
+        | Op::Less
+        | Op::ScaledAdd { .. }
+        | Op::Select
+        | Op::Neg
+        | Op::Abs
+        | Op::Exp
+        | Op::Log
+        | Op::Sqrt
+        | Op::Relu
+        | Op::Sigmoid
+        | Op::Tanh
+        | Op::Gelu
+        | Op::ActivationGrad { .. }
+        | Op::OneHot { .. }
+        | Op::Cast { .. } => &ELEMENTWISE,
+        Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::SparseSoftmaxCrossEntropy { .. } => {
+            &SOFTMAX
+        }
+        Op::ReduceSum { .. } | Op::ReduceMean { .. } | Op::ReduceMax { .. } | Op::ArgMax { .. } => {
+            &REDUCE
+        }
+        Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Broadcast { .. }
+        | Op::Slice { .. }
+        | Op::Pad { .. }
+        | Op::Concat { .. } => &REARRANGE,
+        Op::Input { .. }
+        | Op::Variable { .. }
+        | Op::Constant { .. }
+        | Op::Assign
+        | Op::Outfeed { .. } => &STRUCTURE,
+    }
+}
+
+/// The layout node `consumer`'s op family wants for its operand `which`, if any (the
+/// context's [`super::core::Hooks::operand_layout`]).
+pub(crate) fn operand_layout(lw: &mut Lowerer, consumer: NodeId, which: usize) -> Option<Mapping> {
+    let f = lowering(&lw.graph().node(consumer).op).operand_layout?;
+    f(lw, consumer, which)
+}

@@ -1,0 +1,117 @@
+//! `ReduceSum`, `ReduceMean`, `ReduceMax` and `ArgMax`: the reduction of
+//! [`crate::lower::kit::reduction`] over the reduced axes, in its documented order.
+
+use crate::error::CompileError;
+use crate::executable::TensorKind;
+use crate::lower::core::Lowerer;
+use crate::lower::kit::fill::fill_work;
+use crate::lower::kit::permute;
+use crate::lower::kit::reduction::{reduce, Kind, Spec};
+use crate::lower::kit::rows::argmax_rows;
+use ipusim_ir::{NodeId, Op, Shape};
+
+/// Lowers a reduction node.
+pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
+    let node = lw.graph().node(id);
+    let (kind, axes, mean) = match &node.op {
+        Op::ReduceSum { axes, .. } => (Kind::Sum, axes.clone(), false),
+        Op::ReduceMean { axes, .. } => (Kind::Sum, axes.clone(), true),
+        Op::ReduceMax { axes, .. } => (Kind::Max, axes.clone(), false),
+        Op::ArgMax { axis } => (Kind::ArgMax, vec![*axis], false),
+        _ => return Err(lw.unsupported(id, "not a reduction")),
+    };
+    let name = node.name.clone();
+    let out_ty = node.ty.clone();
+    let x = node.inputs[0];
+    let input = permute::materialized(lw, x)?;
+    let in_dtype = lw.graph().node(x).ty.dtype;
+    // (size, reduced) of the dimensions larger than one.
+    let mut dims: Vec<(u64, bool)> = lw
+        .graph()
+        .node(x)
+        .ty
+        .shape
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|(_, &d)| d != 1)
+        .map(|(i, &d)| (d as u64, axes.contains(&i)))
+        .collect();
+    let r_total: u64 = dims.iter().filter(|d| d.1).map(|d| d.0).product();
+    // Nothing to reduce: the value is the input, except ArgMax of a size-1 axis (0). An
+    // empty reduction gives the identity: 0 for a sum, NaN for a mean (0/0), -inf for a max.
+    let fill = if r_total == 0 {
+        Some(match (kind, mean) {
+            (Kind::Sum, false) | (Kind::ArgMax, _) => 0.0,
+            (Kind::Sum, true) => f64::NAN,
+            (Kind::Max, _) => f64::NEG_INFINITY,
+        })
+    } else if dims.iter().all(|d| !d.1) {
+        (kind == Kind::ArgMax || in_dtype != out_ty.dtype).then_some(0.0)
+    } else {
+        None
+    };
+    if let Some(value) = fill {
+        let m = lw.fresh_mapping(out_ty.num_elements() as u64, out_ty.dtype);
+        let kind = TensorKind::Activation;
+        let t = lw.new_tensor(name.clone(), Some(id), kind, out_ty.dtype, out_ty.shape, m);
+        let tiles = fill_work(lw, &[(t, value)]);
+        lw.superstep(&name, Some(id), Vec::new(), tiles);
+        lw.set_value(id, t);
+        return Ok(());
+    }
+    if dims.iter().all(|d| !d.1) {
+        lw.set_value(id, input);
+        return Ok(());
+    }
+    let acc = match kind {
+        Kind::Sum => lw.options().partials_type.accumulator_for(in_dtype),
+        _ => in_dtype,
+    };
+    let mut current = input;
+    let mut pass = 0;
+    // The innermost run of reduced dimensions first.
+    while let Some(last) = dims.iter().rposition(|d| d.1) {
+        let mut first = last;
+        while first > 0 && dims[first - 1].1 {
+            first -= 1;
+        }
+        let p: u64 = dims[..first].iter().map(|d| d.0).product();
+        let r: u64 = dims[first..=last].iter().map(|d| d.0).product();
+        let q: u64 = dims[last + 1..].iter().map(|d| d.0).product();
+        dims.drain(first..=last);
+        let is_final = !dims.iter().any(|d| d.1);
+        let (out_dtype, shape, scale, tname) = if is_final {
+            let scale = if mean { 1.0 / r_total as f64 } else { 1.0 };
+            (out_ty.dtype, out_ty.shape.clone(), scale, name.clone())
+        } else {
+            pass += 1;
+            (
+                acc,
+                Shape::new([(p * q) as usize]),
+                1.0,
+                format!("{name}/pass{pass}"),
+            )
+        };
+        let spec = Spec {
+            node: id,
+            name: tname,
+            p,
+            r,
+            q,
+            kind,
+            input: lw.tensor(current).dtype,
+            acc,
+            output: out_dtype,
+            scale,
+            shape,
+        };
+        current = if kind == Kind::ArgMax && q == 1 {
+            argmax_rows(lw, &spec, current)
+        } else {
+            reduce(lw, &spec, current)
+        };
+    }
+    lw.set_value(id, current);
+    Ok(())
+}
