@@ -116,6 +116,15 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> R {
             }
             Ok(inputs[0].clone())
         }
+        Op::Clip { min, max } => {
+            float(inputs, 0)?;
+            if min.is_nan() || max.is_nan() || min > max {
+                return Err(InferFault::Invalid(format!(
+                    "needs min <= max, got min {min} and max {max}"
+                )));
+            }
+            Ok(inputs[0].clone())
+        }
         Op::Exp | Op::Log | Op::Sqrt | Op::Sigmoid | Op::Tanh | Op::Gelu => {
             float(inputs, 0)?;
             Ok(inputs[0].clone())

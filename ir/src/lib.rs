@@ -7,6 +7,7 @@
 
 pub mod autodiff;
 pub mod builder;
+pub mod decompose;
 pub mod dtype;
 pub mod effective;
 pub mod error;

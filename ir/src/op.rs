@@ -118,6 +118,10 @@ pub enum Op {
     Sqrt,
     /// `max(x, 0)`.
     Relu,
+    /// `min(max(x, min), max)`, with `min` and `max` rounded to `x`'s type (ONNX `Clip`;
+    /// `Clip(min: 0, max: 6)` is ReLU6). A composite op: [`crate::decompose`] rewrites it
+    /// into `Max` and `Min` with scalar constants before autodiff and lowering.
+    Clip { min: f64, max: f64 },
     /// `1 / (1 + e^-x)`.
     Sigmoid,
     /// Hyperbolic tangent.
@@ -239,6 +243,7 @@ impl Op {
         "Log",
         "Sqrt",
         "Relu",
+        "Clip",
         "Sigmoid",
         "Tanh",
         "Gelu",
@@ -286,6 +291,7 @@ impl Op {
             Op::Log => "Log",
             Op::Sqrt => "Sqrt",
             Op::Relu => "Relu",
+            Op::Clip { .. } => "Clip",
             Op::Sigmoid => "Sigmoid",
             Op::Tanh => "Tanh",
             Op::Gelu => "Gelu",

@@ -84,7 +84,8 @@ pub fn op_tour() -> Result<Program, IrError> {
     let log = b.named("log", Op::Log, &[exp])?;
     let sqrt = b.named("sqrt", Op::Sqrt, &[abs])?;
     let relu = b.named("relu", Op::Relu, &[log])?;
-    let sig = b.named("sigmoid", Op::Sigmoid, &[relu])?;
+    let relu6 = b.named("relu6", Op::Clip { min: 0.0, max: 6.0 }, &[relu])?;
+    let sig = b.named("sigmoid", Op::Sigmoid, &[relu6])?;
     let tanh = b.named("tanh", Op::Tanh, &[sqrt])?;
     let gelu = b.named("gelu", Op::Gelu, &[sig])?;
     let grad = b.named(

@@ -116,6 +116,13 @@ pub(super) fn vjp(
             one(scale_by(b, q, 0.5))
         }
         Op::Relu => one(activation(b, Activation::Relu, input(0), dy)),
+        // Composite ops are decomposed before autodiff (`crate::decompose`); their primitive
+        // ops carry the gradient.
+        Op::Clip { .. } => Err(IrError::Invalid {
+            node: n.name.clone(),
+            op: n.op.name(),
+            message: "a composite op reached autodiff; decompose the graph first".into(),
+        }),
         Op::Sigmoid => one(activation(b, Activation::Sigmoid, input(0), dy)),
         Op::Tanh => one(activation(b, Activation::Tanh, input(0), dy)),
         Op::Gelu => one(activation(b, Activation::Gelu, input(0), dy)),

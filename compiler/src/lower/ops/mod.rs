@@ -63,6 +63,18 @@ const STRUCTURE: OpLowering = OpLowering {
     operand_layout: None,
 };
 
+/// Composite ops (`ipusim_ir::decompose`) are rewritten into primitives before a graph reaches
+/// the compiler; one that arrives here is an error naming it.
+const COMPOSITE: OpLowering = OpLowering {
+    lower: |lw, id| {
+        Err(lw.unsupported(
+            id,
+            "a composite op must be decomposed first (ipusim_ir::decompose::decompose)",
+        ))
+    },
+    operand_layout: None,
+};
+
 /// The table: the lowering of `op`'s family.
 pub(crate) fn lowering(op: &Op) -> &'static OpLowering {
     match op {
@@ -107,6 +119,7 @@ pub(crate) fn lowering(op: &Op) -> &'static OpLowering {
         | Op::Constant { .. }
         | Op::Assign
         | Op::Outfeed { .. } => &STRUCTURE,
+        Op::Clip { .. } => &COMPOSITE,
     }
 }
 
