@@ -86,6 +86,10 @@ pub fn compile(
     }
     if options.verify {
         verify::planned(&exe, &low.usage)?;
+        let errors = verify::executable(&exe);
+        if !errors.is_empty() {
+            return Err(CompileError::Invalid(errors));
+        }
     }
     exe.estimate = cycles::estimate(&exe);
     Ok(exe)

@@ -3,6 +3,8 @@
 //! Running out of tile memory is *not* an error: the memory plan of the returned
 //! [`crate::Executable`] carries `oom`, the worst tiles and the largest tensors on them.
 
+use crate::ids::TileId;
+use std::fmt;
 use thiserror::Error;
 
 /// An error compiling a graph or loading a target.
@@ -58,4 +60,80 @@ pub enum CompileError {
     /// with the tensor/tile/step at fault rather than a panic).
     #[error("verifier after {pass}: {message}")]
     Verify { pass: &'static str, message: String },
+    /// The finished executable breaks invariants of `crate::verify` (every violation).
+    #[error("the executable breaks {} invariant(s):\n{}", .0.len(), render(.0))]
+    Invalid(Vec<VerifierError>),
+}
+
+/// Where a violation is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// The executable as a whole.
+    Executable,
+    /// A tensor.
+    Tensor { tensor: String },
+    /// A vertex: its compute set, tile, group and index in the group.
+    Vertex {
+        compute_set: String,
+        tile: TileId,
+        group: usize,
+        vertex: usize,
+    },
+    /// A copy of an exchange.
+    Copy { exchange: String, copy: usize },
+    /// A host stream.
+    Stream { stream: String },
+    /// A program step (index into `Executable::steps`) or node of the program tree.
+    Step { step: usize },
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Executable => write!(f, "executable"),
+            Location::Tensor { tensor } => write!(f, "tensor '{tensor}'"),
+            Location::Vertex {
+                compute_set,
+                tile,
+                group,
+                vertex,
+            } => write!(
+                f,
+                "compute set '{compute_set}', tile {tile}, group {group}, vertex {vertex}"
+            ),
+            Location::Copy { exchange, copy } => write!(f, "exchange '{exchange}', copy {copy}"),
+            Location::Stream { stream } => write!(f, "stream '{stream}'"),
+            Location::Step { step } => write!(f, "program step {step}"),
+        }
+    }
+}
+
+/// One broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifierError {
+    /// The invariant's number in the module docs.
+    pub invariant: u8,
+    /// Where.
+    pub location: Location,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for VerifierError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} (invariant {})",
+            self.location, self.message, self.invariant
+        )
+    }
+}
+
+/// The violations as one message, one per line (for error types that carry text).
+pub fn render(errors: &[VerifierError]) -> String {
+    errors
+        .iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -11,11 +11,11 @@
 //!
 //! | module | owns | uses |
 //! |---|---|---|
-//! | [`error`] | [`CompileError`] | — |
+//! | [`ids`] | the ids of tensors, compute sets, exchanges, streams, and [`TileId`] | — |
+//! | [`error`] | [`CompileError`], the verifier's typed [`error::VerifierError`] | `ids` |
 //! | [`target`] | [`Target`]: one chip's figures, presets, target files | `error` |
-//! | [`system`] | [`System`] of IPUs and their links, [`TileId`], [`SyncScope`] | `error`, `target` |
+//! | [`system`] | [`System`] of IPUs and their links, [`SyncScope`] | `ids`, `error`, `target` |
 //! | [`options`] | [`CompileOptions`], [`PartialsType`] | `error` |
-//! | [`ids`] | the ids of tensors, compute sets, exchanges, streams | — |
 //! | [`codelets`] | the codelet registry: each codelet's semantics and parameters | — |
 //! | [`memory`] | the memory plan's data types, tensor usage over steps | `ids`, `system` |
 //! | [`estimate`] | the static cycle estimate's data types | — |

@@ -406,9 +406,20 @@ fn bad_executables_and_oom_are_errors_not_panics() {
         .unwrap();
     cs.tiles[0].groups[0].vertices[0].operands[0].offset = 1 << 30;
     let err = Engine::new(Arc::new(exe), EngineOptions::default()).unwrap_err();
+    // The one verifier of the contract refuses it on load, naming the vertex.
+    match &err {
+        EngineError::Verify(errors) => {
+            assert!(errors.iter().all(|e| e.invariant == 3), "{err}");
+            assert!(matches!(
+                errors[0].location,
+                ipusim_exe::verify::Location::Vertex { .. }
+            ));
+        }
+        _ => panic!("{err}"),
+    }
     assert!(
         err.to_string()
-            .starts_with("invalid executable: compute set"),
+            .starts_with("invalid executable: 1 invariant(s) broken:\ncompute set"),
         "{err}"
     );
     // A variable without its initial value.

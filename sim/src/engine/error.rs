@@ -39,6 +39,10 @@ pub enum EngineError {
     /// hand-edited executable); the message names the compute set, tile, vertex or tensor.
     #[error("invalid executable: {0}")]
     Invalid(String),
+    /// The executable breaks invariants of `ipusim_exe::verify` (every violation, each with
+    /// its location).
+    #[error("invalid executable: {} invariant(s) broken:\n{}", .0.len(), ipusim_exe::verify::render(.0))]
+    Verify(Vec<ipusim_exe::verify::VerifierError>),
     /// A variable or constant could not be materialised.
     #[error("cannot materialise the initial value of '{tensor}': {source}")]
     Init {

@@ -162,6 +162,12 @@ impl Engine {
                 capacity: exe.memory.bytes_per_tile_capacity,
             });
         }
+        // The one verifier of the executable contract, then the engine's own checks of what
+        // it allocates.
+        let errors = ipusim_exe::verify::executable(&exe);
+        if !errors.is_empty() {
+            return Err(EngineError::Verify(errors));
+        }
         let (index, sizes) = TileIndex::new(&exe)?;
         let plan = Plan::new(&exe, &index, &sizes)?;
         let tree = Tree::new(&exe.program, &exe.steps);

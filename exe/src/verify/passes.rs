@@ -1,5 +1,6 @@
-//! The verifier, run between passes (cranelift's idea): invariants of the lowered program and
-//! of the memory plan, each failure naming the tensor, tile, vertex or step at fault.
+//! The checks the compiler runs between its passes (cranelift's idea), on what is not yet a
+//! finished executable: the lowered program (operand offsets still slice-relative) and the
+//! memory plan. Each failure names the tensor, tile, vertex or step at fault.
 //!
 //! After lowering:
 //! 1. every tensor is mapped: its intervals are ascending, disjoint, on existing tiles, and

@@ -1,0 +1,341 @@
+//! The verifier: the executable's invariants, written once (cranelift's verifier and naga's
+//! validator are the models). A verified executable is what the engine may run without
+//! re-checking a table index.
+//!
+//! [`executable`] checks a finished executable and collects **every** violation, each with a
+//! typed [`Location`]; the compiler runs it after the memory plan and the engine runs it on
+//! load. The invariants (each violation says which):
+//!
+//! 1. **tables**: every id the program, the streams, the vertices and the copies name is in
+//!    its table; the program tree has exactly one leaf per listed step, in order;
+//! 2. **mapping**: a tensor's slices are on tiles of the system, sorted by tile; its intervals
+//!    are ascending, disjoint and cover `[0, elements)` exactly once;
+//! 3. **operands**: every vertex runs on a worker context of the target and its operands lie
+//!    inside their tensor's bytes on the vertex's tile (absolute tile addresses);
+//! 4. **copies**: every copy's source and destinations lie inside their tensors' bytes on
+//!    their tiles; an `Exchange` stays on one IPU, an `IpuCopy` crosses IPUs;
+//! 5. **streams**: a stream's tensor has the stream's dtype and bytes per micro-batch.
+//!
+//! [`passes`] holds the checks the compiler runs between its own passes, on executables whose
+//! operand offsets are still slice-relative (after lowering) and on the memory plan.
+
+mod passes;
+
+pub use crate::error::{render, Location, VerifierError};
+pub use passes::{lowered, planned};
+
+use crate::executable::{Executable, Program, StepKind, Tensor, TensorId};
+use crate::system::TileId;
+
+/// Every violation found in `exe`, in the order of the invariants; empty when it is sound.
+pub fn executable(exe: &Executable) -> Vec<VerifierError> {
+    let mut v = Verifier {
+        exe,
+        errors: Vec::new(),
+    };
+    v.tables();
+    for t in &exe.tensors {
+        v.mapping(t);
+    }
+    v.operands();
+    v.copies();
+    v.streams();
+    v.errors
+}
+
+struct Verifier<'a> {
+    exe: &'a Executable,
+    errors: Vec<VerifierError>,
+}
+
+impl Verifier<'_> {
+    fn fail(&mut self, invariant: u8, location: Location, message: String) {
+        self.errors.push(VerifierError {
+            invariant,
+            location,
+            message,
+        });
+    }
+
+    fn tensor_ok(&self, t: TensorId) -> bool {
+        (t.0 as usize) < self.exe.tensors.len()
+    }
+
+    /// Invariant 1.
+    fn tables(&mut self) {
+        let exe = self.exe;
+        let mut leaves = Vec::new();
+        collect_leaves(&exe.program, &mut leaves);
+        if leaves.len() != exe.steps.len() {
+            self.fail(
+                1,
+                Location::Executable,
+                format!(
+                    "the program has {} leaves but {} steps are listed",
+                    leaves.len(),
+                    exe.steps.len()
+                ),
+            );
+        }
+        for (i, (leaf, step)) in leaves.iter().zip(&exe.steps).enumerate() {
+            if *leaf != step.kind {
+                self.fail(
+                    1,
+                    Location::Step { step: i },
+                    format!(
+                        "the program runs {leaf:?} where step {i} lists {:?}",
+                        step.kind
+                    ),
+                );
+            }
+        }
+        for (i, leaf) in leaves.iter().enumerate() {
+            let ok = match *leaf {
+                StepKind::Execute(c) => (c.0 as usize) < exe.compute_sets.len(),
+                StepKind::Exchange(e) | StepKind::IpuCopy(e) => {
+                    (e.0 as usize) < exe.exchanges.len()
+                }
+                StepKind::StreamCopy(s) => (s.0 as usize) < exe.streams.len(),
+                StepKind::CrossReplica(t) => self.tensor_ok(t),
+            };
+            if !ok {
+                self.fail(
+                    1,
+                    Location::Step { step: i },
+                    format!("{leaf:?} names no entry of its table"),
+                );
+            }
+            match *leaf {
+                StepKind::Exchange(e) if ok && exe.exchanges[e.0 as usize].crosses_ipus() => self
+                    .fail(
+                        4,
+                        Location::Step { step: i },
+                        format!(
+                            "exchange '{}' crosses IPUs: it must run as an IpuCopy",
+                            exe.exchanges[e.0 as usize].name
+                        ),
+                    ),
+                StepKind::IpuCopy(e) if ok && !exe.exchanges[e.0 as usize].crosses_ipus() => self
+                    .fail(
+                        4,
+                        Location::Step { step: i },
+                        format!(
+                            "IpuCopy of exchange '{}' moves nothing between IPUs",
+                            exe.exchanges[e.0 as usize].name
+                        ),
+                    ),
+                _ => {}
+            }
+        }
+    }
+
+    /// Invariant 2 for one tensor.
+    fn mapping(&mut self, t: &Tensor) {
+        let loc = || Location::Tensor {
+            tensor: t.name.clone(),
+        };
+        let (tiles, ipus) = (self.exe.target.tiles, self.exe.system.ipus);
+        let mut prev: Option<TileId> = None;
+        let mut all: Vec<(u64, u64)> = Vec::new();
+        for s in &t.slices {
+            if s.tile.tile() >= tiles || s.tile.ipu() >= ipus {
+                self.fail(
+                    2,
+                    loc(),
+                    format!(
+                        "a slice is on tile {}, outside the system's {ipus} IPU(s) of {tiles} tiles",
+                        s.tile
+                    ),
+                );
+            }
+            if prev.is_some_and(|p| p >= s.tile) {
+                self.fail(
+                    2,
+                    loc(),
+                    format!("slices are not sorted by tile at tile {}", s.tile),
+                );
+            }
+            prev = Some(s.tile);
+            let mut last_end: Option<u64> = None;
+            for iv in &s.intervals {
+                if iv.end <= iv.begin || last_end.is_some_and(|e| iv.begin < e) {
+                    self.fail(
+                        2,
+                        loc(),
+                        format!(
+                            "interval [{}, {}) on tile {} is empty or out of order",
+                            iv.begin, iv.end, s.tile
+                        ),
+                    );
+                }
+                last_end = Some(iv.end);
+                all.push((iv.begin, iv.end));
+            }
+        }
+        all.sort_unstable();
+        let mut next = 0u64;
+        for (b, e) in all {
+            if b != next {
+                self.fail(
+                    2,
+                    loc(),
+                    format!(
+                        "elements [{}, {}) are mapped {}",
+                        next.min(b),
+                        next.max(b),
+                        if b < next { "twice" } else { "nowhere" }
+                    ),
+                );
+            }
+            next = next.max(e);
+        }
+        if next != t.num_elements() {
+            self.fail(
+                2,
+                loc(),
+                format!("the mapping covers {next} of {} elements", t.num_elements()),
+            );
+        }
+    }
+
+    /// Bytes `[off, off + bytes)` of tile `tile` lie inside tensor `t`'s bytes there.
+    fn inside(&self, t: TensorId, tile: TileId, off: u64, bytes: u64) -> Result<(), String> {
+        let tensor = self
+            .exe
+            .tensors
+            .get(t.0 as usize)
+            .ok_or_else(|| format!("names tensor {} of {}", t.0, self.exe.tensors.len()))?;
+        let s = tensor
+            .slice_on(tile)
+            .ok_or_else(|| format!("tensor '{}' has no bytes on tile {tile}", tensor.name))?;
+        let start = s.offset as u64;
+        let size = s.num_elements() * tensor.dtype.size_bytes() as u64;
+        if off < start || off + bytes > start + size {
+            return Err(format!(
+                "bytes [{off}, {}) are outside tensor '{}' at [{start}, {}) on tile {tile}",
+                off + bytes,
+                tensor.name,
+                start + size
+            ));
+        }
+        Ok(())
+    }
+
+    /// Invariant 3.
+    fn operands(&mut self) {
+        let exe = self.exe;
+        for cs in &exe.compute_sets {
+            for tw in &cs.tiles {
+                for (gi, g) in tw.groups.iter().enumerate() {
+                    for (vi, v) in g.vertices.iter().enumerate() {
+                        let loc = || Location::Vertex {
+                            compute_set: cs.name.clone(),
+                            tile: tw.tile,
+                            group: gi,
+                            vertex: vi,
+                        };
+                        if v.worker as u32 >= exe.target.worker_contexts {
+                            self.fail(
+                                3,
+                                loc(),
+                                format!(
+                                    "runs on worker {} of {}",
+                                    v.worker, exe.target.worker_contexts
+                                ),
+                            );
+                        }
+                        for (oi, o) in v.operands.iter().enumerate() {
+                            let es = exe
+                                .tensors
+                                .get(o.tensor.0 as usize)
+                                .map_or(1, |t| t.dtype.size_bytes() as u64);
+                            let r =
+                                self.inside(o.tensor, tw.tile, o.offset as u64, o.len as u64 * es);
+                            if let Err(m) = r {
+                                self.fail(
+                                    3,
+                                    loc(),
+                                    format!("operand {oi} ({}): {m}", g.codelet.full_name()),
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Invariant 4.
+    fn copies(&mut self) {
+        let exe = self.exe;
+        for ex in &exe.exchanges {
+            for (ci, c) in ex.copies.iter().enumerate() {
+                let loc = || Location::Copy {
+                    exchange: ex.name.clone(),
+                    copy: ci,
+                };
+                if let Err(m) = self.inside(
+                    c.src_tensor,
+                    c.src_tile,
+                    c.src_offset as u64,
+                    c.bytes as u64,
+                ) {
+                    self.fail(4, loc(), format!("source: {m}"));
+                }
+                for d in &c.dsts {
+                    if let Err(m) =
+                        self.inside(c.dst_tensor, d.tile, d.offset as u64, c.bytes as u64)
+                    {
+                        self.fail(4, loc(), format!("destination: {m}"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Invariant 5.
+    fn streams(&mut self) {
+        for s in &self.exe.streams {
+            let loc = || Location::Stream {
+                stream: s.name.clone(),
+            };
+            match self.exe.tensors.get(s.tensor.0 as usize) {
+                None => self.fail(5, loc(), format!("names tensor {}", s.tensor.0)),
+                Some(t) if t.dtype != s.dtype || t.size_bytes() != s.bytes_per_micro_batch => self
+                    .fail(
+                        5,
+                        loc(),
+                        format!(
+                            "moves {} bytes of {} but its tensor '{}' holds {} bytes of {}",
+                            s.bytes_per_micro_batch,
+                            s.dtype,
+                            t.name,
+                            t.size_bytes(),
+                            t.dtype
+                        ),
+                    ),
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+/// The leaves of a program in order (a `Repeat` body once, both `If` branches).
+fn collect_leaves(p: &Program, out: &mut Vec<StepKind>) {
+    match p {
+        Program::Sequence(c) => c.iter().for_each(|x| collect_leaves(x, out)),
+        Program::Repeat { body, .. } => collect_leaves(body, out),
+        Program::If {
+            then, otherwise, ..
+        } => {
+            collect_leaves(then, out);
+            collect_leaves(otherwise, out);
+        }
+        Program::Execute(c) => out.push(StepKind::Execute(*c)),
+        Program::Exchange(e) => out.push(StepKind::Exchange(*e)),
+        Program::IpuCopy(e) => out.push(StepKind::IpuCopy(*e)),
+        Program::StreamCopy { stream, .. } => out.push(StepKind::StreamCopy(*stream)),
+        Program::CrossReplica { tensor, .. } => out.push(StepKind::CrossReplica(*tensor)),
+        Program::Sync(_) => {}
+    }
+}
