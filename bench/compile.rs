@@ -59,7 +59,7 @@ fn million_vertex_graph() -> Graph {
 
 fn compile_and_report(g: &Graph, target: &Target, opts: &CompileOptions) -> u64 {
     let exe = compile(g, target, opts).unwrap();
-    let report = CompileReport::new("bench", "16.32", &exe);
+    let report = CompileReport::new("bench", Some(ipusim::ir::Precision::P16_32), &exe);
     report.total_cycles + exe.num_vertices() as u64
 }
 
@@ -71,7 +71,7 @@ fn print_times(name: &str, g: &Graph, target: &Target, opts: &CompileOptions) ->
     let exe = compile(g, target, opts).unwrap();
     let compile_secs = median_secs(3, 0.0, || compile(g, target, opts).unwrap().num_vertices());
     let report_secs = median_secs(3, 0.0, || {
-        CompileReport::new("bench", "16.32", &exe).total_cycles
+        CompileReport::new("bench", Some(ipusim::ir::Precision::P16_32), &exe).total_cycles
     });
     let copies: usize = exe.exchanges.iter().map(|e| e.copies.len()).sum();
     println!(

@@ -115,13 +115,10 @@ pub fn build(program: &Program, options: &BuildOptions) -> Result<Built, BuildEr
     Ok(Built { step, executable })
 }
 
-/// The compile report of a step graph's executable, under the program's name (the
-/// precision is the policy the step graph applied, or `none`).
+/// The compile report of a step graph's executable, under the program's name, with the
+/// precision policy the step graph applied (if any).
 pub fn report(program: &str, step: &StepGraph, executable: &Executable) -> CompileReport {
-    let precision = step
-        .precision
-        .map_or_else(|| "none".to_string(), |p| p.to_string());
-    CompileReport::new(program, &precision, executable)
+    CompileReport::new(program, step.precision, executable)
 }
 
 #[cfg(test)]
@@ -152,7 +149,7 @@ mod tests {
         assert_eq!((o.gradient_accumulation, o.device_iterations), (2, 3));
         assert_eq!(built.step.precision, Some(Precision::P16_32));
         let report = report(&p.name, &built.step, &built.executable);
-        assert_eq!(report.precision, "16.32");
+        assert_eq!(report.precision, Some(Precision::P16_32));
         let options = BuildOptions {
             device_iterations: Some(5),
             precision: Some(Precision::P32_32),

@@ -4,6 +4,7 @@
 
 use crate::executable::Executable;
 use ipusim_exe::system::TileId;
+use ipusim_ir::Precision;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -65,6 +66,24 @@ pub struct MemoryReport {
     pub peak_live_bytes: u64,
 }
 
+/// `precision` as the JSON contract spells it: the policy (`"16.32"`) or `"none"`.
+mod policy {
+    use ipusim_ir::Precision;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(p: &Option<Precision>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(p.map_or("none", |p| p.as_str()))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Precision>, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == "none" {
+            return Ok(None);
+        }
+        s.parse().map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
 /// One IPU's row of the summary, as PopVision shows it per IPU.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IpuReport {
@@ -93,7 +112,10 @@ pub struct IpuReport {
 pub struct CompileReport {
     pub program: String,
     pub target: TargetReport,
-    pub precision: String,
+    /// The precision policy the step graph was built under; `None` for a program without
+    /// one (serialised as `"none"`, the JSON contract's spelling).
+    #[serde(with = "policy")]
+    pub precision: Option<Precision>,
     pub total_cycles: u64,
     pub categories: Categories,
     pub compute_sets: Vec<ComputeSetReport>,
@@ -147,7 +169,7 @@ fn ipu_rows(exe: &Executable) -> Vec<IpuReport> {
 
 impl CompileReport {
     /// The report of `exe`, compiled from `program` with precision policy `precision`.
-    pub fn new(program: &str, precision: &str, exe: &Executable) -> CompileReport {
+    pub fn new(program: &str, precision: Option<Precision>, exe: &Executable) -> CompileReport {
         let e = &exe.estimate;
         let m = &exe.memory;
         let mut cats = MemoryCategories::default();
@@ -167,7 +189,7 @@ impl CompileReport {
                 bytes_per_tile: exe.target.bytes_per_tile as u64,
                 clock_hz: exe.target.clock_hz,
             },
-            precision: precision.to_string(),
+            precision,
             total_cycles: e.total_cycles,
             categories: Categories {
                 on_tile_execute: e.on_tile_execute,
@@ -211,6 +233,11 @@ impl CompileReport {
         }
     }
 
+    /// The precision policy's name, or `none`.
+    pub fn precision_name(&self) -> &'static str {
+        self.precision.map_or("none", |p| p.as_str())
+    }
+
     /// The readable report (units in every header).
     pub fn to_text(&self) -> String {
         let mut s = String::new();
@@ -223,7 +250,7 @@ impl CompileReport {
             t.tiles,
             t.bytes_per_tile / 1024,
             t.clock_hz as f64 / 1e9,
-            self.precision,
+            self.precision_name(),
             self.partials
         );
         let _ = writeln!(
@@ -440,7 +467,7 @@ pub struct ProgramSummary {
 impl ProgramSummary {
     /// The summary of `exe`.
     pub fn new(exe: &Executable) -> ProgramSummary {
-        let r = CompileReport::new("", "", exe);
+        let r = CompileReport::new("", None, exe);
         ProgramSummary {
             compute_sets: exe
                 .compute_sets

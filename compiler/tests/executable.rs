@@ -314,7 +314,7 @@ fn one_ipu_report_has_one_per_ipu_row_equal_to_the_totals() {
     let g = common::mlp_training_step(8, &[16, 12, 4], DType::F16, DType::F32);
     let exe = compile(&g, &Target::mk2(), &CompileOptions::default()).unwrap();
     assert_eq!(exe.system.ipus, 1);
-    let r = ipusim_compiler::CompileReport::new("mlp", "16.32", &exe);
+    let r = ipusim_compiler::CompileReport::new("mlp", Some(ipusim_ir::Precision::P16_32), &exe);
     assert_eq!(r.ipus.len(), 1);
     let row = &r.ipus[0];
     assert_eq!(row.ipu, 0);

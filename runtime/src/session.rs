@@ -435,7 +435,7 @@ impl Session {
     pub fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
             program: self.name.clone(),
-            precision: Some(self.compile.precision.clone()).filter(|p| p != "none"),
+            precision: self.compile.precision.map(|p| p.to_string()),
             variables: self.variables(),
         }
     }

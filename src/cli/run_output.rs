@@ -248,7 +248,7 @@ pub fn text(
         "ipusim run: {} ({file}) on {}, precision {}, {}: {} run{} x {} steps = {} micro-batches\n",
         c.program,
         c.target.name,
-        c.precision,
+        c.precision_name(),
         report.mode,
         report.runs,
         if report.runs == 1 { "" } else { "s" },
