@@ -45,6 +45,12 @@ impl TileId {
         TileId((ipu << TILE_BITS) | (tile & (MAX_TILES_PER_IPU - 1)))
     }
 
+    /// Tile `tile` of IPU `ipu`, or `None` when either is beyond what a tile id holds (for
+    /// numbers a user typed).
+    pub fn checked(ipu: u32, tile: u32) -> Option<TileId> {
+        (ipu < MAX_IPUS && tile < MAX_TILES_PER_IPU).then(|| TileId::new(ipu, tile))
+    }
+
     /// Tile `tile` of IPU 0 (every tile of a one-IPU program).
     pub const fn on_first_ipu(tile: u32) -> TileId {
         TileId::new(0, tile)

@@ -2,7 +2,7 @@
 //! `availableMemoryProportion`) and the loop structure of the training step.
 
 use crate::error::CompileError;
-use ipusim_ir::DType;
+use ipusim_ir::{DType, UnknownValue};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -45,14 +45,16 @@ impl fmt::Display for PartialsType {
 }
 
 impl FromStr for PartialsType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<PartialsType, String> {
+    type Err = UnknownValue;
+    fn from_str(s: &str) -> Result<PartialsType, UnknownValue> {
         match s {
             "float" => Ok(PartialsType::Float),
             "half" => Ok(PartialsType::Half),
-            _ => Err(format!(
-                "unknown partials type '{s}' (expected float or half)"
-            )),
+            _ => Err(UnknownValue {
+                what: "partials type",
+                value: s.to_string(),
+                expected: "float or half",
+            }),
         }
     }
 }

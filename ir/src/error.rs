@@ -83,3 +83,16 @@ pub enum IrError {
     #[error("{field}: {message}")]
     Field { field: String, message: String },
 }
+
+/// A word that is not one of the values an option takes (a precision policy, an outfeed
+/// mode, a partials type): what was given and what is accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("unknown {what} '{value}' (expected {expected})")]
+pub struct UnknownValue {
+    /// What the word names (`precision`, `outfeed mode`, ...).
+    pub what: &'static str,
+    /// The word given.
+    pub value: String,
+    /// The values accepted, in words.
+    pub expected: &'static str,
+}

@@ -27,7 +27,7 @@ pub mod validate;
 
 pub use builder::GraphBuilder;
 pub use dtype::{DType, Shape, TensorType};
-pub use error::{IrError, Operand};
+pub use error::{IrError, Operand, UnknownValue};
 pub use graph::{Graph, Node, NodeId, Phase};
 pub use op::{Activation, Arity, BinaryOp, Init, Literal, LossReduction, Op, UnaryOp};
 pub use program::{

@@ -5,6 +5,7 @@
 //! transform turns a program with a [`TrainingSpec`] into one training-step graph.
 
 use crate::dtype::DType;
+use crate::error::UnknownValue;
 use crate::graph::Graph;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -60,15 +61,17 @@ impl fmt::Display for Precision {
 }
 
 impl FromStr for Precision {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Precision, String> {
+    type Err = UnknownValue;
+    fn from_str(s: &str) -> Result<Precision, UnknownValue> {
         match s {
             "16.16" => Ok(Precision::P16_16),
             "16.32" => Ok(Precision::P16_32),
             "32.32" => Ok(Precision::P32_32),
-            _ => Err(format!(
-                "unknown precision '{s}' (expected 16.16, 16.32 or 32.32)"
-            )),
+            _ => Err(UnknownValue {
+                what: "precision",
+                value: s.to_string(),
+                expected: "16.16, 16.32 or 32.32",
+            }),
         }
     }
 }
@@ -258,17 +261,19 @@ impl fmt::Display for OutfeedMode {
 }
 
 impl FromStr for OutfeedMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<OutfeedMode, String> {
+    type Err = UnknownValue;
+    fn from_str(s: &str) -> Result<OutfeedMode, UnknownValue> {
         match s {
             "all" => Ok(OutfeedMode::All),
             "last" => Ok(OutfeedMode::Last),
             "sum" => Ok(OutfeedMode::Sum),
             _ => match s.strip_prefix("every:").map(str::parse::<u32>) {
                 Some(Ok(n)) if n > 0 => Ok(OutfeedMode::Every(n)),
-                _ => Err(format!(
-                    "unknown outfeed mode '{s}' (expected all, last, sum or every:N with N > 0)"
-                )),
+                _ => Err(UnknownValue {
+                    what: "outfeed mode",
+                    value: s.to_string(),
+                    expected: "all, last, sum or every:N with N > 0",
+                }),
             },
         }
     }

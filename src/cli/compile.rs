@@ -83,11 +83,13 @@ impl BuildArgs {
 /// Parses `--precision`.
 fn parse_precision(s: &str) -> Result<Precision, String> {
     s.parse()
+        .map_err(|e: ipusim_ir::UnknownValue| e.to_string())
 }
 
 /// Parses `--partials`.
 fn parse_partials(s: &str) -> Result<PartialsType, String> {
     s.parse()
+        .map_err(|e: ipusim_ir::UnknownValue| e.to_string())
 }
 
 /// Runs `ipusim compile`; returns the exit code.

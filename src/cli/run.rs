@@ -46,7 +46,7 @@ use super::sim_options::{split_pair, FeedArgs, SimArgs};
 use super::{emit, run_output, EXIT_ERROR, EXIT_OK};
 use clap::Args;
 use ipusim_ir::text::load_program;
-use ipusim_ir::OutfeedMode;
+use ipusim_ir::{OutfeedMode, UnknownValue};
 use ipusim_runtime::atomic::write_atomically;
 use ipusim_runtime::chrome::write_chrome_trace;
 use ipusim_runtime::session::{flags_of, Session};
@@ -112,7 +112,7 @@ pub struct RunArgs {
 
 fn parse_outfeed_mode(s: &str) -> Result<(String, OutfeedMode), String> {
     let (name, mode) = split_pair(s, "MODE")?;
-    Ok((name, mode.parse()?))
+    Ok((name, mode.parse().map_err(|e: UnknownValue| e.to_string())?))
 }
 
 /// Runs `ipusim run`; returns the exit code.

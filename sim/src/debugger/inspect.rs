@@ -264,27 +264,49 @@ pub fn format_values(t: &Tensor) -> String {
     out
 }
 
+/// Why a tensor or tile cannot be shown.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InspectError {
+    /// The name is a transpose folded into its consumers.
+    #[error("'{0}' is a transpose folded into its consumers (never materialised); print its input instead")]
+    Folded(String),
+    /// No tensor or IR node has the name.
+    #[error("no tensor or IR node named '{0}'")]
+    UnknownName(String),
+    /// The tensor cannot be gathered from tile memory.
+    #[error("'{0}' cannot be read")]
+    Unreadable(String),
+    /// The tile is not in the system.
+    #[error("tile {tile} does not exist (the target has {tiles} tiles)")]
+    NoSuchTile {
+        /// The tile asked for.
+        tile: TileId,
+        /// Tiles per IPU.
+        tiles: u32,
+    },
+}
+
 /// `print NAME`: the tensor's type, where it lives, whether its bytes are valid now, and
 /// its values.
-pub fn print_tensor(engine: &Engine, liveness: &Liveness, name: &str) -> Result<String, String> {
+pub fn print_tensor(
+    engine: &Engine,
+    liveness: &Liveness,
+    name: &str,
+) -> Result<String, InspectError> {
     let exe = engine.executable();
     let (id, node_shape) = match exe.value(name) {
         Some(v) => match v.tensor {
             Some(id) => (id, v.shape.clone()),
-            None => {
-                return Err(format!(
-                    "'{name}' is a transpose folded into its consumers (never materialised); print its input instead"
-                ))
-            }
+            None => return Err(InspectError::Folded(name.to_string())),
         },
         None => match exe.tensor_by_name(name) {
             Some((id, t)) => (id, t.shape.clone()),
-            None => return Err(format!("no tensor or IR node named '{name}'")),
+            None => return Err(InspectError::UnknownName(name.to_string())),
         },
     };
     let t = engine
         .read_tensor(name)
-        .ok_or_else(|| format!("'{name}' cannot be read"))?;
+        .ok_or_else(|| InspectError::Unreadable(name.to_string()))?;
     let tensor = exe.tensor(id);
     let mut s = format!(
         "{name}: {} {} (tensor '{}', {}, on {} tile(s))\n",
@@ -326,14 +348,21 @@ fn kind_name(k: &TensorKind) -> &'static str {
 
 /// `tile N`: the memory plan's bytes by category, the tensors on the tile (and which hold
 /// live values now), the tile's flags.
-pub fn tile_memory(engine: &Engine, liveness: &Liveness, tile: TileId) -> Result<String, String> {
+pub fn tile_memory(
+    engine: &Engine,
+    liveness: &Liveness,
+    tile: TileId,
+) -> Result<String, InspectError> {
     let exe = engine.executable();
-    let m = exe.memory.tiles.get(exe.tile_index(tile)).ok_or_else(|| {
-        format!(
-            "tile {tile} does not exist (the target has {} tiles)",
-            exe.target.tiles
-        )
-    })?;
+    let m = exe
+        .memory
+        .tiles
+        .get(exe.tile_index(tile))
+        .filter(|_| tile.tile() < exe.target.tiles)
+        .ok_or(InspectError::NoSuchTile {
+            tile,
+            tiles: exe.target.tiles,
+        })?;
     let cap = exe.memory.bytes_per_tile_capacity;
     let mut s = format!(
         "tile {tile}: {} of {cap} bytes ({:.1}%)\n",

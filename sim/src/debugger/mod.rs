@@ -244,9 +244,8 @@ impl<H: HostIo> Debugger<H> {
                 (Breakpoint::ComputeSet(p), Leaf::Execute { compute_set }) => {
                     glob_match(p, &exe.compute_set(compute_set).name)
                 }
-                (Breakpoint::Tile(t), leaf) => {
-                    inspect::step_touches_tile(exe, leaf, TileId::on_first_ipu(*t))
-                }
+                (Breakpoint::Tile(t), leaf) => TileId::checked(0, *t)
+                    .is_some_and(|tile| inspect::step_touches_tile(exe, leaf, tile)),
                 _ => false,
             })
             .cloned()

@@ -117,15 +117,21 @@ impl<H: HostIo> Session<H> {
                 Some(Err(_)) => Err(format!("'{}' is not a breakpoint number", args[0])),
             },
             "print" | "p" => match args {
-                [name] => inspect::print_tensor(self.debugger.engine(), &self.liveness, name),
+                [name] => inspect::print_tensor(self.debugger.engine(), &self.liveness, name)
+                    .map_err(|e| e.to_string()),
                 _ => Err("usage: print NAME".into()),
             },
             "tile" => match args.first().map(|a| a.parse::<u32>()) {
-                Some(Ok(t)) if args.len() == 1 => inspect::tile_memory(
-                    self.debugger.engine(),
-                    &self.liveness,
-                    TileId::on_first_ipu(t),
-                ),
+                Some(Ok(t)) if args.len() == 1 => match TileId::checked(0, t) {
+                    Some(tile) => {
+                        inspect::tile_memory(self.debugger.engine(), &self.liveness, tile)
+                            .map_err(|e| e.to_string())
+                    }
+                    None => Err(format!(
+                        "tile {t} does not exist (the target has {} tiles)",
+                        self.debugger.engine().executable().target.tiles
+                    )),
+                },
                 _ => Err("usage: tile N".into()),
             },
             "flags" => Ok(inspect::flags(self.debugger.engine())),
