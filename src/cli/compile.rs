@@ -12,13 +12,14 @@
 //! Exit codes: 0 when the program fits in memory, 2 when it does not (the full report is
 //! still printed or written), 1 for any other error (one message on stderr).
 
-use super::{emit, EXIT_ERROR, EXIT_OK};
+use super::output::{write_stdout, OutputPlan};
+use super::{warn, EXIT_ERROR, EXIT_OK};
 use clap::{Args, ValueEnum};
 use ipusim_compiler::build::{self, compile_step, step_graph, BuildOptions};
 use ipusim_compiler::{dump, CompileError, PartialsType, Target};
 use ipusim_ir::text::load_program;
 use ipusim_ir::Precision;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Exit code when the program does not fit in tile memory (the report is still produced).
 pub const EXIT_OOM: i32 = 2;
@@ -95,13 +96,14 @@ pub fn run(args: &CompileArgs) -> i32 {
     match compile_program(args) {
         Ok(code) => code,
         Err(message) => {
-            emit(&mut std::io::stderr(), &format!("{message}\n"));
+            warn(&format!("{message}\n"));
             EXIT_ERROR
         }
     }
 }
 
 fn compile_program(args: &CompileArgs) -> Result<i32, String> {
+    let plan = OutputPlan::check([("-o", args.output.as_deref())])?;
     let program = load_program(&args.build.program).map_err(|e| e.to_string())?;
     let file = args.build.program.display();
     let options = args
@@ -113,20 +115,21 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
     let dumps_to_stderr = args.json && args.output.is_none();
     let print_dump = |text: &str| {
         if dumps_to_stderr {
-            emit(&mut std::io::stderr(), text);
+            warn(text);
+            Ok(())
         } else {
-            emit(&mut std::io::stdout(), text);
+            write_stdout(text)
         }
     };
     if args.dump.contains(&Stage::Ir) {
-        print_dump(&dump::ir(&step.graph));
+        print_dump(&dump::ir(&step.graph))?;
     }
     let exe = compile_step(&step, &options).map_err(|e| format!("{file}: error: {e}"))?;
     if args.dump.contains(&Stage::Tiles) {
-        print_dump(&dump::tiles(&exe));
+        print_dump(&dump::tiles(&exe))?;
     }
     if args.dump.contains(&Stage::Program) {
-        print_dump(&dump::program(&exe));
+        print_dump(&dump::program(&exe))?;
     }
     let report = build::report(&program.name, &step, &exe);
     let text = if args.json {
@@ -135,33 +138,18 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
         report.to_text()
     };
     match &args.output {
-        Some(path) => write_whole(path, &text)?,
-        None => emit(&mut std::io::stdout(), &text),
+        Some(_) => plan.commit(&[("-o", text.as_bytes())], None)?,
+        None => write_stdout(&text)?,
     }
     if exe.memory.oom {
-        emit(
-            &mut std::io::stderr(),
-            &format!(
-                "{file}: out of memory on {} of {} tiles (max tile {} bytes, capacity {} bytes)\n",
-                exe.memory.oom_tiles.len(),
-                exe.target.tiles,
-                exe.memory.max_tile_bytes,
-                exe.memory.bytes_per_tile_capacity
-            ),
-        );
+        warn(&format!(
+            "{file}: out of memory on {} of {} tiles (max tile {} bytes, capacity {} bytes)\n",
+            exe.memory.oom_tiles.len(),
+            exe.target.tiles,
+            exe.memory.max_tile_bytes,
+            exe.memory.bytes_per_tile_capacity
+        ));
         return Ok(EXIT_OOM);
     }
     Ok(EXIT_OK)
-}
-
-/// Writes `text` to `path` through a temporary file in the same directory, so a failure never
-/// leaves a truncated report.
-fn write_whole(path: &Path, text: &str) -> Result<(), String> {
-    let tmp = path.with_extension("ipusim-tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            format!("error: cannot write the report to {}: {e}", path.display())
-        })
 }
