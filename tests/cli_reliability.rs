@@ -297,3 +297,133 @@ fn a_byte_order_mark_is_skipped_and_odd_files_are_refused_by_name() {
     std::fs::write(&p, b"Program(\n name: \"caf\xe9\")").unwrap();
     fails_with(&ipusim(&["check", s(&p)]), 1, "not UTF-8 text (line 2");
 }
+
+#[test]
+fn a_mistyped_preset_is_not_only_a_missing_file() {
+    let o = ipusim(&["compile", "programs/feeds_repeat.ron", "--target", "mk3"]);
+    fails_with(
+        &o,
+        1,
+        "error: --target mk3: unknown target preset or missing file",
+    );
+    let o = ipusim(&["run", "programs/feeds_repeat.ron", "--target", "mk3"]);
+    fails_with(&o, 1, "unknown target preset or missing file");
+    assert!(!stderr(&o).contains("error: error"), "{}", stderr(&o));
+}
+
+#[test]
+fn an_outfeed_huge_per_element_is_refused_by_check_and_run_without_aborting() {
+    let dir = scratch("rel-onehot");
+    let program = |depth: &str| {
+        format!(
+            "Program(\n    name: \"oh\",\n    nodes: [\n        (name: \"i\", op: Input(stream: \"i\", dtype: I32, shape: [4])),\n        (name: \"h\", op: OneHot(depth: {depth}, dtype: F32), inputs: [\"i\"]),\n        (name: \"o\", op: Outfeed(stream: \"h\"), inputs: [\"h\"]),\n    ],\n    infeeds: [(stream: \"i\", source: Constant(1.0))],\n    outfeeds: [(stream: \"h\", mode: \"all\")],\n)\n"
+        )
+    };
+    // Class 2: `run` allocated a host buffer per outfeed element before compiling.
+    let p = write(&dir, "deep.ron", &program("100000000000"));
+    for cmd in ["check", "run"] {
+        let o = ipusim(&[cmd, s(&p)]);
+        fails_with(
+            &o,
+            1,
+            "deep.ron:5:25: error: node 'h' (OneHot): depth 100000000000 exceeds 4294967295",
+        );
+    }
+    // Outfeeds that would exceed the host-memory limit are refused before the first run,
+    // with the arithmetic.
+    let p = write(&dir, "wide.ron", &program("1000000"));
+    let o = ipusim(&["run", s(&p), "--steps", "300"]);
+    fails_with(&o, 1, "oh: error: the outfeeds would keep 9,600,000,000 bytes of values on the host over 300 runs, more than the limit of 4,294,967,296 bytes");
+    assert!(
+        stderr(&o).contains("outfeed 'h' (all): 300 entries kept x 4,000,000 elements x 8 bytes = 9,600,000,000 bytes"),
+        "{}",
+        stderr(&o)
+    );
+    // Fewer runs keep less: within the limit, the run goes ahead.
+    let o = ipusim(&["run", s(&p), "--steps", "3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("3 entries of f32[4, 1000000]"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+// Class 3: corrupt figures.
+
+#[test]
+fn extreme_targets_are_bounded_and_totals_never_wrap() {
+    let dir = scratch("rel-extreme");
+    let t = write(&dir, "ext.ron", "(base: \"mk2\", sync_cycles: 4294967295)");
+    let o = ipusim(&["compile", "programs/feeds_repeat.ron", "--target", s(&t)]);
+    fails_with(
+        &o,
+        1,
+        "field 'sync_cycles': must be at most 16777216 (2^24)",
+    );
+    let t = write(
+        &dir,
+        "clock.ron",
+        "(base: \"mk2\", clock_hz: 18446744073709551615)",
+    );
+    let o = ipusim(&["compile", "programs/feeds_repeat.ron", "--target", s(&t)]);
+    fails_with(
+        &o,
+        1,
+        "field 'clock_hz': must be between 1 and 1099511627776 (2^40)",
+    );
+    // The largest figures accepted: every category is a count, the total their sum.
+    let t = write(
+        &dir,
+        "max.ron",
+        "(base: \"mk2\", sync_cycles: 16777216, exchange_latency_cycles: 16777216, \
+         exchange_message_cycles: 16777216, stream_copy_latency_cycles: 16777216, \
+         clock_hz: 1099511627776, host_link_bytes_per_second: 1024, exchange_bytes_per_cycle: 1)",
+    );
+    let o = ipusim(&[
+        "compile",
+        "programs/feeds_repeat.ron",
+        "--target",
+        s(&t),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let c = &r["categories"];
+    let sum: u128 = ["OnTileExecute", "DoExchange", "Sync", "StreamCopy"]
+        .iter()
+        .map(|k| c[k].as_u64().unwrap() as u128)
+        .sum();
+    assert_eq!(sum, r["total_cycles"].as_u64().unwrap() as u128);
+    // Loops that multiply past 2^64 cycles are an error, not a wrapped figure.
+    let p = write(
+        &dir,
+        "sat.ron",
+        "Program(\n    name: \"sat\",\n    device_iterations: 4294967295,\n    nodes: [\n        (name: \"x\", op: Input(stream: \"x\", dtype: F32, shape: [262144])),\n        (name: \"y\", op: Relu, inputs: [\"x\"]),\n        (name: \"o\", op: Outfeed(stream: \"y\"), inputs: [\"y\"]),\n    ],\n    infeeds: [(stream: \"x\", source: Constant(1.0))],\n    outfeeds: [(stream: \"y\", mode: \"last\")],\n)\n",
+    );
+    for cmd in ["compile", "run"] {
+        let o = ipusim(&[cmd, s(&p), "--target", s(&t)]);
+        fails_with(
+            &o,
+            1,
+            "sat.ron: error: a cycle or byte figure exceeds 18446744073709551615",
+        );
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    }
+}
+
+#[test]
+fn huge_fields_are_clipped_in_messages() {
+    let dir = scratch("rel-clip");
+    let field = "x".repeat(100_000);
+    write(&dir, "d.csv", &format!("a\n{field}\n"));
+    let p = write(
+        &dir,
+        "c.ron",
+        "Program(\n    name: \"c\",\n    nodes: [\n        (name: \"x\", op: Input(stream: \"x\", dtype: F32, shape: [1, 1])),\n        (name: \"o\", op: Outfeed(stream: \"y\"), inputs: [\"x\"]),\n    ],\n    infeeds: [(stream: \"x\", source: Csv(path: \"d.csv\", columns: Range(0, 1)))],\n)\n",
+    );
+    let o = ipusim(&["run", s(&p)]);
+    fails_with(&o, 1, "d.csv:2: error: column 1 'a': value 'xxxx");
+    assert!(stderr(&o).contains("... (100000 bytes)"), "{}", stderr(&o));
+    assert!(stderr(&o).len() < 1000, "{}", stderr(&o).len());
+}

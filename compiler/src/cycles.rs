@@ -11,6 +11,10 @@
 //!
 //! With these, a program without data-dependent control flow executes exactly
 //! [`CycleEstimate::total_cycles`] cycles.
+//!
+//! Every figure is computed with saturating arithmetic: a figure that would pass `u64::MAX`
+//! stays there (and so does every sum it enters), so a report never shows a wrapped figure;
+//! [`CycleEstimate::saturated`] tells the front ends, which refuse such a report.
 
 use crate::codelets::estimate::group_cycles;
 use crate::executable::{ComputeSet, Exchange, Executable, Program, TileWork};
@@ -22,7 +26,7 @@ pub fn tile_work_cycles(target: &Target, work: &TileWork) -> u64 {
     work.groups
         .iter()
         .map(|g| group_cycles(target, g).total)
-        .sum()
+        .fold(0, u64::saturating_add)
 }
 
 /// Cycles of a compute set: the slowest tile (all tiles start together after a sync).
@@ -53,7 +57,7 @@ pub fn exchange_tile_cycles(target: &Target, ex: &Exchange) -> Vec<(u32, u64)> {
             if *e == [0; 3] {
                 touched.push(tile);
             }
-            e[k] += v;
+            e[k] = e[k].saturating_add(v);
         }
     };
     for c in &ex.copies {
@@ -77,7 +81,7 @@ pub fn exchange_tile_cycles(target: &Target, ex: &Exchange) -> Vec<(u32, u64)> {
         .into_iter()
         .map(|t| {
             let [s, r, l] = per[t as usize];
-            (t, s.max(r) + l)
+            (t, s.max(r).saturating_add(l))
         })
         .collect()
 }
@@ -92,7 +96,7 @@ pub fn exchange_cycles(target: &Target, ex: &Exchange) -> u64 {
         .map(|(_, c)| c)
         .max()
         .unwrap_or(0);
-    target.exchange_latency_cycles as u64 + busiest
+    (target.exchange_latency_cycles as u64).saturating_add(busiest)
 }
 
 /// Cycles of one internal sync.
@@ -102,7 +106,7 @@ pub fn sync_cycles(target: &Target) -> u64 {
 
 /// Cycles of one stream copy of `bytes`: the host round trip plus the transfer.
 pub fn stream_copy_cycles(target: &Target, bytes: u64) -> u64 {
-    target.stream_copy_latency_cycles as u64 + target.host_transfer_cycles(bytes)
+    (target.stream_copy_latency_cycles as u64).saturating_add(target.host_transfer_cycles(bytes))
 }
 
 /// Cycles of one compute set over the whole program.
@@ -166,6 +170,19 @@ pub struct CycleEstimate {
     pub used_tiles: u32,
 }
 
+impl CycleEstimate {
+    /// Whether a figure reached `u64::MAX` (a sum or product saturated): the figures are
+    /// then bounds, not counts.
+    pub fn saturated(&self) -> bool {
+        [
+            self.total_cycles,
+            self.stream_bytes_in,
+            self.stream_bytes_out,
+        ]
+        .contains(&u64::MAX)
+    }
+}
+
 #[derive(Default, Clone, Copy)]
 struct Totals {
     execute: u64,
@@ -176,7 +193,10 @@ struct Totals {
 
 impl Totals {
     fn total(&self) -> u64 {
-        self.execute + self.exchange + self.sync + self.stream
+        self.execute
+            .saturating_add(self.exchange)
+            .saturating_add(self.sync)
+            .saturating_add(self.stream)
     }
 }
 
@@ -195,7 +215,7 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
             name: cs.name.clone(),
             cycles_per_execution: cs.cycles,
             executions: n,
-            cycles: cs.cycles * n,
+            cycles: cs.cycles.saturating_mul(n),
             tiles_used: cs.tiles.len() as u32,
         })
         .collect();
@@ -207,7 +227,7 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
             name: ex.name.clone(),
             cycles_per_execution: ex.cycles,
             executions: n,
-            cycles: ex.cycles * n,
+            cycles: ex.cycles.saturating_mul(n),
             bytes: ex.total_bytes(),
         })
         .collect();
@@ -256,41 +276,54 @@ fn walk(
         Program::Sequence(children) => {
             for c in children {
                 let s = walk(exe, c, times, cs_exec, ex_exec, bytes);
-                t.execute += s.execute;
-                t.exchange += s.exchange;
-                t.sync += s.sync;
-                t.stream += s.stream;
+                t.execute = t.execute.saturating_add(s.execute);
+                t.exchange = t.exchange.saturating_add(s.exchange);
+                t.sync = t.sync.saturating_add(s.sync);
+                t.stream = t.stream.saturating_add(s.stream);
             }
         }
         Program::Execute(id) => {
-            cs_exec[id.0 as usize] += times;
-            t.execute = exe.compute_set(*id).cycles * times;
+            cs_exec[id.0 as usize] = cs_exec[id.0 as usize].saturating_add(times);
+            t.execute = exe.compute_set(*id).cycles.saturating_mul(times);
         }
         Program::Exchange(id) => {
-            ex_exec[id.0 as usize] += times;
-            t.exchange = exe.exchange(*id).cycles * times;
+            ex_exec[id.0 as usize] = ex_exec[id.0 as usize].saturating_add(times);
+            t.exchange = exe.exchange(*id).cycles.saturating_mul(times);
         }
         Program::Repeat { count, body } => {
-            t = walk(exe, body, times * *count as u64, cs_exec, ex_exec, bytes);
+            t = walk(
+                exe,
+                body,
+                times.saturating_mul(*count as u64),
+                cs_exec,
+                ex_exec,
+                bytes,
+            );
         }
         Program::StreamCopy {
             stream, direction, ..
         } => {
             let b = exe.streams[stream.0 as usize].bytes_per_micro_batch;
             match direction {
-                crate::executable::StreamDirection::HostToDevice => bytes.0 += b * times,
-                crate::executable::StreamDirection::DeviceToHost => bytes.1 += b * times,
+                crate::executable::StreamDirection::HostToDevice => {
+                    bytes.0 = bytes.0.saturating_add(b.saturating_mul(times))
+                }
+                crate::executable::StreamDirection::DeviceToHost => {
+                    bytes.1 = bytes.1.saturating_add(b.saturating_mul(times))
+                }
             }
-            t.stream = stream_copy_cycles(&exe.target, b) * times;
+            t.stream = stream_copy_cycles(&exe.target, b).saturating_mul(times);
         }
-        Program::Sync => t.sync = sync_cycles(&exe.target) * times,
+        Program::Sync => t.sync = sync_cycles(&exe.target).saturating_mul(times),
         Program::If {
             then, otherwise, ..
         } => {
             let a = walk(exe, then, times, cs_exec, ex_exec, bytes);
             let b = walk(exe, otherwise, times, cs_exec, ex_exec, bytes);
             t = if a.total() >= b.total() { a } else { b };
-            t.sync += sync_cycles(&exe.target) * times;
+            t.sync = t
+                .sync
+                .saturating_add(sync_cycles(&exe.target).saturating_mul(times));
         }
     }
     t

@@ -17,6 +17,7 @@ use super::{warn, EXIT_ERROR, EXIT_OK};
 use clap::{Args, ValueEnum};
 use ipusim_compiler::build::{self, compile_step, step_graph, BuildOptions};
 use ipusim_compiler::{dump, CompileError, PartialsType, Target};
+use ipusim_ir::text::input::read_text;
 use ipusim_ir::text::load_program;
 use ipusim_ir::Precision;
 use std::path::PathBuf;
@@ -69,11 +70,43 @@ pub struct CompileArgs {
     pub dump: Vec<Stage>,
 }
 
+/// Largest target file read (bytes): a target is a few dozen figures.
+const MAX_TARGET_BYTES: u64 = 1 << 20;
+
+/// The target `--target` names: a preset, or a target RON file. The error is rendered whole
+/// (`FILE:LINE:COL: error: ...`); a name that is neither a preset nor an existing file says
+/// both, so a mistyped preset is not reported as a missing file only.
+pub fn target_from_arg(spec: &str) -> Result<Target, String> {
+    if let Some(t) = Target::preset(spec) {
+        return Ok(t);
+    }
+    let path = std::path::Path::new(spec);
+    if !path.exists() {
+        return Err(format!(
+            "error: --target {spec}: unknown target preset or missing file (the presets are \
+             mk2 and mk1; a target file is RON: (base: \"mk2\", tiles: 4), see the README)"
+        ));
+    }
+    let text = read_text(path, MAX_TARGET_BYTES, "target file")
+        .map_err(|m| format!("{spec}: error: {m}"))?;
+    Target::parse(&text, spec).map_err(|e| match e {
+        CompileError::TargetFile {
+            path,
+            line,
+            column,
+            message,
+        } if line > 0 => format!("{path}:{line}:{column}: error: {message}"),
+        CompileError::TargetFile { path, message, .. } => format!("{path}: error: {message}"),
+        other => format!("error: {other}"),
+    })
+}
+
 impl BuildArgs {
-    /// The build options these arguments name (`--target` read as a preset or a file).
-    pub fn build_options(&self) -> Result<BuildOptions, CompileError> {
+    /// The build options these arguments name (`--target` read as a preset or a file); the
+    /// error is rendered whole.
+    pub fn build_options(&self) -> Result<BuildOptions, String> {
         Ok(BuildOptions {
-            target: Target::from_name_or_file(&self.target)?,
+            target: target_from_arg(&self.target)?,
             precision: self.precision,
             partials: self.partials,
             ..BuildOptions::default()
@@ -106,10 +139,7 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
     let plan = OutputPlan::check([("-o", args.output.as_deref())])?;
     let program = load_program(&args.build.program).map_err(|e| e.to_string())?;
     let file = args.build.program.display();
-    let options = args
-        .build
-        .build_options()
-        .map_err(|e| format!("error: {e}"))?;
+    let options = args.build.build_options()?;
     let step = step_graph(&program, &options).map_err(|e| format!("{file}: error: {e}"))?;
     // Dumps share stdout with the text report; they go to stderr when stdout is JSON.
     let dumps_to_stderr = args.json && args.output.is_none();
@@ -130,6 +160,9 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
     }
     if args.dump.contains(&Stage::Program) {
         print_dump(&dump::program(&exe))?;
+    }
+    if exe.estimate.saturated() {
+        return Err(saturated(&file.to_string()));
     }
     let report = build::report(&program.name, &step, &exe);
     let text = if args.json {
@@ -152,4 +185,15 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
         return Ok(EXIT_OOM);
     }
     Ok(EXIT_OK)
+}
+
+/// The error of a report whose figures passed `u64::MAX` (the arithmetic saturates rather
+/// than wrap; a saturated figure is a bound, not a count, so no report is printed).
+pub(crate) fn saturated(file: &str) -> String {
+    format!(
+        "{file}: error: a cycle or byte figure exceeds {} (2^64 - 1): the program's loops \
+         times its steps' costs are too large to count; lower device_iterations, \
+         gradient_accumulation or the target's figures",
+        u64::MAX
+    )
 }

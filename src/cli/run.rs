@@ -48,6 +48,7 @@ use super::output::OutputPlan;
 use super::sim_options::{split_pair, FeedArgs, SimArgs};
 use super::{run_output, warn, EXIT_ERROR, EXIT_OK};
 use clap::Args;
+use ipusim_compiler::report::group;
 use ipusim_ir::text::load_program;
 use ipusim_ir::OutfeedMode;
 use ipusim_runtime::chrome::to_chrome_json;
@@ -234,10 +235,14 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
         }
         Err(e) => return Err(e.into()),
     };
+    if session.compile_report().total_cycles == u64::MAX {
+        return Err(RunFailure::Output(super::compile::saturated(&file)));
+    }
     if let Some(path) = &args.load_variables {
         session.load_variables(path)?;
     }
     let runs = runs_for(args.steps, args.inference, session.steps_per_run())?;
+    check_outfeed_memory(&session, runs, MAX_OUTFEED_HOST_BYTES).map_err(RunFailure::Output)?;
     let total_steps = runs * session.steps_per_run();
     let bar = progress_bar(total_steps);
     let mut collected = run_output::Collected::default();
@@ -269,6 +274,9 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
         bar.finish_and_clear();
     }
     let report = session.report();
+    if report.executed.total_cycles == u64::MAX {
+        return Err(RunFailure::Output(super::compile::saturated(&file)));
+    }
     let mut files: Vec<(&str, String)> = Vec::new();
     if args.save_variables.is_some() {
         let text = serde_json::to_string(&session.checkpoint().to_json()).map_err(|e| {
@@ -293,6 +301,61 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
     };
     write_output(args, &plan, &files, &text)?;
     Ok(EXIT_OK)
+}
+
+/// Most host memory the outfeed values `ipusim run` keeps may take: 4 GiB. A kept value is
+/// held as an `f64` (8 bytes) until the output is written.
+pub const MAX_OUTFEED_HOST_BYTES: u64 = 4 << 30;
+
+/// Refuses, before the first run, outfeeds whose kept values over `runs` runs would take more
+/// than `limit` bytes of host memory; the error shows the arithmetic of each stream.
+fn check_outfeed_memory(session: &Session, runs: u64, limit: u64) -> Result<(), String> {
+    let report = session.report();
+    let mut total: u64 = 0;
+    let mut lines = Vec::new();
+    for o in &report.outfeeds {
+        let (Some(stream), Ok(mode)) = (
+            session.outfeeds().iter().find(|s| s.name == o.stream),
+            o.mode.parse::<OutfeedMode>(),
+        ) else {
+            continue;
+        };
+        let sent = session
+            .io_model()
+            .stream(&o.stream)
+            .map_or(0, |t| t.copies_per_run);
+        let kept = ipusim_runtime::outfeed::kept_per_run(mode, sent).saturating_mul(runs);
+        let elements = stream.elements() as u64;
+        let bytes = kept.saturating_mul(elements).saturating_mul(8);
+        total = total.saturating_add(bytes);
+        lines.push((
+            bytes,
+            format!(
+                "  outfeed '{}' ({mode}): {} entr{} kept x {} elements x 8 bytes = {} bytes",
+                o.stream,
+                group(kept),
+                if kept == 1 { "y" } else { "ies" },
+                group(elements),
+                group(bytes)
+            ),
+        ));
+    }
+    if total <= limit {
+        return Ok(());
+    }
+    lines.sort_by(|a, b| b.0.cmp(&a.0));
+    let detail: Vec<String> = lines.into_iter().take(8).map(|(_, l)| l).collect();
+    Err(format!(
+        "{}: error: the outfeeds would keep {} bytes of values on the host over {} run{}, more \
+         than the limit of {} bytes:\n{}\nkeep less with --outfeed-mode NAME=last, sum or \
+         every:N, or run fewer --steps",
+        session.name(),
+        group(total),
+        group(runs),
+        if runs == 1 { "" } else { "s" },
+        group(limit),
+        detail.join("\n")
+    ))
 }
 
 /// Writes the output files and the output (to `-o`, or stdout), all or none.

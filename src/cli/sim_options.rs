@@ -141,9 +141,8 @@ impl SimArgs {
         build: &BuildArgs,
         feeds: &FeedArgs,
     ) -> Result<SessionOptions, RuntimeError> {
-        let b = build
-            .build_options()
-            .map_err(|e| RuntimeError::Options(e.to_string()))?;
+        // The message is rendered whole (file, line, `error:`).
+        let b = build.build_options().map_err(RuntimeError::Program)?;
         let mut options = SessionOptions {
             target: b.target,
             partials: b.partials,

@@ -44,6 +44,18 @@ pub fn read_text(path: &Path, limit: u64, what: &str) -> Result<String, String> 
     }
 }
 
+/// Most characters of a user's value quoted whole in an error message.
+pub const MAX_QUOTED_CHARS: usize = 64;
+
+/// `text` as quoted in an error message: whole when short, otherwise its first
+/// [`MAX_QUOTED_CHARS`] characters and how long it is (a 10 MB field is not echoed whole).
+pub fn clip(text: &str) -> String {
+    match text.char_indices().nth(MAX_QUOTED_CHARS) {
+        None => text.to_string(),
+        Some((end, _)) => format!("{}... ({} bytes)", &text[..end], text.len()),
+    }
+}
+
 /// `text` without a leading byte-order mark.
 pub fn strip_bom(text: String) -> String {
     match text.strip_prefix(BOM) {
@@ -55,6 +67,13 @@ pub fn strip_bom(text: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_values_are_clipped() {
+        assert_eq!(clip("abc"), "abc");
+        let long = "é".repeat(1000);
+        assert_eq!(clip(&long), format!("{}... (2000 bytes)", "é".repeat(64)));
+    }
 
     #[test]
     fn limits_directories_and_encodings() {

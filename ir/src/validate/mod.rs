@@ -20,7 +20,8 @@
 //! 6. Numeric attributes are usable: `ScaledAdd`'s scale is finite; variable initialisers have
 //!    finite parameters, `Uniform` has `low < high`, `Normal` has `std >= 0`; the random
 //!    initialisers (`Uniform`, `Normal`, `GlorotUniform`) initialise float variables, and
-//!    `GlorotUniform` a variable of rank >= 1 (its fans come from the shape). Every value a
+//!    `GlorotUniform` a variable of rank >= 1 (its fans come from the shape); a `OneHot` depth
+//!    fits a `u32` (the compiler's index type). Every value a
 //!    constant or a variable starts from is representable in its dtype: an integer in range
 //!    for `i32` and `u8`, a finite value that does not overflow `f16` (|v| < 65520, the
 //!    round-to-nearest overflow threshold) or `f32`; a `Uniform` initialiser's bounds and a
@@ -356,6 +357,10 @@ fn check_attributes(name: &str, op: &Op) -> Result<(), IrError> {
         check_initial_values(name, op, *dtype, "")?;
     }
     match op {
+        Op::OneHot { depth, .. } if u32::try_from(*depth).is_err() => bad(format!(
+            "depth {depth} exceeds {} (the largest depth the compiler lowers)",
+            u32::MAX
+        )),
         Op::ScaledAdd { scale } if !scale.is_finite() => {
             bad(format!("scale must be finite, got {scale}"))
         }
