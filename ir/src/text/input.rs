@@ -23,7 +23,13 @@ pub fn read_text(path: &Path, limit: u64, what: &str) -> Result<String, String> 
         return Err(format!("cannot read the {what}: it is a directory"));
     }
     let file = std::fs::File::open(path).map_err(|e| format!("cannot read the {what}: {e}"))?;
-    let mut bytes = Vec::new();
+    // A regular file's size is known: read it into one allocation of that size.
+    let size = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map_or(0, |m| m.len().min(limit));
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read the {what}: {e}"))?;

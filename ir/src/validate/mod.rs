@@ -176,20 +176,22 @@ fn check_names(graph: &Graph) -> Result<(), IrError> {
 
 /// Invariant 3.
 fn check_acyclic(graph: &Graph) -> Result<(), IrError> {
+    // Positions by node id (ids are dense indices): no per-node vectors, so validating a
+    // large graph costs a few bytes per node.
     let ids: Vec<NodeId> = graph.ids().collect();
-    let index: HashMap<NodeId, usize> = ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
-    let inputs: Vec<Vec<usize>> = ids
-        .iter()
-        .map(|&id| {
-            graph
-                .node(id)
-                .inputs
-                .iter()
-                .filter_map(|i| index.get(i).copied())
-                .collect()
+    let slots = ids.iter().map(|id| id.0 as usize + 1).max().unwrap_or(0);
+    let mut position = vec![u32::MAX; slots];
+    for (i, id) in ids.iter().enumerate() {
+        position[id.0 as usize] = i as u32;
+    }
+    let input = |node: usize, k: usize| {
+        let id = graph.node(ids[node]).inputs.get(k)?;
+        Some(match position.get(id.0 as usize) {
+            Some(&p) if p != u32::MAX => p as usize,
+            _ => usize::MAX,
         })
-        .collect();
-    match find_cycle(&inputs) {
+    };
+    match find_cycle_in(ids.len(), input) {
         Some(cycle) => Err(IrError::Cycle(
             cycle
                 .iter()
@@ -204,14 +206,20 @@ fn check_acyclic(graph: &Graph) -> Result<(), IrError> {
 /// in data-flow order (each feeds the next), starting at the lowest index, the first repeated
 /// at the end.
 pub(crate) fn find_cycle(inputs: &[Vec<usize>]) -> Option<Vec<usize>> {
+    find_cycle_in(inputs.len(), |node, k| inputs[node].get(k).copied())
+}
+
+/// [`find_cycle`] over `n` nodes whose `k`-th input `input(node, k)` gives (`None` past the
+/// last; an index `>= n` is skipped).
+fn find_cycle_in(n: usize, input: impl Fn(usize, usize) -> Option<usize>) -> Option<Vec<usize>> {
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
         New,
         OnStack,
         Done,
     }
-    let mut mark = vec![Mark::New; inputs.len()];
-    for root in 0..inputs.len() {
+    let mut mark = vec![Mark::New; n];
+    for root in 0..n {
         if mark[root] != Mark::New {
             continue;
         }
@@ -220,7 +228,7 @@ pub(crate) fn find_cycle(inputs: &[Vec<usize>]) -> Option<Vec<usize>> {
         mark[root] = Mark::OnStack;
         while let Some(top) = stack.last_mut() {
             let (node, next) = *top;
-            let Some(&child) = inputs[node].get(next) else {
+            let Some(child) = input(node, next) else {
                 mark[node] = Mark::Done;
                 stack.pop();
                 continue;
