@@ -343,7 +343,7 @@ fn check_outfeed_memory(session: &Session, runs: u64, limit: u64) -> Result<(), 
     if total <= limit {
         return Ok(());
     }
-    lines.sort_by(|a, b| b.0.cmp(&a.0));
+    lines.sort_by_key(|l| std::cmp::Reverse(l.0));
     let detail: Vec<String> = lines.into_iter().take(8).map(|(_, l)| l).collect();
     Err(format!(
         "{}: error: the outfeeds would keep {} bytes of values on the host over {} run{}, more \

@@ -128,7 +128,6 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
 
     let mut ids: Vec<Option<NodeId>> = vec![None; n];
     let mut graph = Graph::with_capacity(n, inputs.iter().map(Vec::len).sum());
-    let mut inputs = inputs;
     let mut add = |i: usize, node: NodeDoc| -> Result<(), ProgramError> {
         // Each node's inputs are read once: free them as the graph grows.
         let input_ids: Vec<NodeId> = std::mem::take(&mut inputs[i])
@@ -151,7 +150,7 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
         while let Some(node) = nodes.pop() {
             add(i, node)?;
             i += 1;
-            if nodes.len() % (1 << 14) == 0 {
+            if nodes.len().is_multiple_of(1 << 14) {
                 nodes.shrink_to_fit();
             }
         }
