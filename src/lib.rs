@@ -13,3 +13,5 @@ pub use ipusim_runtime as runtime;
 pub use ipusim_sim as sim;
 
 pub mod cli;
+#[doc(hidden)]
+pub mod fuzzing;

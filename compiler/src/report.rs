@@ -226,7 +226,11 @@ impl CompileReport {
             device_iterations: exe.options.device_iterations,
             used_tiles: e.used_tiles,
             vertices: exe.num_vertices() as u64,
-            exchange_bytes: e.exchanges.iter().map(|x| x.bytes * x.executions).sum(),
+            exchange_bytes: e
+                .exchanges
+                .iter()
+                .map(|x| x.bytes.saturating_mul(x.executions))
+                .fold(0, u64::saturating_add),
             stream_bytes_host_to_device: e.stream_bytes_in,
             stream_bytes_device_to_host: e.stream_bytes_out,
             ipus: ipu_rows(exe),

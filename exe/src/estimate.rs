@@ -81,3 +81,16 @@ pub struct IpuCycles {
     /// Bytes its host streams move per run, device to host (StreamCopy Tx).
     pub stream_bytes_out: u64,
 }
+
+impl CycleEstimate {
+    /// Whether a figure reached `u64::MAX` (a sum or product saturated): the figures are
+    /// then bounds, not counts.
+    pub fn saturated(&self) -> bool {
+        [
+            self.total_cycles,
+            self.stream_bytes_in,
+            self.stream_bytes_out,
+        ]
+        .contains(&u64::MAX)
+    }
+}

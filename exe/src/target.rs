@@ -235,6 +235,13 @@ impl Target {
     }
 
     /// Checks that every figure is usable; errors name the field.
+    ///
+    /// Every figure is bounded so that no cycle, byte or time figure computed from it can
+    /// overflow a `u64` on its own (the sums over a program are saturating, and a saturated
+    /// total is an error): tiles `1..=2^20`; bytes per tile `1024..=2^30`; clock
+    /// `1..=2^40` Hz; AMP channels `1..=2^12` and worker cycles per position `1..=2^16`;
+    /// bytes per cycle `1..=2^20`; latencies, message and sync cycles `0..=2^24`; host link
+    /// `2^10..=2^50` bytes per second.
     pub fn validate(&self) -> Result<(), CompileError> {
         let bad = |field: &str, message: &str| {
             Err(CompileError::Target {
@@ -246,11 +253,14 @@ impl Target {
         if self.tiles == 0 || self.tiles > 1 << 20 {
             return bad("tiles", "must be between 1 and 1048576");
         }
-        if self.bytes_per_tile < 1024 {
-            return bad("bytes_per_tile", "must be at least 1024");
+        if self.bytes_per_tile < 1024 || self.bytes_per_tile > 1 << 30 {
+            return bad(
+                "bytes_per_tile",
+                "must be between 1024 and 1073741824 (2^30)",
+            );
         }
-        if self.clock_hz == 0 {
-            return bad("clock_hz", "must be positive");
+        if self.clock_hz == 0 || self.clock_hz > 1 << 40 {
+            return bad("clock_hz", "must be between 1 and 1099511627776 (2^40)");
         }
         if self.worker_contexts == 0 || self.worker_contexts > 16 {
             return bad("worker_contexts", "must be between 1 and 16");
@@ -269,6 +279,15 @@ impl Target {
             {
                 return bad(field, "channels and cycles must be positive");
             }
+            if amp.input_channels > 1 << 12
+                || amp.output_channels > 1 << 12
+                || amp.worker_cycles_per_position > 1 << 16
+            {
+                return bad(
+                    field,
+                    "channels must be at most 4096 (2^12) and cycles at most 65536 (2^16)",
+                );
+            }
         }
         for (field, v) in [
             (
@@ -281,9 +300,28 @@ impl Target {
             if v == 0 {
                 return bad(field, "must be positive");
             }
+            if v > 1 << 20 {
+                return bad(field, "must be at most 1048576 (2^20)");
+            }
         }
-        if self.host_link_bytes_per_second == 0 {
-            return bad("host_link_bytes_per_second", "must be positive");
+        for (field, v) in [
+            ("exchange_latency_cycles", self.exchange_latency_cycles),
+            ("exchange_message_cycles", self.exchange_message_cycles),
+            ("sync_cycles", self.sync_cycles),
+            (
+                "stream_copy_latency_cycles",
+                self.stream_copy_latency_cycles,
+            ),
+        ] {
+            if v > 1 << 24 {
+                return bad(field, "must be at most 16777216 (2^24)");
+            }
+        }
+        if self.host_link_bytes_per_second < 1 << 10 || self.host_link_bytes_per_second > 1 << 50 {
+            return bad(
+                "host_link_bytes_per_second",
+                "must be between 1024 (2^10) and 1125899906842624 (2^50)",
+            );
         }
         Ok(())
     }
@@ -310,8 +348,8 @@ impl Target {
     /// Cycles to move `bytes` over the host link (without the fixed latency).
     pub fn host_transfer_cycles(&self, bytes: u64) -> u64 {
         let num = bytes as u128 * self.clock_hz as u128;
-        let den = self.host_link_bytes_per_second as u128;
-        num.div_ceil(den) as u64
+        let den = self.host_link_bytes_per_second.max(1) as u128;
+        u64::try_from(num.div_ceil(den)).unwrap_or(u64::MAX)
     }
 }
 

@@ -77,6 +77,15 @@ impl Graph {
         Graph::default()
     }
 
+    /// An empty graph with room for `nodes` nodes and `edges` edges (a reader that knows the
+    /// size avoids the doubling peaks of growing).
+    pub fn with_capacity(nodes: usize, edges: usize) -> Graph {
+        Graph {
+            g: StableDiGraph::with_capacity(nodes, edges),
+            by_name: HashMap::with_capacity(nodes),
+        }
+    }
+
     /// Adds a node in [`Phase::Step`]; see [`Graph::add_node_in`].
     pub fn add_node(
         &mut self,

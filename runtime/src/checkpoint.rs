@@ -28,6 +28,7 @@
 use crate::atomic::write_atomically;
 use crate::codec::push_text;
 use crate::json::{element_text, flatten, nested};
+use ipusim_ir::text::input::read_text;
 use ipusim_ir::{DType, Shape, TensorType};
 use ipusim_sim::tensor::Tensor;
 use serde_json::{json, Value};
@@ -83,6 +84,9 @@ pub fn is_training_state(name: &str) -> bool {
         || name.starts_with("adam/")
 }
 
+/// Largest checkpoint file read (bytes): 1 GiB of JSON, some 50 million values.
+pub const MAX_CHECKPOINT_BYTES: u64 = 1 << 30;
+
 impl Checkpoint {
     /// The JSON document.
     pub fn to_json(&self) -> Value {
@@ -122,9 +126,11 @@ impl Checkpoint {
     /// Reads and checks a checkpoint file.
     pub fn load(path: &Path) -> Result<Checkpoint, CheckpointError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| CheckpointError::File {
-            file: file.clone(),
-            message: format!("cannot read the checkpoint: {e}"),
+        let text = read_text(path, MAX_CHECKPOINT_BYTES, "checkpoint").map_err(|message| {
+            CheckpointError::File {
+                file: file.clone(),
+                message,
+            }
         })?;
         Checkpoint::parse(&text, &file)
     }
@@ -260,7 +266,10 @@ fn parse_tensor(entry: &Value) -> Result<Tensor, String> {
         .into_iter()
         .find(|d| d.name() == dtype_name.to_ascii_lowercase())
         .ok_or_else(|| {
-            format!("unknown dtype '{dtype_name}' (expected f16, f32, i32, u8 or bool)")
+            format!(
+                "unknown dtype '{}' (expected f16, f32, i32, u8 or bool)",
+                ipusim_ir::text::input::clip(dtype_name)
+            )
         })?;
     let shape: Vec<usize> = entry
         .get("shape")
@@ -277,7 +286,12 @@ fn parse_tensor(entry: &Value) -> Result<Tensor, String> {
     })?;
     let mut bytes = Vec::with_capacity(elements.len() * dtype.size_bytes());
     for (i, v) in elements.iter().enumerate() {
-        let text = element_text(v).ok_or_else(|| format!("value {i} ({v}) is not a number"))?;
+        let text = element_text(v).ok_or_else(|| {
+            format!(
+                "value {i} ({}) is not a number",
+                ipusim_ir::text::input::clip(&v.to_string())
+            )
+        })?;
         push_text(dtype, &text, &mut bytes).map_err(|e| format!("value {i}: {e}"))?;
     }
     Tensor::from_bytes(dtype, Shape::from(shape), &bytes).map_err(|e| e.to_string())

@@ -63,7 +63,7 @@ fn does_not_fit(dtype: DType) -> String {
 /// Appends the bytes of one element given as decimal text (a CSV field) in `dtype`.
 pub fn push_text(dtype: DType, text: &str, out: &mut Vec<u8>) -> Result<(), ValueError> {
     let t = text.trim();
-    let quoted = || format!("'{t}'");
+    let quoted = || format!("'{}'", ipusim_ir::text::input::clip(t));
     let special = match t.to_ascii_lowercase().as_str() {
         "nan" => Some(f64::NAN),
         "inf" | "+inf" | "infinity" => Some(f64::INFINITY),

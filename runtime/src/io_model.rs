@@ -91,10 +91,12 @@ impl HostIoModel {
                     shape: s.shape.dims().to_vec(),
                     bytes_per_micro_batch: s.bytes_per_micro_batch,
                     copies_per_run: n,
-                    bytes_per_run: s.bytes_per_micro_batch * n,
-                    cycles_per_run: stream_copy_cycles(&exe.target, s.bytes_per_micro_batch) * n,
+                    bytes_per_run: s.bytes_per_micro_batch.saturating_mul(n),
+                    cycles_per_run: stream_copy_cycles(&exe.target, s.bytes_per_micro_batch)
+                        .saturating_mul(n),
                     host_buffer_bytes: if rx {
-                        s.bytes_per_micro_batch * u64::from(prefetch_depth)
+                        s.bytes_per_micro_batch
+                            .saturating_mul(u64::from(prefetch_depth))
                     } else {
                         0
                     },
@@ -107,11 +109,14 @@ impl HostIoModel {
                 .iter()
                 .filter(|s| s.direction == dir)
                 .map(|s| s.bytes_per_run)
-                .sum()
+                .fold(0, u64::saturating_add)
         };
         let (rx, tx) = (sum("rx"), sum("tx"));
         HostIoModel {
-            stream_copy_cycles_per_run: streams.iter().map(|s| s.cycles_per_run).sum(),
+            stream_copy_cycles_per_run: streams
+                .iter()
+                .map(|s| s.cycles_per_run)
+                .fold(0, u64::saturating_add),
             streams,
             ipus: vec![IpuTraffic { ipu: 0, rx, tx }],
             rx_bytes_per_run: rx,
@@ -151,10 +156,12 @@ pub fn stream_types(exe: &Executable) -> (Vec<StreamType>, Vec<StreamType>) {
 fn count_copies(p: &Program, times: u64, copies: &mut [u64]) {
     match p {
         Program::Sequence(children) => children.iter().for_each(|c| count_copies(c, times, copies)),
-        Program::Repeat { count, body } => count_copies(body, times * u64::from(*count), copies),
+        Program::Repeat { count, body } => {
+            count_copies(body, times.saturating_mul(u64::from(*count)), copies)
+        }
         Program::StreamCopy { stream, .. } => {
             if let Some(c) = copies.get_mut(stream.0 as usize) {
-                *c += times;
+                *c = c.saturating_add(times);
             }
         }
         Program::If {

@@ -62,6 +62,15 @@ impl OutfeedData {
     }
 }
 
+/// Entries `mode` keeps of a run in which the device sends `sent` entries (a sum is one).
+pub fn kept_per_run(mode: OutfeedMode, sent: u64) -> u64 {
+    match mode {
+        OutfeedMode::All => sent,
+        OutfeedMode::Last | OutfeedMode::Sum => sent.min(1),
+        OutfeedMode::Every(n) => sent / u64::from(n.max(1)),
+    }
+}
+
 /// Collects one outfeed stream's entries during a run.
 #[derive(Clone, Debug)]
 pub struct OutfeedCollector {
@@ -69,6 +78,8 @@ pub struct OutfeedCollector {
     mode: OutfeedMode,
     received: u64,
     entries: Vec<Tensor>,
+    /// The running sum of `sum` mode, allocated by the first entry (a collector costs no
+    /// memory in proportion to its stream until the device sends something).
     sum: Vec<f64>,
 }
 
@@ -76,7 +87,7 @@ impl OutfeedCollector {
     /// A collector of `stream` in `mode`.
     pub fn new(stream: StreamType, mode: OutfeedMode) -> OutfeedCollector {
         OutfeedCollector {
-            sum: vec![0.0; stream.elements()],
+            sum: Vec::new(),
             stream,
             mode,
             received: 0,
@@ -115,6 +126,9 @@ impl OutfeedCollector {
                 }
             }
             OutfeedMode::Sum => {
+                if self.sum.is_empty() {
+                    self.sum = vec![0.0; self.stream.elements()];
+                }
                 for (s, v) in self.sum.iter_mut().zip(t.to_f64_vec()) {
                     *s += v;
                 }
@@ -126,10 +140,12 @@ impl OutfeedCollector {
     /// What was kept during the run, and a fresh start for the next run.
     pub fn finish_run(&mut self) -> OutfeedData {
         let values = match self.mode {
-            OutfeedMode::Sum => OutfeedValues::Sum(std::mem::replace(
-                &mut self.sum,
-                vec![0.0; self.stream.elements()],
-            )),
+            OutfeedMode::Sum => {
+                let mut sum = std::mem::take(&mut self.sum);
+                // A run that sent nothing sums to zeros.
+                sum.resize(self.stream.elements(), 0.0);
+                OutfeedValues::Sum(sum)
+            }
             _ => OutfeedValues::Entries(std::mem::take(&mut self.entries)),
         };
         let data = OutfeedData {
@@ -155,6 +171,23 @@ mod tests {
             c.receive(&e.to_le_bytes()).unwrap();
         }
         c.finish_run()
+    }
+
+    #[test]
+    fn kept_entries_follow_the_mode() {
+        assert_eq!(kept_per_run(OutfeedMode::All, 7), 7);
+        assert_eq!(kept_per_run(OutfeedMode::Last, 7), 1);
+        assert_eq!(kept_per_run(OutfeedMode::Sum, 0), 0);
+        assert_eq!(kept_per_run(OutfeedMode::Every(3), 7), 2);
+    }
+
+    #[test]
+    fn a_collector_allocates_nothing_before_its_first_entry() {
+        let huge = StreamType::new("h", DType::F32, [1usize << 40]);
+        let mut c = OutfeedCollector::new(huge, OutfeedMode::Sum);
+        assert_eq!(c.sum.capacity(), 0);
+        c.set_mode(OutfeedMode::All);
+        assert!(matches!(c.finish_run().values, OutfeedValues::Entries(e) if e.is_empty()));
     }
 
     #[test]

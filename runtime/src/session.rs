@@ -392,11 +392,11 @@ impl Session {
                 .iter_mut()
                 .zip([c.on_tile_execute, c.do_exchange, c.sync, c.stream_copy])
         {
-            *acc += v;
+            *acc = acc.saturating_add(v);
         }
         t.flags |= summary.flags;
-        t.rx += summary.stream_bytes_in;
-        t.tx += summary.stream_bytes_out;
+        t.rx = t.rx.saturating_add(summary.stream_bytes_in);
+        t.tx = t.tx.saturating_add(summary.stream_bytes_out);
         for (name, data) in &outfeeds {
             *t.entries.entry(name.clone()).or_default() += data.received;
         }
@@ -486,11 +486,14 @@ impl Session {
             &self.outfeeds,
         );
         r.runs = t.runs;
-        r.steps = t.runs * self.steps_per_run();
-        r.micro_batches = t.runs * self.micro_batches_per_run();
+        r.steps = t.runs.saturating_mul(self.steps_per_run());
+        r.micro_batches = t.runs.saturating_mul(self.micro_batches_per_run());
         r.flags = flags_of(self.flags());
         let [on_tile_execute, do_exchange, sync, stream_copy] = t.categories;
-        let total = on_tile_execute + do_exchange + sync + stream_copy;
+        let total = on_tile_execute
+            .saturating_add(do_exchange)
+            .saturating_add(sync)
+            .saturating_add(stream_copy);
         r.executed = Executed {
             total_cycles: total,
             categories: Categories {

@@ -21,12 +21,14 @@ pub struct CategoryCycles {
 impl CategoryCycles {
     /// Adds `cycles` to `category` and to the total.
     pub fn add(&mut self, category: Category, cycles: u64) {
-        self.total += cycles;
+        self.total = self.total.saturating_add(cycles);
         match category {
-            Category::OnTileExecute => self.on_tile_execute += cycles,
-            Category::DoExchange => self.do_exchange += cycles,
-            Category::Sync => self.sync += cycles,
-            Category::StreamCopy => self.stream_copy += cycles,
+            Category::OnTileExecute => {
+                self.on_tile_execute = self.on_tile_execute.saturating_add(cycles)
+            }
+            Category::DoExchange => self.do_exchange = self.do_exchange.saturating_add(cycles),
+            Category::Sync => self.sync = self.sync.saturating_add(cycles),
+            Category::StreamCopy => self.stream_copy = self.stream_copy.saturating_add(cycles),
         }
     }
 }

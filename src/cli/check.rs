@@ -13,7 +13,8 @@
 //! [`ipusim_ir::summary::ProgramSummary`]) or `{"valid": false, "file": ..., "error": {"file",
 //! "line", "column", "kind", "message", "rendered"}}`.
 
-use super::{emit, EXIT_ERROR, EXIT_OK};
+use super::output::write_stdout;
+use super::{warn, EXIT_ERROR, EXIT_OK};
 use clap::Args;
 use ipusim_ir::lint::{LintLevel, LintWarning};
 use ipusim_ir::program::DataSource;
@@ -48,15 +49,22 @@ pub fn run(args: &CheckArgs) -> i32 {
             } else {
                 render(&file, &summary)
             };
-            emit(&mut std::io::stdout(), &out);
-            EXIT_OK
+            match write_stdout(&out) {
+                Ok(()) => EXIT_OK,
+                Err(message) => {
+                    warn(&format!("{message}\n"));
+                    EXIT_ERROR
+                }
+            }
         }
         Err(e) => {
             if args.json {
                 let out = serde_json::to_string_pretty(&error_json(&file, &e)).unwrap_or_default();
-                emit(&mut std::io::stdout(), &(out + "\n"));
+                if let Err(message) = write_stdout(&(out + "\n")) {
+                    warn(&format!("{message}\n"));
+                }
             }
-            emit(&mut std::io::stderr(), &format!("{e}\n"));
+            warn(&format!("{e}\n"));
             EXIT_ERROR
         }
     }

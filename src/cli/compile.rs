@@ -12,13 +12,15 @@
 //! Exit codes: 0 when the program fits in memory, 2 when it does not (the full report is
 //! still printed or written), 1 for any other error (one message on stderr).
 
-use super::{emit, EXIT_ERROR, EXIT_OK};
+use super::output::{write_stdout, OutputPlan};
+use super::{warn, EXIT_ERROR, EXIT_OK};
 use clap::{Args, ValueEnum};
 use ipusim_compiler::build::{self, compile_step, step_graph, BuildOptions};
 use ipusim_compiler::{dump, CompileError, PartialsType, Target};
+use ipusim_ir::text::input::read_text;
 use ipusim_ir::text::load_program;
 use ipusim_ir::Precision;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Exit code when the program does not fit in tile memory (the report is still produced).
 pub const EXIT_OOM: i32 = 2;
@@ -68,11 +70,43 @@ pub struct CompileArgs {
     pub dump: Vec<Stage>,
 }
 
+/// Largest target file read (bytes): a target is a few dozen figures.
+const MAX_TARGET_BYTES: u64 = 1 << 20;
+
+/// The target `--target` names: a preset, or a target RON file. The error is rendered whole
+/// (`FILE:LINE:COL: error: ...`); a name that is neither a preset nor an existing file says
+/// both, so a mistyped preset is not reported as a missing file only.
+pub fn target_from_arg(spec: &str) -> Result<Target, String> {
+    if let Some(t) = Target::preset(spec) {
+        return Ok(t);
+    }
+    let path = std::path::Path::new(spec);
+    if !path.exists() {
+        return Err(format!(
+            "error: --target {spec}: unknown target preset or missing file (the presets are \
+             mk2 and mk1; a target file is RON: (base: \"mk2\", tiles: 4), see the README)"
+        ));
+    }
+    let text = read_text(path, MAX_TARGET_BYTES, "target file")
+        .map_err(|m| format!("{spec}: error: {m}"))?;
+    Target::parse(&text, spec).map_err(|e| match e {
+        CompileError::TargetFile {
+            path,
+            line,
+            column,
+            message,
+        } if line > 0 => format!("{path}:{line}:{column}: error: {message}"),
+        CompileError::TargetFile { path, message, .. } => format!("{path}: error: {message}"),
+        other => format!("error: {other}"),
+    })
+}
+
 impl BuildArgs {
-    /// The build options these arguments name (`--target` read as a preset or a file).
-    pub fn build_options(&self) -> Result<BuildOptions, CompileError> {
+    /// The build options these arguments name (`--target` read as a preset or a file); the
+    /// error is rendered whole.
+    pub fn build_options(&self) -> Result<BuildOptions, String> {
         Ok(BuildOptions {
-            target: Target::from_name_or_file(&self.target)?,
+            target: target_from_arg(&self.target)?,
             precision: self.precision,
             partials: self.partials,
             ..BuildOptions::default()
@@ -97,38 +131,40 @@ pub fn run(args: &CompileArgs) -> i32 {
     match compile_program(args) {
         Ok(code) => code,
         Err(message) => {
-            emit(&mut std::io::stderr(), &format!("{message}\n"));
+            warn(&format!("{message}\n"));
             EXIT_ERROR
         }
     }
 }
 
 fn compile_program(args: &CompileArgs) -> Result<i32, String> {
+    let plan = OutputPlan::check([("-o", args.output.as_deref())])?;
     let program = load_program(&args.build.program).map_err(|e| e.to_string())?;
     let file = args.build.program.display();
-    let options = args
-        .build
-        .build_options()
-        .map_err(|e| format!("error: {e}"))?;
+    let options = args.build.build_options()?;
     let step = step_graph(&program, &options).map_err(|e| format!("{file}: error: {e}"))?;
     // Dumps share stdout with the text report; they go to stderr when stdout is JSON.
     let dumps_to_stderr = args.json && args.output.is_none();
     let print_dump = |text: &str| {
         if dumps_to_stderr {
-            emit(&mut std::io::stderr(), text);
+            warn(text);
+            Ok(())
         } else {
-            emit(&mut std::io::stdout(), text);
+            write_stdout(text)
         }
     };
     if args.dump.contains(&Stage::Ir) {
-        print_dump(&dump::ir(&step.graph));
+        print_dump(&dump::ir(&step.graph))?;
     }
     let exe = compile_step(&step, &options).map_err(|e| format!("{file}: error: {e}"))?;
     if args.dump.contains(&Stage::Tiles) {
-        print_dump(&dump::tiles(&exe));
+        print_dump(&dump::tiles(&exe))?;
     }
     if args.dump.contains(&Stage::Program) {
-        print_dump(&dump::program(&exe));
+        print_dump(&dump::program(&exe))?;
+    }
+    if exe.estimate.saturated() {
+        return Err(saturated(&file.to_string()));
     }
     let report = build::report(&program.name, &step, &exe);
     let text = if args.json {
@@ -137,33 +173,29 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
         report.to_text()
     };
     match &args.output {
-        Some(path) => write_whole(path, &text)?,
-        None => emit(&mut std::io::stdout(), &text),
+        Some(_) => plan.commit(&[("-o", text.as_bytes())], None)?,
+        None => write_stdout(&text)?,
     }
     if exe.memory.oom {
-        emit(
-            &mut std::io::stderr(),
-            &format!(
-                "{file}: out of memory on {} of {} tiles (max tile {} bytes, capacity {} bytes)\n",
-                exe.memory.oom_tiles.len(),
-                exe.target.tiles,
-                exe.memory.max_tile_bytes,
-                exe.memory.bytes_per_tile_capacity
-            ),
-        );
+        warn(&format!(
+            "{file}: out of memory on {} of {} tiles (max tile {} bytes, capacity {} bytes)\n",
+            exe.memory.oom_tiles.len(),
+            exe.target.tiles,
+            exe.memory.max_tile_bytes,
+            exe.memory.bytes_per_tile_capacity
+        ));
         return Ok(EXIT_OOM);
     }
     Ok(EXIT_OK)
 }
 
-/// Writes `text` to `path` through a temporary file in the same directory, so a failure never
-/// leaves a truncated report.
-fn write_whole(path: &Path, text: &str) -> Result<(), String> {
-    let tmp = path.with_extension("ipusim-tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            format!("error: cannot write the report to {}: {e}", path.display())
-        })
+/// The error of a report whose figures passed `u64::MAX` (the arithmetic saturates rather
+/// than wrap; a saturated figure is a bound, not a count, so no report is printed).
+pub(crate) fn saturated(file: &str) -> String {
+    format!(
+        "{file}: error: a cycle or byte figure exceeds {} (2^64 - 1): the program's loops \
+         times its steps' costs are too large to count; lower device_iterations, \
+         gradient_accumulation or the target's figures",
+        u64::MAX
+    )
 }

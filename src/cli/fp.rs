@@ -23,6 +23,7 @@ use ipusim_sim::numerics::expr::{
     write_error_json, write_human, write_json, CalcOptions, Calculator, ExprError,
 };
 
+use super::output::{stdout_error, write_stderr, write_stdout};
 use super::{EXIT_ERROR, EXIT_OK};
 
 /// The type of decimal literals and arithmetic.
@@ -80,7 +81,7 @@ pub fn run(args: FpArgs) -> i32 {
                 Ok(false) => EXIT_ERROR,
                 Err(e) if e.kind() == io::ErrorKind::BrokenPipe => EXIT_OK,
                 Err(e) => {
-                    eprintln!("error: ipusim fp: {e}");
+                    write_stderr(&format!("{}\n", stdout_error(&e)));
                     EXIT_ERROR
                 }
             }
@@ -98,11 +99,17 @@ fn run_one(calc: &mut Calculator, json: bool, expr: &str) -> i32 {
             } else {
                 write_human(&outcome, &mut line);
             }
-            println!("{line}");
-            EXIT_OK
+            line.push('\n');
+            match write_stdout(&line) {
+                Ok(()) => EXIT_OK,
+                Err(message) => {
+                    write_stderr(&format!("{message}\n"));
+                    EXIT_ERROR
+                }
+            }
         }
         Err(e) => {
-            eprintln!("error: {e}\n{}", caret(expr, &e));
+            write_stderr(&format!("error: {e}\n{}\n", caret(expr, &e)));
             EXIT_ERROR
         }
     }

@@ -4,11 +4,11 @@
 //! message on stderr and never as a panic.
 
 use clap::{Parser, Subcommand};
-use std::io::Write;
 
 pub mod check;
 pub mod compile;
 pub mod fp;
+pub mod output;
 pub mod report;
 pub mod run;
 mod run_output;
@@ -57,7 +57,14 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
-            let _ = e.print();
+            // `--help` and `--version` go to stdout: a failed write is an error there too.
+            match e.print() {
+                Err(io) if !e.use_stderr() && io.kind() != std::io::ErrorKind::BrokenPipe => {
+                    output::write_stderr(&format!("{}\n", output::stdout_error(&io)));
+                    return EXIT_ERROR;
+                }
+                _ => {}
+            }
             return code;
         }
     };
@@ -71,8 +78,7 @@ pub fn main() -> i32 {
     }
 }
 
-/// Writes `text`, ignoring a closed pipe (`ipusim ... | head` must not panic).
-pub(crate) fn emit(w: &mut impl Write, text: &str) {
-    let _ = w.write_all(text.as_bytes());
-    let _ = w.flush();
+/// Writes a message to stderr (see [`output::write_stderr`]).
+pub(crate) fn warn(text: &str) {
+    output::write_stderr(text);
 }

@@ -5,7 +5,8 @@
 //!
 //! Exit codes: 0, or 1 when a file cannot be read or is not a report.
 
-use super::{emit, EXIT_ERROR, EXIT_OK};
+use super::output::write_stdout;
+use super::{warn, EXIT_ERROR, EXIT_OK};
 use clap::{Args, Subcommand};
 use ipusim_runtime::report::diff;
 use std::path::PathBuf;
@@ -45,7 +46,7 @@ pub fn run(args: &ReportArgs) -> i32 {
         ReportCommand::Diff(d) => match run_diff(d) {
             Ok(()) => EXIT_OK,
             Err(message) => {
-                emit(&mut std::io::stderr(), &format!("{message}\n"));
+                warn(&format!("{message}\n"));
                 EXIT_ERROR
             }
         },
@@ -62,6 +63,5 @@ fn run_diff(args: &DiffArgs) -> Result<(), String> {
     } else {
         d.to_text(args.top)
     };
-    emit(&mut std::io::stdout(), &text);
-    Ok(())
+    write_stdout(&text)
 }

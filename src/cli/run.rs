@@ -32,8 +32,10 @@
 //! # Files
 //!
 //! `--save-variables`, `--trace` (the engine's events, JSON), `--chrome-trace` (Perfetto) and
-//! `-o` are written atomically after the last run, and only when every run succeeded: no
-//! file is left claiming to be complete when a run failed.
+//! `-o` are checked before the program is loaded (their directories exist and are writable,
+//! no two name the same file), and written all or none after the last run, only when every
+//! run succeeded: no file is left claiming to be complete when a run failed, and a bad trace
+//! path never costs the run's report (see [`super::output`]).
 //!
 //! # Exit codes
 //!
@@ -42,19 +44,21 @@
 //! floating-point exception trapped (the state dump on stderr).
 
 use super::compile::{BuildArgs, EXIT_OOM};
+use super::output::OutputPlan;
 use super::sim_options::{split_pair, FeedArgs, SimArgs};
-use super::{emit, run_output, EXIT_ERROR, EXIT_OK};
+use super::{run_output, warn, EXIT_ERROR, EXIT_OK};
 use clap::Args;
+use ipusim_compiler::report::group;
 use ipusim_ir::text::load_program;
 use ipusim_ir::{OutfeedMode, UnknownValue};
-use ipusim_runtime::atomic::write_atomically;
-use ipusim_runtime::chrome::write_chrome_trace;
+use ipusim_runtime::chrome::to_chrome_json;
 use ipusim_runtime::session::{flags_of, Session};
 use ipusim_runtime::{RuntimeError, SessionOptions};
 use ipusim_sim::engine::EngineError;
 use ipusim_sim::trace::Trace;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use thiserror::Error;
 
 /// Exit code when a floating-point exception trapped.
 pub const EXIT_FP_EXCEPTION: i32 = 3;
@@ -115,24 +119,40 @@ fn parse_outfeed_mode(s: &str) -> Result<(String, OutfeedMode), String> {
     Ok((name, mode.parse().map_err(|e: UnknownValue| e.to_string())?))
 }
 
+/// Why `ipusim run` failed: the session, or writing its output.
+#[derive(Debug, Error)]
+enum RunFailure {
+    /// The session failed (program, options, feeds, engine).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// An output cannot be written (the message names the file and the flag).
+    #[error("{0}")]
+    Output(String),
+}
+
 /// Runs `ipusim run`; returns the exit code.
 pub fn run(args: &RunArgs) -> i32 {
     match execute(args) {
         Ok(code) => code,
         Err(e) => {
             let code = match &e {
-                RuntimeError::Engine(EngineError::FpException(_)) => EXIT_FP_EXCEPTION,
+                RunFailure::Runtime(RuntimeError::Engine(EngineError::FpException(_))) => {
+                    EXIT_FP_EXCEPTION
+                }
                 _ => EXIT_ERROR,
             };
-            let prefix = if code == EXIT_FP_EXCEPTION {
-                format!(
+            let prefix = match &e {
+                _ if code == EXIT_FP_EXCEPTION => format!(
                     "{}: floating-point exception trapped (the run stopped):\n",
                     args.build.program.display()
-                )
-            } else {
-                String::new()
+                ),
+                // The engine's messages name the tensor or tile; say which program.
+                RunFailure::Runtime(RuntimeError::Engine(_)) => {
+                    format!("{}: error: ", args.build.program.display())
+                }
+                _ => String::new(),
             };
-            emit(&mut std::io::stderr(), &format!("{prefix}{e}\n"));
+            warn(&format!("{prefix}{e}\n"));
             code
         }
     }
@@ -187,7 +207,14 @@ fn runs_for(steps: Option<u64>, inference: bool, per_run: u64) -> Result<u64, Ru
     }
 }
 
-fn execute(args: &RunArgs) -> Result<i32, RuntimeError> {
+fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
+    let plan = OutputPlan::check([
+        ("-o", args.output.as_deref()),
+        ("--save-variables", args.save_variables.as_deref()),
+        ("--trace", args.trace.as_deref()),
+        ("--chrome-trace", args.chrome_trace.as_deref()),
+    ])
+    .map_err(RunFailure::Output)?;
     let file = args.build.program.display().to_string();
     let program =
         load_program(&args.build.program).map_err(|e| RuntimeError::Program(e.to_string()))?;
@@ -202,19 +229,20 @@ fn execute(args: &RunArgs) -> Result<i32, RuntimeError> {
             } else {
                 report.to_text()
             };
-            write_output(args, &text)?;
-            emit(
-                &mut std::io::stderr(),
-                &format!("{}\n", RuntimeError::OutOfMemory(report)),
-            );
+            write_output(args, &plan, &[], &text)?;
+            warn(&format!("{}\n", RuntimeError::OutOfMemory(report)));
             return Ok(EXIT_OOM);
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
+    if session.compile_report().total_cycles == u64::MAX {
+        return Err(RunFailure::Output(super::compile::saturated(&file)));
+    }
     if let Some(path) = &args.load_variables {
         session.load_variables(path)?;
     }
     let runs = runs_for(args.steps, args.inference, session.steps_per_run())?;
+    check_outfeed_memory(&session, runs, MAX_OUTFEED_HOST_BYTES).map_err(RunFailure::Output)?;
     let total_steps = runs * session.steps_per_run();
     let bar = progress_bar(total_steps);
     let mut collected = run_output::Collected::default();
@@ -239,43 +267,113 @@ fn execute(args: &RunArgs) -> Result<i32, RuntimeError> {
             if let Some(bar) = &bar {
                 bar.abandon();
             }
-            return Err(e);
+            return Err(e.into());
         }
     }
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
     let report = session.report();
-    if let Some(path) = &args.save_variables {
-        session.save_variables(path)?;
+    if report.executed.total_cycles == u64::MAX {
+        return Err(RunFailure::Output(super::compile::saturated(&file)));
     }
-    if let Some(path) = &args.trace {
+    let mut files: Vec<(&str, String)> = Vec::new();
+    if args.save_variables.is_some() {
+        let text = serde_json::to_string(&session.checkpoint().to_json()).map_err(|e| {
+            RunFailure::Output(format!("error: cannot serialise the variables: {e}"))
+        })?;
+        files.push(("--save-variables", text + "\n"));
+    }
+    if args.trace.is_some() {
         let text = serde_json::to_string(&trace)
-            .map_err(|e| RuntimeError::Options(format!("cannot serialise the trace: {e}")))?;
-        write_atomically(path, text.as_bytes()).map_err(RuntimeError::Options)?;
+            .map_err(|e| RunFailure::Output(format!("error: cannot serialise the trace: {e}")))?;
+        files.push(("--trace", text));
     }
-    if let Some(path) = &args.chrome_trace {
+    if args.chrome_trace.is_some() {
         let c = session.compile_report();
-        write_chrome_trace(path, &trace, &c.program, &c.target.name, c.target.clock_hz)
-            .map_err(RuntimeError::Options)?;
+        let text = to_chrome_json(&trace, &c.program, &c.target.name, c.target.clock_hz);
+        files.push(("--chrome-trace", text));
     }
     let text = if args.json {
         run_output::json(&collected, report.flags, &report)
     } else {
         run_output::text(&file, &program, &session, &collected, &report)
     };
-    write_output(args, &text)?;
+    write_output(args, &plan, &files, &text)?;
     Ok(EXIT_OK)
 }
 
-fn write_output(args: &RunArgs, text: &str) -> Result<(), RuntimeError> {
-    match &args.output {
-        Some(path) => write_atomically(path, text.as_bytes()).map_err(RuntimeError::Options),
-        None => {
-            emit(&mut std::io::stdout(), text);
-            Ok(())
-        }
+/// Most host memory the outfeed values `ipusim run` keeps may take: 4 GiB. A kept value is
+/// held as an `f64` (8 bytes) until the output is written.
+pub const MAX_OUTFEED_HOST_BYTES: u64 = 4 << 30;
+
+/// Refuses, before the first run, outfeeds whose kept values over `runs` runs would take more
+/// than `limit` bytes of host memory; the error shows the arithmetic of each stream.
+fn check_outfeed_memory(session: &Session, runs: u64, limit: u64) -> Result<(), String> {
+    let report = session.report();
+    let mut total: u64 = 0;
+    let mut lines = Vec::new();
+    for o in &report.outfeeds {
+        let (Some(stream), Ok(mode)) = (
+            session.outfeeds().iter().find(|s| s.name == o.stream),
+            o.mode.parse::<OutfeedMode>(),
+        ) else {
+            continue;
+        };
+        let sent = session
+            .io_model()
+            .stream(&o.stream)
+            .map_or(0, |t| t.copies_per_run);
+        let kept = ipusim_runtime::outfeed::kept_per_run(mode, sent).saturating_mul(runs);
+        let elements = stream.elements() as u64;
+        let bytes = kept.saturating_mul(elements).saturating_mul(8);
+        total = total.saturating_add(bytes);
+        lines.push((
+            bytes,
+            format!(
+                "  outfeed '{}' ({mode}): {} entr{} kept x {} elements x 8 bytes = {} bytes",
+                o.stream,
+                group(kept),
+                if kept == 1 { "y" } else { "ies" },
+                group(elements),
+                group(bytes)
+            ),
+        ));
     }
+    if total <= limit {
+        return Ok(());
+    }
+    lines.sort_by_key(|l| std::cmp::Reverse(l.0));
+    let detail: Vec<String> = lines.into_iter().take(8).map(|(_, l)| l).collect();
+    Err(format!(
+        "{}: error: the outfeeds would keep {} bytes of values on the host over {} run{}, more \
+         than the limit of {} bytes:\n{}\nkeep less with --outfeed-mode NAME=last, sum or \
+         every:N, or run fewer --steps",
+        session.name(),
+        group(total),
+        group(runs),
+        if runs == 1 { "" } else { "s" },
+        group(limit),
+        detail.join("\n")
+    ))
+}
+
+/// Writes the output files and the output (to `-o`, or stdout), all or none.
+fn write_output(
+    args: &RunArgs,
+    plan: &OutputPlan,
+    files: &[(&str, String)],
+    text: &str,
+) -> Result<(), RunFailure> {
+    let mut all: Vec<(&str, &[u8])> = files.iter().map(|(f, t)| (*f, t.as_bytes())).collect();
+    let stdout = match &args.output {
+        Some(_) => {
+            all.push(("-o", text.as_bytes()));
+            None
+        }
+        None => Some(text),
+    };
+    plan.commit(&all, stdout).map_err(RunFailure::Output)
 }
 
 fn progress_bar(steps: u64) -> Option<indicatif::ProgressBar> {

@@ -20,6 +20,9 @@ const PRINT_ENTRIES: usize = 8;
 const CURVE_ROWS: usize = 15;
 /// Width of the loss curve's bars.
 const BAR: usize = 30;
+/// Widest name column: longer names are printed whole, unaligned (a format width must stay
+/// within `u16::MAX`, and no terminal is wider than this anyway).
+const MAX_NAME_COLUMN: usize = 64;
 
 /// One outfeed's kept entries over all runs.
 #[derive(Clone, Debug)]
@@ -139,7 +142,7 @@ fn outfeeds_text(s: &mut String, collected: &Collected) {
         .map(String::len)
         .max()
         .unwrap_or(0)
-        .max(6);
+        .clamp(6, MAX_NAME_COLUMN);
     for (name, st) in &collected.streams {
         let ty = st.stream.tensor_type().to_string();
         let head = format!("  {name:<width$}  {ty:<12} {:<8}", st.mode.to_string());

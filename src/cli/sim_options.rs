@@ -40,8 +40,8 @@ pub struct SimArgs {
     /// div0, oflo.
     #[arg(long, value_name = "inv,div0,oflo", value_parser = parse_exceptions)]
     pub fp_exceptions: Option<Exceptions>,
-    /// Host threads for the simulation (default: all cores).
-    #[arg(long)]
+    /// Host threads for the simulation, 1 to 1024 (default: all cores).
+    #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
 }
 
@@ -60,6 +60,19 @@ pub fn split_pair(s: &str, what: &str) -> Result<(String, String), String> {
             Ok((name.to_string(), value.to_string()))
         }
         _ => Err(format!("expected NAME={what}, got '{s}'")),
+    }
+}
+
+/// Most host threads `--threads` accepts: more than any host has cores, few enough that
+/// building the pool cannot exhaust the process's threads.
+pub const MAX_THREADS: usize = 1024;
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a number of threads from 1 to {MAX_THREADS}, got '{s}'"
+        )),
     }
 }
 
@@ -128,9 +141,8 @@ impl SimArgs {
         build: &BuildArgs,
         feeds: &FeedArgs,
     ) -> Result<SessionOptions, RuntimeError> {
-        let b = build
-            .build_options()
-            .map_err(|e| RuntimeError::Options(e.to_string()))?;
+        // The message is rendered whole (file, line, `error:`).
+        let b = build.build_options().map_err(RuntimeError::Program)?;
         let mut options = SessionOptions {
             build: b,
             fp: self.fp_config(),

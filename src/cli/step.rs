@@ -11,6 +11,7 @@
 //! program does not fit in tile memory, 1 for any other error.
 
 use super::compile::{BuildArgs, EXIT_OOM};
+use super::output::write_stderr;
 use super::sim_options::{FeedArgs, SimArgs};
 use super::{EXIT_ERROR, EXIT_OK};
 use clap::Args;
@@ -58,9 +59,13 @@ pub fn run(args: &StepArgs) -> i32 {
     let stdin = std::io::stdin();
     let echo = !stdin.is_terminal();
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{}", banner(&name, &debugger));
+    let banner = banner(&name, &debugger);
     let mut session = repl::Session::new(debugger);
-    match repl(&mut session, stdin.lock(), &mut out, echo) {
+    let result = out
+        .write_all(banner.as_bytes())
+        .and_then(|_| repl(&mut session, stdin.lock(), &mut out, echo))
+        .and_then(|_| out.flush());
+    match result {
         Ok(()) => EXIT_OK,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_OK,
         Err(e) => fail(&format!("error: ipusim step: {e}")),
@@ -68,7 +73,7 @@ pub fn run(args: &StepArgs) -> i32 {
 }
 
 fn fail(message: &str) -> i32 {
-    let _ = writeln!(std::io::stderr(), "{message}");
+    write_stderr(&format!("{message}\n"));
     EXIT_ERROR
 }
 

@@ -15,6 +15,10 @@
 //!
 //! With these, a program without data-dependent control flow executes exactly
 //! [`CycleEstimate::total_cycles`] cycles.
+//!
+//! Every figure is computed with saturating arithmetic: a figure that would pass `u64::MAX`
+//! stays there (and so does every sum it enters), so a report never shows a wrapped figure;
+//! [`CycleEstimate::saturated`] tells the front ends, which refuse such a report.
 
 pub mod vertex;
 
@@ -29,7 +33,7 @@ pub fn tile_work_cycles(target: &Target, work: &TileWork) -> u64 {
     work.groups
         .iter()
         .map(|g| group_cycles(target, g).total)
-        .sum()
+        .fold(0, u64::saturating_add)
 }
 
 /// Cycles of a compute set: the slowest tile (all tiles start together after a sync).
@@ -61,7 +65,7 @@ pub fn exchange_tile_cycles(target: &Target, ex: &Exchange) -> Vec<(TileId, u64)
             if *e == [0; 3] {
                 touched.push(tile);
             }
-            e[k] += v;
+            e[k] = e[k].saturating_add(v);
         }
     };
     for c in &ex.copies {
@@ -85,7 +89,7 @@ pub fn exchange_tile_cycles(target: &Target, ex: &Exchange) -> Vec<(TileId, u64)
         .into_iter()
         .map(|t| {
             let [s, r, l] = per[t.tile() as usize];
-            (t, s.max(r) + l)
+            (t, s.max(r).saturating_add(l))
         })
         .collect()
 }
@@ -100,7 +104,7 @@ pub fn exchange_cycles(target: &Target, ex: &Exchange) -> u64 {
         .map(|(_, c)| c)
         .max()
         .unwrap_or(0);
-    target.exchange_latency_cycles as u64 + busiest
+    (target.exchange_latency_cycles as u64).saturating_add(busiest)
 }
 
 /// Cycles of an inter-IPU copy ([`Program::IpuCopy`]): the busiest IPU-Link direction, i.e.
@@ -134,7 +138,7 @@ pub fn sync_cycles(target: &Target) -> u64 {
 
 /// Cycles of one stream copy of `bytes`: the host round trip plus the transfer.
 pub fn stream_copy_cycles(target: &Target, bytes: u64) -> u64 {
-    target.stream_copy_latency_cycles as u64 + target.host_transfer_cycles(bytes)
+    (target.stream_copy_latency_cycles as u64).saturating_add(target.host_transfer_cycles(bytes))
 }
 
 #[derive(Default, Clone, Copy)]
@@ -147,7 +151,10 @@ struct Totals {
 
 impl Totals {
     fn total(&self) -> u64 {
-        self.execute + self.exchange + self.sync + self.stream
+        self.execute
+            .saturating_add(self.exchange)
+            .saturating_add(self.sync)
+            .saturating_add(self.stream)
     }
 }
 
@@ -173,7 +180,7 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
             name: cs.name.clone(),
             cycles_per_execution: cs.cycles,
             executions: n,
-            cycles: cs.cycles * n,
+            cycles: cs.cycles.saturating_mul(n),
             tiles_used: cs.tiles.len() as u32,
         })
         .collect();
@@ -185,7 +192,7 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
             name: ex.name.clone(),
             cycles_per_execution: ex.cycles,
             executions: n,
-            cycles: ex.cycles * n,
+            cycles: ex.cycles.saturating_mul(n),
             bytes: ex.total_bytes(),
         })
         .collect();
@@ -200,9 +207,9 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
                 *u = true;
             }
             let b = t.cycles as u128 * n as u128;
-            busy += b;
+            busy = busy.saturating_add(b);
             if let Some(x) = ipu_busy.get_mut(t.tile.ipu() as usize) {
-                *x += b;
+                *x = x.saturating_add(b);
             }
         }
     }
@@ -236,7 +243,7 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
         .collect();
     let mut bytes = (0u64, 0u64);
     for (s, &n) in exe.streams.iter().zip(&st_exec) {
-        let b = s.bytes_per_micro_batch * n;
+        let b = s.bytes_per_micro_batch.saturating_mul(n);
         // A stream lands on (or leaves from) the IPU that holds its tensor.
         let ipu = exe
             .tensors
@@ -246,15 +253,15 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
         let row = ipus.get_mut(ipu);
         match s.direction {
             crate::executable::StreamDirection::HostToDevice => {
-                bytes.0 += b;
+                bytes.0 = bytes.0.saturating_add(b);
                 if let Some(r) = row {
-                    r.stream_bytes_in += b;
+                    r.stream_bytes_in = r.stream_bytes_in.saturating_add(b);
                 }
             }
             crate::executable::StreamDirection::DeviceToHost => {
-                bytes.1 += b;
+                bytes.1 = bytes.1.saturating_add(b);
                 if let Some(r) = row {
-                    r.stream_bytes_out += b;
+                    r.stream_bytes_out = r.stream_bytes_out.saturating_add(b);
                 }
             }
         }
@@ -288,29 +295,41 @@ fn walk(
         Program::Sequence(children) => {
             for c in children {
                 let s = walk(exe, c, times, cs_exec, ex_exec, st_exec);
-                t.execute += s.execute;
-                t.exchange += s.exchange;
-                t.sync += s.sync;
-                t.stream += s.stream;
+                t.execute = t.execute.saturating_add(s.execute);
+                t.exchange = t.exchange.saturating_add(s.exchange);
+                t.sync = t.sync.saturating_add(s.sync);
+                t.stream = t.stream.saturating_add(s.stream);
             }
         }
         Program::Execute(id) => {
-            cs_exec[id.0 as usize] += times;
-            t.execute = exe.compute_set(*id).cycles * times;
+            cs_exec[id.0 as usize] = cs_exec[id.0 as usize].saturating_add(times);
+            t.execute = exe.compute_set(*id).cycles.saturating_mul(times);
         }
         Program::Exchange(id) | Program::IpuCopy(id) => {
-            ex_exec[id.0 as usize] += times;
-            t.exchange = exe.exchange(*id).cycles * times;
+            ex_exec[id.0 as usize] = ex_exec[id.0 as usize].saturating_add(times);
+            t.exchange = exe.exchange(*id).cycles.saturating_mul(times);
         }
         Program::Repeat { count, body } => {
-            t = walk(exe, body, times * *count as u64, cs_exec, ex_exec, st_exec);
+            t = walk(
+                exe,
+                body,
+                times.saturating_mul(*count as u64),
+                cs_exec,
+                ex_exec,
+                st_exec,
+            );
         }
         Program::StreamCopy { stream, .. } => {
             let b = exe.streams[stream.0 as usize].bytes_per_micro_batch;
-            st_exec[stream.0 as usize] += times;
-            t.stream = stream_copy_cycles(&exe.target, b) * times;
+            st_exec[stream.0 as usize] = st_exec[stream.0 as usize].saturating_add(times);
+            t.stream = stream_copy_cycles(&exe.target, b).saturating_mul(times);
         }
-        Program::Sync(scope) => t.sync = exe.system.sync_cycles(&exe.target, *scope) * times,
+        Program::Sync(scope) => {
+            t.sync = exe
+                .system
+                .sync_cycles(&exe.target, *scope)
+                .saturating_mul(times)
+        }
         Program::CrossReplica { .. } => {}
         Program::If {
             then, otherwise, ..
@@ -318,7 +337,9 @@ fn walk(
             let a = walk(exe, then, times, cs_exec, ex_exec, st_exec);
             let b = walk(exe, otherwise, times, cs_exec, ex_exec, st_exec);
             t = if a.total() >= b.total() { a } else { b };
-            t.sync += sync_cycles(&exe.target) * times;
+            t.sync = t
+                .sync
+                .saturating_add(sync_cycles(&exe.target).saturating_mul(times));
         }
     }
     t

@@ -44,10 +44,22 @@ fn one() -> u32 {
 pub(crate) struct NodeDoc {
     pub name: String,
     pub op: Op,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "compact_strings"
+    )]
     pub inputs: Vec<String>,
     #[serde(default, skip_serializing_if = "is_step")]
     pub phase: Phase,
+}
+
+/// A list of strings without spare capacity: a node has one or two inputs, and a list grown
+/// by pushes holds four (96 bytes) — a large program's inputs would take twice its text.
+fn compact_strings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let mut v = <Vec<String> as Deserialize>::deserialize(d)?;
+    v.shrink_to_fit();
+    Ok(v)
 }
 
 fn is_step(p: &Phase) -> bool {
@@ -55,7 +67,7 @@ fn is_step(p: &Phase) -> bool {
 }
 
 /// Builds and validates the program a document describes.
-pub(crate) fn build(doc: ProgramDoc, map: &SourceMap) -> Result<Program, ProgramError> {
+pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, ProgramError> {
     let n = doc.nodes.len();
     let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
     for (i, node) in doc.nodes.iter().enumerate() {
@@ -104,21 +116,53 @@ pub(crate) fn build(doc: ProgramDoc, map: &SourceMap) -> Result<Program, Program
         inputs.push(resolved);
     }
 
+    drop(index);
+    // The names are resolved: free them (and the spare capacity of the node list) before
+    // the graph is built, so a large program is not held twice.
+    for node in &mut doc.nodes {
+        node.inputs = Vec::new();
+    }
+    doc.nodes.shrink_to_fit();
+
     let order = topo_order(&inputs).map_err(|cycle| cycle_error(&doc, &inputs, &cycle, map))?;
 
-    let mut slots: Vec<Option<NodeDoc>> = doc.nodes.into_iter().map(Some).collect();
     let mut ids: Vec<Option<NodeId>> = vec![None; n];
-    let mut graph = Graph::new();
-    for i in order {
-        let Some(node) = slots[i].take() else {
-            continue;
-        };
-        let input_ids: Vec<NodeId> = inputs[i].iter().filter_map(|&j| ids[j]).collect();
+    let mut graph = Graph::with_capacity(n, inputs.iter().map(Vec::len).sum());
+    let mut add = |i: usize, node: NodeDoc| -> Result<(), ProgramError> {
+        // Each node's inputs are read once: free them as the graph grows.
+        let input_ids: Vec<NodeId> = std::mem::take(&mut inputs[i])
+            .iter()
+            .filter_map(|&j| ids[j])
+            .collect();
         let id = graph
             .add_node_in(node.phase, node.name, node.op, &input_ids)
             .map_err(|e| map.ir_error(&e, true))?;
         ids[i] = Some(id);
+        Ok(())
+    };
+    let mut nodes = doc.nodes;
+    if order.iter().enumerate().all(|(k, &i)| k == i) {
+        // Written in dependency order (the usual case): take the nodes from the list as
+        // the graph grows, returning the list's memory as it empties, so a large program
+        // is never held twice.
+        nodes.reverse();
+        let mut i = 0;
+        while let Some(node) = nodes.pop() {
+            add(i, node)?;
+            i += 1;
+            if nodes.len().is_multiple_of(1 << 14) {
+                nodes.shrink_to_fit();
+            }
+        }
+    } else {
+        let mut slots: Vec<Option<NodeDoc>> = nodes.into_iter().map(Some).collect();
+        for i in order {
+            if let Some(node) = slots[i].take() {
+                add(i, node)?;
+            }
+        }
     }
+    drop((ids, inputs));
 
     let program = Program {
         name: doc.name,

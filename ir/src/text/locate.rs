@@ -9,16 +9,24 @@ use crate::op::Op;
 use std::collections::HashMap;
 
 /// A program's source with its outline and the document index of every node name.
+///
+/// The outline is built on first use: only an error needs it, and a valid program (the
+/// common case, and the large one) never pays for a span of every token.
 pub(crate) struct SourceMap<'a> {
     file: &'a str,
     src: &'a str,
+    index: std::cell::OnceCell<Index>,
+}
+
+/// The outline of a document and the first document index of each node name (as written in
+/// `nodes[i].name`).
+struct Index {
     root: Item,
-    /// First document index of each node name (as written in `nodes[i].name`).
     nodes: HashMap<String, usize>,
 }
 
-impl<'a> SourceMap<'a> {
-    pub(crate) fn new(file: &'a str, src: &'a str) -> SourceMap<'a> {
+impl Index {
+    fn new(src: &str) -> Index {
         let root = outline(src);
         let mut nodes = HashMap::new();
         let (list, matched) = root.resolve(&parse_path("nodes"));
@@ -34,17 +42,26 @@ impl<'a> SourceMap<'a> {
                 }
             }
         }
+        Index { root, nodes }
+    }
+}
+
+impl<'a> SourceMap<'a> {
+    pub(crate) fn new(file: &'a str, src: &'a str) -> SourceMap<'a> {
         SourceMap {
             file,
             src,
-            root,
-            nodes,
+            index: std::cell::OnceCell::new(),
         }
+    }
+
+    fn index(&self) -> &Index {
+        self.index.get_or_init(|| Index::new(self.src))
     }
 
     /// The span of the deepest item along `path` (the whole document if nothing matches).
     fn span(&self, path: &str) -> Span {
-        self.root.resolve(&parse_path(path)).0.span
+        self.index().root.resolve(&parse_path(path)).0.span
     }
 
     /// An error at the item a field path names.
@@ -63,7 +80,7 @@ impl<'a> SourceMap<'a> {
     }
 
     fn node_path(&self, node: &str, sub: &str) -> String {
-        match self.nodes.get(node) {
+        match self.index().nodes.get(node) {
             Some(i) if sub.is_empty() => format!("nodes[{i}]"),
             Some(i) => format!("nodes[{i}].{sub}"),
             None => String::new(),
@@ -176,7 +193,7 @@ impl<'a> SourceMap<'a> {
                 && (line, col) < (span.end.line, span.end.col)
         }
         let mut path = String::new();
-        let mut item = &self.root;
+        let mut item = &self.index().root;
         'descend: loop {
             let children: Vec<(String, &Item)> = match &item.value {
                 Value::Struct { fields, .. } => fields
@@ -214,7 +231,8 @@ impl<'a> SourceMap<'a> {
         // Name the node when the path is inside one.
         let node = path.strip_prefix("nodes[").and_then(|rest| {
             let i: usize = rest.split(']').next()?.parse().ok()?;
-            self.nodes
+            self.index()
+                .nodes
                 .iter()
                 .find(|&(_, &j)| j == i)
                 .map(|(n, _)| n.clone())

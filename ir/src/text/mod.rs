@@ -22,6 +22,7 @@
 
 mod doc;
 pub mod error;
+pub mod input;
 mod locate;
 pub mod outline;
 
@@ -40,22 +41,20 @@ fn options() -> ron::Options {
 
 /// Parses and validates a program; `file` names the source in errors.
 pub fn parse_program(source: &str, file: &str) -> Result<Program, ProgramError> {
+    // A byte-order mark is not part of the text (editors do not count it as a column).
+    let source = source.strip_prefix('\u{feff}').unwrap_or(source);
     let map = SourceMap::new(file, source);
     let doc: doc::ProgramDoc = options().from_str(source).map_err(|e| map.ron_error(&e))?;
     doc::build(doc, &map)
 }
 
 /// Reads, parses and validates a program file. A file that cannot be read is a
-/// [`ProgramError`] of kind [`ErrorKind::Io`] naming the file.
+/// [`ProgramError`] of kind [`ErrorKind::Io`] naming the file; so is one larger than
+/// [`input::MAX_PROGRAM_BYTES`] or not UTF-8.
 pub fn load_program(path: &Path) -> Result<Program, ProgramError> {
     let file = path.display().to_string();
-    let source = std::fs::read_to_string(path).map_err(|e| {
-        ProgramError::whole_file(
-            &file,
-            ErrorKind::Io,
-            format!("cannot read the program: {e}"),
-        )
-    })?;
+    let source = input::read_text(path, input::MAX_PROGRAM_BYTES, "program")
+        .map_err(|message| ProgramError::whole_file(&file, ErrorKind::Io, message))?;
     parse_program(&source, &file)
 }
 

@@ -20,7 +20,13 @@
 //! 6. Numeric attributes are usable: `ScaledAdd`'s scale is finite; variable initialisers have
 //!    finite parameters, `Uniform` has `low < high`, `Normal` has `std >= 0`; the random
 //!    initialisers (`Uniform`, `Normal`, `GlorotUniform`) initialise float variables, and
-//!    `GlorotUniform` a variable of rank >= 1 (its fans come from the shape).
+//!    `GlorotUniform` a variable of rank >= 1 (its fans come from the shape); a `OneHot` depth
+//!    fits a `u32` (the compiler's index type). Every value a
+//!    constant or a variable starts from is representable in its dtype: an integer in range
+//!    for `i32` and `u8`, a finite value that does not overflow `f16` (|v| < 65520, the
+//!    round-to-nearest overflow threshold) or `f32`; a `Uniform` initialiser's bounds and a
+//!    `Normal` initialiser's `|mean| + 8.58 std` (the largest Box-Muller radius of 53-bit
+//!    uniforms, `sqrt(-2 ln 2^-53)` = 8.57) do not overflow a float dtype.
 //! 7. `Input` stream names are non-empty and unique among inputs; `Outfeed` stream names are
 //!    non-empty and unique among outfeeds; no name is both an input and an outfeed stream.
 //! 8. `Input` nodes run in [`Phase::Step`] (an infeed delivers one micro-batch per step).
@@ -51,10 +57,11 @@
 
 mod program;
 
+use crate::dtype::DType;
 use crate::error::IrError;
 use crate::graph::{Graph, Node, NodeId, Phase};
 use crate::infer::MAX_ELEMENTS;
-use crate::op::{Init, Op};
+use crate::op::{Init, Literal, Op};
 use crate::program::Program;
 use petgraph::visit::{EdgeRef, IntoEdgeReferences};
 use std::collections::{HashMap, HashSet};
@@ -169,20 +176,22 @@ fn check_names(graph: &Graph) -> Result<(), IrError> {
 
 /// Invariant 3.
 fn check_acyclic(graph: &Graph) -> Result<(), IrError> {
+    // Positions by node id (ids are dense indices): no per-node vectors, so validating a
+    // large graph costs a few bytes per node.
     let ids: Vec<NodeId> = graph.ids().collect();
-    let index: HashMap<NodeId, usize> = ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
-    let inputs: Vec<Vec<usize>> = ids
-        .iter()
-        .map(|&id| {
-            graph
-                .node(id)
-                .inputs
-                .iter()
-                .filter_map(|i| index.get(i).copied())
-                .collect()
+    let slots = ids.iter().map(|id| id.0 as usize + 1).max().unwrap_or(0);
+    let mut position = vec![u32::MAX; slots];
+    for (i, id) in ids.iter().enumerate() {
+        position[id.0 as usize] = i as u32;
+    }
+    let input = |node: usize, k: usize| {
+        let id = graph.node(ids[node]).inputs.get(k)?;
+        Some(match position.get(id.0 as usize) {
+            Some(&p) if p != u32::MAX => p as usize,
+            _ => usize::MAX,
         })
-        .collect();
-    match find_cycle(&inputs) {
+    };
+    match find_cycle_in(ids.len(), input) {
         Some(cycle) => Err(IrError::Cycle(
             cycle
                 .iter()
@@ -197,14 +206,20 @@ fn check_acyclic(graph: &Graph) -> Result<(), IrError> {
 /// in data-flow order (each feeds the next), starting at the lowest index, the first repeated
 /// at the end.
 pub(crate) fn find_cycle(inputs: &[Vec<usize>]) -> Option<Vec<usize>> {
+    find_cycle_in(inputs.len(), |node, k| inputs[node].get(k).copied())
+}
+
+/// [`find_cycle`] over `n` nodes whose `k`-th input `input(node, k)` gives (`None` past the
+/// last; an index `>= n` is skipped).
+fn find_cycle_in(n: usize, input: impl Fn(usize, usize) -> Option<usize>) -> Option<Vec<usize>> {
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
         New,
         OnStack,
         Done,
     }
-    let mut mark = vec![Mark::New; inputs.len()];
-    for root in 0..inputs.len() {
+    let mut mark = vec![Mark::New; n];
+    for root in 0..n {
         if mark[root] != Mark::New {
             continue;
         }
@@ -213,7 +228,7 @@ pub(crate) fn find_cycle(inputs: &[Vec<usize>]) -> Option<Vec<usize>> {
         mark[root] = Mark::OnStack;
         while let Some(top) = stack.last_mut() {
             let (node, next) = *top;
-            let Some(&child) = inputs[node].get(next) else {
+            let Some(child) = input(node, next) else {
                 mark[node] = Mark::Done;
                 stack.pop();
                 continue;
@@ -269,10 +284,91 @@ fn check_size(name: &str, op: &Op, node: &Node) -> Result<(), IrError> {
     Ok(())
 }
 
+/// Smallest magnitude that rounds (to nearest even) past `f16`'s largest finite value 65504.
+const F16_OVERFLOW: f64 = 65520.0;
+/// Smallest magnitude that rounds past `f32::MAX` (`2^128 - 2^103`, half an ulp above it).
+const F32_OVERFLOW: f64 = 340_282_356_779_733_661_637_539_395_458_142_568_448.0;
+/// Largest radius `sqrt(-2 ln(1 - u))` of the Box-Muller transform on 53-bit uniforms, rounded
+/// up (`sqrt(-2 ln 2^-53)` = 8.5717...).
+const NORMAL_MAX_RADIUS: f64 = 8.58;
+
+/// Why `v` cannot be stored in `dtype`, if it cannot (what the engine's materialisation of
+/// initial values would refuse).
+pub(crate) fn unrepresentable(v: f64, dtype: DType) -> Option<String> {
+    let fits = match dtype {
+        DType::F16 => !v.is_finite() || v.abs() < F16_OVERFLOW,
+        DType::F32 => !v.is_finite() || v.abs() < F32_OVERFLOW,
+        DType::I32 => v.fract() == 0.0 && (f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&v),
+        DType::U8 => v.fract() == 0.0 && (0.0..=255.0).contains(&v),
+        DType::Bool => true,
+    };
+    match (fits, dtype.is_float()) {
+        (true, _) => None,
+        (false, true) => Some(format!("value {v} overflows {dtype}")),
+        (false, false) => Some(format!("value {v} is not representable in {dtype}")),
+    }
+}
+
+/// The values a constant or a variable starts from fit `dtype` (its written dtype, or the one
+/// the precision policy gives it); `why` says which, for the message.
+pub(super) fn check_initial_values(
+    name: &str,
+    op: &Op,
+    dtype: DType,
+    why: &str,
+) -> Result<(), IrError> {
+    let bad = |message: String| Err(invalid(name, op, message));
+    if let Op::Constant { value, .. } = op {
+        let values: &[f64] = match value {
+            Literal::Splat(v) => std::slice::from_ref(v),
+            Literal::Values(v) => v,
+        };
+        if let Some((i, m)) = values
+            .iter()
+            .enumerate()
+            .find_map(|(i, &v)| unrepresentable(v, dtype).map(|m| (i, m)))
+        {
+            let at = match value {
+                Literal::Splat(_) => String::new(),
+                Literal::Values(_) => format!(" (element {i})"),
+            };
+            return bad(format!("constant {m}{at}{why}"));
+        }
+    }
+    if let Op::Variable { init, .. } = op {
+        let limits: &[(&str, f64)] = match init {
+            Init::Constant(v) => &[("initial value", *v)],
+            Init::Uniform { low, high, .. } => &[("uniform low", *low), ("uniform high", *high)],
+            Init::Normal { mean, std, .. } => &[(
+                "normal |mean| + 8.58 std",
+                mean.abs() + NORMAL_MAX_RADIUS * std.abs(),
+            )],
+            Init::Zeros | Init::GlorotUniform { .. } => &[],
+        };
+        // Random initialisers on non-float variables are reported by `check_attributes`.
+        let random = !matches!(init, Init::Constant(_));
+        if !random || dtype.is_float() {
+            for (what, v) in limits {
+                if let Some(m) = unrepresentable(*v, dtype).filter(|_| v.is_finite()) {
+                    return bad(format!("{what}: {m}{why}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Invariant 6.
 fn check_attributes(name: &str, op: &Op) -> Result<(), IrError> {
     let bad = |message: String| Err(invalid(name, op, message));
+    if let Op::Constant { dtype, .. } | Op::Variable { dtype, .. } = op {
+        check_initial_values(name, op, *dtype, "")?;
+    }
     match op {
+        Op::OneHot { depth, .. } if u32::try_from(*depth).is_err() => bad(format!(
+            "depth {depth} exceeds {} (the largest depth the compiler lowers)",
+            u32::MAX
+        )),
         Op::ScaledAdd { scale } if !scale.is_finite() => {
             bad(format!("scale must be finite, got {scale}"))
         }

@@ -32,6 +32,33 @@ pub(super) fn check_program(program: &Program) -> Result<(), IrError> {
     }
     check_infeeds(program)?;
     check_outfeeds(program)?;
+    check_policy_values(program)?;
+    Ok(())
+}
+
+/// Invariant 6 again under the precision policy: a constant or variable written `F32` takes
+/// the policy's dtype (`16.16` stores a variable and computes a constant in `f16`), so its
+/// values must fit that dtype too — what the engine would refuse when it materialises them.
+fn check_policy_values(program: &Program) -> Result<(), IrError> {
+    let Some(spec) = &program.training else {
+        return Ok(());
+    };
+    let dtypes = crate::effective::effective_dtypes(program);
+    for (id, node) in program.graph.nodes() {
+        if !matches!(node.op, Op::Constant { .. } | Op::Variable { .. }) {
+            continue;
+        }
+        match dtypes.get(&id) {
+            Some(&dtype) if dtype != node.ty.dtype => {
+                let why = format!(
+                    " (written {}, {dtype} under the precision policy {})",
+                    node.ty.dtype, spec.precision
+                );
+                super::check_initial_values(&node.name, &node.op, dtype, &why)?;
+            }
+            _ => {}
+        }
+    }
     Ok(())
 }
 

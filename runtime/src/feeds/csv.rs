@@ -2,22 +2,92 @@
 //! batch dimension, row-major), so a micro-batch of shape `[16, 64]` is 16 rows of 64
 //! selected columns.
 //!
-//! The whole file is read, checked and converted to stream bytes when the feed is opened,
-//! so every fault is found before the device runs and is reported with its file and line:
-//! a row with another number of fields than the header (or the first row), a malformed
-//! field (an unterminated quote), a value that is not a number or does not fit the stream's
-//! dtype (`300` for a `u8` stream), a column selection that does not exist or does not give
-//! exactly one sample's elements, a file with too few rows (see [`super::EndOfData`]).
+//! The file is read once, streamed through the `csv` crate, when the feed is opened: every
+//! row is checked and converted to stream bytes then (the host memory it takes is the
+//! samples' bytes, in the stream's dtype, not the file's text), so every fault is found
+//! before the device runs and is reported with its file and line: a row with another number
+//! of fields than the header (or the first row), a field that is not UTF-8, a quoted field
+//! that runs past the end of its line (an unterminated quote), a value that is not a number
+//! or does not fit the stream's dtype (`300` for a `u8` stream), a column selection that does
+//! not exist or does not give exactly one sample's elements, a file with too few rows (see
+//! [`super::EndOfData`]), a line longer than [`MAX_LINE_BYTES`] (what `/dev/zero` would be).
 //!
-//! The dialect: comma-separated fields, optional double quotes around a field (`""` is a
-//! quote inside one; fields do not span lines), `\n` or `\r\n` line ends, blank lines
-//! skipped, surrounding spaces of a field ignored.
+//! The dialect (RFC 4180 as the `csv` crate reads it): comma-separated fields, optional
+//! double quotes around a field (`""` is a quote inside one; fields do not span lines), `\n`
+//! or `\r\n` line ends, a UTF-8 byte-order mark at the start ignored, blank lines skipped,
+//! surrounding spaces of a field ignored.
 
 use super::{check_len, EndOfData, Feed, FeedError};
 use crate::codec::push_text;
 use crate::stream::StreamType;
 use ipusim_ir::Columns;
+use std::io::Read;
 use std::path::Path;
+
+/// Longest line of a CSV file read (bytes): 16 MiB, some million values.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// The reader under the CSV parser: it fails once a line grows past `max` bytes (so a file
+/// without line ends, a device, is an error instead of one unbounded record), and it notes
+/// where lines end so a record's byte offset maps to its line (the `csv` crate does not count
+/// the blank lines it skips). Only line ends not yet passed by a record are kept: one read
+/// buffer's worth.
+struct Lines<R> {
+    inner: R,
+    /// Bytes read so far.
+    offset: u64,
+    /// Bytes since the last line end.
+    line: usize,
+    max: usize,
+    /// Offsets of line ends not yet passed by a record, and how many were passed.
+    ends: std::cell::RefCell<(std::collections::VecDeque<u64>, usize)>,
+}
+
+impl<R> Lines<R> {
+    fn new(inner: R, max: usize) -> Lines<R> {
+        Lines {
+            inner,
+            offset: 0,
+            line: 0,
+            max,
+            ends: Default::default(),
+        }
+    }
+
+    /// The 1-based line of the byte at `offset` (offsets asked for never decrease).
+    fn line_of(&self, offset: u64) -> usize {
+        let mut ends = self.ends.borrow_mut();
+        let (queue, passed) = &mut *ends;
+        while queue.front().is_some_and(|&e| e < offset) {
+            queue.pop_front();
+            *passed += 1;
+        }
+        *passed + 1
+    }
+}
+
+impl<R: Read> Read for Lines<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut ends = self.ends.borrow_mut();
+        for (k, &b) in buf[..n].iter().enumerate() {
+            if b == b'\n' {
+                ends.0.push_back(self.offset + k as u64);
+                self.line = 0;
+            } else {
+                self.line += 1;
+                if self.line > self.max {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("a line is longer than {} bytes", self.max),
+                    ));
+                }
+            }
+        }
+        self.offset += n as u64;
+        Ok(n)
+    }
+}
 
 /// Rows of a CSV file converted to one stream's bytes, read in order.
 #[derive(Clone, Debug)]
@@ -47,11 +117,11 @@ impl CsvFeed {
         end: EndOfData,
     ) -> Result<CsvFeed, FeedError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| FeedError::Io {
+        let f = std::fs::File::open(path).map_err(|e| FeedError::Io {
             file: file.clone(),
             message: e.to_string(),
         })?;
-        CsvFeed::parse(&text, &file, columns, header, stream, end)
+        CsvFeed::read(f, &file, columns, header, stream, end)
     }
 
     /// The feed of the one column of `text` (a header, then a value per row), for tests.
@@ -70,24 +140,38 @@ impl CsvFeed {
         stream: &StreamType,
         end: EndOfData,
     ) -> Result<CsvFeed, FeedError> {
+        CsvFeed::read(text.as_bytes(), file, columns, header, stream, end)
+    }
+
+    /// [`CsvFeed::open`] on a reader of a file named `file`.
+    fn read(
+        reader: impl Read,
+        file: &str,
+        columns: &Columns,
+        header: bool,
+        stream: &StreamType,
+        end: EndOfData,
+    ) -> Result<CsvFeed, FeedError> {
         let at = |line: usize, message: String| FeedError::Line {
             file: file.to_string(),
             line,
             message,
         };
-        let mut records = text
-            .lines()
-            .enumerate()
-            .map(|(i, l)| (i + 1, l))
-            .filter(|(_, l)| !l.trim().is_empty());
+        let mut rows = Records {
+            reader: ::csv::ReaderBuilder::new()
+                .has_headers(false)
+                .flexible(true)
+                .from_reader(Lines::new(reader, MAX_LINE_BYTES)),
+            record: ::csv::StringRecord::new(),
+            file,
+        };
         let mut names: Option<Vec<String>> = None;
         let mut width: Option<(usize, usize)> = None; // (fields, line that set it)
         if header {
-            match records.next() {
-                Some((line, l)) => {
-                    let fields = split_fields(l).map_err(|m| at(line, m))?;
+            match rows.next_row()? {
+                Some((line, fields)) => {
                     width = Some((fields.len(), line));
-                    names = Some(fields.into_iter().map(|f| f.trim().to_string()).collect());
+                    names = Some(fields.iter().map(|f| f.trim().to_string()).collect());
                 }
                 None => {
                     return Err(FeedError::File {
@@ -102,8 +186,7 @@ impl CsvFeed {
         let mut selection: Option<Vec<usize>> = None;
         let mut samples = Vec::new();
         let mut lines = Vec::new();
-        for (line, l) in records {
-            let fields = split_fields(l).map_err(|m| at(line, m))?;
+        while let Some((line, fields)) = rows.next_row()? {
             match width {
                 Some((w, origin)) if w != fields.len() => {
                     let what = if names.is_some() {
@@ -135,7 +218,7 @@ impl CsvFeed {
                 )?),
             };
             for &c in sel.iter() {
-                push_text(stream.dtype, &fields[c], &mut samples).map_err(|e| {
+                push_text(stream.dtype, fields[c], &mut samples).map_err(|e| {
                     let column = match &names {
                         Some(n) => format!("column {} '{}'", c + 1, n[c]),
                         None => format!("column {}", c + 1),
@@ -352,61 +435,64 @@ fn summarize_names(names: &[String]) -> String {
     }
 }
 
-/// The fields of one CSV line.
-fn split_fields(line: &str) -> Result<Vec<String>, String> {
-    let mut fields = Vec::new();
-    let mut chars = line.trim_end_matches('\r').chars().peekable();
-    loop {
-        let mut field = String::new();
-        while chars.peek() == Some(&' ') {
-            chars.next();
-        }
-        if chars.peek() == Some(&'"') {
-            chars.next();
-            loop {
-                match chars.next() {
-                    Some('"') if chars.peek() == Some(&'"') => {
-                        chars.next();
-                        field.push('"');
-                    }
-                    Some('"') => break,
-                    Some(c) => field.push(c),
-                    None => {
-                        return Err(format!(
-                            "field {} has an unterminated quote",
-                            fields.len() + 1
-                        ))
-                    }
+/// The records of a CSV file: blank lines skipped, faults named by file and line.
+struct Records<'f, R> {
+    reader: ::csv::Reader<Lines<R>>,
+    record: ::csv::StringRecord,
+    file: &'f str,
+}
+
+impl<R: Read> Records<'_, R> {
+    /// The line of the record just read: the line its end is on (a record's start, as the
+    /// `csv` crate reports it, is that of the blank lines skipped before it; records do not
+    /// span lines).
+    fn line(&self) -> usize {
+        let end = self.reader.position().byte();
+        self.reader.get_ref().line_of(end.saturating_sub(1))
+    }
+
+    /// The next non-blank record and the line it starts on.
+    fn next_row(&mut self) -> Result<Option<(usize, Vec<&str>)>, FeedError> {
+        loop {
+            let more = self.reader.read_record(&mut self.record).map_err(|e| {
+                let line = self.line();
+                match e.kind() {
+                    ::csv::ErrorKind::Io(io) => FeedError::Io {
+                        file: self.file.to_string(),
+                        message: io.to_string(),
+                    },
+                    ::csv::ErrorKind::Utf8 { err, .. } => FeedError::Line {
+                        file: self.file.to_string(),
+                        line,
+                        message: format!("field {} is not UTF-8 text", err.field() + 1),
+                    },
+                    _ => FeedError::Line {
+                        file: self.file.to_string(),
+                        line,
+                        message: e.to_string(),
+                    },
                 }
+            })?;
+            if !more {
+                return Ok(None);
             }
-            while chars.peek() == Some(&' ') {
-                chars.next();
+            let line = self.line();
+            if self.record.len() == 1 && self.record[0].trim().is_empty() {
+                continue;
             }
-            match chars.peek() {
-                None | Some(',') => {}
-                Some(c) => {
-                    return Err(format!(
-                        "field {}: unexpected '{c}' after a quoted value",
-                        fields.len() + 1
-                    ))
-                }
+            if let Some(i) = self.record.iter().position(|f| f.contains(['\n', '\r'])) {
+                return Err(FeedError::Line {
+                    file: self.file.to_string(),
+                    line,
+                    message: format!(
+                        "field {} has an unterminated quote (it runs past the end of its line)",
+                        i + 1
+                    ),
+                });
             }
-        } else {
-            while let Some(&c) = chars.peek() {
-                if c == ',' {
-                    break;
-                }
-                field.push(c);
-                chars.next();
-            }
-        }
-        fields.push(field);
-        match chars.next() {
-            Some(',') => continue,
-            _ => break,
+            return Ok(Some((line, self.record.iter().collect())));
         }
     }
-    Ok(fields)
 }
 
 #[cfg(test)]
@@ -423,14 +509,64 @@ mod tests {
     }
 
     #[test]
-    fn fields_and_quotes() {
-        assert_eq!(split_fields("1, 2 ,3").unwrap(), vec!["1", "2 ", "3"]);
+    fn quotes_byte_order_marks_and_line_ends() {
+        let s = stream(DType::F32, &[1, 3]);
+        let text = "\u{feff}a,b,c\r\n\"1\", 2 ,\"3\"\r\n\r\n4,5,6";
+        let mut f = parse(
+            text,
+            Columns::Names(vec!["a".into(), "b".into(), "c".into()]),
+            &s,
+        )
+        .unwrap();
+        assert_eq!(f.rows(), 2);
         assert_eq!(
-            split_fields("\"a,b\",\"say \"\"hi\"\"\",").unwrap(),
-            vec!["a,b", "say \"hi\"", ""]
+            f.line_of(1),
+            Some(4),
+            "CRLF lines counted, the blank one skipped"
         );
-        assert!(split_fields("\"open").is_err());
-        assert!(split_fields("\"a\"b").is_err());
+        let mut buf = vec![0u8; 12];
+        f.fill(&s, &mut buf).unwrap();
+        assert_eq!(buf[..4], 1f32.to_le_bytes());
+        assert_eq!(buf[8..], 3f32.to_le_bytes());
+        let e = parse(
+            "a\n\"say \"\"hi\"\"\"\n",
+            Columns::Range(0, 1),
+            &stream(DType::F32, &[1, 1]),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("d.csv:2: error: column 1 'a': value 'say \"hi\"' is not a number"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn lines_without_an_end_are_refused() {
+        let s = stream(DType::U8, &[1, 1]);
+        let e = CsvFeed::read(
+            std::io::repeat(b'1'),
+            "zero.csv",
+            &Columns::Range(0, 1),
+            false,
+            &s,
+            EndOfData::Wrap,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "zero.csv: error: cannot read the data file: a line is longer than 16777216 bytes"
+        );
+        let e = CsvFeed::read(
+            &b"a\n1\n\xff\n"[..],
+            "u.csv",
+            &Columns::Range(0, 1),
+            true,
+            &s,
+            EndOfData::Wrap,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "u.csv:3: error: field 1 is not UTF-8 text");
     }
 
     #[test]
@@ -490,7 +626,7 @@ mod tests {
         let e = parse("a,b\n1,\"2\n", Columns::Range(0, 2), &s).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "d.csv:2: error: field 2 has an unterminated quote"
+            "d.csv:2: error: field 2 has an unterminated quote (it runs past the end of its line)"
         );
         let e = parse("a,b\n1,2\n", Columns::Range(0, 3), &s).unwrap_err();
         assert!(

@@ -9,6 +9,7 @@
 //! changes of cycles, then every other field that differs.
 
 use ipusim_compiler::report::group;
+use ipusim_ir::text::input::read_text;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -88,12 +89,20 @@ pub struct ReportDiff {
     pub identity: Vec<FieldDiff>,
 }
 
+/// Largest report file read (bytes): 256 MiB (a report of a run with its outfeeds).
+pub const MAX_REPORT_BYTES: u64 = 256 << 20;
+
 /// Reads a report file: JSON with a `total_cycles` field.
 pub fn load(path: &Path) -> Result<Value, String> {
     let file = path.display();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{file}: error: cannot read the report: {e}"))?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| {
+    let text =
+        read_text(path, MAX_REPORT_BYTES, "report").map_err(|m| format!("{file}: error: {m}"))?;
+    parse(&text, &file.to_string())
+}
+
+/// [`load`] on the text of a report file named `file`.
+pub fn parse(text: &str, file: &str) -> Result<Value, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| {
         format!(
             "{file}:{}:{}: error: not valid JSON: {e}",
             e.line(),

@@ -208,10 +208,20 @@ impl<H: HostIo> Session<H> {
                     .collect::<Vec<_>>()
                     .join("\n"));
             }
-            ["tile", n] => Breakpoint::Tile(
-                n.parse()
-                    .map_err(|_| format!("'{n}' is not a tile number"))?,
-            ),
+            ["tile", n] => {
+                let tile: u32 = n
+                    .parse()
+                    .map_err(|_| format!("'{n}' is not a tile number"))?;
+                // A breakpoint that can never stop is a mistake worth saying at once.
+                let tiles = self.debugger.engine().executable().target.tiles;
+                if tile >= tiles {
+                    return Err(format!(
+                        "tile {tile} does not exist (the target has {tiles} tiles: 0 to {})",
+                        tiles - 1
+                    ));
+                }
+                Breakpoint::Tile(tile)
+            }
             ["cycle", n] => {
                 Breakpoint::Cycle(n.parse().map_err(|_| format!("'{n}' is not a cycle"))?)
             }
