@@ -389,11 +389,11 @@ impl Parser {
 /// Splits the source into tokens, skipping whitespace and comments.
 fn lex(src: &str) -> Vec<Token> {
     let mut lx = Lexer {
-        chars: src.char_indices().collect(),
+        src,
         i: 0,
+        prev: None,
         line: 1,
         col: 1,
-        len: src.len(),
     };
     let mut out = Vec::new();
     while let Some(c) = lx.peek(0) {
@@ -485,30 +485,34 @@ fn lex(src: &str) -> Vec<Token> {
     out
 }
 
-struct Lexer {
-    chars: Vec<(usize, char)>,
+/// A cursor over the source (no copy of it: a large document is not held again as chars).
+struct Lexer<'a> {
+    src: &'a str,
+    /// Byte offset of the next char.
     i: usize,
+    /// The char before it.
+    prev: Option<char>,
     line: usize,
     col: usize,
-    len: usize,
 }
 
-impl Lexer {
+impl Lexer<'_> {
     fn peek(&self, ahead: usize) -> Option<char> {
-        self.chars.get(self.i + ahead).map(|&(_, c)| c)
+        self.src.get(self.i..)?.chars().nth(ahead)
     }
 
     fn pos(&self) -> Pos {
         Pos {
             line: self.line,
             col: self.col,
-            offset: self.chars.get(self.i).map_or(self.len, |&(o, _)| o),
+            offset: self.i,
         }
     }
 
     fn bump(&mut self) {
         if let Some(c) = self.peek(0) {
-            self.i += 1;
+            self.i += c.len_utf8();
+            self.prev = Some(c);
             if c == '\n' {
                 self.line += 1;
                 self.col = 1;
@@ -519,7 +523,7 @@ impl Lexer {
     }
 
     fn prev_is_exponent(&self) -> bool {
-        self.i > 0 && matches!(self.chars.get(self.i - 1), Some((_, 'e' | 'E')))
+        matches!(self.prev, Some('e' | 'E'))
     }
 
     fn block_comment(&mut self) {
