@@ -88,6 +88,18 @@ pub fn small_target() -> Target {
     }
 }
 
+/// Session options on [`small_target`] with `threads` host threads.
+fn small_session(threads: Option<usize>) -> SessionOptions {
+    SessionOptions {
+        build: crate::compiler::BuildOptions {
+            target: small_target(),
+            ..crate::compiler::BuildOptions::default()
+        },
+        threads,
+        ..SessionOptions::default()
+    }
+}
+
 /// Program text: parse and validate; a valid program is summarised, linted and written back,
 /// and what is written must parse again.
 pub fn program(data: &[u8]) -> Depth {
@@ -148,14 +160,7 @@ pub fn compile(data: &[u8]) -> Depth {
     if exe.memory.oom || total > RUN_MAX_ELEMENTS || micro_batches > RUN_MAX_MICRO_BATCHES {
         return Depth::Through;
     }
-    let options = SessionOptions {
-        build: crate::compiler::BuildOptions {
-            target: small_target(),
-            ..crate::compiler::BuildOptions::default()
-        },
-        threads: Some(1),
-        ..SessionOptions::default()
-    };
+    let options = small_session(Some(1));
     // CSV sources resolve against a directory that has no files: they are errors.
     if let Ok(mut session) = Session::new(&p, Path::new("/nonexistent-fuzz-dir"), options) {
         let _ = session.run();
@@ -286,14 +291,7 @@ pub fn debugger(data: &[u8]) -> Depth {
     let Ok(p) = parse_program(DEBUGGER_PROGRAM, "fuzz_step.ron") else {
         panic!("the debugger harness's program is invalid");
     };
-    let options = SessionOptions {
-        build: crate::compiler::BuildOptions {
-            target: small_target(),
-            ..crate::compiler::BuildOptions::default()
-        },
-        threads: Some(1),
-        ..SessionOptions::default()
-    };
+    let options = small_session(Some(1));
     let Ok(session) = Session::new(&p, Path::new(""), options) else {
         panic!("the debugger harness's program does not build");
     };
@@ -425,13 +423,7 @@ fn report_of(path: &Path) -> Option<String> {
 /// A checkpoint (JSON) of the variables of `programs/feeds_repeat.ron` before any run.
 fn checkpoint_of(repo: &Path) -> Option<String> {
     let p = crate::ir::text::load_program(&repo.join("programs/feeds_repeat.ron")).ok()?;
-    let options = SessionOptions {
-        build: crate::compiler::BuildOptions {
-            target: small_target(),
-            ..crate::compiler::BuildOptions::default()
-        },
-        ..SessionOptions::default()
-    };
+    let options = small_session(None);
     let session = Session::new(&p, repo, options).ok()?;
     Some(session.checkpoint().to_json().to_string())
 }
