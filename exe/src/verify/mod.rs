@@ -43,6 +43,18 @@ pub fn executable(exe: &Executable) -> Vec<VerifierError> {
     v.errors
 }
 
+/// The mapping violations (invariant 2) of every tensor of `exe`.
+pub(crate) fn mapping_errors(exe: &Executable) -> Vec<VerifierError> {
+    let mut v = Verifier {
+        exe,
+        errors: Vec::new(),
+    };
+    for t in &exe.tensors {
+        v.mapping(t);
+    }
+    v.errors
+}
+
 struct Verifier<'a> {
     exe: &'a Executable,
     errors: Vec<VerifierError>,

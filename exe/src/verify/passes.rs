@@ -17,10 +17,9 @@
 //! 5. per tile, the categories add up to the total, and the data region is within the total.
 
 use crate::error::CompileError;
-use crate::executable::{Executable, Program, StepKind, Tensor, TensorId, TensorKind};
+use crate::executable::{Executable, Program, StepKind, TensorId, TensorKind};
 use crate::memory::Usage;
-use crate::system::{System, TileId};
-use crate::target::Target;
+use crate::system::TileId;
 
 fn fail(pass: &'static str, message: String) -> CompileError {
     CompileError::Verify { pass, message }
@@ -30,8 +29,9 @@ fn fail(pass: &'static str, message: String) -> CompileError {
 pub fn lowered(low: &Executable) -> Result<(), CompileError> {
     let target = &low.target;
     const PASS: &str = "lowering";
-    for t in &low.tensors {
-        check_mapping(target, &low.system, t).map_err(|m| fail(PASS, m))?;
+    // Check 1 is the verifier's invariant 2, written once in `super`.
+    if let Some(e) = super::mapping_errors(low).into_iter().next() {
+        return Err(fail(PASS, e.to_string()));
     }
     // Tiles and bytes of every slice, in slice order (dense, for the searches below).
     let tiles: Vec<Vec<TileId>> = low
@@ -115,57 +115,6 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
         }
     }
     written_before_read(low)
-}
-
-/// Check 1 for one tensor.
-fn check_mapping(target: &Target, system: &System, t: &Tensor) -> Result<(), String> {
-    let n = t.num_elements();
-    let mut all: Vec<(u64, u64)> = Vec::new();
-    let mut prev_tile = None;
-    for s in &t.slices {
-        if s.tile.tile() >= target.tiles || s.tile.ipu() >= system.ipus {
-            return Err(format!(
-                "tensor '{}' is mapped to tile {} of {}",
-                t.name, s.tile, target.tiles
-            ));
-        }
-        if prev_tile.is_some_and(|p| p >= s.tile) {
-            return Err(format!(
-                "tensor '{}': slices not sorted by tile at tile {}",
-                t.name, s.tile
-            ));
-        }
-        prev_tile = Some(s.tile);
-        for iv in &s.intervals {
-            if iv.end <= iv.begin {
-                return Err(format!(
-                    "tensor '{}': empty interval on tile {}",
-                    t.name, s.tile
-                ));
-            }
-            all.push((iv.begin, iv.end));
-        }
-    }
-    all.sort_unstable();
-    let mut at = 0;
-    for (b, e) in all {
-        if b != at {
-            return Err(format!(
-                "tensor '{}': element {} is {} (intervals must cover [0, {n}) once)",
-                t.name,
-                at.min(b),
-                if b > at { "not mapped" } else { "mapped twice" }
-            ));
-        }
-        at = e;
-    }
-    if at != n {
-        return Err(format!(
-            "tensor '{}': elements [{at}, {n}) are not mapped",
-            t.name
-        ));
-    }
-    Ok(())
 }
 
 /// Check 3: walk the program steps in order.
