@@ -8,9 +8,21 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// A file that could not be written (the temporary file is removed; the destination is as it
+/// was).
+#[derive(Debug, Error)]
+#[error("{}: error: cannot write the file: {source}", path.display())]
+pub struct WriteError {
+    /// The destination.
+    pub path: PathBuf,
+    /// The system's error.
+    pub source: std::io::Error,
+}
 
 /// Writes `bytes` to `path` atomically; the error names the file.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     let tmp = temp_path(path);
     let result = (|| -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
@@ -19,9 +31,12 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
         drop(f);
         std::fs::rename(&tmp, path)
     })();
-    result.map_err(|e| {
+    result.map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
-        format!("{}: error: cannot write the file: {e}", path.display())
+        WriteError {
+            path: path.to_path_buf(),
+            source,
+        }
     })
 }
 
@@ -47,7 +62,7 @@ mod tests {
         write_atomically(&p, b"{\"a\": 1}").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\": 1}");
         let bad = dir.join("no/such/dir/out.json");
-        let e = write_atomically(&bad, b"x").unwrap_err();
+        let e = write_atomically(&bad, b"x").unwrap_err().to_string();
         assert!(
             e.contains("no/such/dir/out.json: error: cannot write"),
             "{e}"

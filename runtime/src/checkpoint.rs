@@ -117,19 +117,19 @@ impl Checkpoint {
             file: path.display().to_string(),
             message: e.to_string(),
         })?;
-        write_atomically(path, (text + "\n").as_bytes()).map_err(|message| CheckpointError::File {
+        write_atomically(path, (text + "\n").as_bytes()).map_err(|e| CheckpointError::File {
             file: path.display().to_string(),
-            message,
+            message: format!("cannot write the file: {}", e.source),
         })
     }
 
     /// Reads and checks a checkpoint file.
     pub fn load(path: &Path) -> Result<Checkpoint, CheckpointError> {
         let file = path.display().to_string();
-        let text = read_text(path, MAX_CHECKPOINT_BYTES, "checkpoint").map_err(|message| {
+        let text = read_text(path, MAX_CHECKPOINT_BYTES, "checkpoint").map_err(|e| {
             CheckpointError::File {
                 file: file.clone(),
-                message,
+                message: e.to_string(),
             }
         })?;
         Checkpoint::parse(&text, &file)

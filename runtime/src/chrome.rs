@@ -13,7 +13,7 @@
 //! target's tile clock (mk2: 1.325 GHz, so 1,325 cycles = 1 µs). Fractional microseconds are
 //! kept, so slices of a few cycles keep their order and length.
 
-use crate::atomic::write_atomically;
+use crate::atomic::{write_atomically, WriteError};
 use ipusim_compiler::executable::StreamDirection;
 use ipusim_sim::trace::{Control, Event, Trace};
 use serde_json::{json, Value};
@@ -184,7 +184,7 @@ pub fn write_chrome_trace(
     program: &str,
     target_name: &str,
     clock_hz: u64,
-) -> Result<(), String> {
+) -> Result<(), WriteError> {
     let text = to_chrome_json(trace, program, target_name, clock_hz);
     write_atomically(path, text.as_bytes())
 }

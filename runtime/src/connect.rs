@@ -8,7 +8,7 @@
 //! line and all of its columns. Options naming a stream the program does not have are
 //! errors that list the streams it has.
 
-use crate::error::RuntimeError;
+use crate::error::{OptionsError, RuntimeError, StreamError};
 use crate::feeds::{open_source, EndOfData, Feed};
 use crate::host::SessionHost;
 use crate::outfeed::OutfeedCollector;
@@ -66,19 +66,24 @@ pub fn connect(
 ) -> Result<SessionHost, RuntimeError> {
     for name in options.infeed_files.keys() {
         if !infeeds.iter().any(|s| &s.name == name) {
-            return Err(RuntimeError::Options(format!(
-                "--infeed {name}=...: the program has no infeed stream '{name}' (its infeeds: {})",
-                names(infeeds)
-            )));
+            return Err(OptionsError::UnknownStream {
+                flag: "--infeed",
+                kind: "infeed",
+                name: name.clone(),
+                available: names(infeeds),
+            }
+            .into());
         }
     }
     for name in options.outfeed_modes.keys() {
         if !outfeeds.iter().any(|s| &s.name == name) {
-            return Err(RuntimeError::Options(format!(
-                "--outfeed-mode {name}=...: the program has no outfeed stream '{name}' (its \
-                 outfeeds: {})",
-                names(outfeeds)
-            )));
+            return Err(OptionsError::UnknownStream {
+                flag: "--outfeed-mode",
+                kind: "outfeed",
+                name: name.clone(),
+                available: names(outfeeds),
+            }
+            .into());
         }
     }
     let mut host = SessionHost::new(options.prefetch_depth);
@@ -125,11 +130,11 @@ pub fn connect(
 /// Checks that every infeed has a source before a run.
 pub fn check_connected(host: &SessionHost, infeeds: &[StreamType]) -> Result<(), RuntimeError> {
     match infeeds.iter().find(|s| !host.has_infeed(&s.name)) {
-        Some(s) => Err(RuntimeError::Stream(format!(
-            "infeed {s} has no data source: add an `infeeds` entry to the program, pass \
-             --infeed {}=FILE, or connect a feed to the session",
-            s.name
-        ))),
+        Some(s) => Err(StreamError::Unconnected {
+            stream: s.to_string(),
+            name: s.name.clone(),
+        }
+        .into()),
         None => Ok(()),
     }
 }

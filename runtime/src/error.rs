@@ -20,10 +20,10 @@ impl RuntimeError {
 /// A fault of a session.
 #[derive(Debug, Error)]
 pub enum RuntimeError {
-    /// The program cannot be loaded, turned into a step graph or compiled (the message
-    /// names the file and line, or the program).
-    #[error("{0}")]
-    Program(String),
+    /// The program file cannot be read, parsed or validated (the error names the file and
+    /// line).
+    #[error(transparent)]
+    Program(#[from] ipusim_ir::text::ProgramError),
     /// The program's step graph could not be built or compiled.
     #[error("{program}: error: {source}")]
     Build {
@@ -45,9 +45,9 @@ pub enum RuntimeError {
     /// The engine stopped: a trapped floating-point exception (the state dump), or a fault.
     #[error("{0}")]
     Engine(#[from] ipusim_sim::engine::EngineError),
-    /// A stream is not connected, or an option names a stream that does not exist.
+    /// A stream is not connected, does not exist, or carries data of the wrong shape.
     #[error("error: {0}")]
-    Stream(String),
+    Stream(#[from] StreamError),
     /// An infeed source fault.
     #[error(transparent)]
     Feed(#[from] FeedError),
@@ -57,10 +57,69 @@ pub enum RuntimeError {
     /// A checkpoint fault.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
-    /// Options that do not fit the program (`--steps` not a multiple of the run length, ...).
+    /// Options that do not fit the program (a stream option naming no stream, ...).
     #[error("error: {0}")]
-    Options(String),
+    Options(#[from] OptionsError),
     /// The reference interpreter stopped.
     #[error("error: {0}")]
     Reference(#[from] ipusim_sim::interp::InterpError),
+}
+
+/// A fault of a stream of a session.
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum StreamError {
+    /// A run needs an infeed that has no data source.
+    #[error(
+        "infeed {stream} has no data source: add an `infeeds` entry to the program, pass \
+         --infeed {name}=FILE, or connect a feed to the session"
+    )]
+    Unconnected {
+        /// The stream as printed (name, dtype and shape).
+        stream: String,
+        /// Its name.
+        name: String,
+    },
+    /// A library call names a stream the program does not have.
+    #[error("the program has no {kind} stream '{name}' (its {kind}s: {available})")]
+    Unknown {
+        /// "infeed" or "outfeed".
+        kind: &'static str,
+        /// The name asked for.
+        name: String,
+        /// The program's streams of that kind, comma-separated.
+        available: String,
+    },
+    /// A micro-batch of an infeed that does not make a tensor of the stream's type.
+    #[error("infeed {stream}: malformed micro-batch")]
+    Malformed {
+        /// The stream as printed (name, dtype and shape).
+        stream: String,
+    },
+    /// A value of an outfeed that does not convert to the stream's dtype.
+    #[error("outfeed '{name}': {source}")]
+    Value {
+        /// The stream.
+        name: String,
+        /// Why.
+        source: crate::codec::ValueError,
+    },
+}
+
+/// Options of a session that do not fit its program.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum OptionsError {
+    /// A per-stream option names a stream the program does not have.
+    #[error(
+        "{flag} {name}=...: the program has no {kind} stream '{name}' (its {kind}s: {available})"
+    )]
+    UnknownStream {
+        /// The option, as the CLI spells it (`--infeed`, `--outfeed-mode`).
+        flag: &'static str,
+        /// "infeed" or "outfeed".
+        kind: &'static str,
+        /// The name given.
+        name: String,
+        /// The program's streams of that kind, comma-separated.
+        available: String,
+    },
 }

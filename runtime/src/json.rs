@@ -7,6 +7,7 @@
 //! written as the strings `"NaN"`, `"inf"` and `"-inf"` (and read back from them).
 
 use serde_json::{Number, Value};
+use thiserror::Error;
 
 /// One element as JSON: a number, or `"NaN"`, `"inf"`, `"-inf"`.
 pub fn number(v: f64) -> Value {
@@ -48,13 +49,54 @@ pub fn element_text(v: &Value) -> Option<String> {
     }
 }
 
+/// Where nested arrays differ from a shape: the index path to the first difference
+/// (outermost first) and what was found there.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("{}{found}", index.iter().map(|i| format!("[{i}]: ")).collect::<String>())]
+pub struct NestingError {
+    /// The indices leading to the fault, outermost first.
+    pub index: Vec<usize>,
+    /// What is there instead.
+    pub found: Nesting,
+}
+
+/// What [`flatten`] found where the shape says otherwise.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum Nesting {
+    /// An array where the shape has a scalar.
+    #[error("an array where the shape has a scalar")]
+    ArrayForScalar,
+    /// An array of the wrong length.
+    #[error("{found} elements where the shape has {expected}")]
+    Length {
+        /// The array's length.
+        found: usize,
+        /// The dimension.
+        expected: usize,
+    },
+    /// A scalar where the shape has a dimension.
+    #[error("a scalar where the shape has {expected} elements")]
+    ScalarForArray {
+        /// The dimension.
+        expected: usize,
+    },
+}
+
 /// The elements of nested arrays in row-major order, checking the nesting against `shape`;
 /// the error says where the nesting differs.
-pub fn flatten<'a>(v: &'a Value, shape: &[usize], out: &mut Vec<&'a Value>) -> Result<(), String> {
+pub fn flatten<'a>(
+    v: &'a Value,
+    shape: &[usize],
+    out: &mut Vec<&'a Value>,
+) -> Result<(), NestingError> {
+    let fault = |found| NestingError {
+        index: Vec::new(),
+        found,
+    };
     match shape.split_first() {
         None => {
             if v.is_array() {
-                return Err("an array where the shape has a scalar".into());
+                return Err(fault(Nesting::ArrayForScalar));
             }
             out.push(v);
             Ok(())
@@ -62,12 +104,18 @@ pub fn flatten<'a>(v: &'a Value, shape: &[usize], out: &mut Vec<&'a Value>) -> R
         Some((&n, rest)) => match v.as_array() {
             Some(items) if items.len() == n => {
                 for (i, item) in items.iter().enumerate() {
-                    flatten(item, rest, out).map_err(|e| format!("[{i}]: {e}"))?;
+                    flatten(item, rest, out).map_err(|mut e| {
+                        e.index.insert(0, i);
+                        e
+                    })?;
                 }
                 Ok(())
             }
-            Some(items) => Err(format!("{} elements where the shape has {n}", items.len())),
-            None => Err(format!("a scalar where the shape has {n} elements")),
+            Some(items) => Err(fault(Nesting::Length {
+                found: items.len(),
+                expected: n,
+            })),
+            None => Err(fault(Nesting::ScalarForArray { expected: n })),
         },
     }
 }
@@ -99,7 +147,7 @@ mod tests {
         assert_eq!(texts, ["1", "2", "3", "inf"]);
         let mut out = Vec::new();
         assert_eq!(
-            flatten(&v, &[2, 3], &mut out).unwrap_err(),
+            flatten(&v, &[2, 3], &mut out).unwrap_err().to_string(),
             "[0]: 2 elements where the shape has 3"
         );
     }

@@ -37,7 +37,7 @@ pub mod stream;
 
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use connect::StreamOptions;
-pub use error::RuntimeError;
+pub use error::{OptionsError, RuntimeError, StreamError};
 pub use feeds::{EndOfData, Feed, FeedError};
 pub use host::SessionHost;
 pub use io_model::HostIoModel;

@@ -5,7 +5,7 @@
 //! be checked before it is compiled.
 
 use crate::connect::{check_connected, connect};
-use crate::error::RuntimeError;
+use crate::error::{RuntimeError, StreamError};
 use crate::host::SessionHost;
 use crate::options::SessionOptions;
 use crate::outfeed::OutfeedData;
@@ -89,7 +89,9 @@ impl ReferenceSession {
                     let mut buf = vec![0u8; s.bytes()];
                     self.host.next_infeed(&s.name, &mut buf)?;
                     let t = Tensor::from_bytes(s.dtype, s.shape.clone(), &buf).map_err(|_| {
-                        RuntimeError::Stream(format!("infeed {s}: malformed micro-batch"))
+                        StreamError::Malformed {
+                            stream: s.to_string(),
+                        }
                     })?;
                     feeds.insert(s.name.clone(), t);
                 }
@@ -104,8 +106,10 @@ impl ReferenceSession {
 
     fn send(&mut self, out: Streams) -> Result<(), RuntimeError> {
         for (name, t) in out {
-            let bytes = crate::codec::tensor_to_bytes(&t)
-                .map_err(|e| RuntimeError::Stream(format!("outfeed '{name}': {e}")))?;
+            let bytes = crate::codec::tensor_to_bytes(&t).map_err(|source| StreamError::Value {
+                name: name.clone(),
+                source,
+            })?;
             self.host.receive_outfeed(&name, &bytes)?;
         }
         Ok(())

@@ -23,7 +23,7 @@
 
 use crate::checkpoint::Checkpoint;
 use crate::connect::{check_connected, connect};
-use crate::error::RuntimeError;
+use crate::error::{RuntimeError, StreamError};
 use crate::feeds::Feed;
 use crate::host::SessionHost;
 use crate::io_model::{stream_types, HostIoModel};
@@ -187,7 +187,7 @@ impl Session {
     /// Loads the program file `path` (CSV paths relative to its directory) and builds a
     /// session.
     pub fn open(path: &Path, options: SessionOptions) -> Result<Session, RuntimeError> {
-        let program = load_program(path).map_err(|e| RuntimeError::Program(e.to_string()))?;
+        let program = load_program(path)?;
         let base = path.parent().unwrap_or(Path::new(""));
         Session::new(&program, base, options)
     }
@@ -336,19 +336,22 @@ impl Session {
         &self,
         name: &str,
         list: &[StreamType],
-        what: &str,
+        what: &'static str,
     ) -> Result<StreamType, RuntimeError> {
         list.iter()
             .find(|s| s.name == name)
             .cloned()
             .ok_or_else(|| {
-                RuntimeError::Stream(format!(
-                    "the program has no {what} stream '{name}' (its {what}s: {})",
-                    list.iter()
+                StreamError::Unknown {
+                    kind: what,
+                    name: name.to_string(),
+                    available: list
+                        .iter()
                         .map(|s| s.name.as_str())
                         .collect::<Vec<_>>()
-                        .join(", ")
-                ))
+                        .join(", "),
+                }
+                .into()
             })
     }
 

@@ -77,3 +77,37 @@ fn engine_and_reference_agree_on_every_outfeed_entry() {
         }
     }
 }
+
+/// A library user matches on the error's type, not its text.
+#[test]
+fn errors_are_typed() {
+    use ipusim_runtime::feeds::IteratorFeed;
+    use ipusim_runtime::{OptionsError, RuntimeError, StreamError};
+    let mut s = ga_sgd();
+    let items = std::iter::empty::<Tensor>();
+    match s.set_infeed("nope", Box::new(IteratorFeed::new(items))) {
+        Err(RuntimeError::Stream(StreamError::Unknown { kind, name, .. })) => {
+            assert_eq!((kind, name.as_str()), ("infeed", "nope"));
+        }
+        other => panic!("expected an unknown-stream error, got {other:?}"),
+    }
+    match Session::open(
+        &dir().join("no-such-program.ron"),
+        SessionOptions::default(),
+    ) {
+        Err(RuntimeError::Program(e)) => assert!(e.to_string().contains("no-such-program.ron")),
+        other => panic!("expected a program error, got {:?}", other.err()),
+    }
+    let program = load_program(&dir().join("ga_sgd.ron")).unwrap();
+    let mut options = SessionOptions::default();
+    options
+        .streams
+        .outfeed_modes
+        .insert("missing".into(), OutfeedMode::All);
+    match Session::new(&program, &dir(), options) {
+        Err(RuntimeError::Options(OptionsError::UnknownStream { flag, name, .. })) => {
+            assert_eq!((flag, name.as_str()), ("--outfeed-mode", "missing"));
+        }
+        other => panic!("expected an options error, got {:?}", other.err()),
+    }
+}

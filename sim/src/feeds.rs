@@ -32,6 +32,7 @@ use crate::tensor::Tensor;
 use ipusim_exe::executable::HostStream;
 use ipusim_ir::{DType, DataSource, Program, TensorType};
 use std::collections::BTreeMap;
+use thiserror::Error;
 
 /// The worker index of the generators' random streams on the initialisers' tile.
 pub const FEED_WORKER: u32 = 1;
@@ -66,6 +67,19 @@ pub enum Generator {
     },
 }
 
+/// Parameters of a generator that cannot give values.
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum GeneratorError {
+    /// A uniform source whose range is empty or not finite.
+    #[error("a uniform source needs finite low < high, got [{low}, {high})")]
+    UniformRange {
+        /// The lower bound.
+        low: f64,
+        /// The upper bound.
+        high: f64,
+    },
+}
+
 impl Generator {
     /// The generator of a data source; `None` for a CSV file.
     pub fn of(source: &DataSource) -> Option<Generator> {
@@ -87,14 +101,12 @@ impl Generator {
     }
 
     /// Checks the parameters: a uniform source needs finite `low < high`.
-    pub fn check(&self) -> Result<(), String> {
-        match self {
+    pub fn check(&self) -> Result<(), GeneratorError> {
+        match *self {
             Generator::Uniform { low, high, .. }
                 if !(low.is_finite() && high.is_finite() && low < high) =>
             {
-                Err(format!(
-                    "a uniform source needs finite low < high, got [{low}, {high})"
-                ))
+                Err(GeneratorError::UniformRange { low, high })
             }
             _ => Ok(()),
         }
@@ -210,7 +222,7 @@ impl ProgramHost {
         let mut values = Vec::with_capacity(n);
         match source {
             Source::Generated(g) => {
-                g.check().map_err(error)?;
+                g.check().map_err(|e| error(e.to_string()))?;
                 g.next_values(stream.dtype, n, &mut values);
             }
             Source::Synthetic { rng, .. } => {

@@ -88,7 +88,7 @@ pub fn target_from_arg(spec: &str) -> Result<Target, String> {
         ));
     }
     let text = read_text(path, MAX_TARGET_BYTES, "target file")
-        .map_err(|m| format!("{spec}: error: {m}"))?;
+        .map_err(|e| format!("{spec}: error: {e}"))?;
     Target::parse(&text, spec).map_err(|e| match e {
         CompileError::TargetFile {
             path,

@@ -54,8 +54,8 @@ pub fn run(args: &ReportArgs) -> i32 {
 }
 
 fn run_diff(args: &DiffArgs) -> Result<(), String> {
-    let a = diff::load(&args.a)?;
-    let b = diff::load(&args.b)?;
+    let a = diff::load(&args.a).map_err(|e| e.to_string())?;
+    let b = diff::load(&args.b).map_err(|e| e.to_string())?;
     let (an, bn) = (args.a.display().to_string(), args.b.display().to_string());
     let d = diff::diff(&an, &a, &bn, &b);
     let text = if args.json {

@@ -128,6 +128,9 @@ enum RunFailure {
     /// An output cannot be written (the message names the file and the flag).
     #[error("{0}")]
     Output(String),
+    /// The command line asks for something that does not fit (the message names the flag).
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// Runs `ipusim run`; returns the exit code.
@@ -158,37 +161,44 @@ pub fn run(args: &RunArgs) -> i32 {
     }
 }
 
-fn options(args: &RunArgs) -> Result<SessionOptions, RuntimeError> {
+fn options(args: &RunArgs) -> Result<SessionOptions, RunFailure> {
     if args.steps == Some(0) {
-        return Err(RuntimeError::Options("--steps must be at least 1".into()));
+        return Err(usage("--steps must be at least 1".into()));
     }
-    let mut options = args.sim.session_options(&args.build, &args.feeds)?;
+    let mut options = args
+        .sim
+        .session_options(&args.build, &args.feeds)
+        .map_err(RunFailure::Usage)?;
     options.streams.prefetch_depth = args.prefetch_depth;
     for (name, mode) in &args.outfeed_modes {
         let modes = &mut options.streams.outfeed_modes;
         if modes.insert(name.clone(), *mode).is_some() {
-            return Err(RuntimeError::Options(format!(
-                "--outfeed-mode {name}=... is given twice"
-            )));
+            return Err(usage(format!("--outfeed-mode {name}=... is given twice")));
         }
     }
     if args.inference {
         options = options.inference();
         if let Some(n) = args.steps {
-            options.build.device_iterations = Some(u32::try_from(n).map_err(|_| {
-                RuntimeError::Options(format!("--steps {n} is too large for one run"))
-            })?);
+            options.build.device_iterations = Some(
+                u32::try_from(n)
+                    .map_err(|_| usage(format!("--steps {n} is too large for one run")))?,
+            );
         }
     }
     options.record_trace = args.trace.is_some() || args.chrome_trace.is_some();
     Ok(options)
 }
 
+/// A command-line fault, printed as `error: MESSAGE`.
+fn usage(message: String) -> RunFailure {
+    RunFailure::Usage(format!("error: {message}"))
+}
+
 /// The number of runs `--steps` asks for.
-fn runs_for(steps: Option<u64>, inference: bool, per_run: u64) -> Result<u64, RuntimeError> {
+fn runs_for(steps: Option<u64>, inference: bool, per_run: u64) -> Result<u64, RunFailure> {
     match steps {
         None => Ok(1),
-        Some(0) => Err(RuntimeError::Options("--steps must be at least 1".into())),
+        Some(0) => Err(usage("--steps must be at least 1".into())),
         Some(_) if inference => Ok(1),
         Some(n) if n % per_run == 0 => Ok(n / per_run),
         Some(n) => {
@@ -199,7 +209,7 @@ fn runs_for(steps: Option<u64>, inference: bool, per_run: u64) -> Result<u64, Ru
             } else {
                 format!("--steps {below} or --steps {above}")
             };
-            Err(RuntimeError::Options(format!(
+            Err(usage(format!(
                 "--steps {n} is not a multiple of the program's device_iterations ({per_run}): a \
                  run executes {per_run} steps on the device; use {hint}"
             )))
@@ -216,8 +226,7 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
     ])
     .map_err(RunFailure::Output)?;
     let file = args.build.program.display().to_string();
-    let program =
-        load_program(&args.build.program).map_err(|e| RuntimeError::Program(e.to_string()))?;
+    let program = load_program(&args.build.program).map_err(RuntimeError::from)?;
     let options = options(args)?;
     let base = args.build.program.parent().unwrap_or(Path::new(""));
     let mut session = match Session::new(&program, base, options) {

@@ -7,7 +7,7 @@
 
 use super::compile::BuildArgs;
 use clap::{Args, ValueEnum};
-use ipusim_runtime::{RuntimeError, SessionOptions};
+use ipusim_runtime::SessionOptions;
 use ipusim_sim::numerics::{FpConfig, StochasticRounding};
 use std::path::PathBuf;
 
@@ -140,9 +140,9 @@ impl SimArgs {
         &self,
         build: &BuildArgs,
         feeds: &FeedArgs,
-    ) -> Result<SessionOptions, RuntimeError> {
-        // The message is rendered whole (file, line, `error:`).
-        let b = build.build_options().map_err(RuntimeError::Program)?;
+    ) -> Result<SessionOptions, String> {
+        // Every message is rendered whole (file, line, `error:`).
+        let b = build.build_options()?;
         let mut options = SessionOptions {
             build: b,
             fp: self.fp_config(),
@@ -153,9 +153,7 @@ impl SimArgs {
         for (name, file) in &feeds.infeeds {
             let files = &mut options.streams.infeed_files;
             if files.insert(name.clone(), file.clone()).is_some() {
-                return Err(RuntimeError::Options(format!(
-                    "--infeed {name}=... is given twice"
-                )));
+                return Err(format!("error: --infeed {name}=... is given twice"));
             }
         }
         Ok(options)

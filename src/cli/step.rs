@@ -40,14 +40,14 @@ pub struct StepArgs {
 
 /// Runs `ipusim step`; returns the exit code.
 pub fn run(args: &StepArgs) -> i32 {
-    let opened = args
-        .sim
-        .session_options(&args.build, &args.feeds)
-        .and_then(|options| Session::open(&args.build.program, options))
-        .and_then(|session| {
-            let name = session.name().to_string();
-            Ok((name, session.into_debugger()?))
-        });
+    let options = match args.sim.session_options(&args.build, &args.feeds) {
+        Ok(o) => o,
+        Err(message) => return fail(&message),
+    };
+    let opened = Session::open(&args.build.program, options).and_then(|session| {
+        let name = session.name().to_string();
+        Ok((name, session.into_debugger()?))
+    });
     let (name, debugger) = match opened {
         Ok(d) => d,
         Err(e @ RuntimeError::OutOfMemory(_)) => {

@@ -9,6 +9,45 @@
 
 use std::io::Read;
 use std::path::Path;
+use thiserror::Error;
+
+/// Why a file could not be read as text. The message is a sentence without the file name (the
+/// caller adds it, with its own prefix); `what` is the kind of file ("program", "report", ...).
+#[derive(Debug, Error)]
+pub enum ReadError {
+    /// The path names a directory.
+    #[error("cannot read the {what}: it is a directory")]
+    Directory {
+        /// The kind of file.
+        what: String,
+    },
+    /// The operating system refused to open or read it.
+    #[error("cannot read the {what}: {source}")]
+    Io {
+        /// The kind of file.
+        what: String,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The file (or stream) is longer than the limit.
+    #[error("the {what} is larger than {limit} bytes, the most ipusim reads")]
+    TooLarge {
+        /// The kind of file.
+        what: String,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// A byte sequence is not UTF-8.
+    #[error("the {what} is not UTF-8 text (line {line}, byte {byte} is not valid UTF-8)")]
+    NotUtf8 {
+        /// The kind of file.
+        what: String,
+        /// The 1-based line of the first bad byte.
+        line: usize,
+        /// The 0-based offset of the first bad byte.
+        byte: usize,
+    },
+}
 
 /// Largest program file read (bytes): 256 MiB, some 2.5 million nodes of the text format.
 pub const MAX_PROGRAM_BYTES: u64 = 256 << 20;
@@ -17,12 +56,17 @@ pub const MAX_PROGRAM_BYTES: u64 = 256 << 20;
 const BOM: &str = "\u{feff}";
 
 /// Reads the file at `path` (a `what` such as "program" for messages) as UTF-8 text of at most
-/// `limit` bytes. The error is a sentence without the file name (the caller adds it).
-pub fn read_text(path: &Path, limit: u64, what: &str) -> Result<String, String> {
+/// `limit` bytes. The error's message is a sentence without the file name (the caller adds it).
+pub fn read_text(path: &Path, limit: u64, what: &str) -> Result<String, ReadError> {
+    let what = || what.to_string();
     if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
-        return Err(format!("cannot read the {what}: it is a directory"));
+        return Err(ReadError::Directory { what: what() });
     }
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the {what}: {e}"))?;
+    let io = |source| ReadError::Io {
+        what: what(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
     // A regular file's size is known: read it into one allocation of that size.
     let size = file
         .metadata()
@@ -32,20 +76,23 @@ pub fn read_text(path: &Path, limit: u64, what: &str) -> Result<String, String> 
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read the {what}: {e}"))?;
+        .map_err(io)?;
     if bytes.len() as u64 > limit {
-        return Err(format!(
-            "the {what} is larger than {limit} bytes, the most ipusim reads"
-        ));
+        return Err(ReadError::TooLarge {
+            what: what(),
+            limit,
+        });
     }
     match String::from_utf8(bytes) {
         Ok(text) => Ok(strip_bom(text)),
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
             let line = 1 + e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count();
-            Err(format!(
-                "the {what} is not UTF-8 text (line {line}, byte {at} is not valid UTF-8)"
-            ))
+            Err(ReadError::NotUtf8 {
+                what: what(),
+                line,
+                byte: at,
+            })
         }
     }
 }
@@ -89,19 +136,22 @@ mod tests {
         std::fs::write(&f, "\u{feff}Program()").unwrap();
         assert_eq!(read_text(&f, 100, "program").unwrap(), "Program()");
         assert_eq!(
-            read_text(&f, 4, "program").unwrap_err(),
+            read_text(&f, 4, "program").unwrap_err().to_string(),
             "the program is larger than 4 bytes, the most ipusim reads"
         );
         std::fs::write(&f, b"a\nb\xff").unwrap();
         assert!(read_text(&f, 100, "program")
             .unwrap_err()
+            .to_string()
             .contains("line 2, byte 3"));
         assert!(read_text(&dir, 100, "program")
             .unwrap_err()
+            .to_string()
             .contains("it is a directory"));
         if Path::new("/dev/zero").exists() {
             assert!(read_text(Path::new("/dev/zero"), 1000, "report")
                 .unwrap_err()
+                .to_string()
                 .contains("larger than 1000 bytes"));
         }
         std::fs::remove_dir_all(&dir).unwrap();

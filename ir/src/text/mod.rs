@@ -54,7 +54,7 @@ pub fn parse_program(source: &str, file: &str) -> Result<Program, ProgramError> 
 pub fn load_program(path: &Path) -> Result<Program, ProgramError> {
     let file = path.display().to_string();
     let source = input::read_text(path, input::MAX_PROGRAM_BYTES, "program")
-        .map_err(|message| ProgramError::whole_file(&file, ErrorKind::Io, message))?;
+        .map_err(|e| ProgramError::whole_file(&file, ErrorKind::Io, e.to_string()))?;
     parse_program(&source, &file)
 }
 

@@ -26,10 +26,10 @@ impl GeneratorFeed {
     /// A feed of `generator`'s values for `stream` (an error if its parameters are invalid,
     /// or if it is a constant that does not fit the stream's dtype).
     pub fn new(generator: Generator, stream: &StreamType) -> Result<GeneratorFeed, FeedError> {
-        generator.check().map_err(|message| FeedError::Value {
+        generator.check().map_err(|e| FeedError::Value {
             stream: stream.name.clone(),
             micro_batch: 0,
-            message,
+            message: e.to_string(),
         })?;
         if let Generator::Constant(v) = generator {
             push_f64(stream.dtype, v, &mut Vec::new()).map_err(|e| value_error(stream, 0, e))?;

@@ -9,12 +9,13 @@
 //! changes of cycles, then every other field that differs.
 
 use ipusim_compiler::report::group;
-use ipusim_ir::text::input::read_text;
+use ipusim_ir::text::input::{read_text, ReadError};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
+use thiserror::Error;
 
 /// The headline figures, in the order the text shows them.
 const HEADLINE: &[&str] = &[
@@ -92,22 +93,58 @@ pub struct ReportDiff {
 /// Largest report file read (bytes): 256 MiB (a report of a run with its outfeeds).
 pub const MAX_REPORT_BYTES: u64 = 256 << 20;
 
+/// A report file that cannot be compared; every variant names the file.
+#[derive(Debug, Error)]
+pub enum ReportFileError {
+    /// The file cannot be read.
+    #[error("{file}: error: {source}")]
+    Read {
+        /// The report file.
+        file: String,
+        /// Why.
+        source: ReadError,
+    },
+    /// The text is not JSON.
+    #[error("{file}:{line}:{column}: error: not valid JSON: {source}")]
+    Json {
+        /// The report file.
+        file: String,
+        /// The line of the fault.
+        line: usize,
+        /// The column of the fault.
+        column: usize,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// JSON, but not a report.
+    #[error(
+        "{file}: error: not an ipusim report (no \"total_cycles\"; write one with \
+         `ipusim compile --json` or `ipusim run --json`)"
+    )]
+    NotAReport {
+        /// The report file.
+        file: String,
+    },
+}
+
 /// Reads a report file: JSON with a `total_cycles` field.
-pub fn load(path: &Path) -> Result<Value, String> {
-    let file = path.display();
+pub fn load(path: &Path) -> Result<Value, ReportFileError> {
+    let file = path.display().to_string();
     let text =
-        read_text(path, MAX_REPORT_BYTES, "report").map_err(|m| format!("{file}: error: {m}"))?;
-    parse(&text, &file.to_string())
+        read_text(path, MAX_REPORT_BYTES, "report").map_err(|source| ReportFileError::Read {
+            file: file.clone(),
+            source,
+        })?;
+    parse(&text, &file)
 }
 
 /// [`load`] on the text of a report file named `file`.
-pub fn parse(text: &str, file: &str) -> Result<Value, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| {
-        format!(
-            "{file}:{}:{}: error: not valid JSON: {e}",
-            e.line(),
-            e.column()
-        )
+pub fn parse(text: &str, file: &str) -> Result<Value, ReportFileError> {
+    let v: Value = serde_json::from_str(text).map_err(|source| ReportFileError::Json {
+        file: file.to_string(),
+        line: source.line(),
+        column: source.column(),
+        source,
     })?;
     // `ipusim run --json` wraps the report with the outfeeds.
     let v = match v.get("report") {
@@ -115,10 +152,9 @@ pub fn parse(text: &str, file: &str) -> Result<Value, String> {
         _ => v,
     };
     if v.get("total_cycles").and_then(Value::as_u64).is_none() {
-        return Err(format!(
-            "{file}: error: not an ipusim report (no \"total_cycles\"; write one with \
-             `ipusim compile --json` or `ipusim run --json`)"
-        ));
+        return Err(ReportFileError::NotAReport {
+            file: file.to_string(),
+        });
     }
     Ok(v)
 }
