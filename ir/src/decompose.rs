@@ -12,19 +12,39 @@
 //! | composite | primitives |
 //! |---|---|
 //! | `Clip { min, max }` | `Min(Max(x, Constant(min)), Constant(max))`, scalar constants of `x`'s type |
+//! | `AvgPool2d` | a depthwise `Conv2d` with a window of ones, times `1/count` ([`crate::conv`]) |
+//! | `GlobalAvgPool` | `ReduceMean` over axes 2 and 3 |
+//! | `Flatten { axis }` | `Reshape` |
+//! | `BatchNorm`, `GroupNorm` | FP32 statistics, whitening and the affine map; batch norm's running statistics updated by `Assign`s in a training step ([`crate::norm`]) |
+//!
+//! The pass runs after the precision policy, so the FP32 of the statistics is a real FP32,
+//! not the policy's "float". Batch norm needs to know whether the graph is a training step
+//! ([`Statistics::Batch`]) or an inference run ([`Statistics::Running`]).
 
+use crate::dtype::Shape;
 use crate::error::IrError;
-use crate::graph::{Graph, NodeId, Phase};
-use crate::op::{Literal, Op};
-use crate::rewrite::Rewrite;
+use crate::graph::{Graph, NodeId};
+use crate::op::Op;
+use crate::rewrite::{Emitter, Rewrite};
+
+pub use crate::norm::Statistics;
 
 /// True for an op that [`decompose`] rewrites.
 pub fn is_composite(op: &Op) -> bool {
-    matches!(op, Op::Clip { .. })
+    matches!(
+        op,
+        Op::Clip { .. }
+            | Op::AvgPool2d { .. }
+            | Op::GlobalAvgPool
+            | Op::Flatten { .. }
+            | Op::BatchNorm { .. }
+            | Op::GroupNorm { .. }
+    )
 }
 
-/// `graph` with every composite op rewritten into primitive ops.
-pub fn decompose(graph: &Graph) -> Result<Graph, IrError> {
+/// `graph` with every composite op rewritten into primitive ops; batch norms use
+/// `statistics`.
+pub fn decompose(graph: &Graph, statistics: Statistics) -> Result<Graph, IrError> {
     if !graph.nodes().any(|(_, n)| is_composite(&n.op)) {
         return Ok(graph.clone());
     }
@@ -36,58 +56,50 @@ pub fn decompose(graph: &Graph) -> Result<Graph, IrError> {
             .iter()
             .map(|&i| rw.use_of(i))
             .collect::<Result<Vec<_>, _>>()?;
-        let id = match &n.op {
-            Op::Clip { min, max } => clip(&mut rw, n.phase, &n.name, inputs[0], *min, *max)?,
-            op => rw
+        if !is_composite(&n.op) {
+            let id = rw
                 .dst
-                .add_node_in(n.phase, n.name.clone(), op.clone(), &inputs)?,
+                .add_node_in(n.phase, n.name.clone(), n.op.clone(), &inputs)?;
+            rw.set(old, id);
+            continue;
+        }
+        let mut e = Emitter {
+            rw: &mut rw,
+            phase: n.phase,
+            name: n.name.clone(),
+        };
+        let id = match &n.op {
+            Op::Clip { min, max } => clip(&mut e, inputs[0], *min, *max)?,
+            op @ Op::AvgPool2d { .. } => crate::conv::avg_pool(&mut e, inputs[0], op)?,
+            Op::GlobalAvgPool => crate::conv::global_avg_pool(&mut e, inputs[0])?,
+            Op::Flatten { axis } => crate::conv::flatten(&mut e, inputs[0], *axis)?,
+            Op::BatchNorm { epsilon, momentum } => {
+                crate::norm::batch_norm(&mut e, &inputs, *epsilon, *momentum, statistics)?
+            }
+            Op::GroupNorm { groups, epsilon } => {
+                crate::norm::group_norm(&mut e, &inputs, *groups, *epsilon)?
+            }
+            op => e.last(op.clone(), &inputs)?,
         };
         rw.set(old, id);
     }
     Ok(rw.dst)
 }
 
-/// A scalar constant of `x`'s type.
-fn scalar(
-    rw: &mut Rewrite<'_>,
-    phase: Phase,
-    name: &str,
-    x: NodeId,
-    value: f64,
-) -> Result<NodeId, IrError> {
-    let dtype = rw.dst.node(x).ty.dtype;
-    rw.add_new(
-        phase,
-        name,
-        Op::Constant {
-            dtype,
-            shape: crate::dtype::Shape::scalar(),
-            value: Literal::Splat(value),
-        },
-        &[],
-    )
-}
-
 /// `Clip`: `Min(Max(x, min), max)`. `Max` and `Min` are IEEE 754-2019 `maximum` and
 /// `minimum`, so a NaN input stays NaN (and raises INV), as ONNX's `Clip` keeps it.
-fn clip(
-    rw: &mut Rewrite<'_>,
-    phase: Phase,
-    name: &str,
-    x: NodeId,
-    min: f64,
-    max: f64,
-) -> Result<NodeId, IrError> {
-    let lo = scalar(rw, phase, &format!("{name}/min"), x, min)?;
-    let hi = scalar(rw, phase, &format!("{name}/max"), x, max)?;
-    let floor = rw.add_new(phase, &format!("{name}/at_least_min"), Op::Max, &[x, lo])?;
-    rw.dst
-        .add_node_in(phase, name.to_string(), Op::Min, &[floor, hi])
+fn clip(e: &mut Emitter<'_, '_>, x: NodeId, min: f64, max: f64) -> Result<NodeId, IrError> {
+    let dtype = e.ty(x).dtype;
+    let lo = e.splat("min", dtype, Shape::scalar(), min)?;
+    let hi = e.splat("max", dtype, Shape::scalar(), max)?;
+    let floor = e.node("at_least_min", Op::Max, &[x, lo])?;
+    e.last(Op::Min, &[floor, hi])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::op::Literal;
     use crate::{DType, GraphBuilder, Init};
 
     #[test]
@@ -98,7 +110,7 @@ mod tests {
             .op("relu6", Op::Clip { min: 0.0, max: 6.0 }, &[x])
             .unwrap();
         b.outfeed("y", c).unwrap();
-        let g = decompose(&b.finish()).unwrap();
+        let g = decompose(&b.finish(), Statistics::Batch).unwrap();
         assert!(!g.nodes().any(|(_, n)| is_composite(&n.op)));
         let relu6 = g.node(g.find("relu6").unwrap());
         assert!(matches!(relu6.op, Op::Min));
@@ -119,7 +131,7 @@ mod tests {
         let r = b.op("r", Op::Relu, &[x]).unwrap();
         b.outfeed("y", r).unwrap();
         let g = b.finish();
-        let d = decompose(&g).unwrap();
+        let d = decompose(&g, Statistics::Batch).unwrap();
         assert_eq!(format!("{g:?}"), format!("{d:?}"));
     }
 

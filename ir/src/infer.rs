@@ -36,6 +36,12 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> R {
             found: inputs.len(),
         });
     }
+    if let Some(family) = crate::conv::infer(op, inputs) {
+        return family;
+    }
+    if let Some(family) = crate::norm::infer(op, inputs) {
+        return family;
+    }
     match op {
         Op::Input { dtype, shape, .. }
         | Op::Variable { dtype, shape, .. }
@@ -292,6 +298,20 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> R {
             Ok(TensorType::new(first.dtype, Shape(dims)))
         }
         Op::Cast { dtype } => Ok(TensorType::new(*dtype, inputs[0].shape.clone())),
+        // Handled by their families above (`crate::conv`, `crate::norm`).
+        Op::Conv2d { .. }
+        | Op::Conv2dInputGrad { .. }
+        | Op::Conv2dWeightGrad { .. }
+        | Op::MaxPool2d { .. }
+        | Op::MaxPool2dGrad { .. }
+        | Op::AvgPool2d { .. }
+        | Op::GlobalAvgPool
+        | Op::Flatten { .. }
+        | Op::BatchNorm { .. }
+        | Op::GroupNorm { .. } => Err(InferFault::Invalid(format!(
+            "{} is inferred by its family",
+            op.name()
+        ))),
         Op::Outfeed { .. } => Ok(inputs[0].clone()),
         Op::Assign => {
             same_dtype(inputs, 0, 1)?;

@@ -7,6 +7,7 @@
 
 pub mod autodiff;
 pub mod builder;
+pub mod conv;
 pub mod decompose;
 pub mod dtype;
 pub mod effective;
@@ -15,6 +16,7 @@ pub mod graph;
 pub mod infer;
 pub mod lint;
 pub mod models;
+pub mod norm;
 pub mod op;
 pub mod op_tour;
 pub mod precision;

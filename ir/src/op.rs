@@ -184,11 +184,135 @@ pub enum Op {
     /// Convert to `dtype` (float->int truncates toward zero, as TensorFlow's cast does).
     Cast { dtype: DType },
 
+    /// `(x[N, C, H, W], w[O, C/groups, KH, KW]) -> [N, O, OH, OW]`: a 2-D convolution
+    /// (cross-correlation, as PyTorch's and ONNX's `Conv`). `stride` and `dilation` are
+    /// `[height, width]` (default `[1, 1]`), `padding` `[top, left, bottom, right]` (default
+    /// none), `groups` splits the channels (default 1; `groups = C` is depthwise). Bias is a
+    /// separate `Add`. See [`crate::conv`].
+    Conv2d {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stride: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        padding: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        dilation: Vec<usize>,
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        groups: usize,
+    },
+    /// `(dy[N, O, OH, OW], w) -> dx[N, C, H, W]`: the input gradient of the `Conv2d` with
+    /// these attributes over an input of spatial size `input_size` `[H, W]`.
+    Conv2dInputGrad {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stride: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        padding: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        dilation: Vec<usize>,
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        groups: usize,
+        input_size: Vec<usize>,
+    },
+    /// `(x[N, C, H, W], dy[N, O, OH, OW]) -> dw[O, C/groups, KH, KW]`: the weight gradient of
+    /// the `Conv2d` with these attributes and kernel `kernel_size` `[KH, KW]`.
+    Conv2dWeightGrad {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stride: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        padding: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        dilation: Vec<usize>,
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        groups: usize,
+        kernel_size: Vec<usize>,
+    },
+    /// Max pooling of `x[N, C, H, W]` over `kernel` `[height, width]` windows; `stride`
+    /// defaults to the kernel, `padding` `[top, left, bottom, right]` to none (padded
+    /// positions never win).
+    MaxPool2d {
+        kernel: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stride: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        padding: Vec<usize>,
+    },
+    /// `(x, dy) -> dx`: the gradient of `MaxPool2d` with these attributes; each window's
+    /// `dy` goes to every element of the window equal to the window's maximum.
+    MaxPool2dGrad {
+        kernel: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stride: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        padding: Vec<usize>,
+    },
+    /// Average pooling (composite): the window's sum divided by its size
+    /// (`count_include_pad`, the default, as PyTorch) or by the number of input elements in
+    /// it.
+    AvgPool2d {
+        kernel: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stride: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        padding: Vec<usize>,
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        count_include_pad: bool,
+    },
+    /// `x[N, C, H, W] -> [N, C]`: the mean over the spatial field (composite).
+    GlobalAvgPool,
+    /// `x -> [d0·…·d(axis−1), d(axis)·…]` (composite; `axis` defaults to 1, as ONNX's).
+    Flatten {
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        axis: usize,
+    },
+    /// `(x[N, C, ...], scale[C], shift[C], running_mean[C], running_var[C]) -> y` (composite):
+    /// batch normalisation. A training step normalises with the batch's statistics and
+    /// updates the running statistics (two `Variable`s) with `momentum`, as PyTorch does; an
+    /// inference run normalises with the running statistics. Statistics are computed in FP32
+    /// under every precision policy (see [`crate::decompose`]).
+    BatchNorm {
+        #[serde(default = "default_epsilon")]
+        epsilon: f64,
+        #[serde(default = "default_momentum")]
+        momentum: f64,
+    },
+    /// `(x[N, C, ...], scale[C], shift[C]) -> y` (composite): group normalisation over
+    /// `groups` groups of channels, statistics in FP32.
+    GroupNorm {
+        groups: usize,
+        #[serde(default = "default_epsilon")]
+        epsilon: f64,
+    },
+
     /// A device-to-host stream (outfeed) named `stream`; passes its input through.
     Outfeed { stream: String },
     /// `(variable, value)`: the variable takes `value` at the end of the node's phase. The
     /// first input must be a `Variable` node; the value's type must equal the variable's.
     Assign,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(v: &usize) -> bool {
+    *v == 1
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(v: &bool) -> bool {
+    *v
+}
+
+/// PyTorch's default epsilon of its normalisations.
+fn default_epsilon() -> f64 {
+    1e-5
+}
+
+/// PyTorch's default momentum of `BatchNorm2d`'s running statistics.
+fn default_momentum() -> f64 {
+    0.1
 }
 
 /// How many inputs an op takes.
@@ -263,6 +387,16 @@ impl Op {
         "Pad",
         "Concat",
         "Cast",
+        "Conv2d",
+        "Conv2dInputGrad",
+        "Conv2dWeightGrad",
+        "MaxPool2d",
+        "MaxPool2dGrad",
+        "AvgPool2d",
+        "GlobalAvgPool",
+        "Flatten",
+        "BatchNorm",
+        "GroupNorm",
         "Outfeed",
         "Assign",
     ];
@@ -311,6 +445,16 @@ impl Op {
             Op::Pad { .. } => "Pad",
             Op::Concat { .. } => "Concat",
             Op::Cast { .. } => "Cast",
+            Op::Conv2d { .. } => "Conv2d",
+            Op::Conv2dInputGrad { .. } => "Conv2dInputGrad",
+            Op::Conv2dWeightGrad { .. } => "Conv2dWeightGrad",
+            Op::MaxPool2d { .. } => "MaxPool2d",
+            Op::MaxPool2dGrad { .. } => "MaxPool2dGrad",
+            Op::AvgPool2d { .. } => "AvgPool2d",
+            Op::GlobalAvgPool => "GlobalAvgPool",
+            Op::Flatten { .. } => "Flatten",
+            Op::BatchNorm { .. } => "BatchNorm",
+            Op::GroupNorm { .. } => "GroupNorm",
             Op::Outfeed { .. } => "Outfeed",
             Op::Assign => "Assign",
         }
@@ -322,7 +466,14 @@ impl Op {
             Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. } => Arity::Exact(0),
             Op::Select => Arity::Exact(3),
             Op::Concat { .. } => Arity::AtLeast(1),
-            Op::SparseSoftmaxCrossEntropy { .. } | Op::Assign => Arity::Exact(2),
+            Op::SparseSoftmaxCrossEntropy { .. }
+            | Op::Assign
+            | Op::Conv2d { .. }
+            | Op::Conv2dInputGrad { .. }
+            | Op::Conv2dWeightGrad { .. }
+            | Op::MaxPool2dGrad { .. } => Arity::Exact(2),
+            Op::BatchNorm { .. } => Arity::Exact(5),
+            Op::GroupNorm { .. } => Arity::Exact(3),
             op if op.shared_dtype_from() == Some(0) => Arity::Exact(2),
             _ => Arity::Exact(1),
         }
@@ -334,9 +485,14 @@ impl Op {
     pub fn shared_dtype_from(&self) -> Option<usize> {
         match self {
             Op::Select => Some(1),
-            Op::MatMul | Op::ScaledAdd { .. } | Op::ActivationGrad { .. } | Op::Concat { .. } => {
-                Some(0)
-            }
+            Op::MatMul
+            | Op::ScaledAdd { .. }
+            | Op::ActivationGrad { .. }
+            | Op::Concat { .. }
+            | Op::Conv2d { .. }
+            | Op::Conv2dInputGrad { .. }
+            | Op::Conv2dWeightGrad { .. }
+            | Op::MaxPool2dGrad { .. } => Some(0),
             op if op.binary().is_some() => Some(0),
             _ => None,
         }

@@ -246,6 +246,193 @@ pub fn op_tour() -> Result<Program, IrError> {
     Ok(program)
 }
 
+/// The ops [`op_tour`] leaves to [`cnn_tour`]: the convolution, pooling and normalisation
+/// families, which the compiler does not lower yet (the tour is compiled by the simulator's
+/// differential tests). Their gradient ops appear in `cnn_tour`'s training step.
+pub const CNN_OPS: &[&str] = &[
+    "Conv2d",
+    "Conv2dInputGrad",
+    "Conv2dWeightGrad",
+    "MaxPool2d",
+    "MaxPool2dGrad",
+    "AvgPool2d",
+    "GlobalAvgPool",
+    "Flatten",
+    "BatchNorm",
+    "GroupNorm",
+];
+
+/// A small CNN training program that uses every op of [`CNN_OPS`] (the gradient ops through
+/// its training step): a 3×3 stem with batch norm, a max pool, a grouped and dilated
+/// convolution with group norm, an average pool without the padding counted, global average
+/// pooling and a dense classifier; the features are also sent out flattened.
+pub fn cnn_tour() -> Result<Program, IrError> {
+    let mut b = GraphBuilder::new();
+    let f = DType::F32;
+    let x = b.named(
+        "x",
+        Op::Input {
+            stream: "x".into(),
+            dtype: f,
+            shape: Shape::from([2, 3, 8, 8]),
+        },
+        &[],
+    )?;
+    let labels = b.named(
+        "labels",
+        Op::Input {
+            stream: "labels".into(),
+            dtype: DType::I32,
+            shape: Shape::from([2]),
+        },
+        &[],
+    )?;
+    let var = |b: &mut GraphBuilder, name: &str, shape: &[usize], init: Init| {
+        b.named(
+            name,
+            Op::Variable {
+                dtype: f,
+                shape: Shape::from(shape),
+                init,
+            },
+            &[],
+        )
+    };
+    let w1 = var(
+        &mut b,
+        "conv1.weight",
+        &[8, 3, 3, 3],
+        Init::GlorotUniform { seed: 1 },
+    )?;
+    let c1 = b.named(
+        "conv1",
+        Op::Conv2d {
+            stride: vec![],
+            padding: vec![1, 1, 1, 1],
+            dilation: vec![],
+            groups: 1,
+        },
+        &[x, w1],
+    )?;
+    let gamma = var(&mut b, "bn1.weight", &[8], Init::Constant(1.0))?;
+    let beta = var(&mut b, "bn1.bias", &[8], Init::Zeros)?;
+    let rm = var(&mut b, "bn1.running_mean", &[8], Init::Zeros)?;
+    let rv = var(&mut b, "bn1.running_var", &[8], Init::Constant(1.0))?;
+    let bn = b.named(
+        "bn1",
+        Op::BatchNorm {
+            epsilon: 1e-5,
+            momentum: 0.1,
+        },
+        &[c1, gamma, beta, rm, rv],
+    )?;
+    let r1 = b.named("relu1", Op::Relu, &[bn])?;
+    let p1 = b.named(
+        "maxpool",
+        Op::MaxPool2d {
+            kernel: vec![2, 2],
+            stride: vec![],
+            padding: vec![],
+        },
+        &[r1],
+    )?;
+    let w2 = var(
+        &mut b,
+        "conv2.weight",
+        &[8, 4, 3, 3],
+        Init::GlorotUniform { seed: 2 },
+    )?;
+    let c2 = b.named(
+        "conv2",
+        Op::Conv2d {
+            stride: vec![1, 1],
+            padding: vec![2, 2, 2, 2],
+            dilation: vec![2, 2],
+            groups: 2,
+        },
+        &[p1, w2],
+    )?;
+    let g2 = var(&mut b, "gn2.weight", &[8], Init::Constant(1.0))?;
+    let b2 = var(&mut b, "gn2.bias", &[8], Init::Zeros)?;
+    let gn = b.named(
+        "gn2",
+        Op::GroupNorm {
+            groups: 2,
+            epsilon: 1e-5,
+        },
+        &[c2, g2, b2],
+    )?;
+    let ap = b.named(
+        "avgpool",
+        Op::AvgPool2d {
+            kernel: vec![3, 3],
+            stride: vec![2, 2],
+            padding: vec![1, 1, 1, 1],
+            count_include_pad: false,
+        },
+        &[gn],
+    )?;
+    let flat = b.named("flatten", Op::Flatten { axis: 1 }, &[ap])?;
+    b.named(
+        "features",
+        Op::Outfeed {
+            stream: "features".into(),
+        },
+        &[flat],
+    )?;
+    let gap = b.named("gap", Op::GlobalAvgPool, &[ap])?;
+    let wf = var(
+        &mut b,
+        "fc.weight",
+        &[8, 10],
+        Init::GlorotUniform { seed: 3 },
+    )?;
+    let logits = b.named("fc", Op::MatMul, &[gap, wf])?;
+    let loss = b.named(
+        "loss",
+        Op::SparseSoftmaxCrossEntropy {
+            reduction: LossReduction::Mean,
+        },
+        &[logits, labels],
+    )?;
+    b.named(
+        "loss_out",
+        Op::Outfeed {
+            stream: "loss".into(),
+        },
+        &[loss],
+    )?;
+    let mut program = Program::new("cnn_tour", b.finish());
+    program.description = "every convolution, pooling and normalisation op once".into();
+    program.infeeds = vec![
+        InfeedSpec {
+            stream: "x".into(),
+            source: DataSource::Uniform {
+                low: -1.0,
+                high: 1.0,
+                seed: 5,
+            },
+        },
+        InfeedSpec {
+            stream: "labels".into(),
+            source: DataSource::Uniform {
+                low: 0.0,
+                high: 10.0,
+                seed: 6,
+            },
+        },
+    ];
+    program.training = Some(TrainingSpec {
+        loss: "loss".into(),
+        optimizer: Optimizer::Sgd { learning_rate: 0.1 },
+        loss_scaling: 1.0,
+        precision: Precision::P32_32,
+        gradient_accumulation: 1,
+        accumulation_dtype: None,
+    });
+    Ok(program)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,7 +444,24 @@ mod tests {
         let p = op_tour().unwrap();
         validate_program(&p).unwrap();
         let used: BTreeSet<&str> = p.graph.nodes().map(|(_, n)| n.op.name()).collect();
+        let cnn: BTreeSet<&str> = CNN_OPS.iter().copied().collect();
         let all: BTreeSet<&str> = Op::NAMES.iter().copied().collect();
-        assert_eq!(used, all, "op_tour must use every op in Op::NAMES");
+        let rest: BTreeSet<&str> = all.difference(&cnn).copied().collect();
+        assert_eq!(
+            used, rest,
+            "op_tour must use every op in Op::NAMES but CNN_OPS"
+        );
+        // cnn_tour's forward graph and training step cover CNN_OPS.
+        let c = cnn_tour().unwrap();
+        validate_program(&c).unwrap();
+        let step = crate::training::training_step(&c, c.training.as_ref().unwrap()).unwrap();
+        let used: BTreeSet<&str> = c
+            .graph
+            .nodes()
+            .chain(step.nodes())
+            .map(|(_, n)| n.op.name())
+            .filter(|n| cnn.contains(n))
+            .collect();
+        assert_eq!(used, cnn, "cnn_tour must use every op of CNN_OPS");
     }
 }

@@ -63,6 +63,13 @@ pub fn apply(graph: &Graph, policy: Precision) -> Result<Graph, IrError> {
                     )?;
                 }
             }
+            Op::BatchNorm { .. } => {
+                // The running statistics are state the decomposition assigns: the variables
+                // themselves, not the casts their other readers see.
+                for i in [3, 4] {
+                    inputs[i] = rw.def(n.inputs[i])?;
+                }
+            }
             _ => widen_mismatched(&mut rw, &op, n.phase, &n.name, &mut inputs)?,
         }
         let id = rw.dst.add_node_in(n.phase, n.name.clone(), op, &inputs)?;

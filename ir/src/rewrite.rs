@@ -100,3 +100,74 @@ impl<'a> Rewrite<'a> {
         self.dst.add_node_in(phase, name, op, inputs)
     }
 }
+
+/// Adds the primitive nodes that replace one composite node `name` in `phase`: parts are
+/// named `<name>/<part>` (fresh), the last node takes `name` itself.
+pub(crate) struct Emitter<'r, 'a> {
+    /// The rewrite being built.
+    pub rw: &'r mut Rewrite<'a>,
+    /// The composite node's phase.
+    pub phase: Phase,
+    /// The composite node's name.
+    pub name: String,
+}
+
+impl Emitter<'_, '_> {
+    /// A part `<name>/<part>`.
+    pub fn node(&mut self, part: &str, op: Op, inputs: &[NodeId]) -> Result<NodeId, IrError> {
+        let base = format!("{}/{part}", self.name);
+        self.rw.add_new(self.phase, &base, op, inputs)
+    }
+
+    /// The last node, under the composite node's own name.
+    pub fn last(&mut self, op: Op, inputs: &[NodeId]) -> Result<NodeId, IrError> {
+        self.rw
+            .dst
+            .add_node_in(self.phase, self.name.clone(), op, inputs)
+    }
+
+    /// The type of a node of the graph being built.
+    pub fn ty(&self, id: NodeId) -> &crate::dtype::TensorType {
+        &self.rw.dst.node(id).ty
+    }
+
+    /// A constant of `dtype` and `shape`, every element `value`.
+    pub fn splat(
+        &mut self,
+        part: &str,
+        dtype: crate::dtype::DType,
+        shape: crate::dtype::Shape,
+        value: f64,
+    ) -> Result<NodeId, IrError> {
+        let op = Op::Constant {
+            dtype,
+            shape,
+            value: crate::op::Literal::Splat(value),
+        };
+        self.node(part, op, &[])
+    }
+
+    /// `x` as `dtype` (no node when it already is).
+    pub fn cast(
+        &mut self,
+        part: &str,
+        x: NodeId,
+        dtype: crate::dtype::DType,
+    ) -> Result<NodeId, IrError> {
+        if self.ty(x).dtype == dtype {
+            return Ok(x);
+        }
+        self.node(part, Op::Cast { dtype }, &[x])
+    }
+
+    /// `x` reshaped to `dims` (no node when it already has them).
+    pub fn reshape(&mut self, part: &str, x: NodeId, dims: Vec<usize>) -> Result<NodeId, IrError> {
+        if self.ty(x).shape.dims() == dims.as_slice() {
+            return Ok(x);
+        }
+        let op = Op::Reshape {
+            shape: crate::dtype::Shape(dims),
+        };
+        self.node(part, op, &[x])
+    }
+}

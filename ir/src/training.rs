@@ -38,7 +38,7 @@ mod optimizer;
 
 use crate::autodiff;
 use crate::builder::GraphBuilder;
-use crate::decompose::decompose;
+use crate::decompose::{decompose, Statistics};
 use crate::dtype::DType;
 use crate::error::IrError;
 use crate::graph::{Graph, NodeId, Phase};
@@ -91,11 +91,12 @@ pub fn prepare(
         });
     }
     let precision = precision_override.or(program.training.as_ref().map(|t| t.precision));
-    let graph = decompose(&program.graph)?;
-    let mut graph = match precision {
-        Some(p) => precision::apply(&graph, p)?,
-        None => graph,
+    // An inference run or a forward program normalises with the running statistics.
+    let graph = match precision {
+        Some(p) => precision::apply(&program.graph, p)?,
+        None => program.graph.clone(),
     };
+    let mut graph = decompose(&graph, Statistics::Running)?;
     if inference {
         graph = without_assigns(&graph)?;
     }
@@ -127,7 +128,10 @@ pub fn trainable_variables(graph: &Graph) -> Vec<NodeId> {
 /// One training-step graph for `program` under `spec` (see the module docs).
 pub fn training_step(program: &Program, spec: &TrainingSpec) -> Result<Graph, IrError> {
     check_spec(spec)?;
-    let forward = precision::apply(&decompose(&program.graph)?, spec.precision)?;
+    let forward = decompose(
+        &precision::apply(&program.graph, spec.precision)?,
+        Statistics::Batch,
+    )?;
     let loss = forward.find(&spec.loss).ok_or_else(|| {
         IrError::Program(format!(
             "training spec: loss node '{}' is not in the graph",

@@ -14,6 +14,7 @@
 //! exact gradients to `1e-4` relative (FP32 has 24 bits; these graphs are a few ops deep).
 
 use ipusim_ir::autodiff::gradients;
+use ipusim_ir::decompose::{decompose, Statistics};
 use ipusim_ir::{DType, Graph, GraphBuilder, IrError, LossReduction, NodeId, Op, Shape};
 use ipusim_sim::interp::{Interpreter, Streams};
 use ipusim_sim::numerics::FpConfig;
@@ -98,6 +99,15 @@ fn gradient_graph(c: &Case, rng: &mut Pcg32) -> (Graph, Vec<NodeId>) {
             &[weighted],
         )
         .unwrap();
+    // Composite ops (pooling, normalisation) are decomposed before autodiff, as a training
+    // step does; every other graph comes back node for node.
+    let names: Vec<String> = xs.iter().map(|&x| b.graph().node(x).name.clone()).collect();
+    let loss_name = b.graph().node(loss).name.clone();
+    let g = decompose(&b.finish(), Statistics::Batch).unwrap();
+    let find = |g: &Graph, n: &str| g.find(n).unwrap();
+    let xs: Vec<NodeId> = names.iter().map(|n| find(&g, n)).collect();
+    let loss = find(&g, &loss_name);
+    let mut b = GraphBuilder::from_graph(g);
     let seed = b.scalar("seed", DType::F32, 1.0).unwrap();
     let grads = gradients(&mut b, loss, seed, &xs).unwrap();
     let grads = grads
@@ -177,6 +187,15 @@ fn check(c: &Case, seed: u64) {
 
 const ANY: (f64, f64) = (-2.0, 2.0);
 const POSITIVE: (f64, f64) = (0.5, 2.0);
+
+fn conv(stride: &[usize], padding: &[usize], dilation: &[usize], groups: usize) -> Op {
+    Op::Conv2d {
+        stride: stride.to_vec(),
+        padding: padding.to_vec(),
+        dilation: dilation.to_vec(),
+        groups,
+    }
+}
 
 fn cases() -> Vec<Case> {
     let mut v = vec![
@@ -301,6 +320,87 @@ fn cases() -> Vec<Case> {
             Op::Concat { axis: 1 },
         ),
         op_case("outfeed", &[&[3]], ANY, Op::Outfeed { stream: "s".into() }),
+        op_case(
+            "conv2d 3x3 padded",
+            &[&[2, 3, 5, 5], &[4, 3, 3, 3]],
+            ANY,
+            conv(&[], &[1, 1, 1, 1], &[], 1),
+        ),
+        op_case(
+            "conv2d strided, dilated, asymmetric padding",
+            &[&[1, 2, 7, 6], &[3, 2, 2, 3]],
+            ANY,
+            conv(&[2, 1], &[1, 0, 0, 2], &[2, 1], 1),
+        ),
+        op_case(
+            "conv2d grouped, stride 2",
+            &[&[1, 4, 5, 5], &[6, 2, 3, 3]],
+            ANY,
+            conv(&[2, 2], &[1, 1, 1, 1], &[], 2),
+        ),
+        op_case(
+            "conv2d depthwise",
+            &[&[2, 3, 4, 4], &[3, 1, 3, 3]],
+            ANY,
+            conv(&[], &[1, 1, 1, 1], &[], 3),
+        ),
+        op_case(
+            "max pool 3x3 stride 2 padded",
+            &[&[2, 2, 5, 5]],
+            ANY,
+            Op::MaxPool2d {
+                kernel: vec![3, 3],
+                stride: vec![2, 2],
+                padding: vec![1, 1, 1, 1],
+            },
+        ),
+        op_case(
+            "avg pool counting padding",
+            &[&[1, 2, 5, 5]],
+            ANY,
+            Op::AvgPool2d {
+                kernel: vec![3, 3],
+                stride: vec![2, 2],
+                padding: vec![1, 1, 1, 1],
+                count_include_pad: true,
+            },
+        ),
+        op_case(
+            "avg pool not counting padding",
+            &[&[1, 2, 5, 4]],
+            ANY,
+            Op::AvgPool2d {
+                kernel: vec![2, 3],
+                stride: vec![],
+                padding: vec![1, 1, 0, 1],
+                count_include_pad: false,
+            },
+        ),
+        op_case("global avg pool", &[&[2, 3, 2, 3]], ANY, Op::GlobalAvgPool),
+        op_case("flatten", &[&[2, 3, 2]], ANY, Op::Flatten { axis: 1 }),
+        case(
+            "batch norm (batch statistics)",
+            &[&[3, 2, 2, 2], &[2], &[2]],
+            ANY,
+            |b, x| {
+                let rm = b.variable("rm", DType::F32, [2], ipusim_ir::Init::Zeros)?;
+                let rv = b.variable("rv", DType::F32, [2], ipusim_ir::Init::Constant(1.0))?;
+                let op = Op::BatchNorm {
+                    epsilon: 1e-3,
+                    momentum: 0.1,
+                };
+                b.op("bn", op, &[x[0], x[1], x[2], rm, rv])
+            },
+        ),
+        op_case(
+            "group norm",
+            &[&[2, 4, 3, 3], &[4], &[4]],
+            ANY,
+            Op::GroupNorm {
+                groups: 2,
+                epsilon: 1e-3,
+            },
+        ),
         case("cast f32 -> f16 -> f32", &[&[2, 3]], ANY, |b, x| {
             let h = b.cast(x[0], DType::F16)?;
             b.cast(h, DType::F32)

@@ -27,6 +27,9 @@ pub(super) fn vjp(
 ) -> Grads {
     let input = |i: usize| n.inputs[i];
     let one = |g: R| g.map(|g| vec![Some(g)]);
+    if let Some(family) = crate::conv::vjp(b, n, dy, wanted) {
+        return family;
+    }
     match &n.op {
         Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. } => Ok(vec![]),
         Op::MatMul => matmul(b, input(0), input(1), dy, wanted),
@@ -118,7 +121,12 @@ pub(super) fn vjp(
         Op::Relu => one(activation(b, Activation::Relu, input(0), dy)),
         // Composite ops are decomposed before autodiff (`crate::decompose`); their primitive
         // ops carry the gradient.
-        Op::Clip { .. } => Err(IrError::Invalid {
+        Op::Clip { .. }
+        | Op::AvgPool2d { .. }
+        | Op::GlobalAvgPool
+        | Op::Flatten { .. }
+        | Op::BatchNorm { .. }
+        | Op::GroupNorm { .. } => Err(IrError::Invalid {
             node: n.name.clone(),
             op: n.op.name(),
             message: "a composite op reached autodiff; decompose the graph first".into(),
@@ -239,6 +247,15 @@ pub(super) fn vjp(
             // Bool/integer outputs or inputs: never active (see the module docs).
             Ok(vec![None; n.inputs.len()])
         }
+        // The convolution family's rules are in `crate::conv` (handled above).
+        Op::Conv2d { .. }
+        | Op::Conv2dInputGrad { .. }
+        | Op::Conv2dWeightGrad { .. }
+        | Op::MaxPool2d { .. }
+        | Op::MaxPool2dGrad { .. } => Err(IrError::Program(format!(
+            "autodiff: the rule of {} is in the convolution family",
+            n.op.name()
+        ))),
         Op::ActivationGrad { .. } | Op::Assign => Err(IrError::Invalid {
             node: n.name.clone(),
             op: n.op.name(),

@@ -13,12 +13,13 @@
 //! anything→Bool is `x != 0` (NaN is true); Bool→numeric is 0 or 1. In exact mode float
 //! tensors stay `f64` through float casts.
 
-use super::float;
 use super::real::{Cx, Elem, Real};
+use super::{conv, float};
 use crate::numerics::int::IntArith;
 use crate::numerics::{cast, ArithOp, CompareOp, FpSts, NumericsError};
 use crate::tensor::{Data, Tensor};
 use half::f16;
+use ipusim_ir::conv::{Pool, Window};
 use ipusim_ir::{DType, LossReduction, Op, TensorType};
 
 /// Why an op could not be evaluated.
@@ -88,6 +89,12 @@ pub(crate) fn eval(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) ->
     }
 }
 
+/// A convolution whose geometry does not check (only reachable for graphs that bypassed
+/// inference).
+fn geometry_fault(op: &Op, what: &str) -> EvalFault {
+    EvalFault::Storage(format!("{}: {what} do not fit its operands", op.name()))
+}
+
 fn unsupported(op: &Op, t: &Tensor) -> EvalFault {
     EvalFault::Storage(format!(
         "{} is not defined on {} tensors",
@@ -153,6 +160,37 @@ fn float_op<E: Real>(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) 
         Op::ArgMax { axis } => {
             let (v, dims) = x(0)?;
             Ok(Data::I32(float::argmax(v, dims, *axis)))
+        }
+        Op::Conv2d { .. } | Op::Conv2dInputGrad { .. } | Op::Conv2dWeightGrad { .. } => {
+            let window = match Window::of(op) {
+                Some(Ok(w)) => w,
+                _ => return Err(geometry_fault(op, "its attributes")),
+            };
+            let (a, b) = (x(0)?, x(1)?);
+            let (xd, wd) = match op {
+                Op::Conv2d { .. } => (a.1, b.1),
+                Op::Conv2dInputGrad { .. } => (out, b.1),
+                _ => (a.1, out),
+            };
+            let g = window
+                .geometry(xd, wd)
+                .map_err(|f| geometry_fault(op, &format!("{f:?}")))?;
+            Ok(E::wrap(match op {
+                Op::Conv2d { .. } => conv::conv2d(a.0, b.0, &g, cx)?,
+                Op::Conv2dInputGrad { .. } => conv::conv2d_input_grad(a.0, b.0, &g, cx)?,
+                _ => conv::conv2d_weight_grad(a.0, b.0, &g, cx)?,
+            }))
+        }
+        Op::MaxPool2d { .. } | Op::MaxPool2dGrad { .. } => {
+            let (v, dims) = x(0)?;
+            let g = match Pool::of(op).map(|p| p.and_then(|p| p.geometry(dims))) {
+                Some(Ok(g)) => g,
+                _ => return Err(geometry_fault(op, "its window")),
+            };
+            Ok(E::wrap(match op {
+                Op::MaxPool2d { .. } => conv::max_pool(v, &g, cx),
+                _ => conv::max_pool_grad(v, x(1)?.0, &g, cx),
+            }))
         }
         _ => Err(unsupported(op, inputs[0])),
     }

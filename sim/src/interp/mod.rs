@@ -38,6 +38,7 @@
 //! values of their dtypes, converted exactly). Same code path, generic element type: it is
 //! the reference for finite-difference checks of gradients, not a model of the IPU.
 
+mod conv;
 mod error;
 mod eval;
 mod float;

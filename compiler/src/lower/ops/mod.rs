@@ -75,6 +75,19 @@ const COMPOSITE: OpLowering = OpLowering {
     operand_layout: None,
 };
 
+/// The convolution family (`ipusim_ir::conv`) has no lowering yet: the convolution planner
+/// is the next step of the CNN work. A program that uses it is refused naming the node.
+const CONVOLUTION: OpLowering = OpLowering {
+    lower: |lw, id| {
+        Err(lw.unsupported(
+            id,
+            "the compiler does not lower convolutions and pooling yet (the reference \
+             interpreter evaluates them: `ipusim_runtime::ReferenceSession`)",
+        ))
+    },
+    operand_layout: None,
+};
+
 /// The table: the lowering of `op`'s family.
 pub(crate) fn lowering(op: &Op) -> &'static OpLowering {
     match op {
@@ -119,7 +132,17 @@ pub(crate) fn lowering(op: &Op) -> &'static OpLowering {
         | Op::Constant { .. }
         | Op::Assign
         | Op::Outfeed { .. } => &STRUCTURE,
-        Op::Clip { .. } => &COMPOSITE,
+        Op::Conv2d { .. }
+        | Op::Conv2dInputGrad { .. }
+        | Op::Conv2dWeightGrad { .. }
+        | Op::MaxPool2d { .. }
+        | Op::MaxPool2dGrad { .. } => &CONVOLUTION,
+        Op::Clip { .. }
+        | Op::AvgPool2d { .. }
+        | Op::GlobalAvgPool
+        | Op::Flatten { .. }
+        | Op::BatchNorm { .. }
+        | Op::GroupNorm { .. } => &COMPOSITE,
     }
 }
 

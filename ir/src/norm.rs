@@ -1,0 +1,305 @@
+//! The normalisation family in one place: `BatchNorm` and `GroupNorm`, their shape inference
+//! and their decomposition into primitive ops (they need no codelet, no gradient rule and no
+//! interpreter evaluation of their own).
+//!
+//! # Precision rule
+//!
+//! The statistics are computed in FP32 under every precision policy, as PopLibs computes
+//! them with float partials: the input is cast to FP32, the mean is a `ReduceMean`, the
+//! variance the `ReduceMean` of the squared deviations from it (two passes, the numerically
+//! stable form), and `inv_std = 1 / sqrt(var + epsilon)`, all in FP32. The mean and `inv_std`
+//! are then rounded to the activation type, and the normalisation
+//! `((x − mean) · inv_std) · scale + shift` runs in the activation type, as PopLibs' whitening
+//! of the activations does.
+//!
+//! # Batch norm's two modes
+//!
+//! A training step ([`Statistics::Batch`]) normalises over the batch and spatial dimensions of
+//! the micro-batch and updates the running statistics, as PyTorch's `BatchNorm2d` does:
+//! `running = (1 − momentum) · running + momentum · stat` (in FP32, then rounded to the
+//! variable's type), with the unbiased variance (`var · n / (n − 1)`, `n` the number of
+//! elements per channel; the biased one when `n = 1`). An inference run
+//! ([`Statistics::Running`]) normalises with the running statistics and updates nothing.
+
+use crate::dtype::{DType, Shape, TensorType};
+use crate::error::IrError;
+use crate::graph::NodeId;
+use crate::infer::InferFault;
+use crate::op::Op;
+use crate::rewrite::Emitter;
+
+/// Which statistics a batch norm uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Statistics {
+    /// The micro-batch's (a training step); the running statistics are updated.
+    Batch,
+    /// The running statistics (inference).
+    Running,
+}
+
+/// The output type of a normalisation op, or `None` for other ops.
+pub(crate) fn infer(op: &Op, inputs: &[&TensorType]) -> Option<Result<TensorType, InferFault>> {
+    let names = ["the input", "scale", "shift", "running_mean", "running_var"];
+    let check = |n_params: usize| -> Result<usize, InferFault> {
+        let x = inputs[0];
+        if !x.dtype.is_float() {
+            return Err(InferFault::BadDType {
+                input: 0,
+                expected: "a float tensor",
+            });
+        }
+        if x.shape.rank() < 2 {
+            return Err(InferFault::Invalid(format!(
+                "the input must have rank 2 or more ([N, C, ...]), got {}",
+                x.shape
+            )));
+        }
+        let c = x.shape.dims()[1];
+        for i in 1..=n_params {
+            if !inputs[i].dtype.is_float() {
+                return Err(InferFault::BadDType {
+                    input: i,
+                    expected: "a float tensor",
+                });
+            }
+            if inputs[i].shape.dims() != [c] {
+                return Err(InferFault::ShapeMismatch {
+                    a: 0,
+                    b: i,
+                    why: format!(
+                        "{} has shape {} where the input's {c} channels (dimension 1 of {}) \
+                         need [{c}]",
+                        names[i], inputs[i].shape, x.shape
+                    ),
+                });
+            }
+        }
+        Ok(c)
+    };
+    let result = match op {
+        Op::BatchNorm { epsilon, momentum } => (|| {
+            check(4)?;
+            if !(epsilon.is_finite() && *epsilon > 0.0) {
+                return Err(InferFault::Invalid(format!(
+                    "epsilon must be a positive finite number, got {epsilon}"
+                )));
+            }
+            if !(0.0..=1.0).contains(momentum) {
+                return Err(InferFault::Invalid(format!(
+                    "momentum must be in [0, 1], got {momentum}"
+                )));
+            }
+            Ok(inputs[0].clone())
+        })(),
+        Op::GroupNorm { groups, epsilon } => (|| {
+            let c = check(2)?;
+            if !(epsilon.is_finite() && *epsilon > 0.0) {
+                return Err(InferFault::Invalid(format!(
+                    "epsilon must be a positive finite number, got {epsilon}"
+                )));
+            }
+            if *groups == 0 || c % groups != 0 {
+                return Err(InferFault::Invalid(format!(
+                    "groups {groups} does not divide the input's {c} channels (dimension 1 of {})",
+                    inputs[0].shape
+                )));
+            }
+            let size = inputs[0].shape.dims()[2..].iter().product::<usize>() * (c / groups);
+            if size == 0 {
+                return Err(InferFault::Invalid(format!(
+                    "each of the {groups} groups of {} is empty: there is nothing to normalise",
+                    inputs[0].shape
+                )));
+            }
+            Ok(inputs[0].clone())
+        })(),
+        _ => return None,
+    };
+    Some(result)
+}
+
+/// The FP32 statistics of `xs` (an FP32 node) over `axes`, kept as size-1 dimensions:
+/// `(mean, var)`.
+fn moments(
+    e: &mut Emitter<'_, '_>,
+    xs: NodeId,
+    axes: Vec<usize>,
+) -> Result<(NodeId, NodeId), IrError> {
+    let mean = e.node(
+        "mean",
+        Op::ReduceMean {
+            axes: axes.clone(),
+            keep_dims: true,
+        },
+        &[xs],
+    )?;
+    let d = e.node("deviation", Op::Sub, &[xs, mean])?;
+    let sq = e.node("squared_deviation", Op::Mul, &[d, d])?;
+    let var = e.node(
+        "var",
+        Op::ReduceMean {
+            axes,
+            keep_dims: true,
+        },
+        &[sq],
+    )?;
+    Ok((mean, var))
+}
+
+/// `1 / sqrt(var + epsilon)` in FP32.
+fn inv_std(e: &mut Emitter<'_, '_>, var: NodeId, epsilon: f64) -> Result<NodeId, IrError> {
+    let eps = e.splat("epsilon", DType::F32, Shape::scalar(), epsilon)?;
+    let ve = e.node("var_plus_epsilon", Op::Add, &[var, eps])?;
+    let sd = e.node("std", Op::Sqrt, &[ve])?;
+    let one = e.splat("one", DType::F32, Shape::scalar(), 1.0)?;
+    e.node("inv_std", Op::Div, &[one, sd])
+}
+
+/// `(x − mean) · inv` in `x`'s type, the statistics rounded to it.
+fn whiten(
+    e: &mut Emitter<'_, '_>,
+    x: NodeId,
+    mean: NodeId,
+    inv: NodeId,
+) -> Result<NodeId, IrError> {
+    let t = e.ty(x).dtype;
+    let mean_t = e.cast("mean_cast", mean, t)?;
+    let inv_t = e.cast("inv_std_cast", inv, t)?;
+    let xc = e.node("centred", Op::Sub, &[x, mean_t])?;
+    e.node("whitened", Op::Mul, &[xc, inv_t])
+}
+
+/// `xn · scale + shift` with the per-channel parameters broadcast over `[N, C, ...]`; the
+/// last node takes the composite's name.
+fn affine(
+    e: &mut Emitter<'_, '_>,
+    xn: NodeId,
+    scale: NodeId,
+    shift: NodeId,
+) -> Result<NodeId, IrError> {
+    let dims = e.ty(xn).shape.dims().to_vec();
+    let mut per_channel = vec![1; dims.len()];
+    per_channel[1] = dims[1];
+    let t = e.ty(xn).dtype;
+    let g = e.cast("scale_cast", scale, t)?;
+    let g = e.reshape("scale_b", g, per_channel.clone())?;
+    let b = e.cast("shift_cast", shift, t)?;
+    let b = e.reshape("shift_b", b, per_channel)?;
+    let scaled = e.node("scaled", Op::Mul, &[xn, g])?;
+    e.last(Op::Add, &[scaled, b])
+}
+
+/// `running ← (1 − momentum) · running + momentum · stat` (FP32, rounded to the variable).
+fn update_running(
+    e: &mut Emitter<'_, '_>,
+    what: &str,
+    running: NodeId,
+    stat: NodeId,
+    momentum: f64,
+) -> Result<(), IrError> {
+    let c = e.ty(running).shape.dims().to_vec();
+    let dtype = e.ty(running).dtype;
+    let stat = e.reshape(&format!("{what}_per_channel"), stat, c)?;
+    let old = e.cast(&format!("{what}_f32"), running, DType::F32)?;
+    let keep = e.splat(
+        &format!("{what}_keep"),
+        DType::F32,
+        Shape::scalar(),
+        1.0 - momentum,
+    )?;
+    let take = e.splat(
+        &format!("{what}_momentum"),
+        DType::F32,
+        Shape::scalar(),
+        momentum,
+    )?;
+    let a = e.node(&format!("{what}_decayed"), Op::Mul, &[old, keep])?;
+    let b = e.node(&format!("{what}_new_part"), Op::Mul, &[stat, take])?;
+    let new = e.node(&format!("{what}_updated"), Op::Add, &[a, b])?;
+    let new = e.cast(&format!("{what}_updated_cast"), new, dtype)?;
+    e.node(&format!("{what}_assign"), Op::Assign, &[running, new])?;
+    Ok(())
+}
+
+/// `BatchNorm`'s primitives; `inputs` are `(x, scale, shift, running_mean, running_var)`.
+pub(crate) fn batch_norm(
+    e: &mut Emitter<'_, '_>,
+    inputs: &[NodeId],
+    epsilon: f64,
+    momentum: f64,
+    statistics: Statistics,
+) -> Result<NodeId, IrError> {
+    let (x, scale, shift, rm, rv) = (inputs[0], inputs[1], inputs[2], inputs[3], inputs[4]);
+    for (i, what) in [(3, "running_mean"), (4, "running_var")] {
+        if !matches!(e.rw.dst.node(inputs[i]).op, Op::Variable { .. }) {
+            return Err(IrError::Invalid {
+                node: e.name.clone(),
+                op: "BatchNorm",
+                message: format!(
+                    "input {i} ({what}) must be a Variable node, the state the running \
+                     statistics are kept in; it is '{}'",
+                    e.rw.dst.node(inputs[i]).name
+                ),
+            });
+        }
+    }
+    let dims = e.ty(x).shape.dims().to_vec();
+    let mut per_channel = vec![1; dims.len()];
+    per_channel[1] = dims[1];
+    let (mean, var) = match statistics {
+        Statistics::Batch => {
+            let xs = e.cast("input_f32", x, DType::F32)?;
+            let axes: Vec<usize> = (0..dims.len()).filter(|&a| a != 1).collect();
+            let (mean, var) = moments(e, xs, axes)?;
+            let n: usize = dims
+                .iter()
+                .enumerate()
+                .filter(|&(a, _)| a != 1)
+                .map(|(_, &d)| d)
+                .product();
+            update_running(e, "running_mean", rm, mean, momentum)?;
+            let unbiased = if n > 1 {
+                let k = e.splat(
+                    "bessel",
+                    DType::F32,
+                    Shape::scalar(),
+                    n as f64 / (n - 1) as f64,
+                )?;
+                e.node("var_unbiased", Op::Mul, &[var, k])?
+            } else {
+                var
+            };
+            update_running(e, "running_var", rv, unbiased, momentum)?;
+            (mean, var)
+        }
+        Statistics::Running => {
+            let m = e.cast("running_mean_f32", rm, DType::F32)?;
+            let m = e.reshape("running_mean_b", m, per_channel.clone())?;
+            let v = e.cast("running_var_f32", rv, DType::F32)?;
+            let v = e.reshape("running_var_b", v, per_channel)?;
+            (m, v)
+        }
+    };
+    let inv = inv_std(e, var, epsilon)?;
+    let xn = whiten(e, x, mean, inv)?;
+    affine(e, xn, scale, shift)
+}
+
+/// `GroupNorm`'s primitives; `inputs` are `(x, scale, shift)`.
+pub(crate) fn group_norm(
+    e: &mut Emitter<'_, '_>,
+    inputs: &[NodeId],
+    groups: usize,
+    epsilon: f64,
+) -> Result<NodeId, IrError> {
+    let (x, scale, shift) = (inputs[0], inputs[1], inputs[2]);
+    let dims = e.ty(x).shape.dims().to_vec();
+    let per_group = dims[1..].iter().product::<usize>() / groups;
+    let xr = e.reshape("grouped", x, vec![dims[0], groups, per_group])?;
+    let xs = e.cast("grouped_f32", xr, DType::F32)?;
+    let (mean, var) = moments(e, xs, vec![2])?;
+    let inv = inv_std(e, var, epsilon)?;
+    let xn = whiten(e, xr, mean, inv)?;
+    let xn = e.reshape("ungrouped", xn, dims)?;
+    affine(e, xn, scale, shift)
+}

@@ -1,0 +1,189 @@
+//! The interpreter's convolution and pooling values against independent direct loops.
+//!
+//! Inputs are small integers, so every product and partial sum is an integer well below
+//! 2^24 and every summation order gives the same exact value: the convolution (evaluated as
+//! im2col products through the AMP kernel, in FP32 and in exact mode) must equal the textbook
+//! definition `y[n, o, i, j] = Σ_{c, p, q} x[n, g·C/g + c, i·s − pad + p·d, …] · w[o, c, p, q]`
+//! element for element.
+
+use ipusim_ir::{DType, GraphBuilder, Init, Op, Shape};
+use ipusim_sim::interp::{Interpreter, Streams};
+use ipusim_sim::numerics::FpConfig;
+use ipusim_sim::tensor::Tensor;
+use rand_core::{RngCore, SeedableRng};
+use rand_pcg::Pcg32;
+
+struct Geometry {
+    x: [usize; 4],
+    w: [usize; 4],
+    stride: [usize; 2],
+    padding: [usize; 4],
+    dilation: [usize; 2],
+    groups: usize,
+}
+
+fn small_ints(rng: &mut Pcg32, n: usize) -> Vec<f32> {
+    (0..n).map(|_| (rng.next_u32() % 9) as f32 - 4.0).collect()
+}
+
+/// The textbook convolution.
+fn direct(g: &Geometry, x: &[f32], w: &[f32]) -> (Vec<usize>, Vec<f64>) {
+    let [n, c, h, wd] = g.x;
+    let [o, cg, kh, kw] = g.w;
+    let og = o / g.groups;
+    let oh = (h + g.padding[0] + g.padding[2] - g.dilation[0] * (kh - 1) - 1) / g.stride[0] + 1;
+    let ow = (wd + g.padding[1] + g.padding[3] - g.dilation[1] * (kw - 1) - 1) / g.stride[1] + 1;
+    let mut y = Vec::new();
+    for b in 0..n {
+        for oc in 0..o {
+            let grp = oc / og;
+            for i in 0..oh {
+                for j in 0..ow {
+                    let mut s = 0.0f64;
+                    for ic in 0..cg {
+                        for p in 0..kh {
+                            for q in 0..kw {
+                                let r = (i * g.stride[0] + p * g.dilation[0]) as isize
+                                    - g.padding[0] as isize;
+                                let col = (j * g.stride[1] + q * g.dilation[1]) as isize
+                                    - g.padding[1] as isize;
+                                if r < 0 || col < 0 || r >= h as isize || col >= wd as isize {
+                                    continue;
+                                }
+                                let xi =
+                                    ((b * c + grp * cg + ic) * h + r as usize) * wd + col as usize;
+                                let wi = ((oc * cg + ic) * kh + p) * kw + q;
+                                s += f64::from(x[xi]) * f64::from(w[wi]);
+                            }
+                        }
+                    }
+                    y.push(s);
+                }
+            }
+        }
+    }
+    (vec![n, o, oh, ow], y)
+}
+
+fn run(op: Op, inputs: &[(&[usize], &[f32])], exact: bool) -> (Vec<usize>, Vec<f64>) {
+    let mut b = GraphBuilder::new();
+    let ids: Vec<_> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, (s, _))| {
+            b.variable(&format!("x{i}"), DType::F32, s.to_vec(), Init::Zeros)
+                .unwrap()
+        })
+        .collect();
+    let y = b.named("y", op, &ids).unwrap();
+    let g = b.finish();
+    let mut it = if exact {
+        Interpreter::new_exact(&g, 0).unwrap()
+    } else {
+        Interpreter::new(&g, FpConfig::default(), 0).unwrap()
+    };
+    for (i, (s, v)) in inputs.iter().enumerate() {
+        let t = Tensor::f32(Shape::new(s.to_vec()), v.to_vec()).unwrap();
+        it.set_variable(&format!("x{i}"), t).unwrap();
+    }
+    it.micro_batch(&Streams::new()).unwrap();
+    let v = it.value_of(y).unwrap();
+    (v.shape().dims().to_vec(), v.to_f64_vec())
+}
+
+#[test]
+fn convolutions_equal_the_textbook_definition() {
+    let cases = [
+        Geometry {
+            x: [2, 3, 6, 5],
+            w: [4, 3, 3, 3],
+            stride: [1, 1],
+            padding: [1, 1, 1, 1],
+            dilation: [1, 1],
+            groups: 1,
+        },
+        Geometry {
+            x: [1, 3, 11, 11],
+            w: [8, 3, 7, 7],
+            stride: [2, 2],
+            padding: [3, 3, 3, 3],
+            dilation: [1, 1],
+            groups: 1,
+        },
+        Geometry {
+            x: [1, 20, 5, 5],
+            w: [17, 20, 1, 1],
+            stride: [2, 2],
+            padding: [0, 0, 0, 0],
+            dilation: [1, 1],
+            groups: 1,
+        },
+        Geometry {
+            x: [2, 6, 7, 6],
+            w: [9, 2, 3, 2],
+            stride: [2, 1],
+            padding: [2, 0, 1, 1],
+            dilation: [2, 1],
+            groups: 3,
+        },
+        Geometry {
+            x: [1, 4, 5, 5],
+            w: [4, 1, 3, 3],
+            stride: [1, 1],
+            padding: [1, 1, 1, 1],
+            dilation: [1, 1],
+            groups: 4,
+        },
+    ];
+    let mut rng = Pcg32::seed_from_u64(7);
+    for g in &cases {
+        let x = small_ints(&mut rng, g.x.iter().product());
+        let w = small_ints(&mut rng, g.w.iter().product());
+        let op = Op::Conv2d {
+            stride: g.stride.to_vec(),
+            padding: g.padding.to_vec(),
+            dilation: g.dilation.to_vec(),
+            groups: g.groups,
+        };
+        let expected = direct(g, &x, &w);
+        for exact in [true, false] {
+            let got = run(op.clone(), &[(&g.x, &x), (&g.w, &w)], exact);
+            assert_eq!(got, expected, "x {:?} w {:?} exact {exact}", g.x, g.w);
+        }
+    }
+}
+
+#[test]
+fn max_pool_takes_the_window_maximum_and_skips_padding() {
+    let mut rng = Pcg32::seed_from_u64(9);
+    let dims = [2usize, 3, 7, 6];
+    let x: Vec<f32> = small_ints(&mut rng, dims.iter().product())
+        .into_iter()
+        .map(|v| v - 10.0) // all negative: a padded zero would win if padding took part
+        .collect();
+    let op = Op::MaxPool2d {
+        kernel: vec![3, 3],
+        stride: vec![2, 2],
+        padding: vec![1, 1, 1, 1],
+    };
+    let (shape, y) = run(op, &[(&dims, &x)], false);
+    assert_eq!(shape, [2, 3, 4, 3]);
+    let mut k = 0;
+    for plane in 0..6 {
+        for i in 0..4isize {
+            for j in 0..3isize {
+                let mut m = f64::NEG_INFINITY;
+                for p in 0..3isize {
+                    for q in 0..3isize {
+                        let (r, c) = (2 * i - 1 + p, 2 * j - 1 + q);
+                        if (0..7).contains(&r) && (0..6).contains(&c) {
+                            m = m.max(f64::from(x[plane * 42 + (r * 6 + c) as usize]));
+                        }
+                    }
+                }
+                assert_eq!(y[k], m, "plane {plane} ({i}, {j})");
+                k += 1;
+            }
+        }
+    }
+}
