@@ -165,6 +165,27 @@ pub enum Codelet {
     /// Log-softmax: `out_i = round(t_i − ln32(s))` (one rounding of the exact difference).
     /// Flags: INV (NaN input), OFLO.
     Softmax { log: bool, dtype: DType },
+    /// Operands `[in, weights, out]` (see [`WindowPass`] for each pass's operand blocks);
+    /// params `Window`. A convolution partial without a materialised im2col: the vertex's
+    /// output units are computed as the AMP matrix product of [`Codelet::AmpMatMul`]
+    /// (passes of `input_channels` reduction elements, FP32 or FP16 partials, one conversion
+    /// to `output`) of the matrices the pass defines over the tile's operand blocks, with a
+    /// padded position read as an exact zero (see `ipusim_sim`'s `interp/conv.rs` for the
+    /// reduction order of each pass, which the reference interpreter shares). Flags: INV,
+    /// OFLO.
+    Conv {
+        pass: WindowPass,
+        input: DType,
+        partials: DType,
+        output: DType,
+    },
+    /// Operands `[in, out]` (`MaxPool`) or `[x, dy, out]` (`MaxPoolGrad`), all `dtype`;
+    /// params `Window`. `MaxPool`: each output element is the IEEE 754-2019 `maximum` of its
+    /// window's input elements in row-major window order (padded positions skipped).
+    /// `MaxPoolGrad`: each input element of the block gets the sum, in f32 from zero in
+    /// row-major window order, of `dy` over the windows whose maximum it equals, rounded once
+    /// to `dtype`. Flags: INV (NaN), OFLO.
+    MaxPool { grad: bool, dtype: DType },
     /// Operands `[logits (dtype), labels (I32), out (F32)]`; params `Block` with
     /// `width = cols = 1`: one row of `count` logits per group, `labels[g]` its class.
     /// In f32, with `m`, `t_i`, `e_i`, `s` as for `Softmax`:
@@ -184,6 +205,125 @@ pub enum VertexParams {
     Amp(AmpParams),
     /// Block codelets.
     Block(BlockParams),
+    /// Window codelets (`Conv`, `MaxPool`).
+    Window(WindowParams),
+}
+
+/// Which product a [`Codelet::Conv`] vertex computes. Operand blocks are row-major, with
+/// the channel ranges and row ranges of [`WindowParams`]:
+///
+/// | pass | operand 0 | operand 1 | output unit `u` (per batch element, channel) |
+/// |---|---|---|---|
+/// | `Forward` | `x[nb, C/g, in_rows, W]` | `w[ob, C/g, KH, KW]` | `y[n, o, out_rows, OW]`; reduction `(kh, kw, c)` |
+/// | `InputGrad` | `dy[nb, O/g, in_rows, OW]` | `w[O/g, cb, KH, KW]` | `dx[n, c, out_rows, W]`; reduction `(kh, kw, o)` |
+/// | `WeightGrad` | `x[N, cb, H, W]` | `dy[N, ob, OH, OW]` | `dw[o, cb, KH, KW]` (units are output channels); reduction `(n, oh, ow)` |
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum WindowPass {
+    /// The convolution.
+    Forward,
+    /// The gradient of its input.
+    InputGrad,
+    /// The gradient of its weights.
+    WeightGrad,
+}
+
+/// The whole convolution or pooling a window vertex is part of (the `ipusim_ir::conv`
+/// geometry; pools have one channel per group and a `1 × 1` channel block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowGeometry {
+    /// Batch, input channels, input height and width.
+    pub n: u32,
+    /// Input channels.
+    pub c: u32,
+    /// Input height.
+    pub h: u32,
+    /// Input width.
+    pub w: u32,
+    /// Output channels.
+    pub o: u32,
+    /// Kernel height and width.
+    pub kh: u32,
+    /// Kernel width.
+    pub kw: u32,
+    /// Stride `[height, width]`.
+    pub stride: [u32; 2],
+    /// Padding `[top, left, bottom, right]`.
+    pub padding: [u32; 4],
+    /// Kernel dilation `[height, width]`.
+    pub dilation: [u32; 2],
+    /// Convolution groups.
+    pub groups: u32,
+    /// Output height.
+    pub oh: u32,
+    /// Output width.
+    pub ow: u32,
+}
+
+impl WindowGeometry {
+    /// The input row read by output row `oh` at kernel row `kh` (`None`: padding).
+    pub fn input_row(&self, oh: u32, kh: u32) -> Option<u32> {
+        (oh * self.stride[0] + kh * self.dilation[0])
+            .checked_sub(self.padding[0])
+            .filter(|&r| r < self.h)
+    }
+
+    /// The input column read by output column `ow` at kernel column `kw` (`None`: padding).
+    pub fn input_col(&self, ow: u32, kw: u32) -> Option<u32> {
+        (ow * self.stride[1] + kw * self.dilation[1])
+            .checked_sub(self.padding[1])
+            .filter(|&c| c < self.w)
+    }
+
+    /// The output row reading input row `h` at kernel row `kh`, if any.
+    pub fn output_row(&self, h: u32, kh: u32) -> Option<u32> {
+        let p = (h + self.padding[0]).checked_sub(kh * self.dilation[0])?;
+        (p % self.stride[0] == 0 && p / self.stride[0] < self.oh).then_some(p / self.stride[0])
+    }
+
+    /// The output column reading input column `w` at kernel column `kw`, if any.
+    pub fn output_col(&self, w: u32, kw: u32) -> Option<u32> {
+        let p = (w + self.padding[1]).checked_sub(kw * self.dilation[1])?;
+        (p % self.stride[1] == 0 && p / self.stride[1] < self.ow).then_some(p / self.stride[1])
+    }
+
+    /// Input channels per group.
+    pub fn c_per_group(&self) -> u32 {
+        self.c / self.groups.max(1)
+    }
+
+    /// Output channels per group.
+    pub fn o_per_group(&self) -> u32 {
+        self.o / self.groups.max(1)
+    }
+}
+
+/// Parameters of a window vertex: the geometry, the tile's block, the rows its spatial
+/// operands hold, and the vertex's units.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowParams {
+    /// The whole convolution or pooling.
+    pub geometry: WindowGeometry,
+    /// The convolution group of the block (pools: 0).
+    pub group: u32,
+    /// Batch range `[begin, end)` of the block (`WeightGrad`: all).
+    pub batch: (u32, u32),
+    /// Channel range of the output, within the group: `o` (`Forward`, `WeightGrad`), `c`
+    /// (`InputGrad`), the plane channel (pools).
+    pub out_channels: (u32, u32),
+    /// `WeightGrad`: the input-channel range within the group (else unused, `(0, 0)`).
+    pub in_channels: (u32, u32),
+    /// Output rows of the block: `oh` (`Forward`, `MaxPool`), `h` (`InputGrad`,
+    /// `MaxPoolGrad`); `WeightGrad`: unused.
+    pub out_rows: (u32, u32),
+    /// Rows held by operand 0 (of `x`, or of `dy` for `InputGrad`).
+    pub in_rows: (u32, u32),
+    /// Rows held by `dy` for `MaxPoolGrad` (else unused).
+    pub aux_rows: (u32, u32),
+    /// The vertex's units `[begin, end)` in block order (`(batch, channel)` pairs, or output
+    /// channels for `WeightGrad`); its output operand holds exactly their elements.
+    pub units: (u32, u32),
+    /// AMP input channels per pass (`Conv`; 1 for pools).
+    pub input_channels: u32,
 }
 
 /// Parameters of an element-wise vertex.
@@ -286,6 +426,65 @@ pub struct BlockParams {
     pub scale: f64,
 }
 
+impl WindowParams {
+    /// Channels of the block's output channel range.
+    pub fn out_channel_count(&self) -> u64 {
+        u64::from(self.out_channels.1.saturating_sub(self.out_channels.0))
+    }
+
+    /// Batch elements of the block.
+    pub fn batch_count(&self) -> u64 {
+        u64::from(self.batch.1.saturating_sub(self.batch.0))
+    }
+
+    /// The `(batch element, channel)` of unit `u` (block-relative, `u` in block order).
+    pub fn unit(&self, u: u32) -> (u32, u32) {
+        let per = self.out_channels.1.saturating_sub(self.out_channels.0).max(1);
+        (self.batch.0 + u / per, self.out_channels.0 + u % per)
+    }
+
+    /// The lengths (elements) the operands of a vertex of `codelet` with these parameters
+    /// must have, in operand order (the output last); `None` for a codelet that takes other
+    /// parameters.
+    pub fn operand_lens(&self, codelet: &Codelet) -> Option<Vec<u64>> {
+        let g = &self.geometry;
+        let len = |r: (u32, u32)| u64::from(r.1.saturating_sub(r.0));
+        let (nb, ob) = (self.batch_count(), self.out_channel_count());
+        let (rows, in_rows, units) = (len(self.out_rows), len(self.in_rows), len(self.units));
+        let kernel = u64::from(g.kh) * u64::from(g.kw);
+        let (w, ow) = (u64::from(g.w), u64::from(g.ow));
+        Some(match codelet {
+            Codelet::Conv { pass, .. } => match pass {
+                WindowPass::Forward => vec![
+                    nb * u64::from(g.c_per_group()) * in_rows * w,
+                    ob * u64::from(g.c_per_group()) * kernel,
+                    units * rows * ow,
+                ],
+                WindowPass::InputGrad => vec![
+                    nb * u64::from(g.o_per_group()) * in_rows * ow,
+                    u64::from(g.o_per_group()) * ob * kernel,
+                    units * rows * w,
+                ],
+                WindowPass::WeightGrad => {
+                    let cb = len(self.in_channels);
+                    vec![
+                        u64::from(g.n) * cb * u64::from(g.h) * w,
+                        u64::from(g.n) * ob * u64::from(g.oh) * ow,
+                        units * cb * kernel,
+                    ]
+                }
+            },
+            Codelet::MaxPool { grad: false, .. } => vec![nb * ob * in_rows * w, units * rows * ow],
+            Codelet::MaxPool { grad: true, .. } => vec![
+                nb * ob * in_rows * w,
+                nb * ob * len(self.aux_rows) * ow,
+                units * rows * w,
+            ],
+            _ => return None,
+        })
+    }
+}
+
 /// One row of the registry table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CodeletInfo {
@@ -317,6 +516,9 @@ impl Codelet {
             Codelet::SoftmaxCrossEntropy { .. } => {
                 ("SoftmaxCrossEntropy", &["logits", "labels", "out"], 768)
             }
+            Codelet::Conv { .. } => ("ConvPartial", &["in", "weights", "out"], 2048),
+            Codelet::MaxPool { grad: false, .. } => ("MaxPool", &["in", "out"], 512),
+            Codelet::MaxPool { grad: true, .. } => ("MaxPoolGrad", &["x", "dy", "out"], 640),
         };
         CodeletInfo {
             name,
@@ -354,6 +556,15 @@ impl Codelet {
                 format!("{}<{dtype}>", if *log { "LogSoftmax" } else { "Softmax" })
             }
             Codelet::SoftmaxCrossEntropy { dtype } => format!("SoftmaxCrossEntropy<{dtype}>"),
+            Codelet::Conv {
+                pass,
+                input,
+                partials,
+                output,
+            } => format!("ConvPartial<{pass:?},{input},{partials},{output}>"),
+            Codelet::MaxPool { grad, dtype } => {
+                format!("{}<{dtype}>", if *grad { "MaxPoolGrad" } else { "MaxPool" })
+            }
         }
     }
 }
@@ -376,6 +587,8 @@ pub fn vertex_state_bytes(operands: usize, params: &VertexParams) -> u32 {
         }
         VertexParams::Amp(_) => 9,
         VertexParams::Block(_) => 6,
+        // Geometry (20 words) and the block and vertex ranges (13).
+        VertexParams::Window(_) => 33,
     };
     (8 + 8 * operands + 4 * param_words) as u32
 }

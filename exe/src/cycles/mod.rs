@@ -20,7 +20,9 @@
 //! stays there (and so does every sum it enters), so a report never shows a wrapped figure;
 //! [`CycleEstimate::saturated`] tells the front ends, which refuse such a report.
 
+pub mod conv;
 pub mod vertex;
+pub mod window;
 
 pub use crate::estimate::{ComputeSetCycles, CycleEstimate, ExchangeCycles, IpuCycles};
 use crate::executable::{ComputeSet, Exchange, Executable, Program, TileWork};

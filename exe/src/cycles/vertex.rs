@@ -57,6 +57,15 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
             }
             amp_supervisor(target, *input, *partials, p)
         }
+        Codelet::Conv { .. } | Codelet::MaxPool { .. } => {
+            // The group is costed as the one PopLibs vertex over the tile's block.
+            return match group.vertices.first().map(|v| &v.params) {
+                Some(VertexParams::Window(p)) => {
+                    finish(super::window::window_group_cycles(target, &group.codelet, p), workers)
+                }
+                _ => finish(0, workers),
+            };
+        }
         codelet => {
             for v in &group.vertices {
                 let n = v.operands.last().map_or(0, |o| o.len as u64);
@@ -378,7 +387,7 @@ fn vertex_worker(target: &Target, codelet: &Codelet, params: &VertexParams, n: u
             }
             _ => 0,
         },
-        Codelet::AmpMatMul { .. } => 0,
+        Codelet::AmpMatMul { .. } | Codelet::Conv { .. } | Codelet::MaxPool { .. } => 0,
     }
 }
 

@@ -83,7 +83,7 @@ pub(crate) fn run(
     p: &AmpParams,
     ops: Operands,
     scratch: &mut Scratch,
-    mut worker: Worker,
+    worker: Worker,
 ) -> Result<FpSts, VertexError> {
     let (input, partials, output) =
         types(codelet).ok_or_else(|| EngineError::internal("not an AmpMatMul"))?;
@@ -130,8 +130,28 @@ pub(crate) fn run(
         *b_key = Some(key);
     }
     let b: &[f32] = bbuf.take::<f32>(k * n);
+    let types = (input, partials, output);
+    product(types, shape, a, b, chunk, ops.output, (pbuf, qbuf), worker)
+}
+
+/// `out = a · b` of row-major f32 blocks (values of `input`, widened exactly) with the AMP
+/// accumulation of the codelet contract: passes of `chunk` reduction elements, partials of
+/// `partials`, one conversion to `output`. A trapped exception is explained from the
+/// worker's random stream before the product. Shared by `AmpMatMul` and the `Conv` window
+/// codelet.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn product(
+    (input, partials, output): (DType, DType, DType),
+    shape: MatMulShape,
+    a: &[f32],
+    b: &[f32],
+    chunk: usize,
+    out: &mut [u8],
+    (pbuf, qbuf): (&mut Buf, &mut Buf),
+    mut worker: Worker,
+) -> Result<FpSts, VertexError> {
+    let (rows, n) = (shape.m, shape.n);
     let saved = (!worker.mask().is_empty()).then(|| worker.rng.clone());
-    let out = ops.output;
     let flags = match (partials, output) {
         (DType::F32, DType::F32) => {
             let o = typed_mut::<f32>(out)?;

@@ -17,6 +17,7 @@ pub(crate) mod amp;
 pub(crate) mod block;
 pub(crate) mod map;
 pub(crate) mod operands;
+pub(crate) mod window;
 
 use crate::engine::error::{DumpValue, EngineError};
 use crate::engine::memory::Buf;
@@ -129,6 +130,9 @@ pub(crate) fn execute(
         (_, VertexParams::Map(_) | VertexParams::Fill { .. }) => {
             map::run(codelet, &v.params, ops, scratch, worker)
         }
+        (Codelet::Conv { .. } | Codelet::MaxPool { .. }, VertexParams::Window(p)) => {
+            window::run(codelet, p, ops, scratch, worker)
+        }
         _ => Err(EngineError::invalid(format!(
             "{} vertex with {} parameters",
             codelet.full_name(),
@@ -145,6 +149,7 @@ pub(crate) fn params_name(p: &VertexParams) -> &'static str {
         VertexParams::Map(_) => "Map",
         VertexParams::Amp(_) => "Amp",
         VertexParams::Block(_) => "Block",
+        VertexParams::Window(_) => "Window",
     }
 }
 

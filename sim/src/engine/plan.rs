@@ -171,6 +171,9 @@ fn check_vertex(
             VertexParams::Block(p),
         ) => block::check(codelet, p, v, tensors),
         (_, VertexParams::Map(_) | VertexParams::Fill { .. }) => map::check(codelet, v, tensors),
+        (Codelet::Conv { .. } | Codelet::MaxPool { .. }, VertexParams::Window(p)) => {
+            crate::codelets::window::check(codelet, p, v, tensors)
+        }
         (_, p) => Err(format!(
             "has {} parameters",
             crate::codelets::params_name(p)

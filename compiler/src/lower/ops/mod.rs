@@ -9,6 +9,7 @@
 //! | [`reduce`] | `ReduceSum`, `ReduceMean`, `ReduceMax`, `ArgMax` |
 //! | [`softmax`] | `Softmax`, `LogSoftmax`, `SparseSoftmaxCrossEntropy` |
 //! | [`rearrange`] | `Reshape`, `Transpose`, `Broadcast`, `Slice`, `Pad`, `Concat` |
+//! | [`window`] | `Conv2d` and its gradients, `MaxPool2d` and its gradient (a window plan, `Conv` and `MaxPool` vertices) |
 //!
 //! Sources (`Input`, `Variable`, `Constant`), `Outfeed` and `Assign` are graph structure,
 //! lowered by the driver.
@@ -18,6 +19,7 @@ pub(crate) mod matmul;
 pub(crate) mod rearrange;
 pub(crate) mod reduce;
 pub(crate) mod softmax;
+pub(crate) mod window;
 
 use super::core::Lowerer;
 use super::kit::mapping::Mapping;
@@ -75,16 +77,8 @@ const COMPOSITE: OpLowering = OpLowering {
     operand_layout: None,
 };
 
-/// The convolution family (`ipusim_ir::conv`) has no lowering yet: the convolution planner
-/// is the next step of the CNN work. A program that uses it is refused naming the node.
 const CONVOLUTION: OpLowering = OpLowering {
-    lower: |lw, id| {
-        Err(lw.unsupported(
-            id,
-            "the compiler does not lower convolutions and pooling yet (the reference \
-             interpreter evaluates them: `ipusim_runtime::ReferenceSession`)",
-        ))
-    },
+    lower: window::lower,
     operand_layout: None,
 };
 

@@ -1,0 +1,497 @@
+//! The window codelets (`ipusim_exe::codelets`): `Conv` (a convolution partial of one pass
+//! over the tile's operand blocks) and `MaxPool` (and its gradient).
+//!
+//! A `Conv` vertex gathers, per batch element of its units, the two matrices of its pass
+//! from the operand blocks into f32 scratch (a padded or unreached position is an exact
+//! zero; FP16 values widen exactly) and multiplies them with the AMP product shared with
+//! `AmpMatMul` ([`super::amp::product`]), so its accumulation order is the codelet's, and the
+//! reference interpreter's (`interp/conv.rs`) reduction order is the one it gathers in.
+
+use super::amp::product;
+use super::operands::Operands;
+use super::{Scratch, VertexError, Worker};
+use crate::engine::error::EngineError;
+use crate::engine::memory::{typed, typed_mut};
+use crate::numerics::kernels::amp::MatMulShape;
+use crate::numerics::{cast, fp16, fp32, FpSts};
+use half::f16;
+use ipusim_exe::codelets::{Codelet, WindowGeometry, WindowParams, WindowPass};
+use ipusim_exe::executable::{Tensor, Vertex};
+use ipusim_ir::DType;
+
+/// Checks a window vertex: operand types and lengths against its parameters, ranges inside
+/// the geometry.
+pub(crate) fn check(
+    codelet: &Codelet,
+    p: &WindowParams,
+    v: &Vertex,
+    tensors: &[Tensor],
+) -> Result<(), String> {
+    let lens = p
+        .operand_lens(codelet)
+        .ok_or("is not a window codelet")?;
+    if v.operands.len() != lens.len() {
+        return Err(format!(
+            "has {} operands, expected {}",
+            v.operands.len(),
+            lens.len()
+        ));
+    }
+    let (input, output) = match *codelet {
+        Codelet::Conv {
+            input,
+            partials,
+            output,
+            ..
+        } => {
+            if !input.is_float() || !partials.is_float() || !output.is_float() {
+                return Err("convolution types must be float".into());
+            }
+            (input, output)
+        }
+        Codelet::MaxPool { dtype, .. } => (dtype, dtype),
+        _ => return Err("is not a window codelet".into()),
+    };
+    for (i, (o, len)) in v.operands.iter().zip(&lens).enumerate() {
+        let t = &tensors[o.tensor.0 as usize];
+        let want = if i + 1 == lens.len() { output } else { input };
+        if t.dtype != want || u64::from(o.len) != *len {
+            return Err(format!(
+                "operand {i} is {} elements of {}, expected {len} of {want}",
+                o.len, t.dtype
+            ));
+        }
+    }
+    let g = &p.geometry;
+    let inside = |r: (u32, u32), n: u32| r.0 <= r.1 && r.1 <= n;
+    let pass = match codelet {
+        Codelet::Conv { pass, .. } => Some(*pass),
+        _ => None,
+    };
+    let (ch_limit, out_limit) = match pass {
+        Some(WindowPass::Forward) | Some(WindowPass::WeightGrad) => (g.o_per_group(), g.oh),
+        Some(WindowPass::InputGrad) => (g.c_per_group(), g.h),
+        None => (g.c, if matches!(codelet, Codelet::MaxPool { grad: true, .. }) { g.h } else { g.oh }),
+    };
+    let units = match pass {
+        Some(WindowPass::WeightGrad) => p.out_channel_count(),
+        _ => p.batch_count() * p.out_channel_count(),
+    };
+    let ok = g.groups > 0
+        && p.group < g.groups.max(1)
+        && inside(p.batch, g.n)
+        && inside(p.out_channels, ch_limit)
+        && inside(p.in_channels, g.c_per_group())
+        && inside(p.out_rows, out_limit)
+        && inside(p.units, units as u32)
+        && g.stride.iter().all(|&s| s > 0)
+        && g.dilation.iter().all(|&d| d > 0);
+    if !ok {
+        return Err("window ranges outside the geometry".into());
+    }
+    Ok(())
+}
+
+/// Element `i` of an f16 or f32 operand, widened exactly.
+fn read(bytes: &[u8], dtype: DType) -> Result<Box<dyn Fn(usize) -> f32 + '_>, EngineError> {
+    Ok(match dtype {
+        DType::F16 => {
+            let v = typed::<f16>(bytes)?;
+            Box::new(move |i| v[i].to_f32())
+        }
+        _ => {
+            let v = typed::<f32>(bytes)?;
+            Box::new(move |i| v[i])
+        }
+    })
+}
+
+fn len(r: (u32, u32)) -> usize {
+    r.1.saturating_sub(r.0) as usize
+}
+
+/// Runs a window vertex.
+pub(crate) fn run(
+    codelet: &Codelet,
+    p: &WindowParams,
+    ops: Operands,
+    scratch: &mut Scratch,
+    worker: Worker,
+) -> Result<FpSts, VertexError> {
+    match *codelet {
+        Codelet::Conv {
+            pass,
+            input,
+            partials,
+            output,
+        } => conv(pass, (input, partials, output), p, ops, scratch, worker),
+        Codelet::MaxPool { grad, dtype } => pool(grad, dtype, p, ops, worker),
+        _ => Err(EngineError::internal("not a window codelet").into()),
+    }
+}
+
+fn conv(
+    pass: WindowPass,
+    types: (DType, DType, DType),
+    p: &WindowParams,
+    ops: Operands,
+    scratch: &mut Scratch,
+    worker: Worker,
+) -> Result<FpSts, VertexError> {
+    let g = p.geometry;
+    let input = types.0;
+    let x = read(ops.inputs[0], input)?;
+    let y = read(ops.inputs[1], input)?;
+    let chunk = p.input_channels.max(1) as usize;
+    let (kh, kw) = (g.kh as usize, g.kw as usize);
+    let Scratch {
+        a: abuf,
+        b: bbuf,
+        p: pbuf,
+        q: qbuf,
+        ..
+    } = scratch;
+    let es = types.2.size_bytes();
+    let mut flags = FpSts::empty();
+    // Runs of units with one batch element (all units for the weight gradient).
+    let mut u = p.units.0;
+    let mut out_at = 0usize;
+    while u < p.units.1 {
+        let (n, ch0) = p.unit(u);
+        let mut end = u + 1;
+        while pass != WindowPass::WeightGrad && end < p.units.1 && p.unit(end).0 == n {
+            end += 1;
+        }
+        if pass == WindowPass::WeightGrad {
+            end = p.units.1;
+        }
+        let rows = (end - u) as usize;
+        let (k, cols) = match pass {
+            WindowPass::Forward => (
+                kh * kw * g.c_per_group() as usize,
+                len(p.out_rows) * g.ow as usize,
+            ),
+            WindowPass::InputGrad => (
+                kh * kw * g.o_per_group() as usize,
+                len(p.out_rows) * g.w as usize,
+            ),
+            WindowPass::WeightGrad => (
+                (g.n * g.oh * g.ow) as usize,
+                len(p.in_channels) * kh * kw,
+            ),
+        };
+        let a = abuf.take::<f32>(rows * k);
+        let b = bbuf.take::<f32>(k * cols);
+        match pass {
+            WindowPass::Forward => forward(p, n, ch0, rows, &x, &y, a, b),
+            WindowPass::InputGrad => input_grad(p, n, ch0, rows, &x, &y, a, b),
+            WindowPass::WeightGrad => weight_grad(p, u, rows, &x, &y, a, b),
+        }
+        let out_len = rows * cols * es;
+        let out = &mut ops.output[out_at..out_at + out_len];
+        let shape = MatMulShape {
+            m: rows,
+            k,
+            n: cols,
+        };
+        let reborrow = Worker {
+            ctl: worker.ctl,
+            rng: &mut *worker.rng,
+        };
+        flags |= product(types, shape, a, b, chunk, out, (pbuf, qbuf), reborrow)?;
+        out_at += out_len;
+        u = end;
+    }
+    Ok(flags)
+}
+
+/// `Forward`: `a[o][(kh, kw, c)]` from the weights, `b[(kh, kw, c)][(row, ow)]` from `x`.
+#[allow(clippy::too_many_arguments)]
+fn forward(
+    p: &WindowParams,
+    n: u32,
+    o0: u32,
+    rows: usize,
+    x: &dyn Fn(usize) -> f32,
+    w: &dyn Fn(usize) -> f32,
+    a: &mut [f32],
+    b: &mut [f32],
+) {
+    let g = &p.geometry;
+    let cg = g.c_per_group() as usize;
+    let (kh, kw) = (g.kh as usize, g.kw as usize);
+    let k = kh * kw * cg;
+    for r in 0..rows {
+        let o = (o0 - p.out_channels.0) as usize + r;
+        for (i, slot) in a[r * k..(r + 1) * k].iter_mut().enumerate() {
+            let (pos, c) = (i / cg, i % cg);
+            *slot = w(((o * cg + c) * kh + pos / kw) * kw + pos % kw);
+        }
+    }
+    let (in_rows, width) = (len(p.in_rows), g.w as usize);
+    let nl = (n - p.batch.0) as usize;
+    let mut i = 0;
+    for khi in 0..g.kh {
+        for kwi in 0..g.kw {
+            for c in 0..cg {
+                let base = (nl * cg + c) * in_rows;
+                for row in p.out_rows.0..p.out_rows.1 {
+                    let r = g.input_row(row, khi);
+                    for col in 0..g.ow {
+                        b[i] = match (r, g.input_col(col, kwi)) {
+                            (Some(r), Some(cc)) => {
+                                x((base + (r - p.in_rows.0) as usize) * width + cc as usize)
+                            }
+                            _ => 0.0,
+                        };
+                        i += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `InputGrad`: `a[c][(kh, kw, o)]` from the weights, `b[(kh, kw, o)][(h, w)]` from `dy`.
+#[allow(clippy::too_many_arguments)]
+fn input_grad(
+    p: &WindowParams,
+    n: u32,
+    c0: u32,
+    rows: usize,
+    dy: &dyn Fn(usize) -> f32,
+    w: &dyn Fn(usize) -> f32,
+    a: &mut [f32],
+    b: &mut [f32],
+) {
+    let g = &p.geometry;
+    let og = g.o_per_group() as usize;
+    let cb = p.out_channel_count() as usize;
+    let (kh, kw) = (g.kh as usize, g.kw as usize);
+    let k = kh * kw * og;
+    for r in 0..rows {
+        let c = (c0 - p.out_channels.0) as usize + r;
+        for (i, slot) in a[r * k..(r + 1) * k].iter_mut().enumerate() {
+            let (pos, o) = (i / og, i % og);
+            *slot = w(((o * cb + c) * kh + pos / kw) * kw + pos % kw);
+        }
+    }
+    let (in_rows, ow) = (len(p.in_rows), g.ow as usize);
+    let nl = (n - p.batch.0) as usize;
+    let mut i = 0;
+    for khi in 0..g.kh {
+        for kwi in 0..g.kw {
+            for o in 0..og {
+                let base = (nl * og + o) * in_rows;
+                for h in p.out_rows.0..p.out_rows.1 {
+                    let r = g.output_row(h, khi);
+                    for wc in 0..g.w {
+                        b[i] = match (r, g.output_col(wc, kwi)) {
+                            (Some(r), Some(cc)) => {
+                                dy((base + (r - p.in_rows.0) as usize) * ow + cc as usize)
+                            }
+                            _ => 0.0,
+                        };
+                        i += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `WeightGrad`: `a[o][(n, oh, ow)]` from `dy`, `b[(n, oh, ow)][(c, kh, kw)]` from `x`.
+#[allow(clippy::too_many_arguments)]
+fn weight_grad(
+    p: &WindowParams,
+    u0: u32,
+    rows: usize,
+    x: &dyn Fn(usize) -> f32,
+    dy: &dyn Fn(usize) -> f32,
+    a: &mut [f32],
+    b: &mut [f32],
+) {
+    let g = &p.geometry;
+    let ob = p.out_channel_count() as usize;
+    let cb = len(p.in_channels);
+    let (oh, ow) = (g.oh as usize, g.ow as usize);
+    let k = g.n as usize * oh * ow;
+    for r in 0..rows {
+        let o = u0 as usize + r;
+        for (i, slot) in a[r * k..(r + 1) * k].iter_mut().enumerate() {
+            let (n, pos) = (i / (oh * ow), i % (oh * ow));
+            *slot = dy((n * ob + o) * oh * ow + pos);
+        }
+    }
+    let (h, w) = (g.h as usize, g.w as usize);
+    let mut i = 0;
+    for n in 0..g.n as usize {
+        for ohi in 0..g.oh {
+            for owi in 0..g.ow {
+                for c in 0..cb {
+                    for khi in 0..g.kh {
+                        for kwi in 0..g.kw {
+                            b[i] = match (g.input_row(ohi, khi), g.input_col(owi, kwi)) {
+                                (Some(r), Some(cc)) => {
+                                    x(((n * cb + c) * h + r as usize) * w + cc as usize)
+                                }
+                                _ => 0.0,
+                            };
+                            i += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn pool(
+    grad: bool,
+    dtype: DType,
+    p: &WindowParams,
+    ops: Operands,
+    mut worker: Worker,
+) -> Result<FpSts, VertexError> {
+    match dtype {
+        DType::F16 => {
+            let x = typed::<f16>(ops.inputs[0])?;
+            let dy = if grad {
+                typed::<f16>(ops.inputs[1])?
+            } else {
+                &[][..]
+            };
+            let out = typed_mut::<f16>(ops.output)?;
+            let mut r = worker.rounding();
+            pool_typed(
+                grad,
+                p,
+                (x, dy),
+                out,
+                fp16::max,
+                |v| v.to_f32(),
+                |acc| cast::f32_to_f16(acc, &mut r),
+            )
+        }
+        _ => {
+            let x = typed::<f32>(ops.inputs[0])?;
+            let dy = if grad {
+                typed::<f32>(ops.inputs[1])?
+            } else {
+                &[][..]
+            };
+            let out = typed_mut::<f32>(ops.output)?;
+            pool_typed(
+                grad,
+                p,
+                (x, dy),
+                out,
+                fp32::max,
+                |v| v,
+                |acc| (acc, FpSts::empty()),
+            )
+        }
+    }
+}
+
+/// The window maximum of output `(oh, ow)` of the plane at `base` of a block of rows from
+/// `row0` (IEEE `maximum`, row-major window order, padding skipped), with its flags.
+fn window_max<T: Copy>(
+    g: &WindowGeometry,
+    x: &[T],
+    base: usize,
+    row0: u32,
+    (oh, ow): (u32, u32),
+    max: fn(T, T) -> (T, FpSts),
+) -> (Option<T>, FpSts) {
+    let mut m: Option<T> = None;
+    let mut flags = FpSts::empty();
+    for khi in 0..g.kh {
+        let Some(r) = g.input_row(oh, khi) else {
+            continue;
+        };
+        for kwi in 0..g.kw {
+            if let Some(c) = g.input_col(ow, kwi) {
+                let v = x[base + (r - row0) as usize * g.w as usize + c as usize];
+                m = Some(match m {
+                    None => v,
+                    Some(m) => {
+                        let (v, f) = max(m, v);
+                        flags |= f;
+                        v
+                    }
+                });
+            }
+        }
+    }
+    (m, flags)
+}
+
+/// The outputs `[lo, hi]` along one axis whose windows contain input index `i`, ascending.
+fn windows_of(i: u32, k: u32, out: u32, stride: u32, pad: u32) -> std::ops::Range<u32> {
+    // Window `o` covers inputs [o·s − pad, o·s − pad + k).
+    let first = (i + pad + 1).saturating_sub(k).div_ceil(stride);
+    let last = ((i + pad) / stride + 1).min(out);
+    first.min(last)..last
+}
+
+fn pool_typed<T: Copy + PartialEq>(
+    grad: bool,
+    p: &WindowParams,
+    (x, dy): (&[T], &[T]),
+    out: &mut [T],
+    max: fn(T, T) -> (T, FpSts),
+    widen: impl Fn(T) -> f32,
+    mut narrow: impl FnMut(f32) -> (T, FpSts),
+) -> Result<FpSts, VertexError> {
+    let g = &p.geometry;
+    let (in_rows, width) = (len(p.in_rows), g.w as usize);
+    let ob = p.out_channel_count() as usize;
+    let mut flags = FpSts::empty();
+    let mut at = 0usize;
+    let inside = || EngineError::invalid("a pooling window inside the padding");
+    for u in p.units.0..p.units.1 {
+        let (n, ch) = p.unit(u);
+        let plane = (n - p.batch.0) as usize * ob + (ch - p.out_channels.0) as usize;
+        let base = plane * in_rows * width;
+        if !grad {
+            for oh in p.out_rows.0..p.out_rows.1 {
+                for ow in 0..g.ow {
+                    let (m, f) = window_max(g, x, base, p.in_rows.0, (oh, ow), max);
+                    flags |= f;
+                    out[at] = m.ok_or_else(inside)?;
+                    at += 1;
+                }
+            }
+            continue;
+        }
+        let dy_base = plane * len(p.aux_rows) * g.ow as usize;
+        for h in p.out_rows.0..p.out_rows.1 {
+            let ohs = windows_of(h, g.kh, g.oh, g.stride[0], g.padding[0]);
+            for wc in 0..g.w {
+                let xv = x[base + (h - p.in_rows.0) as usize * width + wc as usize];
+                let ows = windows_of(wc, g.kw, g.ow, g.stride[1], g.padding[1]);
+                let mut acc = 0f32;
+                for oh in ohs.clone() {
+                    for ow in ows.clone() {
+                        let (m, f) = window_max(g, x, base, p.in_rows.0, (oh, ow), max);
+                        flags |= f;
+                        if m == Some(xv) {
+                            let d = dy_base
+                                + (oh - p.aux_rows.0) as usize * g.ow as usize
+                                + ow as usize;
+                            let (s, f) = fp32::add(acc, widen(dy[d]));
+                            acc = s;
+                            flags |= f;
+                        }
+                    }
+                }
+                let (v, f) = narrow(acc);
+                flags |= f;
+                out[at] = v;
+                at += 1;
+            }
+        }
+    }
+    Ok(flags)
+}
