@@ -20,6 +20,7 @@
 //! stays there (and so does every sum it enters), so a report never shows a wrapped figure;
 //! [`CycleEstimate::saturated`] tells the front ends, which refuse such a report.
 
+pub mod conv;
 pub mod vertex;
 
 pub use crate::estimate::{ComputeSetCycles, CycleEstimate, ExchangeCycles, IpuCycles};
