@@ -439,7 +439,11 @@ impl WindowParams {
 
     /// The `(batch element, channel)` of unit `u` (block-relative, `u` in block order).
     pub fn unit(&self, u: u32) -> (u32, u32) {
-        let per = self.out_channels.1.saturating_sub(self.out_channels.0).max(1);
+        let per = self
+            .out_channels
+            .1
+            .saturating_sub(self.out_channels.0)
+            .max(1);
         (self.batch.0 + u / per, self.out_channels.0 + u % per)
     }
 

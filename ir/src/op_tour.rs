@@ -247,8 +247,8 @@ pub fn op_tour() -> Result<Program, IrError> {
 }
 
 /// The ops [`op_tour`] leaves to [`cnn_tour`]: the convolution, pooling and normalisation
-/// families, which the compiler does not lower yet (the tour is compiled by the simulator's
-/// differential tests). Their gradient ops appear in `cnn_tour`'s training step.
+/// families, which came after the op tour's outputs were recorded (`tests/golden`), so they
+/// have a tour of their own. Their gradient ops appear in `cnn_tour`'s training step.
 pub const CNN_OPS: &[&str] = &[
     "Conv2d",
     "Conv2dInputGrad",

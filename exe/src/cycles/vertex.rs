@@ -60,9 +60,10 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
         Codelet::Conv { .. } | Codelet::MaxPool { .. } => {
             // The group is costed as the one PopLibs vertex over the tile's block.
             return match group.vertices.first().map(|v| &v.params) {
-                Some(VertexParams::Window(p)) => {
-                    finish(super::window::window_group_cycles(target, &group.codelet, p), workers)
-                }
+                Some(VertexParams::Window(p)) => finish(
+                    super::window::window_group_cycles(target, &group.codelet, p),
+                    workers,
+                ),
                 _ => finish(0, workers),
             };
         }

@@ -27,9 +27,7 @@ pub(crate) fn check(
     v: &Vertex,
     tensors: &[Tensor],
 ) -> Result<(), String> {
-    let lens = p
-        .operand_lens(codelet)
-        .ok_or("is not a window codelet")?;
+    let lens = p.operand_lens(codelet).ok_or("is not a window codelet")?;
     if v.operands.len() != lens.len() {
         return Err(format!(
             "has {} operands, expected {}",
@@ -71,7 +69,14 @@ pub(crate) fn check(
     let (ch_limit, out_limit) = match pass {
         Some(WindowPass::Forward) | Some(WindowPass::WeightGrad) => (g.o_per_group(), g.oh),
         Some(WindowPass::InputGrad) => (g.c_per_group(), g.h),
-        None => (g.c, if matches!(codelet, Codelet::MaxPool { grad: true, .. }) { g.h } else { g.oh }),
+        None => (
+            g.c,
+            if matches!(codelet, Codelet::MaxPool { grad: true, .. }) {
+                g.h
+            } else {
+                g.oh
+            },
+        ),
     };
     let units = match pass {
         Some(WindowPass::WeightGrad) => p.out_channel_count(),
@@ -175,10 +180,7 @@ fn conv(
                 kh * kw * g.o_per_group() as usize,
                 len(p.out_rows) * g.w as usize,
             ),
-            WindowPass::WeightGrad => (
-                (g.n * g.oh * g.ow) as usize,
-                len(p.in_channels) * kh * kw,
-            ),
+            WindowPass::WeightGrad => ((g.n * g.oh * g.ow) as usize, len(p.in_channels) * kh * kw),
         };
         let a = abuf.take::<f32>(rows * k);
         let b = bbuf.take::<f32>(k * cols);

@@ -93,7 +93,10 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     }
     .map_err(|f| lw.unsupported(id, format!("{f:?}")))?;
     let g = window_geometry(&geometry);
-    let (a, b) = (materialized(lw, inputs[0])?, materialized(lw, inputs[1 % inputs.len()])?);
+    let (a, b) = (
+        materialized(lw, inputs[0])?,
+        materialized(lw, inputs[1 % inputs.len()])?,
+    );
     let input = lw.tensor(a).dtype;
     let output = node.ty.dtype;
     let partials = match kind {
@@ -164,7 +167,11 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             Kind::Conv(WindowPass::WeightGrad) => span(blk.channels),
             _ => span(blk.batch) * span(blk.channels),
         };
-        let per_unit = params
+        let whole = WindowParams {
+            units: (0, units),
+            ..params.clone()
+        };
+        let per_unit = whole
             .operand_lens(&codelet)
             .and_then(|l| l.last().copied())
             .unwrap_or(0)
@@ -311,7 +318,9 @@ fn input_rows(g: &WindowGeometry, rows: (u32, u32)) -> (u32, u32) {
 /// The output rows `[lo, hi)` whose windows reach input rows `rows`.
 fn output_rows_of(g: &WindowGeometry, rows: (u32, u32)) -> (u32, u32) {
     let reach = (g.kh - 1) * g.dilation[0];
-    let lo = (rows.0 + g.padding[0]).saturating_sub(reach).div_ceil(g.stride[0]);
+    let lo = (rows.0 + g.padding[0])
+        .saturating_sub(reach)
+        .div_ceil(g.stride[0]);
     let hi = ((rows.1.saturating_sub(1) + g.padding[0]) / g.stride[0] + 1).min(g.oh);
     clamp_rows(lo.min(hi), hi, g.oh)
 }
@@ -448,7 +457,10 @@ fn operand_ranges(
             let c0 = b.group * cg;
             let x = plane_rows(b.batch, (c0, c0 + cg), p.in_rows, (g.c, g.h, g.w));
             let o0 = u64::from(b.group * og + b.channels.0);
-            let w = vec![(o0 * u64::from(cg) * kernel, u64::from(span(b.channels)) * u64::from(cg) * kernel)];
+            let w = vec![(
+                o0 * u64::from(cg) * kernel,
+                u64::from(span(b.channels)) * u64::from(cg) * kernel,
+            )];
             (x, w)
         }
         Kind::Conv(WindowPass::InputGrad) => {
@@ -541,8 +553,12 @@ fn plan(
                         let w = cb * u64::from(red) * kernel * es;
                         let out = nb * cb * rb * u64::from(width) * es;
                         let positions = (nb * rb * u64::from(width)).div_ceil(nw);
-                        let passes = cb.div_ceil(units) * u64::from(red).div_ceil(in_chans) * kernel;
-                        (x + w + out, passes * (positions * 4 + 20) * nw + (x + w) / xbw)
+                        let passes =
+                            cb.div_ceil(units) * u64::from(red).div_ceil(in_chans) * kernel;
+                        (
+                            x + w + out,
+                            passes * (positions * 4 + 20) * nw + (x + w) / xbw,
+                        )
                     }
                     Kind::Conv(WindowPass::WeightGrad) => {
                         let field = u64::from(g.n) * u64::from(g.oh) * u64::from(g.ow);
@@ -550,7 +566,10 @@ fn plan(
                         let dy = cb * field * es;
                         let out = cb * rb * kernel * es;
                         let passes = field.div_ceil(in_chans) * (rb * kernel).div_ceil(units);
-                        (x + dy + out, passes * (cb.div_ceil(nw) * 4 + 20) * nw + (x + dy) / xbw)
+                        (
+                            x + dy + out,
+                            passes * (cb.div_ceil(nw) * 4 + 20) * nw + (x + dy) / xbw,
+                        )
                     }
                     Kind::Pool { grad } => {
                         let in_rows = u64::from(span(input_rows(g, (0, rows)))) + rb;
@@ -561,7 +580,16 @@ fn plan(
                     }
                 };
                 let fits = bytes <= budget;
-                let key = (fits, cycles, bytes, Split { batch: sb, channels: sc, rows: sr });
+                let key = (
+                    fits,
+                    cycles,
+                    bytes,
+                    Split {
+                        batch: sb,
+                        channels: sc,
+                        rows: sr,
+                    },
+                );
                 let better = match &best {
                     None => true,
                     Some((bf, bc, bbytes, _)) => match (fits, *bf) {
