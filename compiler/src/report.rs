@@ -135,6 +135,143 @@ pub struct CompileReport {
     /// Per IPU of the system (one row with one IPU).
     #[serde(default)]
     pub ipus: Vec<IpuReport>,
+    /// One row per convolution and pooling compute set (absent for programs without
+    /// them): what a CNN user reads per layer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub convolutions: Vec<ConvLayerReport>,
+    /// FLOPs of all convolutions per step (2 per multiply-accumulate; absent without them).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub convolution_flops: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// One convolution or pooling layer pass of the report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConvLayerReport {
+    /// The compute set (the IR node's name).
+    pub name: String,
+    /// `Forward`, `InputGrad`, `WeightGrad`, `MaxPool` or `MaxPoolGrad`.
+    pub pass: String,
+    /// The vertex PopLibs would use and our estimator follows (`ConvPartialnx1`,
+    /// `ConvPartial1x1Out` for the weight gradient, `MaxPooling`).
+    pub vertex: String,
+    /// How the output is partitioned over tiles: groups × batch × channels × rows (the
+    /// weight gradient: groups × 1 × output channels × input channels).
+    pub partition: [u32; 4],
+    /// Tiles with work.
+    pub tiles: u32,
+    /// Cycles of the layer per step (all executions).
+    pub cycles: u64,
+    /// FLOPs per step (2 per multiply-accumulate; 0 for pools).
+    pub flops: u64,
+    /// FLOPs over what the AMP units of the layer's tiles could do in its cycles.
+    pub amp_fraction: f64,
+}
+
+/// The per-layer rows of the window compute sets of `exe`.
+fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
+    use crate::codelets::{Codelet, VertexParams, WindowPass};
+    use std::collections::BTreeSet;
+    let mut rows = Vec::new();
+    for (i, cs) in exe.compute_sets.iter().enumerate() {
+        let Some(first) = cs.tiles.first().and_then(|t| t.groups.first()) else {
+            continue;
+        };
+        let (pass, vertex, amp_types) = match &first.codelet {
+            Codelet::Conv {
+                pass,
+                input,
+                partials,
+                ..
+            } => (
+                format!("{pass:?}"),
+                if *pass == WindowPass::WeightGrad {
+                    "ConvPartial1x1Out"
+                } else {
+                    "ConvPartialnx1"
+                },
+                Some((*input, *partials)),
+            ),
+            Codelet::MaxPool { grad, .. } => (
+                if *grad { "MaxPoolGrad" } else { "MaxPool" }.to_string(),
+                "MaxPooling",
+                None,
+            ),
+            _ => continue,
+        };
+        let params: Vec<_> = cs
+            .tiles
+            .iter()
+            .filter_map(
+                |t| match t.groups.first().and_then(|g| g.vertices.first()) {
+                    Some(v) => match &v.params {
+                        VertexParams::Window(p) => Some(p.clone()),
+                        _ => None,
+                    },
+                    None => None,
+                },
+            )
+            .collect();
+        let Some(p0) = params.first() else { continue };
+        let distinct = |f: &dyn Fn(&crate::codelets::WindowParams) -> (u32, u32)| {
+            params.iter().map(f).collect::<BTreeSet<_>>().len() as u32
+        };
+        let weight_grad = pass == "WeightGrad";
+        let partition = [
+            params
+                .iter()
+                .map(|p| p.group)
+                .collect::<BTreeSet<_>>()
+                .len() as u32,
+            if weight_grad {
+                1
+            } else {
+                distinct(&|p| p.batch)
+            },
+            distinct(&|p| p.out_channels),
+            if weight_grad {
+                distinct(&|p| p.in_channels)
+            } else {
+                distinct(&|p| p.out_rows)
+            },
+        ];
+        let g = &p0.geometry;
+        let macs = [g.n, g.o, g.oh, g.ow, g.c / g.groups.max(1), g.kh, g.kw]
+            .iter()
+            .fold(1u64, |a, &d| a.saturating_mul(u64::from(d)));
+        let flops = if amp_types.is_some() {
+            macs.saturating_mul(2)
+        } else {
+            0
+        };
+        let est = exe.estimate.compute_sets.get(i);
+        let cycles = est.map_or(cs.cycles, |c| c.cycles);
+        let executions = est.map_or(1, |c| c.executions.max(1));
+        let amp_fraction = match amp_types {
+            Some((input, partials)) if cycles > 0 => {
+                let peak = 2.0
+                    * f64::from(exe.target.amp(input, partials).macs_per_cycle())
+                    * cs.tiles.len() as f64
+                    * cycles as f64;
+                flops as f64 * executions as f64 / peak
+            }
+            _ => 0.0,
+        };
+        rows.push(ConvLayerReport {
+            name: cs.name.clone(),
+            pass,
+            vertex: vertex.to_string(),
+            partition,
+            tiles: cs.tiles.len() as u32,
+            cycles,
+            flops: flops.saturating_mul(executions),
+            amp_fraction,
+        });
+    }
+    rows
 }
 
 /// The per-IPU rows of `exe`.
@@ -234,7 +371,19 @@ impl CompileReport {
             stream_bytes_host_to_device: e.stream_bytes_in,
             stream_bytes_device_to_host: e.stream_bytes_out,
             ipus: ipu_rows(exe),
+            convolutions: conv_rows(exe),
+            convolution_flops: 0,
         }
+        .with_flop_total()
+    }
+
+    fn with_flop_total(mut self) -> CompileReport {
+        self.convolution_flops = self
+            .convolutions
+            .iter()
+            .map(|c| c.flops)
+            .fold(0, u64::saturating_add);
+        self
     }
 
     /// The precision policy's name, or `none`.
@@ -348,6 +497,34 @@ impl CompileReport {
                 group(cs.cycles_per_execution),
                 cs.tiles_used
             );
+        }
+        if !self.convolutions.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nConvolutions and pools ({} layer passes, {} FLOPs per step)",
+                self.convolutions.len(),
+                group(self.convolution_flops)
+            );
+            let _ = writeln!(
+                s,
+                "{:<36} {:<11} {:<17} {:>17} {:>6} {:>12} {:>15} {:>6}",
+                "name", "pass", "vertex", "partition gxnxcxr", "tiles", "cycles", "FLOPs", "AMP %"
+            );
+            for c in &self.convolutions {
+                let [g, n, ch, r] = c.partition;
+                let _ = writeln!(
+                    s,
+                    "{:<36} {:<11} {:<17} {:>17} {:>6} {:>12} {:>15} {:>6.1}",
+                    truncate(&c.name, 36),
+                    c.pass,
+                    c.vertex,
+                    format!("{g}x{n}x{ch}x{r}"),
+                    c.tiles,
+                    group(c.cycles),
+                    group(c.flops),
+                    100.0 * c.amp_fraction
+                );
+            }
         }
         let m = &self.memory;
         let _ = writeln!(
