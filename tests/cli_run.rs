@@ -425,3 +425,36 @@ fn results_do_not_depend_on_host_threads() {
     };
     assert_eq!(run("1"), run("2"));
 }
+
+/// `--synthetic-data` feeds every infeed from a generator of its shape and dtype: a program
+/// whose CSV data is missing runs with it (and fails without it), deterministically, and the
+/// flag cannot be combined with `--infeed`.
+#[test]
+fn synthetic_data_replaces_every_source() {
+    let dir = scratch("synthetic");
+    // The op tour reads `tour.csv`, which is not next to this copy.
+    let text = std::fs::read_to_string("tests/programs/sim/op_tour.ron").unwrap();
+    let program = dir.join("op_tour.ron");
+    std::fs::write(&program, text).unwrap();
+    let p = program.to_str().unwrap();
+    let without = ipusim(&["run", p]);
+    assert_eq!(without.status.code(), Some(1), "{}", stderr(&without));
+    assert!(
+        stderr(&without).contains("tour.csv"),
+        "{}",
+        stderr(&without)
+    );
+    let a = json(&ipusim(&["run", p, "--synthetic-data", "--json"]));
+    let b = json(&ipusim(&["run", p, "--synthetic-data", "--json"]));
+    assert_eq!(a["outfeeds"], b["outfeeds"]);
+    assert!(numbers(&a["outfeeds"]["loss"])
+        .iter()
+        .all(|l| l.is_finite()));
+    let both = ipusim(&["run", p, "--synthetic-data", "--infeed", "x=x.csv"]);
+    assert_eq!(both.status.code(), Some(1), "{}", stderr(&both));
+    assert!(
+        stderr(&both).contains("--synthetic-data"),
+        "{}",
+        stderr(&both)
+    );
+}

@@ -9,7 +9,7 @@
 //! errors that list the streams it has.
 
 use crate::error::{OptionsError, RuntimeError, StreamError};
-use crate::feeds::{open_source, EndOfData, Feed};
+use crate::feeds::{open_source, EndOfData, Feed, SyntheticFeed};
 use crate::host::SessionHost;
 use crate::outfeed::OutfeedCollector;
 use crate::stream::StreamType;
@@ -28,6 +28,9 @@ pub struct StreamOptions {
     pub end_of_data: EndOfData,
     /// Micro-batches the host holds ready per infeed (≥ 1).
     pub prefetch_depth: u32,
+    /// Feed every infeed with synthetic data of its shape and dtype
+    /// ([`crate::feeds::SyntheticFeed`]) instead of the program's sources.
+    pub synthetic_data: bool,
 }
 
 impl Default for StreamOptions {
@@ -37,6 +40,7 @@ impl Default for StreamOptions {
             outfeed_modes: BTreeMap::new(),
             end_of_data: EndOfData::Wrap,
             prefetch_depth: crate::host::DEFAULT_PREFETCH_DEPTH,
+            synthetic_data: false,
         }
     }
 }
@@ -89,6 +93,10 @@ pub fn connect(
     let mut host = SessionHost::new(options.prefetch_depth);
     for stream in infeeds {
         let spec = program.infeeds.iter().find(|f| f.stream == stream.name);
+        if options.synthetic_data {
+            host.connect_infeed(stream.clone(), Box::new(SyntheticFeed::new(stream)));
+            continue;
+        }
         let feed: Box<dyn Feed> = match (options.infeed_files.get(&stream.name), spec) {
             (Some(file), spec) => {
                 let (columns, header) = match spec.map(|s| &s.source) {

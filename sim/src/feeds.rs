@@ -143,20 +143,50 @@ impl Generator {
     }
 }
 
+/// Synthetic data of one stream (the module docs give the values): the data of
+/// [`ProgramHost`] where a program has no generator, and of `ipusim run --synthetic-data`.
+#[derive(Clone, Debug)]
+pub struct Synthetic {
+    rng: SrRng,
+}
+
+impl Synthetic {
+    /// The synthetic data of the stream named `stream`.
+    pub fn new(stream: &str) -> Synthetic {
+        let h = stream.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        Synthetic {
+            rng: SrRng::new(h, INIT_TILE, SYNTHETIC_WORKER),
+        }
+    }
+
+    /// Appends the `n` values of micro-batch `batch` for a stream of `dtype` to `out`.
+    pub fn next_values(&mut self, dtype: DType, n: usize, batch: u64, out: &mut Vec<f64>) {
+        let rng = &mut self.rng;
+        out.extend((0..n as u64).map(|i| match dtype {
+            DType::F16 | DType::F32 => 2.0 * unit(rng) - 1.0,
+            DType::I32 => ((batch + i) % 10) as f64,
+            DType::U8 => ((3 * batch + 7 * i) % 17) as f64,
+            DType::Bool => ((batch + i) % 2) as f64,
+        }))
+    }
+}
+
 /// Where one infeed's values come from.
 #[derive(Clone, Debug)]
 enum Source {
     Generated(Generator),
-    Synthetic { rng: SrRng, reason: &'static str },
+    Synthetic {
+        data: Synthetic,
+        reason: &'static str,
+    },
 }
 
 impl Source {
     fn synthetic(stream: &str, reason: &'static str) -> Source {
-        let h = stream.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
         Source::Synthetic {
-            rng: SrRng::new(h, INIT_TILE, SYNTHETIC_WORKER),
+            data: Synthetic::new(stream),
             reason,
         }
     }
@@ -225,14 +255,7 @@ impl ProgramHost {
                 g.check().map_err(|e| error(e.to_string()))?;
                 g.next_values(stream.dtype, n, &mut values);
             }
-            Source::Synthetic { rng, .. } => {
-                values.extend((0..n as u64).map(|i| match stream.dtype {
-                    DType::F16 | DType::F32 => 2.0 * unit(rng) - 1.0,
-                    DType::I32 => ((batch + i) % 10) as f64,
-                    DType::U8 => ((3 * batch + 7 * i) % 17) as f64,
-                    DType::Bool => ((batch + i) % 2) as f64,
-                }))
-            }
+            Source::Synthetic { data, .. } => data.next_values(stream.dtype, n, batch, &mut values),
         }
         let ty = TensorType::new(stream.dtype, stream.shape.clone());
         init::tensor_from_f64(&ty, &values).map_err(|e| error(e.to_string()))

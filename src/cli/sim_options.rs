@@ -51,6 +51,10 @@ pub struct FeedArgs {
     /// Feed an infeed stream from a CSV file instead of the program's source (repeatable).
     #[arg(long = "infeed", value_name = "NAME=FILE", value_parser = parse_infeed)]
     pub infeeds: Vec<(String, PathBuf)>,
+    /// Feed every infeed with synthetic data of its shape and dtype (floats uniform in
+    /// [-1, 1), i32 labels 0..10, u8 pixels 0..=16) instead of the program's sources.
+    #[arg(long = "synthetic-data", conflicts_with = "infeeds")]
+    pub synthetic_data: bool,
 }
 
 /// Splits `NAME=VALUE` (both non-empty); `what` names the value in the error.
@@ -150,6 +154,7 @@ impl SimArgs {
             threads: self.threads,
             ..SessionOptions::default()
         };
+        options.streams.synthetic_data = feeds.synthetic_data;
         for (name, file) in &feeds.infeeds {
             let files = &mut options.streams.infeed_files;
             if files.insert(name.clone(), file.clone()).is_some() {

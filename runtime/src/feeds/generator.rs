@@ -11,7 +11,7 @@ use super::{check_len, value_error, Feed, FeedError};
 use crate::codec::push_f64;
 use crate::stream::StreamType;
 use ipusim_ir::DataSource;
-use ipusim_sim::feeds::Generator;
+use ipusim_sim::feeds::{Generator, Synthetic};
 
 /// Micro-batches of a generator's values.
 #[derive(Clone, Debug)]
@@ -78,6 +78,61 @@ impl Feed for GeneratorFeed {
 
     fn describe(&self) -> String {
         self.generator.describe()
+    }
+}
+
+/// Synthetic micro-batches of the right shape and dtype for any stream (`ipusim run
+/// --synthetic-data`, the flag of Graphcore's CNN examples): the simulator's [`Synthetic`]
+/// data — floats uniform in `[-1, 1)`, `I32` labels `0..10`, `U8` pixels `0..=16`, Bools
+/// alternating. The host still copies every micro-batch to the device, so the StreamCopy
+/// cycles are those of real data (Graphcore's synthetic mode also skips the host transfer;
+/// ipusim keeps it, so the report stays the one of the real run).
+#[derive(Clone, Debug)]
+pub struct SyntheticFeed {
+    data: Synthetic,
+    delivered: u64,
+    values: Vec<f64>,
+    scratch: Vec<u8>,
+}
+
+impl SyntheticFeed {
+    /// Synthetic data for `stream`.
+    pub fn new(stream: &StreamType) -> SyntheticFeed {
+        SyntheticFeed {
+            data: Synthetic::new(&stream.name),
+            delivered: 0,
+            values: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+}
+
+impl Feed for SyntheticFeed {
+    fn fill(&mut self, stream: &StreamType, dst: &mut [u8]) -> Result<(), FeedError> {
+        check_len(stream, self.delivered, dst)?;
+        self.values.clear();
+        self.data.next_values(
+            stream.dtype,
+            stream.elements(),
+            self.delivered,
+            &mut self.values,
+        );
+        self.scratch.clear();
+        for &v in &self.values {
+            push_f64(stream.dtype, v, &mut self.scratch)
+                .map_err(|e| value_error(stream, self.delivered, e))?;
+        }
+        dst.copy_from_slice(&self.scratch);
+        self.delivered += 1;
+        Ok(())
+    }
+
+    fn remaining(&self, _: &StreamType) -> Option<u64> {
+        None
+    }
+
+    fn describe(&self) -> String {
+        "synthetic data (--synthetic-data)".into()
     }
 }
 

@@ -27,7 +27,7 @@ mod generator;
 mod iter;
 
 pub use csv::CsvFeed;
-pub use generator::GeneratorFeed;
+pub use generator::{GeneratorFeed, SyntheticFeed};
 pub use iter::IteratorFeed;
 
 use crate::codec::ValueError;
