@@ -139,7 +139,8 @@ pub struct CompileReport {
     /// them): what a CNN user reads per layer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub convolutions: Vec<ConvLayerReport>,
-    /// FLOPs of all convolutions per step (2 per multiply-accumulate; absent without them).
+    /// FLOPs of all convolutions per micro-batch (2 per multiply-accumulate; absent without
+    /// them).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub convolution_flops: u64,
 }
@@ -159,13 +160,15 @@ pub struct ConvLayerReport {
     /// `ConvPartial1x1Out` for the weight gradient, `MaxPooling`).
     pub vertex: String,
     /// How the output is partitioned over tiles: groups × batch × channels × rows (the
-    /// weight gradient: groups × 1 × output channels × input channels).
+    /// weight gradient: groups × batch (a split reduction) × output channels × input
+    /// channels).
     pub partition: [u32; 4],
     /// Tiles with work.
     pub tiles: u32,
-    /// Cycles of the layer per step (all executions).
+    /// Cycles of one execution (one micro-batch; a split weight gradient: its partials, not
+    /// the reduction).
     pub cycles: u64,
-    /// FLOPs per step (2 per multiply-accumulate; 0 for pools).
+    /// FLOPs of one execution (2 per multiply-accumulate; 0 for pools).
     pub flops: u64,
     /// FLOPs over what the AMP units of the layer's tiles could do in its cycles.
     pub amp_fraction: f64,
@@ -247,16 +250,18 @@ fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
         } else {
             0
         };
-        let est = exe.estimate.compute_sets.get(i);
-        let cycles = est.map_or(cs.cycles, |c| c.cycles);
-        let executions = est.map_or(1, |c| c.executions.max(1));
+        let cycles = exe
+            .estimate
+            .compute_sets
+            .get(i)
+            .map_or(cs.cycles, |c| c.cycles_per_execution);
         let amp_fraction = match amp_types {
             Some((input, partials)) if cycles > 0 => {
                 let peak = 2.0
                     * f64::from(exe.target.amp(input, partials).macs_per_cycle())
                     * cs.tiles.len() as f64
                     * cycles as f64;
-                flops as f64 * executions as f64 / peak
+                flops as f64 / peak
             }
             _ => 0.0,
         };
@@ -267,7 +272,7 @@ fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
             partition,
             tiles: cs.tiles.len() as u32,
             cycles,
-            flops: flops.saturating_mul(executions),
+            flops,
             amp_fraction,
         });
     }
@@ -501,7 +506,7 @@ impl CompileReport {
         if !self.convolutions.is_empty() {
             let _ = writeln!(
                 s,
-                "\nConvolutions and pools ({} layer passes, {} FLOPs per step)",
+                "\nConvolutions and pools ({} layer passes, {} FLOPs per micro-batch; cycles and FLOPs per execution)",
                 self.convolutions.len(),
                 group(self.convolution_flops)
             );

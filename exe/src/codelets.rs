@@ -216,7 +216,7 @@ pub enum VertexParams {
 /// |---|---|---|---|
 /// | `Forward` | `x[nb, C/g, in_rows, W]` | `w[ob, C/g, KH, KW]` | `y[n, o, out_rows, OW]`; reduction `(kh, kw, c)` |
 /// | `InputGrad` | `dy[nb, O/g, in_rows, OW]` | `w[O/g, cb, KH, KW]` | `dx[n, c, out_rows, W]`; reduction `(kh, kw, o)` |
-/// | `WeightGrad` | `x[N, cb, H, W]` | `dy[N, ob, OH, OW]` | `dw[o, cb, KH, KW]` (units are output channels); reduction `(n, oh, ow)` |
+/// | `WeightGrad` | `x[nb, cb, H, W]` | `dy[nb, ob, OH, OW]` | `dw[o, cb, KH, KW]` (units are output channels): the partial over the block's batch range; reduction `(n, oh, ow)` |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum WindowPass {
     /// The convolution.
@@ -305,7 +305,7 @@ pub struct WindowParams {
     pub geometry: WindowGeometry,
     /// The convolution group of the block (pools: 0).
     pub group: u32,
-    /// Batch range `[begin, end)` of the block (`WeightGrad`: all).
+    /// Batch range `[begin, end)` of the block (`WeightGrad`: the part of the reduction).
     pub batch: (u32, u32),
     /// Channel range of the output, within the group: `o` (`Forward`, `WeightGrad`), `c`
     /// (`InputGrad`), the plane channel (pools).
@@ -472,8 +472,8 @@ impl WindowParams {
                 WindowPass::WeightGrad => {
                     let cb = len(self.in_channels);
                     vec![
-                        u64::from(g.n) * cb * u64::from(g.h) * w,
-                        u64::from(g.n) * ob * u64::from(g.oh) * ow,
+                        nb * cb * u64::from(g.h) * w,
+                        nb * ob * u64::from(g.oh) * ow,
                         units * cb * kernel,
                     ]
                 }

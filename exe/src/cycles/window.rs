@@ -11,7 +11,7 @@
 //!   input gradient, the positions a stride-dilated input reaches). How the simulator splits
 //!   the block into vertices does not change the figure.
 //! - `Conv` `WeightGrad`: the AMP matmul block estimate ([`super::vertex::amp_block_cycles`],
-//!   PopLibs' `ConvPartial1x1Out` form) of `ob × (N·OH·OW) × (cb·KH·KW)`: PopLibs plans the
+//!   PopLibs' `ConvPartial1x1Out` form) of `ob × (nb·OH·OW) × (cb·KH·KW)`: PopLibs plans the
 //!   weight-update pass as a convolution whose output field is the kernel, which its
 //!   transforms (`expandDims`, `outChanFlattenDims`) turn into a 1×1-output product. Our
 //!   modelling choice: we do not reproduce PopLibs' transforms exactly.
@@ -36,7 +36,7 @@ pub fn window_group_cycles(target: &Target, codelet: &Codelet, p: &WindowParams)
             ..
         } => {
             let g = &p.geometry;
-            let k = u64::from(g.n) * u64::from(g.oh) * u64::from(g.ow);
+            let k = p.batch_count() * u64::from(g.oh) * u64::from(g.ow);
             let cols = u64::from(p.in_channels.1.saturating_sub(p.in_channels.0))
                 * u64::from(g.kh)
                 * u64::from(g.kw);

@@ -96,12 +96,15 @@ pub(crate) struct Scratch {
     pub b_key: Option<(usize, usize, MatrixLayout)>,
     /// One output element, for locating a fault.
     pub one: Buf,
+    /// Window codelets: the operand blocks widened to f32, shared by the group's vertices.
+    pub win: window::WindowScratch,
 }
 
 impl Scratch {
     /// Forgets cached operands (their bytes may change between vertex groups).
     pub fn new_group(&mut self) {
         self.b_key = None;
+        self.win.forget();
     }
 }
 

@@ -97,18 +97,41 @@ pub(crate) fn check(
     Ok(())
 }
 
-/// Element `i` of an f16 or f32 operand, widened exactly.
-fn read(bytes: &[u8], dtype: DType) -> Result<Box<dyn Fn(usize) -> f32 + '_>, EngineError> {
-    Ok(match dtype {
-        DType::F16 => {
-            let v = typed::<f16>(bytes)?;
-            Box::new(move |i| v[i].to_f32())
+/// Per tile thread: a window group's operand blocks widened to f32 once, and the `b`
+/// matrix of the last batch element gathered (the vertices of a group share both).
+#[derive(Debug, Default)]
+pub(crate) struct WindowScratch {
+    x: Vec<f32>,
+    y: Vec<f32>,
+    /// The operands widened: their addresses and lengths.
+    key: Option<[usize; 4]>,
+    /// The batch element whose `b` is in the scratch `b` buffer.
+    b_for: Option<u32>,
+}
+
+impl WindowScratch {
+    /// Forgets the cached operands (their bytes may change between vertex groups).
+    pub fn forget(&mut self) {
+        self.key = None;
+        self.b_for = None;
+    }
+
+    fn widen(&mut self, input: DType, a: &[u8], b: &[u8]) -> Result<(), EngineError> {
+        let key = [a.as_ptr() as usize, a.len(), b.as_ptr() as usize, b.len()];
+        if self.key == Some(key) {
+            return Ok(());
         }
-        _ => {
-            let v = typed::<f32>(bytes)?;
-            Box::new(move |i| v[i])
+        for (dst, src) in [(&mut self.x, a), (&mut self.y, b)] {
+            dst.clear();
+            match input {
+                DType::F16 => dst.extend(typed::<f16>(src)?.iter().map(|v| v.to_f32())),
+                _ => dst.extend_from_slice(typed::<f32>(src)?),
+            }
         }
-    })
+        self.key = Some(key);
+        self.b_for = None;
+        Ok(())
+    }
 }
 
 fn len(r: (u32, u32)) -> usize {
@@ -144,9 +167,6 @@ fn conv(
     worker: Worker,
 ) -> Result<FpSts, VertexError> {
     let g = p.geometry;
-    let input = types.0;
-    let x = read(ops.inputs[0], input)?;
-    let y = read(ops.inputs[1], input)?;
     let chunk = p.input_channels.max(1) as usize;
     let (kh, kw) = (g.kh as usize, g.kw as usize);
     let Scratch {
@@ -154,8 +174,10 @@ fn conv(
         b: bbuf,
         p: pbuf,
         q: qbuf,
+        win,
         ..
     } = scratch;
+    win.widen(types.0, ops.inputs[0], ops.inputs[1])?;
     let es = types.2.size_bytes();
     let mut flags = FpSts::empty();
     // Runs of units with one batch element (all units for the weight gradient).
@@ -180,15 +202,32 @@ fn conv(
                 kh * kw * g.o_per_group() as usize,
                 len(p.out_rows) * g.w as usize,
             ),
-            WindowPass::WeightGrad => ((g.n * g.oh * g.ow) as usize, len(p.in_channels) * kh * kw),
+            WindowPass::WeightGrad => (
+                len(p.batch) * (g.oh * g.ow) as usize,
+                len(p.in_channels) * kh * kw,
+            ),
         };
         let a = abuf.take::<f32>(rows * k);
         let b = bbuf.take::<f32>(k * cols);
+        let b_key = if pass == WindowPass::WeightGrad {
+            u32::MAX
+        } else {
+            n
+        };
+        let fresh_b = win.b_for != Some(b_key);
         match pass {
-            WindowPass::Forward => forward(p, n, ch0, rows, &x, &y, a, b),
-            WindowPass::InputGrad => input_grad(p, n, ch0, rows, &x, &y, a, b),
-            WindowPass::WeightGrad => weight_grad(p, u, rows, &x, &y, a, b),
+            WindowPass::Forward => {
+                forward(p, n, ch0, rows, (&win.x, &win.y), a, fresh_b.then_some(b))
+            }
+            WindowPass::InputGrad => {
+                input_grad(p, n, ch0, rows, (&win.x, &win.y), a, fresh_b.then_some(b))
+            }
+            WindowPass::WeightGrad => {
+                weight_grad(p, u, rows, (&win.x, &win.y), a, fresh_b.then_some(b))
+            }
         }
+        win.b_for = Some(b_key);
+        let b: &[f32] = bbuf.take::<f32>(k * cols);
         let out_len = rows * cols * es;
         let out = &mut ops.output[out_at..out_at + out_len];
         let shape = MatMulShape {
@@ -207,6 +246,15 @@ fn conv(
     Ok(flags)
 }
 
+/// For each kernel index `k` and output index `o` along one axis, the input index it reads
+/// (`None`: padding), as a flat table `[k][o]`.
+fn reads(k: u32, out: u32, f: impl Fn(u32, u32) -> Option<u32>) -> Vec<Option<u32>> {
+    (0..k)
+        .flat_map(|ki| (0..out).map(move |o| (ki, o)))
+        .map(|(ki, o)| f(o, ki))
+        .collect()
+}
+
 /// `Forward`: `a[o][(kh, kw, c)]` from the weights, `b[(kh, kw, c)][(row, ow)]` from `x`.
 #[allow(clippy::too_many_arguments)]
 fn forward(
@@ -214,10 +262,9 @@ fn forward(
     n: u32,
     o0: u32,
     rows: usize,
-    x: &dyn Fn(usize) -> f32,
-    w: &dyn Fn(usize) -> f32,
+    (x, w): (&[f32], &[f32]),
     a: &mut [f32],
-    b: &mut [f32],
+    b: Option<&mut [f32]>,
 ) {
     let g = &p.geometry;
     let cg = g.c_per_group() as usize;
@@ -227,26 +274,31 @@ fn forward(
         let o = (o0 - p.out_channels.0) as usize + r;
         for (i, slot) in a[r * k..(r + 1) * k].iter_mut().enumerate() {
             let (pos, c) = (i / cg, i % cg);
-            *slot = w(((o * cg + c) * kh + pos / kw) * kw + pos % kw);
+            *slot = w[((o * cg + c) * kh + pos / kw) * kw + pos % kw];
         }
     }
-    let (in_rows, width) = (len(p.in_rows), g.w as usize);
+    let Some(b) = b else { return };
+    let (in_rows, width, ow) = (len(p.in_rows), g.w as usize, g.ow as usize);
+    let row_of = reads(g.kh, g.oh, |o, k| g.input_row(o, k));
+    let col_of = reads(g.kw, g.ow, |o, k| g.input_col(o, k));
     let nl = (n - p.batch.0) as usize;
     let mut i = 0;
-    for khi in 0..g.kh {
-        for kwi in 0..g.kw {
+    for khi in 0..kh {
+        for kwi in 0..kw {
+            let cols = &col_of[kwi * ow..(kwi + 1) * ow];
             for c in 0..cg {
                 let base = (nl * cg + c) * in_rows;
                 for row in p.out_rows.0..p.out_rows.1 {
-                    let r = g.input_row(row, khi);
-                    for col in 0..g.ow {
-                        b[i] = match (r, g.input_col(col, kwi)) {
-                            (Some(r), Some(cc)) => {
-                                x((base + (r - p.in_rows.0) as usize) * width + cc as usize)
+                    let dst = &mut b[i..i + ow];
+                    i += ow;
+                    match row_of[khi * g.oh as usize + row as usize] {
+                        Some(r) => {
+                            let src = &x[(base + (r - p.in_rows.0) as usize) * width..][..width];
+                            for (d, col) in dst.iter_mut().zip(cols) {
+                                *d = col.map_or(0.0, |cc| src[cc as usize]);
                             }
-                            _ => 0.0,
-                        };
-                        i += 1;
+                        }
+                        None => dst.fill(0.0),
                     }
                 }
             }
@@ -261,10 +313,9 @@ fn input_grad(
     n: u32,
     c0: u32,
     rows: usize,
-    dy: &dyn Fn(usize) -> f32,
-    w: &dyn Fn(usize) -> f32,
+    (dy, w): (&[f32], &[f32]),
     a: &mut [f32],
-    b: &mut [f32],
+    b: Option<&mut [f32]>,
 ) {
     let g = &p.geometry;
     let og = g.o_per_group() as usize;
@@ -275,26 +326,31 @@ fn input_grad(
         let c = (c0 - p.out_channels.0) as usize + r;
         for (i, slot) in a[r * k..(r + 1) * k].iter_mut().enumerate() {
             let (pos, o) = (i / og, i % og);
-            *slot = w(((o * cb + c) * kh + pos / kw) * kw + pos % kw);
+            *slot = w[((o * cb + c) * kh + pos / kw) * kw + pos % kw];
         }
     }
-    let (in_rows, ow) = (len(p.in_rows), g.ow as usize);
+    let Some(b) = b else { return };
+    let (in_rows, ow, width) = (len(p.in_rows), g.ow as usize, g.w as usize);
+    let row_of = reads(g.kh, g.h, |h, k| g.output_row(h, k));
+    let col_of = reads(g.kw, g.w, |wc, k| g.output_col(wc, k));
     let nl = (n - p.batch.0) as usize;
     let mut i = 0;
-    for khi in 0..g.kh {
-        for kwi in 0..g.kw {
+    for khi in 0..kh {
+        for kwi in 0..kw {
+            let cols = &col_of[kwi * width..(kwi + 1) * width];
             for o in 0..og {
                 let base = (nl * og + o) * in_rows;
                 for h in p.out_rows.0..p.out_rows.1 {
-                    let r = g.output_row(h, khi);
-                    for wc in 0..g.w {
-                        b[i] = match (r, g.output_col(wc, kwi)) {
-                            (Some(r), Some(cc)) => {
-                                dy((base + (r - p.in_rows.0) as usize) * ow + cc as usize)
+                    let dst = &mut b[i..i + width];
+                    i += width;
+                    match row_of[khi * g.h as usize + h as usize] {
+                        Some(r) => {
+                            let src = &dy[(base + (r - p.in_rows.0) as usize) * ow..][..ow];
+                            for (d, col) in dst.iter_mut().zip(cols) {
+                                *d = col.map_or(0.0, |cc| src[cc as usize]);
                             }
-                            _ => 0.0,
-                        };
-                        i += 1;
+                        }
+                        None => dst.fill(0.0),
                     }
                 }
             }
@@ -303,40 +359,43 @@ fn input_grad(
 }
 
 /// `WeightGrad`: `a[o][(n, oh, ow)]` from `dy`, `b[(n, oh, ow)][(c, kh, kw)]` from `x`.
-#[allow(clippy::too_many_arguments)]
 fn weight_grad(
     p: &WindowParams,
     u0: u32,
     rows: usize,
-    x: &dyn Fn(usize) -> f32,
-    dy: &dyn Fn(usize) -> f32,
+    (x, dy): (&[f32], &[f32]),
     a: &mut [f32],
-    b: &mut [f32],
+    b: Option<&mut [f32]>,
 ) {
     let g = &p.geometry;
     let ob = p.out_channel_count() as usize;
     let cb = len(p.in_channels);
     let (oh, ow) = (g.oh as usize, g.ow as usize);
-    let k = g.n as usize * oh * ow;
+    let nb = len(p.batch);
+    let k = nb * oh * ow;
     for r in 0..rows {
         let o = u0 as usize + r;
         for (i, slot) in a[r * k..(r + 1) * k].iter_mut().enumerate() {
             let (n, pos) = (i / (oh * ow), i % (oh * ow));
-            *slot = dy((n * ob + o) * oh * ow + pos);
+            *slot = dy[(n * ob + o) * oh * ow + pos];
         }
     }
+    let Some(b) = b else { return };
     let (h, w) = (g.h as usize, g.w as usize);
+    let (kh, kw) = (g.kh as usize, g.kw as usize);
+    let row_of = reads(g.kh, g.oh, |o, k| g.input_row(o, k));
+    let col_of = reads(g.kw, g.ow, |o, k| g.input_col(o, k));
     let mut i = 0;
-    for n in 0..g.n as usize {
-        for ohi in 0..g.oh {
-            for owi in 0..g.ow {
+    for n in 0..nb {
+        for ohi in 0..oh {
+            for owi in 0..ow {
                 for c in 0..cb {
-                    for khi in 0..g.kh {
-                        for kwi in 0..g.kw {
-                            b[i] = match (g.input_row(ohi, khi), g.input_col(owi, kwi)) {
-                                (Some(r), Some(cc)) => {
-                                    x(((n * cb + c) * h + r as usize) * w + cc as usize)
-                                }
+                    let plane = (n * cb + c) * h;
+                    for khi in 0..kh {
+                        let r = row_of[khi * oh + ohi];
+                        for kwi in 0..kw {
+                            b[i] = match (r, col_of[kwi * ow + owi]) {
+                                (Some(r), Some(cc)) => x[(plane + r as usize) * w + cc as usize],
                                 _ => 0.0,
                             };
                             i += 1;

@@ -11,22 +11,25 @@
 //! input rows; the weight gradient: output and input channels). The plan of fewest
 //! estimated cycles is kept among those whose per-tile operand and output bytes fit in
 //! `available_memory_proportion` of a tile; when none fits, the one of fewest bytes (the
-//! memory plan then reports the out-of-memory tiles). The planner's cost is our own proxy
-//! (AMP passes × positions per worker + exchange bytes at the exchange rate), not the
-//! registry's estimate, which charges the vertices once they are built.
+//! memory plan then reports the out-of-memory tiles). A candidate's cost is the registry's
+//! estimate of its first (largest) block's vertex group (`ipusim_exe::cycles::window`, the
+//! function that charges the built vertices) plus its operand bytes at the exchange rate and,
+//! for a split weight-gradient reduction, the partials' exchange and sum (our proxy).
 //!
 //! Not yet done (the closing note of the CNN issue lists them): splits of the reduction
 //! (input channels, or batch and rows for the weight gradient) with a cross-tile reduction
 //! of partials, serial splits, PopLibs' transforms (`expandDims` for the 3-channel stem),
 //! SLIC and MAC-loop vertices; more convolution groups than tiles is refused.
 
-use crate::codelets::{Codelet, VertexParams, WindowGeometry, WindowParams, WindowPass};
+use crate::codelets::{Codelet, ReduceOp, VertexParams, WindowGeometry, WindowParams, WindowPass};
 use crate::error::CompileError;
 use crate::executable::{Operand, TensorKind, TileWork, Vertex, VertexGroup};
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute::materialized;
-use crate::lower::kit::stage::{ExchangeBuilder, Staging};
+use crate::lower::kit::reduction::block_vertices;
+use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
+use ipusim_exe::cycles::window::window_group_cycles;
 use ipusim_exe::system::TileId;
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
 use ipusim_ir::{DType, NodeId, Op};
@@ -103,7 +106,22 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         Kind::Conv(_) => lw.options().partials_type.accumulator_for(input),
         Kind::Pool { .. } => input,
     };
-    let codelet = match kind {
+    let split_reduction =
+        |split: &Split| matches!(kind, Kind::Conv(WindowPass::WeightGrad)) && split.batch > 1;
+    let extents = extents(kind, &g);
+    let tiles = lw.target().tiles;
+    let groups = if matches!(kind, Kind::Pool { .. }) {
+        1
+    } else {
+        g.groups
+    };
+    if groups > tiles {
+        return Err(lw.unsupported(
+            id,
+            format!("{groups} convolution groups on {tiles} tiles (more groups than tiles)"),
+        ));
+    }
+    let estimate_codelet = match kind {
         Kind::Conv(pass) => Codelet::Conv {
             pass,
             input,
@@ -112,30 +130,64 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         },
         Kind::Pool { grad } => Codelet::MaxPool { grad, dtype: input },
     };
+    let split = plan(
+        lw,
+        (kind, &estimate_codelet),
+        &g,
+        (input, partials),
+        extents,
+        tiles / groups,
+    );
+    let codelet = match kind {
+        Kind::Conv(pass) => Codelet::Conv {
+            pass,
+            input,
+            partials,
+            output: if split_reduction(&split) {
+                partials
+            } else {
+                output
+            },
+        },
+        Kind::Pool { grad } => Codelet::MaxPool { grad, dtype: input },
+    };
     let name = node.name.clone();
     let total: u64 = out_dims.iter().map(|&d| d as u64).product();
-    let groups = if matches!(kind, Kind::Pool { .. }) {
-        1
-    } else {
-        g.groups
-    };
-    let tiles = lw.target().tiles;
-    if groups > tiles {
-        return Err(lw.unsupported(
-            id,
-            format!("{groups} convolution groups on {tiles} tiles (more groups than tiles)"),
-        ));
-    }
-    let extents = extents(kind, &g);
-    let split = plan(lw, kind, &g, (input, partials), extents, tiles / groups);
-    let blocks = blocks(kind, &g, groups, extents, split);
+    let blocks = blocks(groups, extents, split);
     let start = lw.rotate_start(blocks.len() as u32);
     let tile_of = |i: usize| (start + i as u32) % tiles;
-    // The output, each block on its tile.
+    // A weight gradient whose reduction (the batch) is split: each tile's partial block is
+    // summed on the block's tiles, each summing one chunk of the block's elements.
+    let reduce = matches!(kind, Kind::Conv(WindowPass::WeightGrad)) && split.batch > 1;
+    let mut reduction: std::collections::BTreeMap<(u32, (u32, u32), (u32, u32)), Vec<usize>> =
+        Default::default();
+    if reduce {
+        for (i, blk) in blocks.iter().enumerate() {
+            reduction
+                .entry((blk.group, blk.channels, blk.rows))
+                .or_default()
+                .push(i);
+        }
+    }
+    // The output, each block on its tile (split reductions: in chunks over the block's tiles).
     let mut pieces = Vec::new();
-    for (i, blk) in blocks.iter().enumerate() {
-        for (begin, len) in output_ranges(kind, &g, blk) {
-            pieces.push((tile_of(i), begin, begin + len));
+    if reduce {
+        for members in reduction.values() {
+            let ranges = output_ranges(kind, &g, &blocks[members[0]]);
+            let e: u64 = ranges.iter().map(|r| r.1).sum();
+            let chunk = e.div_ceil(members.len() as u64);
+            for (j, &i) in members.iter().enumerate() {
+                let (c0, c1) = ((j as u64 * chunk).min(e), ((j as u64 + 1) * chunk).min(e));
+                for (b, l) in sub_ranges(&ranges, c0, c1) {
+                    pieces.push((tile_of(i), b, b + l));
+                }
+            }
+        }
+    } else {
+        for (i, blk) in blocks.iter().enumerate() {
+            for (begin, len) in output_ranges(kind, &g, blk) {
+                pieces.push((tile_of(i), begin, begin + len));
+            }
         }
     }
     let mapping = if total == 0 {
@@ -157,6 +209,9 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let mut sa = Staging::new(a, format!("{name}/in"), Some(id));
     let mut sb = Staging::new(b, format!("{name}/{}", second_name(kind)), Some(id));
     let mut work = Vec::with_capacity(blocks.len());
+    let mut scratch =
+        reduce.then(|| TileScratch::new(lw, format!("{name}/partials"), Some(id), partials));
+    let mut partial_at = vec![0u64; blocks.len()];
     for (i, blk) in blocks.iter().enumerate() {
         let tile = tile_of(i);
         let params = block_params(kind, &g, blk, amp);
@@ -176,9 +231,17 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             .and_then(|l| l.last().copied())
             .unwrap_or(0)
             / u64::from(units.max(1));
-        let first = output_ranges(kind, &g, blk).first().map_or(0, |r| r.0);
-        let out_pos = lw.position(out, first);
-        let es = output.size_bytes() as u64;
+        let (dst, out_pos, es) = match scratch.as_mut() {
+            Some(sc) => {
+                let p = sc.alloc(tile, u64::from(units) * per_unit);
+                partial_at[i] = p;
+                (sc.tensor, p, partials.size_bytes() as u64)
+            }
+            None => {
+                let first = output_ranges(kind, &g, blk).first().map_or(0, |r| r.0);
+                (out, lw.position(out, first), output.size_bytes() as u64)
+            }
+        };
         let vertices = worker_slices(u64::from(units), 1, nw)
             .into_iter()
             .enumerate()
@@ -186,7 +249,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 let mut operands = vec![op_a];
                 operands.extend(op_b);
                 operands.push(Operand {
-                    tensor: out,
+                    tensor: dst,
                     offset: ((out_pos + u0 * per_unit) * es) as u32,
                     len: ((u1 - u0) * per_unit) as u32,
                 });
@@ -211,9 +274,123 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     }
     sa.finish(lw);
     sb.finish(lw);
-    lw.superstep(&name, Some(id), eb.finish(), work);
+    let ptensor = scratch.as_ref().map(|sc| sc.tensor);
+    if let Some(sc) = scratch {
+        sc.finish(lw);
+    }
+    let step = if reduce {
+        format!("{name}/partials")
+    } else {
+        name.clone()
+    };
+    lw.superstep(&step, Some(id), eb.finish(), work);
+    if let Some(ptensor) = ptensor {
+        let sources = Sources {
+            tensor: ptensor,
+            at: &partial_at,
+            tile_of: &tile_of,
+        };
+        reduce_partials(
+            lw,
+            id,
+            &name,
+            (&g, &blocks, &reduction),
+            sources,
+            (out, partials, output),
+        );
+    }
     lw.set_value(id, out);
     Ok(())
+}
+
+/// Where the partial blocks of a split reduction are.
+struct Sources<'a> {
+    tensor: crate::executable::TensorId,
+    /// Each block's partials position on its tile.
+    at: &'a [u64],
+    tile_of: &'a dyn Fn(usize) -> u32,
+}
+
+/// The element ranges `[c0, c1)` of a block whose elements are `ranges` (in order).
+fn sub_ranges(ranges: &[(u64, u64)], c0: u64, c1: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut at = 0u64;
+    for &(b, l) in ranges {
+        let (lo, hi) = (c0.max(at), c1.min(at + l));
+        if lo < hi {
+            out.push((b + lo - at, hi - lo));
+        }
+        at += l;
+    }
+    out
+}
+
+/// Sums the partial blocks of a split weight-gradient reduction: chunk `j` of every output
+/// block's elements is gathered from the block's `sb` partial tiles onto its `j`-th tile and
+/// summed by a `Reduce` vertex in ascending batch-block order, in the partials type, then
+/// written in the output type (the order the matmul's split reductions use).
+fn reduce_partials(
+    lw: &mut Lowerer,
+    id: NodeId,
+    name: &str,
+    (g, blocks, reduction): (
+        &WindowGeometry,
+        &[Block],
+        &std::collections::BTreeMap<(u32, (u32, u32), (u32, u32)), Vec<usize>>,
+    ),
+    src: Sources,
+    (out, partials, output): (crate::executable::TensorId, DType, DType),
+) {
+    let kind = Kind::Conv(WindowPass::WeightGrad);
+    let mut eb = ExchangeBuilder::default();
+    let mut inbox = TileScratch::new(lw, format!("{name}/reduce_in"), Some(id), partials);
+    let mut tiles = Vec::new();
+    for members in reduction.values() {
+        let ranges = output_ranges(kind, g, &blocks[members[0]]);
+        let e: u64 = ranges.iter().map(|r| r.1).sum();
+        let count = members.len() as u64;
+        let chunk = e.div_ceil(count);
+        for (j, &rj) in members.iter().enumerate() {
+            let (c0, c1) = ((j as u64 * chunk).min(e), ((j as u64 + 1) * chunk).min(e));
+            if c0 == c1 {
+                continue;
+            }
+            let width = c1 - c0;
+            let rt = (src.tile_of)(rj);
+            let at = inbox.alloc(rt, width * count);
+            for (k, &i) in members.iter().enumerate() {
+                let st = (src.tile_of)(i);
+                let from = lw.slice_begin(src.tensor, st) + src.at[i] + c0;
+                eb.copy_elems(
+                    lw,
+                    src.tensor,
+                    from,
+                    width,
+                    inbox.tensor,
+                    rt,
+                    at + k as u64 * width,
+                );
+            }
+            let first = sub_ranges(&ranges, c0, c1).first().map_or(0, |r| r.0);
+            let out_pos = lw.position(out, first);
+            let vertices = block_vertices(
+                lw,
+                (inbox.tensor, at),
+                (out, out_pos),
+                (1, count, width),
+                1.0,
+            );
+            let sum = Codelet::Reduce {
+                op: ReduceOp::Sum,
+                input: partials,
+                acc: partials,
+                output,
+            };
+            tiles.push(TileWork::one_group(TileId::on_first_ipu(rt), sum, vertices));
+        }
+    }
+    inbox.finish(lw);
+    lw.superstep(&format!("{name}/reduce"), Some(id), eb.finish(), tiles);
 }
 
 fn second_name(kind: Kind) -> &'static str {
@@ -247,12 +424,12 @@ fn window_geometry(c: &ConvGeometry) -> WindowGeometry {
 }
 
 /// The sizes of the three partitioned dimensions: batch, channels, rows (the weight
-/// gradient: 1, output channels, input channels).
+/// gradient: batch — a split of the reduction —, output channels, input channels).
 fn extents(kind: Kind, g: &WindowGeometry) -> (u32, u32, u32) {
     match kind {
         Kind::Conv(WindowPass::Forward) => (g.n, g.o_per_group(), g.oh),
         Kind::Conv(WindowPass::InputGrad) => (g.n, g.c_per_group(), g.h),
-        Kind::Conv(WindowPass::WeightGrad) => (1, g.o_per_group(), g.c_per_group()),
+        Kind::Conv(WindowPass::WeightGrad) => (g.n, g.o_per_group(), g.c_per_group()),
         Kind::Pool { grad: false } => (g.n, g.c, g.oh),
         Kind::Pool { grad: true } => (g.n, g.c, g.h),
     }
@@ -276,7 +453,7 @@ fn candidates(d: u32) -> Vec<u32> {
 }
 
 /// The blocks of a split, in block order (group, batch, channels, rows).
-fn blocks(kind: Kind, g: &WindowGeometry, groups: u32, e: (u32, u32, u32), s: Split) -> Vec<Block> {
+fn blocks(groups: u32, e: (u32, u32, u32), s: Split) -> Vec<Block> {
     let ranges = |d: u32, n: u32| -> Vec<(u32, u32)> {
         let b = d.div_ceil(n.max(1)).max(1);
         (0..n)
@@ -289,10 +466,6 @@ fn blocks(kind: Kind, g: &WindowGeometry, groups: u32, e: (u32, u32, u32), s: Sp
         for &batch in &ranges(e.0, s.batch) {
             for &channels in &ranges(e.1, s.channels) {
                 for &rows in &ranges(e.2, s.rows) {
-                    let batch = match kind {
-                        Kind::Conv(WindowPass::WeightGrad) => (0, g.n),
-                        _ => batch,
-                    };
                     out.push(Block {
                         group,
                         batch,
@@ -481,14 +654,14 @@ fn operand_ranges(
         Kind::Conv(WindowPass::WeightGrad) => {
             let c0 = b.group * cg;
             let x = plane_rows(
-                (0, g.n),
+                b.batch,
                 (c0 + b.rows.0, c0 + b.rows.1),
                 (0, g.h),
                 (g.c, g.h, g.w),
             );
             let o0 = b.group * og;
             let dy = plane_rows(
-                (0, g.n),
+                b.batch,
                 (o0 + b.channels.0, o0 + b.channels.1),
                 (0, g.oh),
                 (g.o, g.oh, g.ow),
@@ -511,7 +684,7 @@ fn operand_ranges(
 /// using at most `tiles` blocks per group.
 fn plan(
     lw: &Lowerer,
-    kind: Kind,
+    (kind, codelet): (Kind, &Codelet),
     g: &WindowGeometry,
     (input, partials): (DType, DType),
     e: (u32, u32, u32),
@@ -520,10 +693,7 @@ fn plan(
     let target = lw.target();
     let budget = (lw.options().available_memory_proportion * target.bytes_per_tile as f64) as u64;
     let amp = target.amp(input, partials);
-    let units = u64::from(amp.output_channels.max(1));
-    let in_chans = u64::from(amp.input_channels.max(1));
     let es = input.size_bytes() as u64;
-    let nw = u64::from(target.worker_contexts.max(1));
     let xbw = u64::from(target.exchange_bytes_per_cycle.max(1));
     let kernel = u64::from(g.kh) * u64::from(g.kw);
     let mut best: Option<(bool, u64, u64, Split)> = None;
@@ -552,33 +722,44 @@ fn plan(
                         let x = nb * u64::from(red) * in_rows * u64::from(in_w) * es;
                         let w = cb * u64::from(red) * kernel * es;
                         let out = nb * cb * rb * u64::from(width) * es;
-                        let positions = (nb * rb * u64::from(width)).div_ceil(nw);
-                        let passes =
-                            cb.div_ceil(units) * u64::from(red).div_ceil(in_chans) * kernel;
-                        (
-                            x + w + out,
-                            passes * (positions * 4 + 20) * nw + (x + w) / xbw,
-                        )
+                        (x + w + out, (x + w) / xbw)
                     }
                     Kind::Conv(WindowPass::WeightGrad) => {
-                        let field = u64::from(g.n) * u64::from(g.oh) * u64::from(g.ow);
-                        let x = rb * u64::from(g.n) * u64::from(g.h) * u64::from(g.w) * es;
+                        let field = nb * u64::from(g.oh) * u64::from(g.ow);
+                        let x = rb * nb * u64::from(g.h) * u64::from(g.w) * es;
                         let dy = cb * field * es;
-                        let out = cb * rb * kernel * es;
-                        let passes = field.div_ceil(in_chans) * (rb * kernel).div_ceil(units);
-                        (
-                            x + dy + out,
-                            passes * (cb.div_ceil(nw) * 4 + 20) * nw + (x + dy) / xbw,
-                        )
+                        let out = cb * rb * kernel * 4;
+                        // A split reduction: the partials cross the exchange and are summed.
+                        let reduce = if sb > 1 {
+                            let per = (cb * rb * kernel).div_ceil(u64::from(sb));
+                            per * u64::from(sb) * 4 / xbw + per * u64::from(sb) / 2 + 100
+                        } else {
+                            0
+                        };
+                        (x + dy + out * 2, (x + dy) / xbw + reduce)
                     }
                     Kind::Pool { grad } => {
                         let in_rows = u64::from(span(input_rows(g, (0, rows)))) + rb;
                         let x = nb * cb * in_rows * u64::from(g.w) * es;
                         let out = nb * cb * rb * u64::from(if grad { g.w } else { g.ow }) * es;
-                        let per = (nb * cb * rb * u64::from(g.ow)).div_ceil(nw) * kernel;
-                        (x + 2 * out, per * 2 * nw + x / xbw)
+                        (x + 2 * out, x / xbw)
                     }
                 };
+                // The vertex cycles of the first (largest) block from the estimator registry,
+                // plus the proxy's exchange and reduction terms.
+                let first = Block {
+                    group: 0,
+                    batch: (0, nb as u32),
+                    channels: (0, cb as u32),
+                    rows: (0, rb as u32),
+                };
+                let mut params = block_params(kind, g, &first, amp.input_channels);
+                params.units = match kind {
+                    Kind::Conv(WindowPass::WeightGrad) => (0, cb as u32),
+                    _ => (0, (nb * cb) as u32),
+                };
+                let vertex = window_group_cycles(target, codelet, &params);
+                let cycles = vertex.saturating_add(cycles);
                 let fits = bytes <= budget;
                 let key = (
                     fits,
