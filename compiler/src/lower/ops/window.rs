@@ -34,6 +34,13 @@ use ipusim_exe::system::TileId;
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
 use ipusim_ir::{DType, NodeId, Op};
 
+/// The blocks of each output block of a split reduction, keyed by (group, channels, rows),
+/// in batch order.
+type Reduction = std::collections::BTreeMap<(u32, (u32, u32), (u32, u32)), Vec<usize>>;
+
+/// `(begin, len)` element ranges of a tensor.
+type Ranges = Vec<(u64, u64)>;
+
 /// Which op of the family a node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -159,8 +166,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     // A weight gradient whose reduction (the batch) is split: each tile's partial block is
     // summed on the block's tiles, each summing one chunk of the block's elements.
     let reduce = matches!(kind, Kind::Conv(WindowPass::WeightGrad)) && split.batch > 1;
-    let mut reduction: std::collections::BTreeMap<(u32, (u32, u32), (u32, u32)), Vec<usize>> =
-        Default::default();
+    let mut reduction = Reduction::default();
     if reduce {
         for (i, blk) in blocks.iter().enumerate() {
             reduction
@@ -336,7 +342,7 @@ fn reduce_partials(
     (g, blocks, reduction): (
         &WindowGeometry,
         &[Block],
-        &std::collections::BTreeMap<(u32, (u32, u32), (u32, u32)), Vec<usize>>,
+        &Reduction,
     ),
     src: Sources,
     (out, partials, output): (crate::executable::TensorId, DType, DType),
@@ -622,7 +628,7 @@ fn operand_ranges(
     g: &WindowGeometry,
     b: &Block,
     p: &WindowParams,
-) -> (Vec<(u64, u64)>, Vec<(u64, u64)>) {
+) -> (Ranges, Ranges) {
     let kernel = u64::from(g.kh) * u64::from(g.kw);
     let (cg, og) = (g.c_per_group(), g.o_per_group());
     match kind {
