@@ -20,7 +20,7 @@
 //! | [`memory`] | the memory plan's data types, tensor usage over steps | `ids`, `system` |
 //! | [`estimate`] | the static cycle estimate's data types | — |
 //! | [`executable`] | the executable's data types | `ids`, `codelets`, `target`, `system`, `options`, `memory`, `estimate` |
-//! | [`cycles`] | the cycle estimators (per codelet in [`cycles::vertex`]), cycle accounting, the static estimate | `codelets`, `executable`, `estimate`, `target` |
+//! | [`cycles`] | the cycle estimators (per codelet in [`cycles::vertex`]; PopLibs' convolution vertices in [`cycles::conv`], applied to window groups by [`cycles::window`]), cycle accounting, the static estimate | `codelets`, `executable`, `estimate`, `target` |
 //! | [`verify`] | the executable's invariants, checked by one verifier | everything above |
 //!
 //! To check that no module uses one below it: `grep -rn '^use crate::' exe/src`.

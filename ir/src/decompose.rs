@@ -70,14 +70,14 @@ pub fn decompose(graph: &Graph, statistics: Statistics) -> Result<Graph, IrError
         };
         let id = match &n.op {
             Op::Clip { min, max } => clip(&mut e, inputs[0], *min, *max)?,
-            op @ Op::AvgPool2d { .. } => crate::conv::avg_pool(&mut e, inputs[0], op)?,
-            Op::GlobalAvgPool => crate::conv::global_avg_pool(&mut e, inputs[0])?,
-            Op::Flatten { axis } => crate::conv::flatten(&mut e, inputs[0], *axis)?,
-            Op::BatchNorm { epsilon, momentum } => {
-                crate::norm::batch_norm(&mut e, &inputs, *epsilon, *momentum, statistics)?
-            }
+            op @ Op::AvgPool2d { .. } => crate::conv::decompose::avg_pool(&mut e, inputs[0], op)?,
+            Op::GlobalAvgPool => crate::conv::decompose::global_avg_pool(&mut e, inputs[0])?,
+            Op::Flatten { axis } => crate::conv::decompose::flatten(&mut e, inputs[0], *axis)?,
+            Op::BatchNorm { epsilon, momentum } => crate::norm::decompose::batch_norm(
+                &mut e, &inputs, *epsilon, *momentum, statistics,
+            )?,
             Op::GroupNorm { groups, epsilon } => {
-                crate::norm::group_norm(&mut e, &inputs, *groups, *epsilon)?
+                crate::norm::decompose::group_norm(&mut e, &inputs, *groups, *epsilon)?
             }
             op => e.last(op.clone(), &inputs)?,
         };

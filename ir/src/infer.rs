@@ -8,23 +8,7 @@
 use crate::dtype::{DType, Shape, TensorType};
 use crate::op::Op;
 
-/// Why an op cannot be applied to its inputs.
-#[derive(Clone, Debug, PartialEq)]
-pub enum InferFault {
-    /// Wrong number of inputs.
-    Arity { expected: String, found: usize },
-    /// Inputs `a` and `b` must have the same dtype.
-    DTypeMismatch { a: usize, b: usize },
-    /// Input `input` has a dtype the op does not accept; `expected` describes what it accepts.
-    BadDType {
-        input: usize,
-        expected: &'static str,
-    },
-    /// Inputs `a` and `b` have shapes that do not fit together.
-    ShapeMismatch { a: usize, b: usize, why: String },
-    /// An input's shape or an attribute is invalid for this op.
-    Invalid(String),
-}
+pub use crate::fault::InferFault;
 
 type R = Result<TensorType, InferFault>;
 

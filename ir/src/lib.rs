@@ -12,6 +12,7 @@ pub mod decompose;
 pub mod dtype;
 pub mod effective;
 pub mod error;
+pub mod fault;
 pub mod graph;
 pub mod infer;
 pub mod lint;

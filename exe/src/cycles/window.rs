@@ -10,18 +10,19 @@
 //!   only the positions whose input is not padding (PopLibs' worklists skip padding; for the
 //!   input gradient, the positions a stride-dilated input reaches). How the simulator splits
 //!   the block into vertices does not change the figure.
-//! - `Conv` `WeightGrad`: the AMP matmul block estimate ([`super::vertex::amp_block_cycles`],
-//!   PopLibs' `ConvPartial1x1Out` form) of `ob × (nb·OH·OW) × (cb·KH·KW)`: PopLibs plans the
-//!   weight-update pass as a convolution whose output field is the kernel, which its
-//!   transforms (`expandDims`, `outChanFlattenDims`) turn into a 1×1-output product. Our
-//!   modelling choice: we do not reproduce PopLibs' transforms exactly.
+//! - `Conv` `WeightGrad`: PopLibs' `ConvPartial1x1Out` ([`super::conv::conv1x1_out_cycles`])
+//!   of the product `ob × (nb·OH·OW) × (cb·KH·KW)`: the block's output channels are the
+//!   output positions (split over the workers), the reduction `(n, oh, ow)` is the input
+//!   channels (in groups of the AMP's), and `cb·KH·KW` the output channels (in groups of
+//!   the conv units). PopLibs plans the weight-update pass as a convolution whose output
+//!   field is the kernel, which its transforms (`expandDims`, `outChanFlattenDims`) turn into
+//!   a 1×1-output product; we do not reproduce the transforms exactly (our modelling choice).
 //! - `MaxPool` (and its gradient): our own model (PopLibs' `popnn` pooling estimator is not
 //!   in the sources we read): per worker `10 + Σ_segments positions·(2 + 2·grad)·⌈len/v⌉`,
 //!   a load and a max (plus a compare-select-add for the gradient) per vector of `v` output
 //!   elements per kernel position.
 
-use super::conv::{convnx1_cycles, ConvNx1Params};
-use super::vertex::amp_block_cycles;
+use super::conv::{conv1x1_out_cycles, convnx1_cycles, Conv1x1OutParams, ConvNx1Params};
 use crate::codelets::{Codelet, WindowParams, WindowPass};
 use crate::target::Target;
 use ipusim_ir::DType;
@@ -40,7 +41,31 @@ pub fn window_group_cycles(target: &Target, codelet: &Codelet, p: &WindowParams)
             let cols = u64::from(p.in_channels.1.saturating_sub(p.in_channels.0))
                 * u64::from(g.kh)
                 * u64::from(g.kw);
-            amp_block_cycles(target, input, partials, p.out_channel_count(), k, cols)
+            let amp = target.amp(input, partials);
+            let units = u64::from(amp.output_channels.max(1));
+            let nw = target.worker_contexts.max(1) as u64;
+            // Output positions are the block's output channels, split over the workers.
+            let rows = p.out_channel_count();
+            let per = rows.div_ceil(nw);
+            let worklists = (0..nw)
+                .map(|w| {
+                    let n = rows.saturating_sub(w * per).min(per);
+                    (n > 0).then_some(n as u32)
+                })
+                .collect();
+            let cast = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+            conv1x1_out_cycles(
+                target,
+                &Conv1x1OutParams {
+                    input,
+                    partials,
+                    conv_groups: 1,
+                    in_groups: cast(k.div_ceil(u64::from(amp.input_channels.max(1)))),
+                    out_groups: cast(cols.div_ceil(units)),
+                    out_chans_per_group: cast(units),
+                    worklists,
+                },
+            )
         }
         Codelet::Conv {
             pass,

@@ -27,7 +27,7 @@ pub(super) fn vjp(
 ) -> Grads {
     let input = |i: usize| n.inputs[i];
     let one = |g: R| g.map(|g| vec![Some(g)]);
-    if let Some(family) = crate::conv::vjp(b, n, dy, wanted) {
+    if let Some(family) = crate::conv::rules::vjp(b, n, dy, wanted) {
         return family;
     }
     match &n.op {

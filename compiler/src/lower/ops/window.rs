@@ -339,11 +339,7 @@ fn reduce_partials(
     lw: &mut Lowerer,
     id: NodeId,
     name: &str,
-    (g, blocks, reduction): (
-        &WindowGeometry,
-        &[Block],
-        &Reduction,
-    ),
+    (g, blocks, reduction): (&WindowGeometry, &[Block], &Reduction),
     src: Sources,
     (out, partials, output): (crate::executable::TensorId, DType, DType),
 ) {
@@ -623,12 +619,7 @@ fn output_ranges(kind: Kind, g: &WindowGeometry, b: &Block) -> Vec<(u64, u64)> {
 }
 
 /// The element ranges of the block's two input operands, in the order the vertex reads them.
-fn operand_ranges(
-    kind: Kind,
-    g: &WindowGeometry,
-    b: &Block,
-    p: &WindowParams,
-) -> (Ranges, Ranges) {
+fn operand_ranges(kind: Kind, g: &WindowGeometry, b: &Block, p: &WindowParams) -> (Ranges, Ranges) {
     let kernel = u64::from(g.kh) * u64::from(g.kw);
     let (cg, og) = (g.c_per_group(), g.o_per_group());
     match kind {

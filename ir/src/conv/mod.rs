@@ -18,14 +18,17 @@
 //! The composite ops of the family (`AvgPool2d`, `GlobalAvgPool`, `Flatten`) are rewritten by
 //! [`crate::decompose`]; the evaluation order of the primitives is written down in the
 //! interpreter (`sim/src/interp/conv.rs`).
+//!
+//! The family's files: this module (geometry and inference, which `crate::infer` calls),
+//! [`rules`] (gradients, which `crate::autodiff` calls) and [`decompose`] (the composite
+//! pools, which `crate::decompose` calls) — split so that no file imports one that imports it.
 
-use crate::builder::GraphBuilder;
+pub(crate) mod decompose;
+pub(crate) mod rules;
+
 use crate::dtype::{Shape, TensorType};
-use crate::error::IrError;
-use crate::graph::{Node, NodeId};
-use crate::infer::InferFault;
-use crate::op::{Literal, Op};
-use crate::rewrite::Emitter;
+use crate::fault::InferFault;
+use crate::op::Op;
 
 /// The geometry of one 2-D convolution: sizes and the window's placement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -456,169 +459,14 @@ fn expect_shape(what: &str, found: &[usize], expected: &Shape) -> Result<(), Inf
     }
 }
 
-/// The gradient rules of the family's primitives (`None` for other ops): a convolution's
-/// input gradient is `Conv2dInputGrad(dy, w)` and its weight gradient `Conv2dWeightGrad(x,
-/// dy)`; a max pool's is `MaxPool2dGrad(x, dy)`.
-pub(crate) fn vjp(
-    b: &mut GraphBuilder,
-    n: &Node,
-    dy: NodeId,
-    wanted: &[bool],
-) -> Option<Result<Vec<Option<NodeId>>, IrError>> {
-    let input = |i: usize| n.inputs[i];
-    let result = match &n.op {
-        Op::Conv2d {
-            stride,
-            padding,
-            dilation,
-            groups,
-        } => (|| {
-            let x = b.graph().node(input(0)).ty.shape.dims().to_vec();
-            let w = b.graph().node(input(1)).ty.shape.dims().to_vec();
-            let dx = if wanted[0] {
-                let op = Op::Conv2dInputGrad {
-                    stride: stride.clone(),
-                    padding: padding.clone(),
-                    dilation: dilation.clone(),
-                    groups: *groups,
-                    input_size: x[2..].to_vec(),
-                };
-                Some(b.op("input_grad", op, &[dy, input(1)])?)
-            } else {
-                None
-            };
-            let dw = if wanted[1] {
-                let op = Op::Conv2dWeightGrad {
-                    stride: stride.clone(),
-                    padding: padding.clone(),
-                    dilation: dilation.clone(),
-                    groups: *groups,
-                    kernel_size: w[2..].to_vec(),
-                };
-                Some(b.op("weight_grad", op, &[input(0), dy])?)
-            } else {
-                None
-            };
-            Ok(vec![dx, dw])
-        })(),
-        Op::MaxPool2d {
-            kernel,
-            stride,
-            padding,
-        } => (|| {
-            let op = Op::MaxPool2dGrad {
-                kernel: kernel.clone(),
-                stride: stride.clone(),
-                padding: padding.clone(),
-            };
-            Ok(vec![Some(b.op("pool_grad", op, &[input(0), dy])?)])
-        })(),
-        Op::Conv2dInputGrad { .. } | Op::Conv2dWeightGrad { .. } | Op::MaxPool2dGrad { .. } => {
-            Err(IrError::Invalid {
-                node: n.name.clone(),
-                op: n.op.name(),
-                message: format!(
-                    "no gradient is defined for {} (second-order gradients are not supported)",
-                    n.op.name()
-                ),
-            })
-        }
-        _ => return None,
-    };
-    Some(result)
-}
-
-/// `AvgPool2d`'s primitives: a depthwise `Conv2d` of `x` with a window of ones (the window
-/// sums, accumulated as every convolution is), times `1 / kernel size` (`count_include_pad`)
-/// or a constant map of `1 / (input elements in the window)` per output position. Both
-/// factors are constants of `x`'s type, so the division is exact only where the factor is (a
-/// 2×2 window's 0.25).
-pub(crate) fn avg_pool(e: &mut Emitter<'_, '_>, x: NodeId, op: &Op) -> Result<NodeId, IrError> {
-    let Op::AvgPool2d {
-        count_include_pad, ..
-    } = op
-    else {
-        unreachable_op(e, op)?
-    };
-    let pool = match Pool::of(op) {
-        Some(Ok(p)) => p,
-        _ => return unreachable_op(e, op),
-    };
-    let t = e.ty(x).clone();
-    let g = pool
-        .geometry(t.shape.dims())
-        .map_err(|f| IrError::Invalid {
-            node: e.name.clone(),
-            op: "AvgPool2d",
-            message: format!("{f:?}"),
-        })?;
-    let window = e.splat("window", t.dtype, Shape(vec![g.c, 1, g.kh, g.kw]), 1.0)?;
-    let conv = Op::Conv2d {
-        stride: pool.stride.to_vec(),
-        padding: pool.padding.to_vec(),
-        dilation: vec![],
-        groups: g.c,
-    };
-    let sum = e.node("window_sum", conv, &[x, window])?;
-    let factor = if *count_include_pad {
-        e.splat(
-            "inv_count",
-            t.dtype,
-            Shape::scalar(),
-            1.0 / (g.kh * g.kw) as f64,
-        )?
-    } else {
-        let mut values = Vec::with_capacity(g.oh * g.ow);
-        for oh in 0..g.oh {
-            for ow in 0..g.ow {
-                let rows = (0..g.kh).filter(|&k| g.input_row(oh, k).is_some()).count();
-                let cols = (0..g.kw).filter(|&k| g.input_col(ow, k).is_some()).count();
-                values.push(1.0 / (rows * cols).max(1) as f64);
-            }
-        }
-        let op = Op::Constant {
-            dtype: t.dtype,
-            shape: Shape(vec![1, 1, g.oh, g.ow]),
-            value: Literal::Values(values),
-        };
-        e.node("inv_count", op, &[])?
-    };
-    e.last(Op::Mul, &[sum, factor])
-}
-
-/// `GlobalAvgPool`'s primitive: `ReduceMean` over the spatial axes.
-pub(crate) fn global_avg_pool(e: &mut Emitter<'_, '_>, x: NodeId) -> Result<NodeId, IrError> {
-    e.last(
-        Op::ReduceMean {
-            axes: vec![2, 3],
-            keep_dims: false,
-        },
-        &[x],
-    )
-}
-
-/// `Flatten`'s primitive: a `Reshape`.
-pub(crate) fn flatten(e: &mut Emitter<'_, '_>, x: NodeId, axis: usize) -> Result<NodeId, IrError> {
-    let dims = e.ty(x).shape.dims().to_vec();
-    let axis = axis.min(dims.len());
-    let shape = Shape(vec![
-        dims[..axis].iter().product(),
-        dims[axis..].iter().product(),
-    ]);
-    e.last(Op::Reshape { shape }, &[x])
-}
-
-fn unreachable_op<T>(e: &Emitter<'_, '_>, op: &Op) -> Result<T, IrError> {
-    Err(IrError::Invalid {
-        node: e.name.clone(),
-        op: op.name(),
-        message: "its attributes were not checked by inference".into(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The family's inference (`crate::infer` calls it after checking the arity).
+    fn infer_all(op: &Op, inputs: &[&TensorType]) -> Result<TensorType, InferFault> {
+        infer(op, inputs).expect("an op of the family")
+    }
     use crate::DType;
 
     fn t(s: &[usize]) -> TensorType {
@@ -637,7 +485,7 @@ mod tests {
     #[test]
     fn resnet_stem_and_bottleneck_shapes() {
         // torchvision's stem: 7×7, stride 2, padding 3 on 224×224 gives 112×112.
-        let y = crate::infer::infer(
+        let y = infer_all(
             &conv(&[2, 2], &[3, 3, 3, 3], 1),
             &[&t(&[1, 3, 224, 224]), &t(&[64, 3, 7, 7])],
         )
@@ -649,24 +497,21 @@ mod tests {
             stride: vec![2, 2],
             padding: vec![1, 1, 1, 1],
         };
-        let p = crate::infer::infer(&pool, &[&y]).unwrap();
+        let p = infer_all(&pool, &[&y]).unwrap();
         assert_eq!(p.shape.dims(), [1, 64, 56, 56]);
         // A depthwise convolution.
-        let d =
-            crate::infer::infer(&conv(&[], &[1, 1, 1, 1], 64), &[&p, &t(&[64, 1, 3, 3])]).unwrap();
+        let d = infer_all(&conv(&[], &[1, 1, 1, 1], 64), &[&p, &t(&[64, 1, 3, 3])]).unwrap();
         assert_eq!(d.shape.dims(), [1, 64, 56, 56]);
     }
 
     #[test]
     fn errors_name_the_dimension() {
-        let e = crate::infer::infer(&conv(&[], &[], 2), &[&t(&[1, 3, 8, 8]), &t(&[4, 1, 3, 3])])
-            .unwrap_err();
+        let e = infer_all(&conv(&[], &[], 2), &[&t(&[1, 3, 8, 8]), &t(&[4, 1, 3, 3])]).unwrap_err();
         assert!(
             format!("{e:?}").contains("3 channels (dimension 1"),
             "{e:?}"
         );
-        let e = crate::infer::infer(&conv(&[], &[], 1), &[&t(&[1, 3, 2, 8]), &t(&[4, 3, 3, 3])])
-            .unwrap_err();
+        let e = infer_all(&conv(&[], &[], 1), &[&t(&[1, 3, 2, 8]), &t(&[4, 3, 3, 3])]).unwrap_err();
         assert!(
             format!("{e:?}").contains("larger than the padded input's height"),
             "{e:?}"
@@ -676,7 +521,7 @@ mod tests {
             stride: vec![0, 1],
             padding: vec![],
         };
-        let e = crate::infer::infer(&pool, &[&t(&[1, 3, 8, 8])]).unwrap_err();
+        let e = infer_all(&pool, &[&t(&[1, 3, 8, 8])]).unwrap_err();
         assert!(
             format!("{e:?}").contains("height must be at least 1"),
             "{e:?}"
@@ -692,7 +537,7 @@ mod tests {
             groups: 1,
             input_size: vec![7, 7],
         };
-        let dx = crate::infer::infer(&op, &[&t(&[2, 8, 4, 4]), &t(&[8, 3, 3, 3])]).unwrap();
+        let dx = infer_all(&op, &[&t(&[2, 8, 4, 4]), &t(&[8, 3, 3, 3])]).unwrap();
         assert_eq!(dx.shape.dims(), [2, 3, 7, 7]);
         let op = Op::Conv2dWeightGrad {
             stride: vec![2, 2],
@@ -701,7 +546,7 @@ mod tests {
             groups: 1,
             kernel_size: vec![3, 3],
         };
-        let dw = crate::infer::infer(&op, &[&t(&[2, 3, 7, 7]), &t(&[2, 8, 4, 4])]).unwrap();
+        let dw = infer_all(&op, &[&t(&[2, 3, 7, 7]), &t(&[2, 8, 4, 4])]).unwrap();
         assert_eq!(dw.shape.dims(), [8, 3, 3, 3]);
     }
 }
