@@ -22,6 +22,7 @@ pub mod op;
 pub mod op_tour;
 pub mod precision;
 pub mod program;
+pub mod resnet;
 mod rewrite;
 pub mod summary;
 pub mod text;

@@ -115,7 +115,7 @@ impl BuildArgs {
 }
 
 /// Parses `--precision`.
-fn parse_precision(s: &str) -> Result<Precision, String> {
+pub fn parse_precision(s: &str) -> Result<Precision, String> {
     s.parse()
         .map_err(|e: ipusim_ir::UnknownValue| e.to_string())
 }

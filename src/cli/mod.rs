@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 pub mod check;
 pub mod compile;
 pub mod fp;
+pub mod model;
 pub mod output;
 pub mod report;
 pub mod run;
@@ -49,6 +50,9 @@ enum Command {
     Run(run::RunArgs),
     /// Work with reports: `ipusim report diff A.json B.json` compares two side by side.
     Report(report::ReportArgs),
+    /// The model zoo: `ipusim model list`, or `ipusim model resnet50 [--batch N] ... [-o FILE]`
+    /// writes a generated program (CIFAR ResNet-8..56, torchvision ResNet-18..152).
+    Model(model::ModelArgs),
 }
 
 /// Parses the process arguments, runs the subcommand and returns the exit code.
@@ -75,6 +79,7 @@ pub fn main() -> i32 {
         Command::Step(args) => step::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Report(args) => report::run(&args),
+        Command::Model(args) => model::run(&args),
     }
 }
 
