@@ -55,6 +55,10 @@ pub struct Parameters {
     pub bytes: u64,
     /// The same totals by stored dtype (`f16`, `f32`, ...).
     pub by_dtype: BTreeMap<String, DTypeTotal>,
+    /// Elements of the variables that are state rather than trainable parameters: written by
+    /// an `Assign` or kept as a batch norm's running statistics (not counted in a model's
+    /// parameter count, as PyTorch keeps them as buffers).
+    pub state_elements: u64,
 }
 
 /// Totals of the variables of one dtype.
@@ -145,6 +149,14 @@ pub fn summarize(program: &Program) -> ProgramSummary {
     let dtype_of = |id| eff.get(&id).copied();
     let mut ops: BTreeMap<String, usize> = BTreeMap::new();
     let mut parameters = Parameters::default();
+    let state: std::collections::BTreeSet<crate::graph::NodeId> = g
+        .nodes()
+        .flat_map(|(_, n)| match n.op {
+            Op::Assign => n.inputs.first().copied().into_iter().collect::<Vec<_>>(),
+            Op::BatchNorm { .. } => n.inputs.get(3..5).unwrap_or(&[]).to_vec(),
+            _ => Vec::new(),
+        })
+        .collect();
     let mut infeeds = Vec::new();
     let mut outfeeds = Vec::new();
     for (id, node) in g.nodes() {
@@ -163,6 +175,9 @@ pub fn summarize(program: &Program) -> ProgramSummary {
             Op::Variable { .. } => {
                 parameters.count += 1;
                 parameters.elements += elements;
+                if state.contains(&id) {
+                    parameters.state_elements += elements;
+                }
                 parameters.bytes += bytes;
                 let t = parameters.by_dtype.entry(dtype.to_string()).or_default();
                 t.count += 1;

@@ -209,6 +209,13 @@ fn render(file: &str, s: &ProgramSummary) -> String {
         plural(p.elements, "element", "elements"),
         grouped(p.bytes)
     );
+    if p.state_elements > 0 {
+        out += &format!(
+            "  trainable {} elements, state {} elements (running statistics and assigned variables)\n",
+            grouped(p.elements.saturating_sub(p.state_elements)),
+            grouped(p.state_elements)
+        );
+    }
     if !p.by_dtype.is_empty() {
         let rows: Vec<Vec<String>> = p
             .by_dtype
