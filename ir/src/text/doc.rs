@@ -230,10 +230,12 @@ fn cycle_error(
         ErrorKind::Cycle,
         format!("nodes form a cycle: {}", names.join(" -> ")),
     );
-    for pair in cycle.windows(2) {
+    // Every node's line in one reading of the source.
+    let readers: Vec<usize> = cycle.iter().skip(1).copied().collect();
+    let lines = map.name_lines(&readers);
+    for (pair, line) in cycle.windows(2).zip(lines) {
         e = e.note(format!(
-            "line {}: '{}' reads '{}'",
-            map.line_of(&format!("nodes[{}].name", pair[1])),
+            "line {line}: '{}' reads '{}'",
             name(pair[1]),
             name(pair[0])
         ));

@@ -2,48 +2,26 @@
 //! they name, through the [`outline`](super::outline) of the document.
 
 use super::error::{did_you_mean, ErrorKind, ProgramError};
-use super::outline::{is_blank, outline, parse_path, Item, Span, Value};
+use super::outline::{
+    innermost, is_blank, node_index, node_name, node_name_lines, parse_path, span_of, Innermost,
+    Span,
+};
 use crate::dtype::DType;
 use crate::error::IrError;
 use crate::op::Op;
-use std::collections::HashMap;
+use std::cell::RefCell;
 
-/// A program's source with its outline and the document index of every node name.
+/// A program's source, to locate its faults in.
 ///
-/// The outline is built on first use: only an error needs it, and a valid program (the
-/// common case, and the large one) never pays for a span of every token.
+/// Nothing is built ahead: a valid program (the common case, and the large one) never pays
+/// for locating, and each lookup reads the source through the [`outline`](super::outline)
+/// queries, in memory that does not grow with the document (a program of 400,000 nodes with
+/// one error is located in a few kilobytes, not in a tree of every value).
 pub(crate) struct SourceMap<'a> {
     file: &'a str,
     src: &'a str,
-    index: std::cell::OnceCell<Index>,
-}
-
-/// The outline of a document and the first document index of each node name (as written in
-/// `nodes[i].name`).
-struct Index {
-    root: Item,
-    nodes: HashMap<String, usize>,
-}
-
-impl Index {
-    fn new(src: &str) -> Index {
-        let root = outline(src);
-        let mut nodes = HashMap::new();
-        let (list, matched) = root.resolve(&parse_path("nodes"));
-        if matched == 1 {
-            if let Value::List(items) = &list.value {
-                for (i, item) in items.iter().enumerate() {
-                    let (name, m) = item.resolve(&parse_path("name"));
-                    if m == 1 {
-                        if let Some(text) = string_at(src, name.span) {
-                            nodes.entry(text).or_insert(i);
-                        }
-                    }
-                }
-            }
-        }
-        Index { root, nodes }
-    }
+    /// The last position looked up by [`SourceMap::innermost`] (a `ron` error asks twice).
+    last_innermost: RefCell<Option<((usize, usize), Innermost)>>,
 }
 
 impl<'a> SourceMap<'a> {
@@ -51,17 +29,13 @@ impl<'a> SourceMap<'a> {
         SourceMap {
             file,
             src,
-            index: std::cell::OnceCell::new(),
+            last_innermost: RefCell::new(None),
         }
-    }
-
-    fn index(&self) -> &Index {
-        self.index.get_or_init(|| Index::new(self.src))
     }
 
     /// The span of the deepest item along `path` (the whole document if nothing matches).
     fn span(&self, path: &str) -> Span {
-        self.index().root.resolve(&parse_path(path)).0.span
+        span_of(self.src, &parse_path(path))
     }
 
     /// An error at the item a field path names.
@@ -79,8 +53,27 @@ impl<'a> SourceMap<'a> {
         self.span(path).start.line
     }
 
+    /// The line of `nodes[i].name` for each `i` of `indices`, reading the source once (a
+    /// cycle names every node on it).
+    pub(crate) fn name_lines(&self, indices: &[usize]) -> Vec<usize> {
+        let mut wanted = indices.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let found = node_name_lines(self.src, &wanted);
+        indices
+            .iter()
+            .map(|&i| match found.binary_search_by_key(&i, |&(j, _)| j) {
+                Ok(k) => found[k].1,
+                // Not an item of a node list: the path's deepest match, as `line_of` says.
+                Err(_) => self.line_of(&format!("nodes[{i}].name")),
+            })
+            .collect()
+    }
+
+    /// The path of node `node` (the first item of the node list with that name), followed by
+    /// `sub`; empty when no node has that name.
     fn node_path(&self, node: &str, sub: &str) -> String {
-        match self.index().nodes.get(node) {
+        match node_index(self.src, node) {
             Some(i) if sub.is_empty() => format!("nodes[{i}]"),
             Some(i) => format!("nodes[{i}].{sub}"),
             None => String::new(),
@@ -185,57 +178,32 @@ impl<'a> SourceMap<'a> {
         is_blank(self.src.get(offset..).unwrap_or(""))
     }
 
-    /// The innermost item whose span contains `line:col`, and its path (e.g.
+    /// The innermost item whose span contains `line:col`, with its path (e.g.
     /// `nodes[1].op.axis`; `Some(x)` wrappers add no segment).
-    fn innermost(&self, line: usize, col: usize) -> (String, &Item) {
-        fn contains(span: Span, line: usize, col: usize) -> bool {
-            (span.start.line, span.start.col) <= (line, col)
-                && (line, col) < (span.end.line, span.end.col)
-        }
-        let mut path = String::new();
-        let mut item = &self.index().root;
-        'descend: loop {
-            let children: Vec<(String, &Item)> = match &item.value {
-                Value::Struct { fields, .. } => fields
-                    .iter()
-                    .map(|f| (format!(".{}", f.key), &f.value))
-                    .collect(),
-                Value::Tuple { items, .. } | Value::List(items) => items
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| (format!("[{i}]"), v))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            for (seg, child) in children {
-                if contains(child.span, line, col) {
-                    if !matches!(&item.value, Value::Tuple { name: Some(n), .. } if n == "Some") {
-                        path.push_str(&seg);
-                    }
-                    item = child;
-                    continue 'descend;
-                }
+    fn innermost(&self, line: usize, col: usize) -> Innermost {
+        let mut last = self.last_innermost.borrow_mut();
+        match &*last {
+            Some((at, found)) if *at == (line, col) => found.clone(),
+            _ => {
+                let found = innermost(self.src, line, col);
+                *last = Some(((line, col), found.clone()));
+                found
             }
-            break;
         }
-        (path.trim_start_matches('.').to_string(), item)
     }
 
     /// The path of the innermost field whose value contains `line:col`, naming the node when
     /// it is inside one: `nodes[1].op.axis (node 'probs')`.
     fn path_at(&self, line: usize, col: usize) -> Option<String> {
-        let (path, _) = self.innermost(line, col);
+        let path = self.innermost(line, col).path;
         if path.is_empty() {
             return None;
         }
-        // Name the node when the path is inside one.
+        // Name the node when the path is inside one (and it is the first of that name).
         let node = path.strip_prefix("nodes[").and_then(|rest| {
             let i: usize = rest.split(']').next()?.parse().ok()?;
-            self.index()
-                .nodes
-                .iter()
-                .find(|&(_, &j)| j == i)
-                .map(|(n, _)| n.clone())
+            let name = node_name(self.src, i)?;
+            (node_index(self.src, &name) == Some(i)).then_some(name)
         });
         Some(match node {
             Some(n) => format!("{path} (node '{n}')"),
@@ -269,9 +237,9 @@ impl<'a> SourceMap<'a> {
             err.code,
             E::ExpectedComma | E::NoSuchStructField { .. } | E::Eof | E::ExpectedStructLike
         ) {
-            let (_, item) = self.innermost(start.line, start.col);
+            let item = self.innermost(start.line, start.col);
             let span = item.span;
-            if matches!(item.value, Value::Atom) && span.start.line == span.end.line {
+            if item.atom && span.start.line == span.end.line {
                 start.col = span.start.col;
                 width = span.end.col.saturating_sub(span.start.col);
                 if let Some(text) = self.src.get(span.start.offset..span.end.offset) {
@@ -420,10 +388,4 @@ fn lower_first(s: &str) -> String {
         Some(c) => c.to_lowercase().chain(chars).collect(),
         None => String::new(),
     }
-}
-
-/// The value of the string literal at `span`, if it is one.
-fn string_at(src: &str, span: Span) -> Option<String> {
-    let text = src.get(span.start.offset..span.end.offset)?;
-    ron::from_str::<String>(text).ok()
 }

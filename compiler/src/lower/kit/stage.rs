@@ -143,12 +143,27 @@ impl Staging {
         tile: u32,
         ranges: &[(u64, u64)],
     ) -> Operand {
-        let total: u64 = ranges.iter().map(|r| r.1).sum();
+        self.operand_with(lw, eb, tile, ranges, || ranges.to_vec())
+    }
+
+    /// [`Staging::operand`] for elements given twice, in the same order: as `runs` (any
+    /// ranges, e.g. maximal contiguous ones, to test reading in place without a range per
+    /// row) and, only when they must be staged, as the `ranges` the exchange copies one by
+    /// one (each becomes its own copies).
+    pub fn operand_with(
+        &mut self,
+        lw: &mut Lowerer,
+        eb: &mut ExchangeBuilder,
+        tile: u32,
+        runs: &[(u64, u64)],
+        ranges: impl FnOnce() -> Vec<(u64, u64)>,
+    ) -> Operand {
+        let total: u64 = runs.iter().map(|r| r.1).sum();
         let src_t = &lw.tensor(self.source);
         let es = src_t.dtype.size_bytes() as u64;
         let on_tile = src_t.slice_on(TileId::on_first_ipu(tile)).is_some();
         if let Some(pos) = on_tile
-            .then(|| local_run(lw.index(self.source), tile, ranges))
+            .then(|| local_run(lw.index(self.source), tile, runs))
             .flatten()
         {
             return Operand {
@@ -157,6 +172,7 @@ impl Staging {
                 len: total as u32,
             };
         }
+        let ranges = ranges();
         let dtype = src_t.dtype;
         let tensor = match self.tensor {
             Some(t) => t,
@@ -184,7 +200,7 @@ impl Staging {
         };
         let pos = self.sizes[slot].1;
         let mut at = pos;
-        for &(b, len) in ranges {
+        for &(b, len) in &ranges {
             eb.copy_elems(lw, self.source, b, len, tensor, tile, at);
             at += len;
         }

@@ -276,12 +276,15 @@ pub(crate) fn operand_mapping(lw: &mut Lowerer, id: NodeId, which: usize) -> Opt
             let (k0, k1) = range(ki, plan.bk, d.k);
             let tile = plan.tile(lw.target(), gi, mi, ni, ki);
             for g in gr.0..gr.1 {
-                let ranges = if which == 0 {
-                    a_ranges(&d, g, mr, (k0, k1))
+                let block = if which == 0 {
+                    a_block(&d, g, mr, (k0, k1))
                 } else {
-                    b_ranges(&d, g, (k0, k1), nr)
+                    b_block(&d, g, (k0, k1), nr)
                 };
-                for (b, l) in ranges {
+                // Whole rows are one piece: `from_pieces` joins adjacent pieces of a tile
+                // anyway, and the pieces are disjoint whenever the mapping is kept (each
+                // element claimed once), so the mapping is the same as row by row.
+                for (b, l) in block.runs() {
                     pieces.push((tile, b, b + l));
                     claimed += l;
                 }
@@ -293,31 +296,63 @@ pub(crate) fn operand_mapping(lw: &mut Lowerer, id: NodeId, which: usize) -> Opt
     (claimed == stored).then(|| Mapping::from_pieces(pieces))
 }
 
-/// The element ranges `(begin, len)`, row by row, of the sub-block `rows × cols` of a
-/// row-major matrix with rows of `row_len` elements starting at element `base`.
-fn sub_block(base: u64, rows: (u64, u64), cols: (u64, u64), row_len: u64) -> Vec<(u64, u64)> {
-    (rows.0..rows.1)
-        .map(|r| (base + r * row_len + cols.0, cols.1 - cols.0))
-        .collect()
+/// The sub-block `rows × cols` of a row-major matrix with rows of `row_len` elements
+/// starting at element `base`: `count` ranges of `len` elements, `stride` apart. Kept in
+/// this form so that a block of many rows costs no host memory per row until a caller needs
+/// its rows one by one (an exchange copies each row on its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SubBlock {
+    first: u64,
+    count: u64,
+    len: u64,
+    stride: u64,
 }
 
-/// The element ranges of group `g`'s A block (rows `mr`, channels `kr`) in the stored A
-/// (`m × k`, or `k × m` when transposed), in block order.
-fn a_ranges(d: &Dims, g: u64, mr: (u64, u64), kr: (u64, u64)) -> Vec<(u64, u64)> {
-    let base = d.bases[g as usize].0;
-    match d.a_layout {
-        MatrixLayout::RowMajor => sub_block(base, mr, kr, d.k),
-        MatrixLayout::Transposed => sub_block(base, kr, mr, d.m),
+impl SubBlock {
+    fn new(base: u64, rows: (u64, u64), cols: (u64, u64), row_len: u64) -> SubBlock {
+        SubBlock {
+            first: base + rows.0 * row_len + cols.0,
+            count: rows.1 - rows.0,
+            len: cols.1 - cols.0,
+            stride: row_len,
+        }
+    }
+
+    /// The element ranges `(begin, len)`, row by row.
+    fn rows(&self) -> Vec<(u64, u64)> {
+        (0..self.count)
+            .map(|r| (self.first + r * self.stride, self.len))
+            .collect()
+    }
+
+    /// The same elements, in the same order, as maximal contiguous ranges: one range when
+    /// the block spans whole rows.
+    fn runs(&self) -> Vec<(u64, u64)> {
+        if self.len == self.stride {
+            vec![(self.first, self.count * self.len)]
+        } else {
+            self.rows()
+        }
     }
 }
 
-/// The element ranges of group `g`'s B block (channels `kr`, columns `nr`) in the stored B
-/// (`k × n`, or `n × k` when transposed).
-fn b_ranges(d: &Dims, g: u64, kr: (u64, u64), nr: (u64, u64)) -> Vec<(u64, u64)> {
+/// Group `g`'s A block (rows `mr`, channels `kr`) in the stored A (`m × k`, or `k × m` when
+/// transposed), in block order.
+fn a_block(d: &Dims, g: u64, mr: (u64, u64), kr: (u64, u64)) -> SubBlock {
+    let base = d.bases[g as usize].0;
+    match d.a_layout {
+        MatrixLayout::RowMajor => SubBlock::new(base, mr, kr, d.k),
+        MatrixLayout::Transposed => SubBlock::new(base, kr, mr, d.m),
+    }
+}
+
+/// Group `g`'s B block (channels `kr`, columns `nr`) in the stored B (`k × n`, or `n × k`
+/// when transposed).
+fn b_block(d: &Dims, g: u64, kr: (u64, u64), nr: (u64, u64)) -> SubBlock {
     let base = d.bases[g as usize].1;
     match d.b_layout {
-        MatrixLayout::RowMajor => sub_block(base, kr, nr, d.n),
-        MatrixLayout::Transposed => sub_block(base, nr, kr, d.k),
+        MatrixLayout::RowMajor => SubBlock::new(base, kr, nr, d.n),
+        MatrixLayout::Transposed => SubBlock::new(base, nr, kr, d.k),
     }
 }
 
@@ -426,11 +461,16 @@ fn output_mapping(lw: &Lowerer, geo: &Geometry, plan: &Plan) -> Mapping {
             } else {
                 range(ki, e.div_ceil(plan.sk), e)
             };
+            // A block of whole rows is contiguous within each group: one piece per group
+            // (the pieces are disjoint, so `from_pieces` makes the same mapping as row by
+            // row), else one piece per row.
+            let whole_rows = bn == geo.d.n;
             let mut p = c0;
             while p < c1 {
                 let (gg, rem) = (p / (bm * bn), p % (bm * bn));
                 let (r, col) = (rem / bn, rem % bn);
-                let take = (bn - col).min(c1 - p);
+                let run = if whole_rows { bm * bn - rem } else { bn - col };
+                let take = run.min(c1 - p);
                 let flat = (gr.0 + gg) * geo.d.m * geo.d.n + (mr.0 + r) * geo.d.n + nr.0 + col;
                 pieces.push((tile, flat, flat + take));
                 p += take;
@@ -492,8 +532,10 @@ fn chunk(lw: &mut Lowerer, ch: &Chunk) {
         let mut groups = Vec::new();
         let mut first_partial = None;
         for g in gr.0..gr.1 {
-            let a_op = sa.operand(lw, &mut eb, tile, &a_ranges(&geo.d, g, mr, (k0, k1)));
-            let b_op = sb.operand(lw, &mut eb, tile, &b_ranges(&geo.d, g, (k0, k1), nr));
+            let a = a_block(&geo.d, g, mr, (k0, k1));
+            let b = b_block(&geo.d, g, (k0, k1), nr);
+            let a_op = sa.operand_with(lw, &mut eb, tile, &a.runs(), || a.rows());
+            let b_op = sb.operand_with(lw, &mut eb, tile, &b.runs(), || b.rows());
             let (out_t, out_pos) = match scratch.as_mut() {
                 Some(sc) => {
                     let p = sc.alloc(tile, bm * bn);
