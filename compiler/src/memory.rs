@@ -30,6 +30,40 @@ const CONTROL_CODE_BYTES: u64 = 24;
 /// found, chosen).
 const EXCHANGE_CODE_BYTES: u64 = 8;
 
+/// Vertex state of one tile's vertex group. A codelet whose PopLibs vertex is one per tile
+/// ([`crate::codelets::Codelet::is_multi_vertex`]) holds one vertex's state plus, for every
+/// further operand region, a pointer and a length per operand (a 2D vertex's region list);
+/// a worker's vertex whose operands continue the previous one's (the next elements, or the
+/// same shared operand) is the same region, split among the workers by the vertex itself.
+/// Other codelets hold the state of each vertex.
+fn group_state_bytes(tensors: &[Tensor], g: &crate::executable::VertexGroup) -> u64 {
+    let each = |v: &crate::executable::Vertex| vertex_state_bytes(v.operands.len(), &v.params);
+    if !g.codelet.is_multi_vertex() {
+        return g.vertices.iter().map(|v| u64::from(each(v))).sum();
+    }
+    let continues = |prev: &crate::executable::Operand, op: &crate::executable::Operand| {
+        let es = tensors
+            .get(op.tensor.0 as usize)
+            .map_or(0, |t| t.dtype.size_bytes() as u64);
+        op.tensor == prev.tensor
+            && ((op.offset == prev.offset && op.len == prev.len)
+                || u64::from(op.offset) == u64::from(prev.offset) + u64::from(prev.len) * es)
+    };
+    let mut bytes = g.vertices.iter().map(each).max().map_or(0, u64::from);
+    for w in g.vertices.windows(2) {
+        let same_region = w[0].operands.len() == w[1].operands.len()
+            && w[0]
+                .operands
+                .iter()
+                .zip(&w[1].operands)
+                .all(|(a, b)| continues(a, b));
+        if !same_region {
+            bytes += 8 * w[1].operands.len() as u64;
+        }
+    }
+    bytes
+}
+
 fn align(x: u64) -> u64 {
     x.div_ceil(ALIGN) * ALIGN
 }
@@ -197,10 +231,7 @@ pub(crate) fn plan(
                 if codelets[tile].insert(info.name) {
                     mem[tile].code += info.code_bytes as u64;
                 }
-                for v in &g.vertices {
-                    mem[tile].vertex_state +=
-                        vertex_state_bytes(v.operands.len(), &v.params) as u64;
-                }
+                mem[tile].vertex_state += group_state_bytes(tensors, g);
             }
         }
     }

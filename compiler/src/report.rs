@@ -163,15 +163,23 @@ pub struct ConvLayerReport {
     /// weight gradient: groups × batch (a split reduction) × output channels × input
     /// channels).
     pub partition: [u32; 4],
+    /// Splits of the reduction summed across tiles afterwards: input channels (`Forward`),
+    /// output channels (`InputGrad`), the batch (`WeightGrad`); 1 when not split.
+    #[serde(default = "one")]
+    pub reduction_split: u32,
     /// Tiles with work.
     pub tiles: u32,
-    /// Cycles of one execution (one micro-batch; a split weight gradient: its partials, not
-    /// the reduction).
+    /// Cycles of one execution (one micro-batch; a split reduction: its partials, not their
+    /// summation).
     pub cycles: u64,
     /// FLOPs of one execution (2 per multiply-accumulate; 0 for pools).
     pub flops: u64,
     /// FLOPs over what the AMP units of the layer's tiles could do in its cycles.
     pub amp_fraction: f64,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// The per-layer rows of the window compute sets of `exe`.
@@ -241,6 +249,11 @@ fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
                 distinct(&|p| p.out_rows)
             },
         ];
+        let reduction_split = match pass.as_str() {
+            "WeightGrad" => distinct(&|p| p.batch),
+            "Forward" | "InputGrad" => distinct(&|p| p.in_channels),
+            _ => 1,
+        };
         let g = &p0.geometry;
         let macs = [g.n, g.o, g.oh, g.ow, g.c / g.groups.max(1), g.kh, g.kw]
             .iter()
@@ -270,6 +283,7 @@ fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
             pass,
             vertex: vertex.to_string(),
             partition,
+            reduction_split,
             tiles: cs.tiles.len() as u32,
             cycles,
             flops,
@@ -512,18 +526,27 @@ impl CompileReport {
             );
             let _ = writeln!(
                 s,
-                "{:<36} {:<11} {:<17} {:>17} {:>6} {:>12} {:>15} {:>6}",
-                "name", "pass", "vertex", "partition gxnxcxr", "tiles", "cycles", "FLOPs", "AMP %"
+                "{:<36} {:<11} {:<17} {:>17} {:>9} {:>6} {:>12} {:>15} {:>6}",
+                "name",
+                "pass",
+                "vertex",
+                "partition gxnxcxr",
+                "reduction",
+                "tiles",
+                "cycles",
+                "FLOPs",
+                "AMP %"
             );
             for c in &self.convolutions {
                 let [g, n, ch, r] = c.partition;
                 let _ = writeln!(
                     s,
-                    "{:<36} {:<11} {:<17} {:>17} {:>6} {:>12} {:>15} {:>6.1}",
+                    "{:<36} {:<11} {:<17} {:>17} {:>9} {:>6} {:>12} {:>15} {:>6.1}",
                     truncate(&c.name, 36),
                     c.pass,
                     c.vertex,
                     format!("{g}x{n}x{ch}x{r}"),
+                    c.reduction_split,
                     c.tiles,
                     group(c.cycles),
                     group(c.flops),

@@ -310,7 +310,9 @@ pub struct WindowParams {
     /// Channel range of the output, within the group: `o` (`Forward`, `WeightGrad`), `c`
     /// (`InputGrad`), the plane channel (pools).
     pub out_channels: (u32, u32),
-    /// `WeightGrad`: the input-channel range within the group (else unused, `(0, 0)`).
+    /// The reduction's part the block sums over, within the group: input channels
+    /// (`Forward`), output channels (`InputGrad`); `WeightGrad`: the input-channel range of
+    /// the block's output; unused by pools (`(0, 0)`).
     pub in_channels: (u32, u32),
     /// Output rows of the block: `oh` (`Forward`, `MaxPool`), `h` (`InputGrad`,
     /// `MaxPoolGrad`); `WeightGrad`: unused.
@@ -460,13 +462,13 @@ impl WindowParams {
         Some(match codelet {
             Codelet::Conv { pass, .. } => match pass {
                 WindowPass::Forward => vec![
-                    nb * u64::from(g.c_per_group()) * in_rows * w,
-                    ob * u64::from(g.c_per_group()) * kernel,
+                    nb * len(self.in_channels) * in_rows * w,
+                    ob * len(self.in_channels) * kernel,
                     units * rows * ow,
                 ],
                 WindowPass::InputGrad => vec![
-                    nb * u64::from(g.o_per_group()) * in_rows * ow,
-                    u64::from(g.o_per_group()) * ob * kernel,
+                    nb * len(self.in_channels) * in_rows * ow,
+                    len(self.in_channels) * ob * kernel,
                     units * rows * w,
                 ],
                 WindowPass::WeightGrad => {
@@ -570,6 +572,25 @@ impl Codelet {
                 format!("{}<{dtype}>", if *grad { "MaxPoolGrad" } else { "MaxPool" })
             }
         }
+    }
+}
+
+impl Codelet {
+    /// True when PopLibs' vertex for this work is one vertex per tile whose workers split
+    /// the work among themselves — a `MultiVertex` (the element-wise `UnaryOp`/`BinaryOp`/
+    /// `ScaledAdd`/`Cast`/`Select`/`Fill` 1D and 2D vertices, `MaxPooling`) or a
+    /// `SupervisorVertex` (the convolution and matmul partials, `ConvPartialnx1`,
+    /// `ConvPartial1x1Out`) — rather than one vertex per worker (the reductions, arg-max and
+    /// softmax vertices). Our simulator runs one [`crate::executable::Vertex`] per worker
+    /// either way; the memory plan charges vertex state as PopLibs' vertices hold it.
+    pub fn is_multi_vertex(&self) -> bool {
+        !matches!(
+            self,
+            Codelet::Reduce { .. }
+                | Codelet::ArgMax { .. }
+                | Codelet::Softmax { .. }
+                | Codelet::SoftmaxCrossEntropy { .. }
+        )
     }
 }
 

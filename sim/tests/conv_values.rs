@@ -187,3 +187,102 @@ fn max_pool_takes_the_window_maximum_and_skips_padding() {
         }
     }
 }
+
+/// Compiles `op` over variables of `inputs` for an Mk2 of `tiles` tiles, runs it on the
+/// engine and returns its value and the reduction splits of its convolution rows.
+fn run_on_engine(op: Op, inputs: &[(&[usize], &[f32])], tiles: u32) -> (Vec<f64>, Vec<u32>) {
+    use ipusim_compiler::{compile, CompileOptions, CompileReport, Target};
+    use ipusim_sim::host::QueueHost;
+    use ipusim_sim::Engine;
+    let mut b = GraphBuilder::new();
+    let ids: Vec<_> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, (s, _))| {
+            b.variable(&format!("x{i}"), DType::F32, s.to_vec(), Init::Zeros)
+                .unwrap()
+        })
+        .collect();
+    let y = b.named("y", op, &ids).unwrap();
+    b.outfeed("y", y).unwrap();
+    let g = b.finish();
+    let mut target = Target::mk2();
+    target.tiles = tiles;
+    let exe = compile(&g, &target, &CompileOptions::default()).unwrap();
+    let report = CompileReport::new("split", None, &exe);
+    let splits = report
+        .convolutions
+        .iter()
+        .map(|c| c.reduction_split)
+        .collect();
+    let mut engine = Engine::new(std::sync::Arc::new(exe), Default::default()).unwrap();
+    for (i, (s, v)) in inputs.iter().enumerate() {
+        let t = Tensor::f32(Shape::new(s.to_vec()), v.to_vec()).unwrap();
+        engine.write_variable(&format!("x{i}"), &t).unwrap();
+    }
+    let mut host = QueueHost::new();
+    engine.run(&mut host).unwrap();
+    let bytes = &host.outfeeds["y"][0];
+    let values = bytes
+        .chunks(4)
+        .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+        .collect();
+    (values, splits)
+}
+
+/// The compiled forward and input-gradient passes whose reduction (input channels; output
+/// channels) the planner splits over tiles — partials summed across tiles afterwards — give
+/// the textbook values exactly (small integers: every order of summation is exact).
+#[test]
+fn split_reductions_on_the_engine_equal_the_textbook_definition() {
+    let mut rng = Pcg32::seed_from_u64(11);
+    // Forward: 96 input channels into 2 outputs of 2x2.
+    let g = Geometry {
+        x: [1, 96, 2, 2],
+        w: [2, 96, 3, 3],
+        stride: [1, 1],
+        padding: [1, 1, 1, 1],
+        dilation: [1, 1],
+        groups: 1,
+    };
+    let x = small_ints(&mut rng, g.x.iter().product());
+    let w = small_ints(&mut rng, g.w.iter().product());
+    let op = Op::Conv2d {
+        stride: vec![],
+        padding: g.padding.to_vec(),
+        dilation: vec![],
+        groups: 1,
+    };
+    let (_, expected) = direct(&g, &x, &w);
+    let (got, splits) = run_on_engine(op, &[(&g.x, &x), (&g.w, &w)], 64);
+    assert!(
+        splits[0] > 1,
+        "the forward reduction was not split: {splits:?}"
+    );
+    assert_eq!(got, expected);
+    // Input gradient of a 1x1 convolution from 2 to 96 channels: dx[c] = Σ_o w[o, c] dy[o].
+    let (n, c, o, hw) = (1usize, 2usize, 96usize, 4usize);
+    let dy = small_ints(&mut rng, n * o * hw);
+    let w = small_ints(&mut rng, o * c);
+    let mut expected = vec![0.0f64; n * c * hw];
+    for ci in 0..c {
+        for p in 0..hw {
+            expected[ci * hw + p] = (0..o)
+                .map(|oi| f64::from(w[oi * c + ci]) * f64::from(dy[oi * hw + p]))
+                .sum();
+        }
+    }
+    let op = Op::Conv2dInputGrad {
+        stride: vec![],
+        padding: vec![],
+        dilation: vec![],
+        groups: 1,
+        input_size: vec![2, 2],
+    };
+    let (got, splits) = run_on_engine(op, &[(&[n, o, 2, 2], &dy), (&[o, c, 1, 1], &w)], 64);
+    assert!(
+        splits[0] > 1,
+        "the input-gradient reduction was not split: {splits:?}"
+    );
+    assert_eq!(got, expected);
+}

@@ -108,10 +108,7 @@ fn nx1_params(
 ) -> ConvNx1Params {
     let g = &p.geometry;
     let amp = target.amp(input, partials);
-    let reduction = match pass {
-        WindowPass::InputGrad => g.o_per_group(),
-        _ => g.c_per_group(),
-    };
+    let reduction = p.in_channels.1.saturating_sub(p.in_channels.0);
     let width = match pass {
         WindowPass::InputGrad => g.w,
         _ => g.ow,

@@ -86,7 +86,14 @@ pub(crate) fn check(
         && p.group < g.groups.max(1)
         && inside(p.batch, g.n)
         && inside(p.out_channels, ch_limit)
-        && inside(p.in_channels, g.c_per_group())
+        && inside(
+            p.in_channels,
+            if pass == Some(WindowPass::InputGrad) {
+                g.o_per_group()
+            } else {
+                g.c_per_group()
+            },
+        )
         && inside(p.out_rows, out_limit)
         && inside(p.units, units as u32)
         && g.stride.iter().all(|&s| s > 0)
@@ -195,13 +202,10 @@ fn conv(
         let rows = (end - u) as usize;
         let (k, cols) = match pass {
             WindowPass::Forward => (
-                kh * kw * g.c_per_group() as usize,
+                kh * kw * len(p.in_channels),
                 len(p.out_rows) * g.ow as usize,
             ),
-            WindowPass::InputGrad => (
-                kh * kw * g.o_per_group() as usize,
-                len(p.out_rows) * g.w as usize,
-            ),
+            WindowPass::InputGrad => (kh * kw * len(p.in_channels), len(p.out_rows) * g.w as usize),
             WindowPass::WeightGrad => (
                 len(p.batch) * (g.oh * g.ow) as usize,
                 len(p.in_channels) * kh * kw,
@@ -267,7 +271,8 @@ fn forward(
     b: Option<&mut [f32]>,
 ) {
     let g = &p.geometry;
-    let cg = g.c_per_group() as usize;
+    // The block's part of the input channels (the reduction).
+    let cg = len(p.in_channels);
     let (kh, kw) = (g.kh as usize, g.kw as usize);
     let k = kh * kw * cg;
     for r in 0..rows {
@@ -318,7 +323,8 @@ fn input_grad(
     b: Option<&mut [f32]>,
 ) {
     let g = &p.geometry;
-    let og = g.o_per_group() as usize;
+    // The block's part of the output channels (the reduction).
+    let og = len(p.in_channels);
     let cb = p.out_channel_count() as usize;
     let (kh, kw) = (g.kh as usize, g.kw as usize);
     let k = kh * kw * og;

@@ -74,7 +74,12 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             }
         }
     };
-    let inputs: Vec<NodeId> = node.inputs.clone();
+    // A folded broadcast is read through its input.
+    let inputs: Vec<NodeId> = node
+        .inputs
+        .iter()
+        .map(|&i| super::folded_broadcast(lw.graph(), i).unwrap_or(i))
+        .collect();
     let n_out = out_ty.num_elements() as u64;
     let reads: Vec<Read> = if let Codelet::OneHot { depth, .. } = codelet {
         vec![Read::Broadcast {

@@ -140,6 +140,26 @@ pub(crate) fn lowering(op: &Op) -> &'static OpLowering {
     }
 }
 
+/// The input of `Broadcast` node `id` when the broadcast is folded into its consumers: all
+/// of them are element-wise ops that read an operand through a broadcast pattern anyway
+/// (NumPy broadcasting is transitive, so they read the broadcast's input directly, staged
+/// once per tile), as Poplar's broadcast is a view its element-wise vertices read. The
+/// broadcast then has no tensor of its own; a consumer of any other kind (an outfeed, an
+/// assignment, a matmul, a `Cast` to the type it has) materialises it.
+pub(crate) fn folded_broadcast(graph: &ipusim_ir::Graph, id: NodeId) -> Option<NodeId> {
+    let node = graph.node(id);
+    if !matches!(node.op, Op::Broadcast { .. }) {
+        return None;
+    }
+    let reads_in_place = |c: NodeId| {
+        let op = &graph.node(c).op;
+        let same_cast = matches!(op, Op::Cast { dtype } if *dtype == node.ty.dtype);
+        std::ptr::eq(lowering(op), &ELEMENTWISE) && !matches!(op, Op::OneHot { .. }) && !same_cast
+    };
+    let consumers = graph.consumers(id);
+    (!consumers.is_empty() && consumers.into_iter().all(reads_in_place)).then(|| node.inputs[0])
+}
+
 /// The layout node `consumer`'s op family wants for its operand `which`, if any (the
 /// context's [`super::core::Hooks::operand_layout`]).
 pub(crate) fn operand_layout(lw: &mut Lowerer, consumer: NodeId, which: usize) -> Option<Mapping> {

@@ -13,6 +13,9 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let node = lw.graph().node(id);
     match &node.op {
         Op::Reshape { .. } => return permute::alias(lw, id, node.inputs[0]),
+        Op::Broadcast { .. } if super::folded_broadcast(lw.graph(), id).is_some() => {
+            return Ok(());
+        }
         op if is_swap_last(op) => {
             let input = lw.value(node.inputs[0])?;
             lw.set_view(

@@ -34,9 +34,12 @@ use ipusim_exe::system::TileId;
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
 use ipusim_ir::{DType, NodeId, Op};
 
-/// The blocks of each output block of a split reduction, keyed by (group, channels, rows),
-/// in batch order.
-type Reduction = std::collections::BTreeMap<(u32, (u32, u32), (u32, u32)), Vec<usize>>;
+/// The blocks of each output block of a split reduction, keyed by the output block (group,
+/// batch, channels, rows), in reduction order.
+type Reduction = std::collections::BTreeMap<OutputKey, Vec<usize>>;
+
+/// An output block: group, batch, channel and row ranges.
+type OutputKey = (u32, (u32, u32), (u32, u32), (u32, u32));
 
 /// `(begin, len)` element ranges of a tensor.
 type Ranges = Vec<(u64, u64)>;
@@ -58,6 +61,21 @@ struct Block {
     channels: (u32, u32),
     /// Output rows (weight gradient: the input-channel range).
     rows: (u32, u32),
+    /// The part of the reduction: input channels (`Forward`) or output channels
+    /// (`InputGrad`) within the group; unused (`(0, 0)`) by the weight gradient, whose
+    /// reduction split is the batch, and by pools.
+    red: (u32, u32),
+}
+
+impl Block {
+    /// The output block this block computes (a part of, when the reduction is split).
+    fn output_key(&self, kind: Kind) -> OutputKey {
+        let batch = match kind {
+            Kind::Conv(WindowPass::WeightGrad) => (0, 0),
+            _ => self.batch,
+        };
+        (self.group, batch, self.channels, self.rows)
+    }
 }
 
 /// Splits of the three partitioned dimensions.
@@ -66,6 +84,19 @@ struct Split {
     batch: u32,
     channels: u32,
     rows: u32,
+    /// Splits of the reduction (`Forward`, `InputGrad`; 1 otherwise).
+    red: u32,
+}
+
+impl Split {
+    /// True when partial results of several blocks are summed into each output block.
+    fn reduces(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Conv(WindowPass::WeightGrad) => self.batch > 1,
+            Kind::Conv(_) => self.red > 1,
+            Kind::Pool { .. } => false,
+        }
+    }
 }
 
 /// Lowers a node of the family.
@@ -113,8 +144,6 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         Kind::Conv(_) => lw.options().partials_type.accumulator_for(input),
         Kind::Pool { .. } => input,
     };
-    let split_reduction =
-        |split: &Split| matches!(kind, Kind::Conv(WindowPass::WeightGrad)) && split.batch > 1;
     let extents = extents(kind, &g);
     let tiles = lw.target().tiles;
     let groups = if matches!(kind, Kind::Pool { .. }) {
@@ -150,7 +179,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             pass,
             input,
             partials,
-            output: if split_reduction(&split) {
+            output: if split.reduces(kind) {
                 partials
             } else {
                 output
@@ -160,19 +189,17 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     };
     let name = node.name.clone();
     let total: u64 = out_dims.iter().map(|&d| d as u64).product();
-    let blocks = blocks(groups, extents, split);
+    let blocks = blocks(groups, extents, reduction_extent(kind, &g), split);
     let start = lw.rotate_start(blocks.len() as u32);
     let tile_of = |i: usize| (start + i as u32) % tiles;
-    // A weight gradient whose reduction (the batch) is split: each tile's partial block is
-    // summed on the block's tiles, each summing one chunk of the block's elements.
-    let reduce = matches!(kind, Kind::Conv(WindowPass::WeightGrad)) && split.batch > 1;
+    // A split reduction (input channels, output channels for the input gradient, the batch
+    // for the weight gradient): each tile's partial block is summed on the output block's
+    // tiles, each summing one chunk of the block's elements.
+    let reduce = split.reduces(kind);
     let mut reduction = Reduction::default();
     if reduce {
         for (i, blk) in blocks.iter().enumerate() {
-            reduction
-                .entry((blk.group, blk.channels, blk.rows))
-                .or_default()
-                .push(i);
+            reduction.entry(blk.output_key(kind)).or_default().push(i);
         }
     }
     // The output, each block on its tile (split reductions: in chunks over the block's tiles).
@@ -298,7 +325,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         };
         reduce_partials(
             lw,
-            id,
+            (id, kind),
             &name,
             (&g, &blocks, &reduction),
             sources,
@@ -331,19 +358,18 @@ fn sub_ranges(ranges: &[(u64, u64)], c0: u64, c1: u64) -> Vec<(u64, u64)> {
     out
 }
 
-/// Sums the partial blocks of a split weight-gradient reduction: chunk `j` of every output
-/// block's elements is gathered from the block's `sb` partial tiles onto its `j`-th tile and
-/// summed by a `Reduce` vertex in ascending batch-block order, in the partials type, then
-/// written in the output type (the order the matmul's split reductions use).
+/// Sums the partial blocks of a split reduction: chunk `j` of every output block's elements
+/// is gathered from the block's partial tiles onto its `j`-th tile and summed by a `Reduce`
+/// vertex in ascending reduction-block order, in the partials type, then written in the
+/// output type (the order the matmul's split reductions use).
 fn reduce_partials(
     lw: &mut Lowerer,
-    id: NodeId,
+    (id, kind): (NodeId, Kind),
     name: &str,
     (g, blocks, reduction): (&WindowGeometry, &[Block], &Reduction),
     src: Sources,
     (out, partials, output): (crate::executable::TensorId, DType, DType),
 ) {
-    let kind = Kind::Conv(WindowPass::WeightGrad);
     let mut eb = ExchangeBuilder::default();
     let mut inbox = TileScratch::new(lw, format!("{name}/reduce_in"), Some(id), partials);
     let mut tiles = Vec::new();
@@ -454,8 +480,17 @@ fn candidates(d: u32) -> Vec<u32> {
     out
 }
 
-/// The blocks of a split, in block order (group, batch, channels, rows).
-fn blocks(groups: u32, e: (u32, u32, u32), s: Split) -> Vec<Block> {
+/// The size of the reduction a `Forward` or `InputGrad` split may divide (0 otherwise).
+fn reduction_extent(kind: Kind, g: &WindowGeometry) -> u32 {
+    match kind {
+        Kind::Conv(WindowPass::Forward) => g.c_per_group(),
+        Kind::Conv(WindowPass::InputGrad) => g.o_per_group(),
+        _ => 0,
+    }
+}
+
+/// The blocks of a split, in block order (group, batch, channels, rows, reduction).
+fn blocks(groups: u32, e: (u32, u32, u32), red: u32, s: Split) -> Vec<Block> {
     let ranges = |d: u32, n: u32| -> Vec<(u32, u32)> {
         let b = d.div_ceil(n.max(1)).max(1);
         (0..n)
@@ -468,12 +503,20 @@ fn blocks(groups: u32, e: (u32, u32, u32), s: Split) -> Vec<Block> {
         for &batch in &ranges(e.0, s.batch) {
             for &channels in &ranges(e.1, s.channels) {
                 for &rows in &ranges(e.2, s.rows) {
-                    out.push(Block {
-                        group,
-                        batch,
-                        channels,
-                        rows,
-                    });
+                    let parts = if red == 0 {
+                        vec![(0, 0)]
+                    } else {
+                        ranges(red, s.red)
+                    };
+                    for red in parts {
+                        out.push(Block {
+                            group,
+                            batch,
+                            channels,
+                            rows,
+                            red,
+                        });
+                    }
                 }
             }
         }
@@ -521,11 +564,16 @@ fn block_params(kind: Kind, g: &WindowGeometry, b: &Block, amp: u32) -> WindowPa
         input_channels: amp,
     };
     match kind {
-        Kind::Conv(WindowPass::Forward) | Kind::Pool { grad: false } => {
+        Kind::Conv(WindowPass::Forward) => {
+            p.in_rows = input_rows(g, b.rows);
+            p.in_channels = b.red;
+        }
+        Kind::Pool { grad: false } => {
             p.in_rows = input_rows(g, b.rows);
         }
         Kind::Conv(WindowPass::InputGrad) => {
             p.in_rows = output_rows_of(g, b.rows);
+            p.in_channels = b.red;
         }
         Kind::Conv(WindowPass::WeightGrad) => {
             p.in_channels = b.rows;
@@ -625,19 +673,35 @@ fn operand_ranges(kind: Kind, g: &WindowGeometry, b: &Block, p: &WindowParams) -
     match kind {
         Kind::Conv(WindowPass::Forward) => {
             let c0 = b.group * cg;
-            let x = plane_rows(b.batch, (c0, c0 + cg), p.in_rows, (g.c, g.h, g.w));
-            let o0 = u64::from(b.group * og + b.channels.0);
-            let w = vec![(
-                o0 * u64::from(cg) * kernel,
-                u64::from(span(b.channels)) * u64::from(cg) * kernel,
-            )];
+            let x = plane_rows(
+                b.batch,
+                (c0 + b.red.0, c0 + b.red.1),
+                p.in_rows,
+                (g.c, g.h, g.w),
+            );
+            let o0 = b.group * og;
+            let w = coalesce(
+                (o0 + b.channels.0..o0 + b.channels.1)
+                    .map(|o| {
+                        (
+                            (u64::from(o) * u64::from(cg) + u64::from(b.red.0)) * kernel,
+                            u64::from(span(b.red)) * kernel,
+                        )
+                    })
+                    .collect(),
+            );
             (x, w)
         }
         Kind::Conv(WindowPass::InputGrad) => {
             let o0 = b.group * og;
-            let dy = plane_rows(b.batch, (o0, o0 + og), p.in_rows, (g.o, g.oh, g.ow));
+            let dy = plane_rows(
+                b.batch,
+                (o0 + b.red.0, o0 + b.red.1),
+                p.in_rows,
+                (g.o, g.oh, g.ow),
+            );
             let w = coalesce(
-                (o0..o0 + og)
+                (o0 + b.red.0..o0 + b.red.1)
                     .map(|o| {
                         (
                             (u64::from(o) * u64::from(cg) + u64::from(b.channels.0)) * kernel,
@@ -677,6 +741,23 @@ fn operand_ranges(kind: Kind, g: &WindowGeometry, b: &Block, p: &WindowParams) -
     }
 }
 
+/// Cycles our planner charges per exchange region (one contiguous range a tile sends or
+/// receives): the two instructions of its set-up — the 8 bytes of exchange code per endpoint
+/// that the memory plan charges — at one instruction per cycle. Our own proxy (PopLibs'
+/// planner has no per-region term because its channel-grouped layouts keep regions large;
+/// ours are NCHW, where splitting rows fragments every channel plane).
+const REGION_CYCLES: u64 = 2;
+
+/// Exchange regions of `n` batch elements × `c` channel planes: one per plane when the
+/// planes are cut into rows, else one per batch element, else one.
+fn plane_regions(n: u64, c: u64, whole_rows: bool, all_channels: bool) -> u64 {
+    match (whole_rows, all_channels) {
+        (false, _) => n * c,
+        (true, false) => n,
+        (true, true) => 1,
+    }
+}
+
 /// The split of fewest estimated cycles that fits the memory budget (else of fewest bytes),
 /// using at most `tiles` blocks per group.
 fn plan(
@@ -691,8 +772,11 @@ fn plan(
     let budget = (lw.options().available_memory_proportion * target.bytes_per_tile as f64) as u64;
     let amp = target.amp(input, partials);
     let es = input.size_bytes() as u64;
+    let ps = partials.size_bytes() as u64;
     let xbw = u64::from(target.exchange_bytes_per_cycle.max(1));
     let kernel = u64::from(g.kh) * u64::from(g.kw);
+    let red_extent = reduction_extent(kind, g);
+    let one_group = g.groups <= 1 || matches!(kind, Kind::Pool { .. });
     let mut best: Option<(bool, u64, u64, Split)> = None;
     for sb in candidates(e.0) {
         for sc in candidates(e.1) {
@@ -703,82 +787,42 @@ fn plan(
                 if u64::from(sb) * u64::from(sc) * u64::from(sr) > u64::from(tiles) {
                     break;
                 }
-                let (nb, cb, rb) = (
-                    u64::from(e.0.div_ceil(sb)),
-                    u64::from(e.1.div_ceil(sc)),
-                    u64::from(e.2.div_ceil(sr)),
-                );
-                let rows = (rb as u32).min(e.2);
-                let (bytes, cycles) = match kind {
-                    Kind::Conv(WindowPass::Forward) | Kind::Conv(WindowPass::InputGrad) => {
-                        let (red, width, in_w) = match kind {
-                            Kind::Conv(WindowPass::Forward) => (g.c_per_group(), g.ow, g.w),
-                            _ => (g.o_per_group(), g.w, g.ow),
-                        };
-                        let in_rows = u64::from(span(input_rows(g, (0, rows))));
-                        let x = nb * u64::from(red) * in_rows * u64::from(in_w) * es;
-                        let w = cb * u64::from(red) * kernel * es;
-                        let out = nb * cb * rb * u64::from(width) * es;
-                        (x + w + out, (x + w) / xbw)
-                    }
-                    Kind::Conv(WindowPass::WeightGrad) => {
-                        let field = nb * u64::from(g.oh) * u64::from(g.ow);
-                        let x = rb * nb * u64::from(g.h) * u64::from(g.w) * es;
-                        let dy = cb * field * es;
-                        let out = cb * rb * kernel * 4;
-                        // A split reduction: the partials cross the exchange and are summed.
-                        let reduce = if sb > 1 {
-                            let per = (cb * rb * kernel).div_ceil(u64::from(sb));
-                            per * u64::from(sb) * 4 / xbw + per * u64::from(sb) / 2 + 100
-                        } else {
-                            0
-                        };
-                        (x + dy + out * 2, (x + dy) / xbw + reduce)
-                    }
-                    Kind::Pool { grad } => {
-                        let in_rows = u64::from(span(input_rows(g, (0, rows)))) + rb;
-                        let x = nb * cb * in_rows * u64::from(g.w) * es;
-                        let out = nb * cb * rb * u64::from(if grad { g.w } else { g.ow }) * es;
-                        (x + 2 * out, x / xbw)
-                    }
+                let reds = if red_extent == 0 {
+                    vec![1]
+                } else {
+                    candidates(red_extent)
                 };
-                // The vertex cycles of the first (largest) block from the estimator registry,
-                // plus the proxy's exchange and reduction terms.
-                let first = Block {
-                    group: 0,
-                    batch: (0, nb as u32),
-                    channels: (0, cb as u32),
-                    rows: (0, rb as u32),
-                };
-                let mut params = block_params(kind, g, &first, amp.input_channels);
-                params.units = match kind {
-                    Kind::Conv(WindowPass::WeightGrad) => (0, cb as u32),
-                    _ => (0, (nb * cb) as u32),
-                };
-                let vertex = window_group_cycles(target, codelet, &params);
-                let cycles = vertex.saturating_add(cycles);
-                let fits = bytes <= budget;
-                let key = (
-                    fits,
-                    cycles,
-                    bytes,
-                    Split {
+                for sred in reds {
+                    let used = u64::from(sb) * u64::from(sc) * u64::from(sr) * u64::from(sred);
+                    if used > u64::from(tiles) {
+                        break;
+                    }
+                    let split = Split {
                         batch: sb,
                         channels: sc,
                         rows: sr,
-                    },
-                );
-                let better = match &best {
-                    None => true,
-                    Some((bf, bc, bbytes, _)) => match (fits, *bf) {
-                        (true, false) => true,
-                        (false, true) => false,
-                        (true, true) => cycles < *bc,
-                        (false, false) => bytes < *bbytes,
-                    },
-                };
-                if better {
-                    best = Some(key);
+                        red: sred,
+                    };
+                    let (cycles, bytes) = cost(
+                        (kind, codelet),
+                        (g, e, split),
+                        (es, ps, xbw, kernel, one_group),
+                        target,
+                        amp.input_channels,
+                    );
+                    let fits = bytes <= budget;
+                    let better = match &best {
+                        None => true,
+                        Some((bf, bc, bbytes, _)) => match (fits, *bf) {
+                            (true, false) => true,
+                            (false, true) => false,
+                            (true, true) => cycles < *bc,
+                            (false, false) => bytes < *bbytes,
+                        },
+                    };
+                    if better {
+                        best = Some((fits, cycles, bytes, split));
+                    }
                 }
             }
         }
@@ -788,7 +832,113 @@ fn plan(
             batch: 1,
             channels: 1,
             rows: 1,
+            red: 1,
         },
         |b| b.3,
     )
+}
+
+/// The planner's cost of a split: its cycles (the registry's
+/// estimate of the first, largest block's vertex group plus the proxy's exchange, region
+/// and reduction terms) and the first block's operand and output bytes.
+fn cost(
+    (kind, codelet): (Kind, &Codelet),
+    (g, e, s): (&WindowGeometry, (u32, u32, u32), Split),
+    (es, ps, xbw, kernel, one_group): (u64, u64, u64, u64, bool),
+    target: &crate::target::Target,
+    amp_channels: u32,
+) -> (u64, u64) {
+    let (nb, cb, rb) = (
+        u64::from(e.0.div_ceil(s.batch)),
+        u64::from(e.1.div_ceil(s.channels)),
+        u64::from(e.2.div_ceil(s.rows)),
+    );
+    let red_extent = reduction_extent(kind, g);
+    let red = u64::from(red_extent.div_ceil(s.red.max(1)));
+    let rows = (rb as u32).min(e.2);
+    // The summation of split partials: they cross the exchange and are summed (our proxy).
+    let sum = |elems: u64, parts: u64| -> u64 {
+        if parts > 1 {
+            let per = elems.div_ceil(parts);
+            per * parts * ps / xbw + per * parts / 2 + 100
+        } else {
+            0
+        }
+    };
+    let whole_batch = nb == u64::from(e.0);
+    let (bytes, cycles, regions) = match kind {
+        Kind::Conv(pass @ (WindowPass::Forward | WindowPass::InputGrad)) => {
+            let (width, in_w, in_h, in_all, out_all) = match pass {
+                WindowPass::Forward => (g.ow, g.w, g.h, g.c, g.o),
+                _ => (g.w, g.ow, g.oh, g.o, g.c),
+            };
+            let in_rows = u64::from(span(input_rows(g, (0, rows))));
+            let x = nb * red * in_rows * u64::from(in_w) * es;
+            let w = cb * red * kernel * es;
+            let elems = nb * cb * rb * u64::from(width);
+            let out = elems * if s.red > 1 { ps } else { es };
+            let all_red = one_group && red == u64::from(in_all);
+            let all_out = one_group && cb == u64::from(out_all);
+            let regions =
+                plane_regions(nb, red, in_rows >= u64::from(in_h), all_red && whole_batch)
+                    + if red == u64::from(red_extent) { 1 } else { cb }
+                    + plane_regions(nb, cb, rows >= e.2, all_out && whole_batch)
+                    + if s.red > 1 { u64::from(s.red) } else { 0 };
+            (
+                x + w + out,
+                (x + w) / xbw + sum(elems, u64::from(s.red)),
+                regions,
+            )
+        }
+        Kind::Conv(WindowPass::WeightGrad) => {
+            let field = nb * u64::from(g.oh) * u64::from(g.ow);
+            let x = rb * nb * u64::from(g.h) * u64::from(g.w) * es;
+            let dy = cb * field * es;
+            let out = cb * rb * kernel * 4;
+            let regions = plane_regions(
+                nb,
+                rb,
+                true,
+                one_group && rb == u64::from(g.c) && whole_batch,
+            ) + plane_regions(
+                nb,
+                cb,
+                true,
+                one_group && cb == u64::from(g.o) && whole_batch,
+            ) + if rb == u64::from(e.2) { 1 } else { cb }
+                + if s.batch > 1 { u64::from(s.batch) } else { 0 };
+            (
+                x + dy + out * 2,
+                (x + dy) / xbw + sum(cb * rb * kernel, u64::from(s.batch)),
+                regions,
+            )
+        }
+        Kind::Pool { grad } => {
+            let in_rows = u64::from(span(input_rows(g, (0, rows)))) + rb;
+            let x = nb * cb * in_rows * u64::from(g.w) * es;
+            let out = nb * cb * rb * u64::from(if grad { g.w } else { g.ow }) * es;
+            let all = cb == u64::from(e.1) && whole_batch;
+            let regions = plane_regions(nb, cb, in_rows >= u64::from(g.h), all)
+                * (1 + u64::from(grad))
+                + plane_regions(nb, cb, rows >= e.2, all);
+            (x + 2 * out, x / xbw, regions)
+        }
+    };
+    let first = Block {
+        group: 0,
+        batch: (0, nb as u32),
+        channels: (0, cb as u32),
+        rows: (0, rb as u32),
+        red: (0, red as u32),
+    };
+    let mut params = block_params(kind, g, &first, amp_channels);
+    params.units = match kind {
+        Kind::Conv(WindowPass::WeightGrad) => (0, cb as u32),
+        _ => (0, (nb * cb) as u32),
+    };
+    let vertex = window_group_cycles(target, codelet, &params);
+    let cycles = vertex
+        .saturating_add(cycles)
+        .saturating_add(regions.saturating_mul(REGION_CYCLES));
+    (cycles, bytes)
 }
