@@ -206,7 +206,7 @@ pub enum VertexParams {
     /// Block codelets.
     Block(BlockParams),
     /// Window codelets (`Conv`, `MaxPool`).
-    Window(WindowParams),
+    Window(Box<WindowParams>),
 }
 
 /// Which product a [`Codelet::Conv`] vertex computes. Operand blocks are row-major, with

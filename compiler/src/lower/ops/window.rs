@@ -289,10 +289,10 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 Vertex {
                     worker: w as u8,
                     operands,
-                    params: VertexParams::Window(WindowParams {
+                    params: VertexParams::Window(Box::new(WindowParams {
                         units: (u0 as u32, u1 as u32),
                         ..params.clone()
-                    }),
+                    })),
                 }
             })
             .collect();
