@@ -1,0 +1,60 @@
+//! Laws of a compiled convolution's cycles (the CNN issue's "must show"): on mk2 a large
+//! convolution in FP16 with half partials takes about a quarter of the compute cycles of the
+//! same convolution in FP32 (the AMP's 64 against 16 multiply-accumulates per cycle per
+//! tile, ipu-hardware.md §3), and the cycles never fall as the batch grows.
+
+use ipusim_compiler::{compile, CompileOptions, CompileReport, PartialsType, Target};
+use ipusim_ir::{DType, GraphBuilder, Init, Op};
+
+/// The compute cycles (one execution) of the convolution `x[n, c, h, w] * w[o, c, 3, 3]`
+/// (padding 1) compiled for mk2.
+fn conv_cycles(
+    dtype: DType,
+    partials: PartialsType,
+    n: usize,
+    (c, o, hw): (usize, usize, usize),
+) -> u64 {
+    let mut b = GraphBuilder::new();
+    let x = b.variable("x", dtype, [n, c, hw, hw], Init::Zeros).unwrap();
+    let w = b.variable("w", dtype, [o, c, 3, 3], Init::Zeros).unwrap();
+    let op = Op::Conv2d {
+        stride: vec![],
+        padding: vec![1, 1, 1, 1],
+        dilation: vec![],
+        groups: 1,
+    };
+    let y = b.named("y", op, &[x, w]).unwrap();
+    b.outfeed("y", y).unwrap();
+    let g = b.finish();
+    let options = CompileOptions {
+        partials_type: partials,
+        ..CompileOptions::default()
+    };
+    let exe = compile(&g, &Target::mk2(), &options).unwrap();
+    let report = CompileReport::new("conv", None, &exe);
+    report.convolutions.iter().map(|c| c.cycles).sum()
+}
+
+#[test]
+fn half_with_half_partials_is_about_four_times_faster_than_float() {
+    let size = (256, 256, 28);
+    let half = conv_cycles(DType::F16, PartialsType::Half, 1, size);
+    let float = conv_cycles(DType::F32, PartialsType::Float, 1, size);
+    let ratio = float as f64 / half as f64;
+    eprintln!("32.32 {float} cycles, 16.16 {half}: ratio {ratio:.2}");
+    assert!(
+        (3.0..=5.0).contains(&ratio),
+        "32.32 {float} cycles, 16.16 {half}: ratio {ratio:.2}, not about 4"
+    );
+}
+
+#[test]
+fn cycles_never_fall_as_the_batch_grows() {
+    let mut last = 0;
+    for n in [1, 2, 3, 4, 8, 16] {
+        let cycles = conv_cycles(DType::F16, PartialsType::Float, n, (64, 64, 14));
+        eprintln!("batch {n}: {cycles} cycles");
+        assert!(cycles >= last, "batch {n}: {cycles} cycles after {last}");
+        last = cycles;
+    }
+}
