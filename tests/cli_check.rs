@@ -146,3 +146,70 @@ fn unreadable_files_and_bad_arguments() {
         assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
     }
 }
+
+/// `available_memory_proportion` and per-op `memory_proportions`: out-of-range values and
+/// names of no node are errors at their line; valid ones are accepted and the CLI flag
+/// overrides them (and is range-checked itself).
+#[test]
+fn memory_proportions_are_checked_where_they_are_written() {
+    let dir = std::env::temp_dir().join(format!("ipusim-check-amp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/sim/conv_reduction.ron"),
+    )
+    .unwrap();
+    let with = |fields: &str| -> PathBuf {
+        let text = base.replacen(
+            "    device_iterations: 1,\n",
+            &format!("    device_iterations: 1,\n{fields}"),
+            1,
+        );
+        let p = dir.join("p.ron");
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let cases = [
+        (
+            "    available_memory_proportion: Some(1.5),\n",
+            "p.ron:5:34: error: available_memory_proportion 1.5 is not in (0, 1]",
+        ),
+        (
+            "    memory_proportions: {\"conv2x\": 0.1},\n",
+            "p.ron:5:25: error: memory_proportions: no node is named 'conv2x'",
+        ),
+        (
+            "    memory_proportions: {\"conv2\": 0.0},\n",
+            "p.ron:5:25: error: memory_proportions: 'conv2': 0 is not in (0, 1]",
+        ),
+    ];
+    for (fields, want) in cases {
+        let p = with(fields);
+        let o = ipusim(&["check", p.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{fields}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{fields}: {}", stderr(&o));
+    }
+    let p = with(
+        "    available_memory_proportion: Some(0.3),\n    memory_proportions: {\"conv2\": 0.1},\n",
+    );
+    let o = ipusim(&["check", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = ipusim(&[
+        "compile",
+        p.to_str().unwrap(),
+        "--available-memory-proportion",
+        "0.5",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = ipusim(&[
+        "compile",
+        p.to_str().unwrap(),
+        "--available-memory-proportion",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("0 is not a number in (0, 1]"),
+        "{}",
+        stderr(&o)
+    );
+}

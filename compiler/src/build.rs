@@ -36,6 +36,8 @@ pub struct BuildOptions {
     pub inference: bool,
     /// Replaces the program's `device_iterations` (loop iterations per run).
     pub device_iterations: Option<u32>,
+    /// Replaces the program's `available_memory_proportion` (its per-op entries stay).
+    pub available_memory_proportion: Option<f64>,
 }
 
 impl Default for BuildOptions {
@@ -46,6 +48,7 @@ impl Default for BuildOptions {
             partials: PartialsType::default(),
             inference: false,
             device_iterations: None,
+            available_memory_proportion: None,
         }
     }
 }
@@ -91,6 +94,11 @@ pub fn compile_options(step: &StepGraph, options: &BuildOptions) -> CompileOptio
             .device_iterations
             .unwrap_or(step.device_iterations)
             .max(1),
+        available_memory_proportion: options
+            .available_memory_proportion
+            .or(step.available_memory_proportion)
+            .unwrap_or(CompileOptions::default().available_memory_proportion),
+        memory_proportions: step.memory_proportions.clone(),
         ..CompileOptions::default()
     }
 }

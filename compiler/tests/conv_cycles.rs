@@ -58,3 +58,46 @@ fn cycles_never_fall_as_the_batch_grows() {
         last = cycles;
     }
 }
+
+/// The convolution rows (`partition`, reduction split) of `x[n, c, h, w] * w[o, c, 3, 3]`
+/// compiled for mk2 with a per-op memory proportion for `y`, if given.
+fn conv_plan(proportion: Option<f64>) -> Vec<([u32; 4], u32)> {
+    let mut b = GraphBuilder::new();
+    let x = b
+        .variable("x", DType::F16, [8, 128, 32, 32], Init::Zeros)
+        .unwrap();
+    let w = b
+        .variable("w", DType::F16, [128, 128, 3, 3], Init::Zeros)
+        .unwrap();
+    let op = Op::Conv2d {
+        stride: vec![],
+        padding: vec![1, 1, 1, 1],
+        dilation: vec![],
+        groups: 1,
+    };
+    let y = b.named("y", op, &[x, w]).unwrap();
+    b.outfeed("y", y).unwrap();
+    let g = b.finish();
+    let mut options = CompileOptions::default();
+    if let Some(p) = proportion {
+        options.memory_proportions.insert("y".into(), p);
+    }
+    let exe = compile(&g, &Target::mk2(), &options).unwrap();
+    CompileReport::new("conv", None, &exe)
+        .convolutions
+        .iter()
+        .map(|c| (c.partition, c.reduction_split))
+        .collect()
+}
+
+#[test]
+fn a_smaller_memory_proportion_for_an_op_gives_it_smaller_blocks() {
+    let default = conv_plan(None);
+    let small = conv_plan(Some(0.02));
+    eprintln!("default {default:?}, 0.02: {small:?}");
+    let blocks = |p: &[([u32; 4], u32)]| -> u32 { p[0].0.iter().product::<u32>() * p[0].1 };
+    assert!(
+        blocks(&small) > blocks(&default),
+        "0.02 of a tile: {small:?}, default: {default:?}"
+    );
+}

@@ -74,6 +74,10 @@ pub struct CompileOptions {
     pub device_iterations: u32,
     /// Run the verifier between passes.
     pub verify: bool,
+    /// Per-op proportions by IR node name, overriding `available_memory_proportion` for that
+    /// node and its backward passes (nodes named `bwd/NAME/...`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub memory_proportions: std::collections::BTreeMap<String, f64>,
 }
 
 impl Default for CompileOptions {
@@ -84,11 +88,28 @@ impl Default for CompileOptions {
             gradient_accumulation: 1,
             device_iterations: 1,
             verify: true,
+            memory_proportions: std::collections::BTreeMap::new(),
         }
     }
 }
 
 impl CompileOptions {
+    /// The memory proportion of the IR node named `name`: its own entry, else the entry of
+    /// the forward op whose backward pass it is (`bwd/NAME/...`), else the global one.
+    pub fn memory_proportion(&self, name: &str) -> f64 {
+        if let Some(&p) = self.memory_proportions.get(name) {
+            return p;
+        }
+        let forward = name
+            .strip_prefix("bwd/")
+            .and_then(|rest| rest.rsplit_once('/'))
+            .map(|(op, _)| op);
+        forward
+            .and_then(|op| self.memory_proportions.get(op))
+            .copied()
+            .unwrap_or(self.available_memory_proportion)
+    }
+
     /// Checks the ranges of every option.
     pub fn validate(&self) -> Result<(), CompileError> {
         let p = self.available_memory_proportion;
@@ -96,6 +117,16 @@ impl CompileOptions {
             return Err(CompileError::Option {
                 option: "available_memory_proportion",
                 message: format!("{p} is not in (0, 1]"),
+            });
+        }
+        if let Some((name, p)) = self
+            .memory_proportions
+            .iter()
+            .find(|(_, &p)| !(p > 0.0 && p <= 1.0))
+        {
+            return Err(CompileError::Option {
+                option: "memory_proportions",
+                message: format!("'{name}': {p} is not in (0, 1]"),
             });
         }
         if self.gradient_accumulation == 0 {

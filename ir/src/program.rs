@@ -319,6 +319,14 @@ pub struct Program {
     pub outfeeds: Vec<OutfeedSpec>,
     /// Loop iterations per device run (`loops.repeat` count / PopTorch `deviceIterations`).
     pub device_iterations: u32,
+    /// The fraction of each tile's memory the planners of matmuls and convolutions may use
+    /// for an op's operands and temporaries (PopLibs' `availableMemoryProportion`); `None`:
+    /// the compiler's default (0.6).
+    pub available_memory_proportion: Option<f64>,
+    /// Per-op proportions by node name, overriding the program's (as
+    /// `poptorch.set_available_memory` sets one layer's); an op's backward passes (nodes named
+    /// `bwd/NAME/...`) take its entry.
+    pub memory_proportions: std::collections::BTreeMap<String, f64>,
 }
 
 impl Program {
@@ -332,6 +340,8 @@ impl Program {
             infeeds: Vec::new(),
             outfeeds: Vec::new(),
             device_iterations: 1,
+            available_memory_proportion: None,
+            memory_proportions: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -63,6 +63,10 @@ pub struct StepGraph {
     pub device_iterations: u32,
     /// The precision policy applied, if any.
     pub precision: Option<Precision>,
+    /// The program's `available_memory_proportion`.
+    pub available_memory_proportion: Option<f64>,
+    /// The program's per-op memory proportions, by node name.
+    pub memory_proportions: std::collections::BTreeMap<String, f64>,
 }
 
 /// The step graph of `program`:
@@ -88,6 +92,8 @@ pub fn prepare(
             gradient_accumulation: spec.gradient_accumulation,
             device_iterations,
             precision: Some(spec.precision),
+            available_memory_proportion: program.available_memory_proportion,
+            memory_proportions: program.memory_proportions.clone(),
         });
     }
     let precision = precision_override.or(program.training.as_ref().map(|t| t.precision));
@@ -105,6 +111,8 @@ pub fn prepare(
         gradient_accumulation: 1,
         device_iterations,
         precision,
+        available_memory_proportion: program.available_memory_proportion,
+        memory_proportions: program.memory_proportions.clone(),
     })
 }
 

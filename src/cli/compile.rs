@@ -51,6 +51,10 @@ pub struct BuildArgs {
     /// Matmul and reduction partials type: float or half.
     #[arg(long, default_value = "float", value_parser = parse_partials)]
     pub partials: PartialsType,
+    /// The fraction of each tile's memory the matmul and convolution planners may use for an
+    /// op (PopLibs' availableMemoryProportion), in (0, 1], overriding the program's.
+    #[arg(long, value_name = "P", value_parser = parse_proportion)]
+    pub available_memory_proportion: Option<f64>,
 }
 
 /// Arguments of `ipusim compile`.
@@ -109,6 +113,7 @@ impl BuildArgs {
             target: target_from_arg(&self.target)?,
             precision: self.precision,
             partials: self.partials,
+            available_memory_proportion: self.available_memory_proportion,
             ..BuildOptions::default()
         })
     }
@@ -118,6 +123,14 @@ impl BuildArgs {
 pub fn parse_precision(s: &str) -> Result<Precision, String> {
     s.parse()
         .map_err(|e: ipusim_ir::UnknownValue| e.to_string())
+}
+
+/// Parses `--available-memory-proportion`: a number in (0, 1].
+fn parse_proportion(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p <= 1.0 => Ok(p),
+        _ => Err(format!("{s:.40} is not a number in (0, 1]")),
+    }
 }
 
 /// Parses `--partials`.

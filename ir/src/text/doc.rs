@@ -14,7 +14,7 @@ use crate::program::{InfeedSpec, OutfeedSpec, Program, TrainingSpec};
 use crate::validate::{find_cycle, validate_program};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 /// The top-level `Program(...)` value of a program file.
 #[derive(Debug, Serialize, Deserialize)]
@@ -32,6 +32,10 @@ pub(crate) struct ProgramDoc {
     pub outfeeds: Vec<OutfeedSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub training: Option<TrainingSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_memory_proportion: Option<f64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub memory_proportions: BTreeMap<String, f64>,
 }
 
 fn one() -> u32 {
@@ -90,6 +94,7 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
         }
         index.insert(&node.name, i);
     }
+    check_proportions(&doc, &index, map)?;
 
     // Resolve input names to document indices.
     let mut inputs: Vec<Vec<usize>> = Vec::with_capacity(n);
@@ -172,9 +177,51 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
         infeeds: doc.infeeds,
         outfeeds: doc.outfeeds,
         device_iterations: doc.device_iterations,
+        available_memory_proportion: doc.available_memory_proportion,
+        memory_proportions: doc.memory_proportions,
     };
     validate_program(&program).map_err(|e| map.ir_error(&e, false))?;
     Ok(program)
+}
+
+/// A memory proportion is in (0, 1], and a per-op entry names a node.
+fn check_proportions(
+    doc: &ProgramDoc,
+    index: &HashMap<&str, usize>,
+    map: &SourceMap,
+) -> Result<(), ProgramError> {
+    let in_range = |p: f64| p > 0.0 && p <= 1.0;
+    if let Some(p) = doc.available_memory_proportion {
+        if !in_range(p) {
+            return Err(map.at(
+                "available_memory_proportion",
+                ErrorKind::Invalid,
+                format!("available_memory_proportion {p} is not in (0, 1]"),
+            ));
+        }
+    }
+    for (name, &p) in &doc.memory_proportions {
+        let short: String = name.chars().take(80).collect();
+        if !index.contains_key(name.as_str()) {
+            let mut e = map.at(
+                "memory_proportions",
+                ErrorKind::MissingInput,
+                format!("memory_proportions: no node is named '{short}'"),
+            );
+            if let Some(s) = did_you_mean(name, doc.nodes.iter().map(|n| n.name.as_str())) {
+                e = e.help(format!("did you mean '{s}'?"));
+            }
+            return Err(e);
+        }
+        if !in_range(p) {
+            return Err(map.at(
+                "memory_proportions",
+                ErrorKind::Invalid,
+                format!("memory_proportions: '{short}': {p} is not in (0, 1]"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Kahn's algorithm over document indices, smallest index first among the ready nodes; the
@@ -270,6 +317,8 @@ pub(crate) fn from_program(program: &Program) -> ProgramDoc {
         infeeds: program.infeeds.clone(),
         outfeeds: program.outfeeds.clone(),
         training: program.training.clone(),
+        available_memory_proportion: program.available_memory_proportion,
+        memory_proportions: program.memory_proportions.clone(),
     }
 }
 

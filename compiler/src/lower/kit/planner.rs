@@ -14,7 +14,6 @@
 
 use crate::codelets::MatrixLayout;
 use crate::cycles::vertex::{amp_block_cycles, reduce_block_cycles};
-use crate::options::CompileOptions;
 use crate::target::Target;
 use ipusim_ir::DType;
 
@@ -168,13 +167,8 @@ pub(crate) struct Home {
 }
 
 /// Plans `p` on `target`, with the one-tile candidate at `home` if given.
-pub(crate) fn plan(
-    target: &Target,
-    options: &CompileOptions,
-    p: &Problem,
-    home: Option<Home>,
-) -> Plan {
-    let budget = (options.available_memory_proportion * target.bytes_per_tile as f64) as u64;
+pub(crate) fn plan(target: &Target, proportion: f64, p: &Problem, home: Option<Home>) -> Plan {
+    let budget = (proportion * target.bytes_per_tile as f64) as u64;
     let c = Costing { target, p, budget };
     let tiles = target.tiles as u64;
     let ig = target.amp(p.input, p.partials).input_channels as u64;
@@ -303,7 +297,7 @@ mod tests {
         let t = Target::mk2();
         let plan = plan(
             &t,
-            &CompileOptions::default(),
+            crate::options::CompileOptions::default().available_memory_proportion,
             &problem(4, 4, 4, DType::F32),
             Some(Home {
                 tile: 17,
@@ -320,7 +314,7 @@ mod tests {
         let t = Target::mk2();
         let plan = plan(
             &t,
-            &CompileOptions::default(),
+            crate::options::CompileOptions::default().available_memory_proportion,
             &problem(1024, 1024, 1024, DType::F16),
             None,
         );
@@ -335,7 +329,7 @@ mod tests {
         let t = Target::mk2();
         let plan = plan(
             &t,
-            &CompileOptions::default(),
+            crate::options::CompileOptions::default().available_memory_proportion,
             &problem(4096, 4096, 4096, DType::F16),
             None,
         );

@@ -221,7 +221,8 @@ fn plan_for(lw: &mut Lowerer, id: NodeId, a_t: bool, b_t: bool, home: Option<Hom
         a_layout: d.a_layout,
         b_layout: d.b_layout,
     };
-    let mut plan = plan(lw.target(), lw.options(), &problem, home);
+    let proportion = lw.options().memory_proportion(&lw.graph().node(id).name);
+    let mut plan = plan(lw.target(), proportion, &problem, home);
     // The plan uses consecutive tiles from its start; spread partial plans over the chip.
     if !plan.home && plan.tiles() < lw.target().tiles as u64 {
         plan.start_tile = lw.rotate_start(plan.tiles() as u32);

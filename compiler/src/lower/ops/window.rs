@@ -168,6 +168,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     };
     let split = plan(
         lw,
+        id,
         (kind, &estimate_codelet),
         &g,
         (input, partials),
@@ -762,6 +763,7 @@ fn plane_regions(n: u64, c: u64, whole_rows: bool, all_channels: bool) -> u64 {
 /// using at most `tiles` blocks per group.
 fn plan(
     lw: &Lowerer,
+    id: NodeId,
     (kind, codelet): (Kind, &Codelet),
     g: &WindowGeometry,
     (input, partials): (DType, DType),
@@ -769,7 +771,8 @@ fn plan(
     tiles: u32,
 ) -> Split {
     let target = lw.target();
-    let budget = (lw.options().available_memory_proportion * target.bytes_per_tile as f64) as u64;
+    let proportion = lw.options().memory_proportion(&lw.graph().node(id).name);
+    let budget = (proportion * target.bytes_per_tile as f64) as u64;
     let amp = target.amp(input, partials);
     let es = input.size_bytes() as u64;
     let ps = partials.size_bytes() as u64;
