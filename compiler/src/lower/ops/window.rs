@@ -6,20 +6,25 @@
 //! # The plan
 //!
 //! In the spirit of PopLibs' convolution planner (ipu-hardware.md §8): the output is
-//! partitioned into blocks, one per tile, over convolution groups (every group its own
-//! blocks), batch, output channels and output rows (the input gradient: input channels and
-//! input rows; the weight gradient: output and input channels). The plan of fewest
-//! estimated cycles is kept among those whose per-tile operand and output bytes fit in
-//! `available_memory_proportion` of a tile; when none fits, the one of fewest bytes (the
-//! memory plan then reports the out-of-memory tiles). A candidate's cost is the registry's
-//! estimate of its first (largest) block's vertex group (`ipusim_exe::cycles::window`, the
-//! function that charges the built vertices) plus its operand bytes at the exchange rate and,
-//! for a split weight-gradient reduction, the partials' exchange and sum (our proxy).
+//! partitioned into blocks over convolution groups (every group its own blocks), batch,
+//! output channels and output rows (the input gradient: input channels and input rows; the
+//! weight gradient: output and input channels), and the reduction is split too: input
+//! channels for the forward pass, output channels for the input gradient, the batch for the
+//! weight gradient. Each block is one tile; the blocks of a split reduction write partials
+//! that `Reduce` vertices sum on the output block's tiles, in ascending block order.
 //!
-//! Not yet done (the closing note of the CNN issue lists them): splits of the reduction
-//! (input channels, or batch and rows for the weight gradient) with a cross-tile reduction
-//! of partials, serial splits, PopLibs' transforms (`expandDims` for the 3-channel stem),
-//! SLIC and MAC-loop vertices; more convolution groups than tiles is refused.
+//! The plan of fewest estimated cycles is kept among those whose per-tile operand and output
+//! bytes fit in the op's memory proportion (`CompileOptions::memory_proportion`: its own
+//! entry, else the program's `available_memory_proportion`); when none fits, the one of
+//! fewest bytes (the memory plan then reports the out-of-memory tiles). A candidate's cost is
+//! the registry's estimate of its first (largest) block's vertex group
+//! (`ipusim_exe::cycles::window`, the function that charges the built vertices) plus its
+//! operand bytes at the exchange rate, [`REGION_CYCLES`] per exchange region its NCHW
+//! operands need, and for a split reduction the partials' exchange and sum (our proxy).
+//!
+//! Not yet done (the closing note of the CNN issue lists them): channel-grouped layouts,
+//! serial splits, PopLibs' transforms (`expandDims` for the 3-channel stem), SLIC and
+//! MAC-loop vertices; more convolution groups than tiles is refused.
 
 use crate::codelets::{Codelet, ReduceOp, VertexParams, WindowGeometry, WindowParams, WindowPass};
 use crate::error::CompileError;
