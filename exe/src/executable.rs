@@ -214,6 +214,10 @@ pub struct Operand {
     pub len: u32,
 }
 
+/// A vertex's operands, held inline (a vertex has two to four; millions of vertices would
+/// otherwise each hold a heap allocation).
+pub type Operands = smallvec::SmallVec<[Operand; 4]>;
+
 /// One vertex: an instance of its group's codelet on one worker context.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Vertex {
@@ -221,7 +225,7 @@ pub struct Vertex {
     /// stochastic-rounding stream from (tile, worker).
     pub worker: u8,
     /// Operands in the codelet's documented order.
-    pub operands: Vec<Operand>,
+    pub operands: Operands,
     /// Scalar parameters.
     pub params: VertexParams,
 }

@@ -3,7 +3,7 @@
 
 use crate::codelets::{Codelet, VertexParams};
 use crate::executable::VertexGroup;
-use crate::executable::{Operand, TensorId, TileWork, Vertex};
+use crate::executable::{Operand, Operands, TensorId, TileWork, Vertex};
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::worker_slices;
 use ipusim_ir::DType;
@@ -27,11 +27,11 @@ pub(crate) fn fill_work(lw: &Lowerer, fills: &[(TensorId, f64)]) -> Vec<TileWork
             .enumerate()
             .map(|(w, (a, b))| Vertex {
                 worker: w as u8,
-                operands: vec![Operand {
+                operands: Operands::from_iter([Operand {
                     tensor: t,
                     offset: (a * es) as u32,
                     len: (b - a) as u32,
-                }],
+                }]),
                 params: VertexParams::Fill { value },
             })
             .collect();

@@ -7,7 +7,7 @@
 
 use crate::codelets::{Codelet, VertexParams};
 use crate::error::CompileError;
-use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex};
+use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex};
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::worker_slices;
 use crate::lower::kit::stage::ExchangeBuilder;
@@ -367,11 +367,11 @@ fn zero_work(lw: &Lowerer, out: TensorId, zeros: &[(u32, u64, u64)]) -> Vec<Tile
         .enumerate()
         .map(|(w, (a, b))| Vertex {
             worker: ((w as u64 + k as u64) % nw) as u8,
-            operands: vec![Operand {
+            operands: Operands::from_iter([Operand {
                 tensor: out,
                 offset: ((p + a) * es) as u32,
                 len: (b - a) as u32,
-            }],
+            }]),
             params: VertexParams::Fill { value: 0.0 },
         })
         .collect();

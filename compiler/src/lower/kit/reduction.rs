@@ -27,7 +27,7 @@
 //! output directly.
 
 use crate::codelets::{BlockParams, Codelet, ReduceOp, VertexParams};
-use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{choose_tiles, grain, worker_slices, Mapping};
 use crate::lower::kit::stage::{ExchangeBuilder, TileScratch};
@@ -656,7 +656,7 @@ pub(crate) fn block_vertex(
     let oes = lw.tensor(out).dtype.size_bytes() as u64;
     Vertex {
         worker,
-        operands: vec![
+        operands: Operands::from_iter([
             Operand {
                 tensor: input,
                 offset: (pos * ies) as u32,
@@ -667,7 +667,7 @@ pub(crate) fn block_vertex(
                 offset: (out_pos * oes) as u32,
                 len: (groups * (b - a)) as u32,
             },
-        ],
+        ]),
         params: VertexParams::Block(BlockParams {
             groups: groups as u32,
             count: count as u32,

@@ -8,7 +8,7 @@
 //! reduction of [`super::reduce`] (its documented order), scaled by `1/n` for the mean.
 
 use crate::codelets::{BlockParams, Codelet, VertexParams};
-use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex};
+use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex};
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::reduction::Spec;
@@ -63,11 +63,11 @@ fn row_vertices(
         .into_iter()
         .enumerate()
         .map(|(w, (a, b))| {
-            let mut operands = vec![Operand {
+            let mut operands = Operands::from_iter([Operand {
                 tensor: xin.tensor,
                 offset: xin.offset + (a * r * ies) as u32,
                 len: ((b - a) * r) as u32,
-            }];
+            }]);
             if let Some(l) = labels {
                 operands.push(Operand {
                     tensor: l.tensor,

@@ -10,7 +10,7 @@
 
 use crate::codelets::{Access, BroadcastAccess, Codelet, MapParams, VertexParams};
 use crate::error::CompileError;
-use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex};
+use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex};
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute;
@@ -218,7 +218,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         for (p0, p1, worker) in cuts {
             let len = p1 - p0;
             let out_begin = cut_intervals.then(|| global_index(&ranges, p0));
-            let mut operands = Vec::with_capacity(reads.len() + 1);
+            let mut operands = Operands::new();
             let mut access = Vec::with_capacity(reads.len());
             for (k, read) in reads.iter().enumerate() {
                 let (op, lo) = tile_ops[k];

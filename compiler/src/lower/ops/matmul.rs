@@ -10,7 +10,7 @@
 
 use crate::codelets::{AmpParams, Codelet, MatrixLayout, ReduceOp, VertexParams};
 use crate::error::CompileError;
-use crate::executable::{Operand, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
 use crate::lower::core::{is_swap_last, Lowerer};
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::planner::{plan, Home, Plan, Problem};
@@ -554,7 +554,7 @@ fn chunk(lw: &mut Lowerer, ch: &Chunk) {
                 .enumerate()
                 .map(|(w, (r0, r1))| Vertex {
                     worker: w as u8,
-                    operands: vec![
+                    operands: Operands::from_iter([
                         a_op,
                         b_op,
                         Operand {
@@ -562,7 +562,7 @@ fn chunk(lw: &mut Lowerer, ch: &Chunk) {
                             offset: ((out_pos + r0 * bn) * es) as u32,
                             len: ((r1 - r0) * bn) as u32,
                         },
-                    ],
+                    ]),
                     params: VertexParams::Amp(AmpParams {
                         a_layout: geo.d.a_layout,
                         b_layout: geo.d.b_layout,

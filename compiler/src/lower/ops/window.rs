@@ -28,7 +28,7 @@
 
 use crate::codelets::{Codelet, ReduceOp, VertexParams, WindowGeometry, WindowParams, WindowPass};
 use crate::error::CompileError;
-use crate::executable::{Operand, TensorKind, TileWork, Vertex, VertexGroup};
+use crate::executable::{Operand, Operands, TensorKind, TileWork, Vertex, VertexGroup};
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute::materialized;
@@ -285,7 +285,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             .into_iter()
             .enumerate()
             .map(|(w, (u0, u1))| {
-                let mut operands = vec![op_a];
+                let mut operands = Operands::from_iter([op_a]);
                 operands.extend(op_b);
                 operands.push(Operand {
                     tensor: dst,
