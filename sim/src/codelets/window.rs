@@ -259,6 +259,41 @@ fn reads(k: u32, out: u32, f: impl Fn(u32, u32) -> Option<u32>) -> Vec<Option<u3
         .collect()
 }
 
+/// The run of `cols` (input columns per output position, `None` for padding) that reads
+/// consecutive input columns: `(first position, end position, first column)`, when every
+/// position outside it is padding.
+fn contiguous(cols: &[Option<u32>]) -> Option<(usize, usize, usize)> {
+    let lo = cols.iter().position(Option::is_some)?;
+    let hi = cols.iter().rposition(Option::is_some)? + 1;
+    let first = cols[lo]? as usize;
+    cols[lo..hi]
+        .iter()
+        .enumerate()
+        .all(|(j, c)| *c == Some((first + j) as u32))
+        .then_some((lo, hi, first))
+}
+
+/// `dst[j] = src[cols[j]]` (0 for padding), as one copy when the columns are a run.
+fn gather_row(
+    dst: &mut [f32],
+    src: &[f32],
+    cols: &[Option<u32>],
+    run: Option<(usize, usize, usize)>,
+) {
+    match run {
+        Some((lo, hi, first)) => {
+            dst[..lo].fill(0.0);
+            dst[lo..hi].copy_from_slice(&src[first..first + (hi - lo)]);
+            dst[hi..].fill(0.0);
+        }
+        None => {
+            for (d, col) in dst.iter_mut().zip(cols) {
+                *d = col.map_or(0.0, |cc| src[cc as usize]);
+            }
+        }
+    }
+}
+
 /// `Forward`: `a[o][(kh, kw, c)]` from the weights, `b[(kh, kw, c)][(row, ow)]` from `x`.
 #[allow(clippy::too_many_arguments)]
 fn forward(
@@ -291,6 +326,7 @@ fn forward(
     for khi in 0..kh {
         for kwi in 0..kw {
             let cols = &col_of[kwi * ow..(kwi + 1) * ow];
+            let run = contiguous(cols);
             for c in 0..cg {
                 let base = (nl * cg + c) * in_rows;
                 for row in p.out_rows.0..p.out_rows.1 {
@@ -299,9 +335,7 @@ fn forward(
                     match row_of[khi * g.oh as usize + row as usize] {
                         Some(r) => {
                             let src = &x[(base + (r - p.in_rows.0) as usize) * width..][..width];
-                            for (d, col) in dst.iter_mut().zip(cols) {
-                                *d = col.map_or(0.0, |cc| src[cc as usize]);
-                            }
+                            gather_row(dst, src, cols, run);
                         }
                         None => dst.fill(0.0),
                     }
@@ -344,6 +378,7 @@ fn input_grad(
     for khi in 0..kh {
         for kwi in 0..kw {
             let cols = &col_of[kwi * width..(kwi + 1) * width];
+            let run = contiguous(cols);
             for o in 0..og {
                 let base = (nl * og + o) * in_rows;
                 for h in p.out_rows.0..p.out_rows.1 {
@@ -352,9 +387,7 @@ fn input_grad(
                     match row_of[khi * g.h as usize + h as usize] {
                         Some(r) => {
                             let src = &dy[(base + (r - p.in_rows.0) as usize) * ow..][..ow];
-                            for (d, col) in dst.iter_mut().zip(cols) {
-                                *d = col.map_or(0.0, |cc| src[cc as usize]);
-                            }
+                            gather_row(dst, src, cols, run);
                         }
                         None => dst.fill(0.0),
                     }
@@ -379,11 +412,11 @@ fn weight_grad(
     let (oh, ow) = (g.oh as usize, g.ow as usize);
     let nb = len(p.batch);
     let k = nb * oh * ow;
+    let plane = oh * ow;
     for r in 0..rows {
         let o = u0 as usize + r;
-        for (i, slot) in a[r * k..(r + 1) * k].iter_mut().enumerate() {
-            let (n, pos) = (i / (oh * ow), i % (oh * ow));
-            *slot = dy[(n * ob + o) * oh * ow + pos];
+        for n in 0..nb {
+            a[r * k + n * plane..][..plane].copy_from_slice(&dy[(n * ob + o) * plane..][..plane]);
         }
     }
     let Some(b) = b else { return };
