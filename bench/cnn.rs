@@ -146,26 +146,26 @@ fn gemm(
     }
 }
 
-/// The im2col matrix `[c·kh·kw][oh·ow]` of batch element `x` (`[c, h, w]`).
-fn im2col(cv: &Conv, x: &[f32], col: &mut [f32]) {
+/// Calls `f(i, j)` for every element `i` of the im2col matrix `[c·kh·kw][oh·ow]` of one
+/// batch element, in order, with `j` the element of the input `[c, h, w]` it holds (`None`:
+/// padding).
+fn for_each_tap(cv: &Conv, mut f: impl FnMut(usize, Option<usize>)) {
     let [_, c, h, w] = cv.x;
     let [_, _, kh, kw] = cv.w;
     let (oh, ow) = cv.out();
+    let at = |o: usize, k: usize, axis: usize, size: usize| -> Option<usize> {
+        let v = (o * cv.stride[axis] + k * cv.dilation[axis]) as isize - cv.padding[axis] as isize;
+        (v >= 0 && (v as usize) < size).then_some(v as usize)
+    };
     let mut i = 0;
     for ci in 0..c {
         for p in 0..kh {
             for q in 0..kw {
                 for r in 0..oh {
-                    let y =
-                        (r * cv.stride[0] + p * cv.dilation[0]) as isize - cv.padding[0] as isize;
+                    let y = at(r, p, 0, h);
                     for s in 0..ow {
-                        let xx = (s * cv.stride[1] + q * cv.dilation[1]) as isize
-                            - cv.padding[1] as isize;
-                        col[i] = if y >= 0 && xx >= 0 && (y as usize) < h && (xx as usize) < w {
-                            x[(ci * h + y as usize) * w + xx as usize]
-                        } else {
-                            0.0
-                        };
+                        let x = at(s, q, 1, w);
+                        f(i, y.zip(x).map(|(y, x)| (ci * h + y) * w + x));
                         i += 1;
                     }
                 }
@@ -174,30 +174,18 @@ fn im2col(cv: &Conv, x: &[f32], col: &mut [f32]) {
     }
 }
 
+/// The im2col matrix of batch element `x` (`[c, h, w]`).
+fn im2col(cv: &Conv, x: &[f32], col: &mut [f32]) {
+    for_each_tap(cv, |i, j| col[i] = j.map_or(0.0, |j| x[j]));
+}
+
 /// Adds the im2col-shaped gradient `col` back onto `dx` (`[c, h, w]`).
 fn col2im(cv: &Conv, col: &[f32], dx: &mut [f32]) {
-    let [_, c, h, w] = cv.x;
-    let [_, _, kh, kw] = cv.w;
-    let (oh, ow) = cv.out();
-    let mut i = 0;
-    for ci in 0..c {
-        for p in 0..kh {
-            for q in 0..kw {
-                for r in 0..oh {
-                    let y =
-                        (r * cv.stride[0] + p * cv.dilation[0]) as isize - cv.padding[0] as isize;
-                    for s in 0..ow {
-                        let xx = (s * cv.stride[1] + q * cv.dilation[1]) as isize
-                            - cv.padding[1] as isize;
-                        if y >= 0 && xx >= 0 && (y as usize) < h && (xx as usize) < w {
-                            dx[(ci * h + y as usize) * w + xx as usize] += col[i];
-                        }
-                        i += 1;
-                    }
-                }
-            }
+    for_each_tap(cv, |i, j| {
+        if let Some(j) = j {
+            dx[j] += col[i];
         }
-    }
+    });
 }
 
 /// Buffers of one convolution's native passes.

@@ -65,7 +65,8 @@ fn direct(g: &Geometry, x: &[f32], w: &[f32]) -> (Vec<usize>, Vec<f64>) {
     (vec![n, o, oh, ow], y)
 }
 
-fn run(op: Op, inputs: &[(&[usize], &[f32])], exact: bool) -> (Vec<usize>, Vec<f64>) {
+/// A graph of `op` (named `y`) over F32 variables `x0, x1, ...` of the inputs' shapes.
+fn one_op(op: Op, inputs: &[(&[usize], &[f32])]) -> (GraphBuilder, ipusim_ir::NodeId) {
     let mut b = GraphBuilder::new();
     let ids: Vec<_> = inputs
         .iter()
@@ -76,6 +77,11 @@ fn run(op: Op, inputs: &[(&[usize], &[f32])], exact: bool) -> (Vec<usize>, Vec<f
         })
         .collect();
     let y = b.named("y", op, &ids).unwrap();
+    (b, y)
+}
+
+fn run(op: Op, inputs: &[(&[usize], &[f32])], exact: bool) -> (Vec<usize>, Vec<f64>) {
+    let (b, y) = one_op(op, inputs);
     let g = b.finish();
     let mut it = if exact {
         Interpreter::new_exact(&g, 0).unwrap()
@@ -194,16 +200,7 @@ fn run_on_engine(op: Op, inputs: &[(&[usize], &[f32])], tiles: u32) -> (Vec<f64>
     use ipusim_compiler::{compile, CompileOptions, CompileReport, Target};
     use ipusim_sim::host::QueueHost;
     use ipusim_sim::Engine;
-    let mut b = GraphBuilder::new();
-    let ids: Vec<_> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, (s, _))| {
-            b.variable(&format!("x{i}"), DType::F32, s.to_vec(), Init::Zeros)
-                .unwrap()
-        })
-        .collect();
-    let y = b.named("y", op, &ids).unwrap();
+    let (mut b, y) = one_op(op, inputs);
     b.outfeed("y", y).unwrap();
     let g = b.finish();
     let mut target = Target::mk2();

@@ -631,6 +631,23 @@ fn plane_rows(
     coalesce(out)
 }
 
+/// The element ranges of the OIHW weights `[o, c, :, :]` for `o` in `outs` (absolute) and
+/// `c` in `ins` (within the group), in order.
+fn weight_block(g: &WindowGeometry, outs: (u32, u32), ins: (u32, u32)) -> Ranges {
+    let kernel = u64::from(g.kh) * u64::from(g.kw);
+    let cg = u64::from(g.c_per_group());
+    coalesce(
+        (outs.0..outs.1)
+            .map(|o| {
+                (
+                    (u64::from(o) * cg + u64::from(ins.0)) * kernel,
+                    u64::from(span(ins)) * kernel,
+                )
+            })
+            .collect(),
+    )
+}
+
 /// The element ranges of the block's output, in order.
 fn output_ranges(kind: Kind, g: &WindowGeometry, b: &Block) -> Vec<(u64, u64)> {
     match kind {
@@ -653,19 +670,8 @@ fn output_ranges(kind: Kind, g: &WindowGeometry, b: &Block) -> Vec<(u64, u64)> {
             )
         }
         Kind::Conv(WindowPass::WeightGrad) => {
-            let kernel = u64::from(g.kh) * u64::from(g.kw);
-            let cg = u64::from(g.c_per_group());
             let o0 = b.group * g.o_per_group();
-            coalesce(
-                (o0 + b.channels.0..o0 + b.channels.1)
-                    .map(|o| {
-                        (
-                            (u64::from(o) * cg + u64::from(b.rows.0)) * kernel,
-                            u64::from(span(b.rows)) * kernel,
-                        )
-                    })
-                    .collect(),
-            )
+            weight_block(g, (o0 + b.channels.0, o0 + b.channels.1), b.rows)
         }
         Kind::Pool { grad: false } => plane_rows(b.batch, b.channels, b.rows, (g.c, g.oh, g.ow)),
         Kind::Pool { grad: true } => plane_rows(b.batch, b.channels, b.rows, (g.c, g.h, g.w)),
@@ -674,7 +680,6 @@ fn output_ranges(kind: Kind, g: &WindowGeometry, b: &Block) -> Vec<(u64, u64)> {
 
 /// The element ranges of the block's two input operands, in the order the vertex reads them.
 fn operand_ranges(kind: Kind, g: &WindowGeometry, b: &Block, p: &WindowParams) -> (Ranges, Ranges) {
-    let kernel = u64::from(g.kh) * u64::from(g.kw);
     let (cg, og) = (g.c_per_group(), g.o_per_group());
     match kind {
         Kind::Conv(WindowPass::Forward) => {
@@ -686,16 +691,7 @@ fn operand_ranges(kind: Kind, g: &WindowGeometry, b: &Block, p: &WindowParams) -
                 (g.c, g.h, g.w),
             );
             let o0 = b.group * og;
-            let w = coalesce(
-                (o0 + b.channels.0..o0 + b.channels.1)
-                    .map(|o| {
-                        (
-                            (u64::from(o) * u64::from(cg) + u64::from(b.red.0)) * kernel,
-                            u64::from(span(b.red)) * kernel,
-                        )
-                    })
-                    .collect(),
-            );
+            let w = weight_block(g, (o0 + b.channels.0, o0 + b.channels.1), b.red);
             (x, w)
         }
         Kind::Conv(WindowPass::InputGrad) => {
@@ -706,16 +702,7 @@ fn operand_ranges(kind: Kind, g: &WindowGeometry, b: &Block, p: &WindowParams) -
                 p.in_rows,
                 (g.o, g.oh, g.ow),
             );
-            let w = coalesce(
-                (o0 + b.red.0..o0 + b.red.1)
-                    .map(|o| {
-                        (
-                            (u64::from(o) * u64::from(cg) + u64::from(b.channels.0)) * kernel,
-                            u64::from(span(b.channels)) * kernel,
-                        )
-                    })
-                    .collect(),
-            );
+            let w = weight_block(g, (o0 + b.red.0, o0 + b.red.1), b.channels);
             (dy, w)
         }
         Kind::Conv(WindowPass::WeightGrad) => {
