@@ -13,13 +13,14 @@
 //!
 //! [`build`] runs both. Errors say which stage failed; the caller names the file or program.
 
-use crate::compile;
+use crate::compile_placed;
 use crate::error::CompileError;
 use crate::executable::Executable;
 use crate::options::{CompileOptions, PartialsType};
 use crate::report::CompileReport;
 use crate::target::Target;
-use ipusim_ir::training::{prepare, StepGraph};
+use ipusim_ir::pipeline::{place, Origin, PipelineSpec, PlacementError, Schedule};
+use ipusim_ir::training::{prepare_with, StepGraph};
 use ipusim_ir::{IrError, Precision, Program};
 use thiserror::Error;
 
@@ -38,6 +39,13 @@ pub struct BuildOptions {
     pub device_iterations: Option<u32>,
     /// Replaces the program's `available_memory_proportion` (its per-op entries stay).
     pub available_memory_proportion: Option<f64>,
+    /// Replaces the training spec's `gradient_accumulation` (micro-batches per update).
+    pub gradient_accumulation: Option<u32>,
+    /// Replaces the program's pipeline split points (`--pipeline-splits`); stage `i` then runs
+    /// on IPU `i` unless the program's `pipeline.ipus` has one entry per new stage.
+    pub pipeline_splits: Option<Vec<String>>,
+    /// IPUs in the system (`--ipus`); default: as many as the stages' IPUs need.
+    pub ipus: Option<u32>,
 }
 
 impl Default for BuildOptions {
@@ -49,6 +57,9 @@ impl Default for BuildOptions {
             inference: false,
             device_iterations: None,
             available_memory_proportion: None,
+            gradient_accumulation: None,
+            pipeline_splits: None,
+            ipus: None,
         }
     }
 }
@@ -60,6 +71,9 @@ pub enum BuildError {
     /// The step graph could not be built (the training transform or the precision policy).
     #[error("cannot build the step graph: {0}")]
     Step(IrError),
+    /// The stages could not be placed on IPUs.
+    #[error("cannot place the pipeline: {0}")]
+    Placement(PlacementError),
     /// The compiler failed.
     #[error("cannot compile for target '{target}': {source}")]
     Compile {
@@ -79,9 +93,46 @@ pub struct Built {
     pub executable: Executable,
 }
 
-/// Stage 1: the step graph of `program`.
+/// Stage 1: the step graph of `program`, with its placement over IPUs.
 pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph, BuildError> {
-    prepare(program, options.precision, options.inference).map_err(BuildError::Step)
+    if options.gradient_accumulation == Some(0) {
+        return Err(BuildError::Step(IrError::Program(
+            "--gradient-accumulation 0: at least 1 micro-batch per weight update".into(),
+        )));
+    }
+    let mut step = prepare_with(
+        program,
+        options.precision,
+        options.gradient_accumulation,
+        options.inference,
+    )
+    .map_err(BuildError::Step)?;
+    let written = program.pipeline.clone().unwrap_or_default();
+    let (spec, origin) = match &options.pipeline_splits {
+        Some(splits) => {
+            // The program's stage IPUs still apply when they fit the new stages.
+            let ipus = if written.ipus.len() == splits.len() + 1 {
+                written.ipus.clone()
+            } else {
+                Vec::new()
+            };
+            let spec = PipelineSpec {
+                splits: splits.clone(),
+                schedule: written.schedule,
+                ipus,
+            };
+            (spec, Origin::CommandLine)
+        }
+        None => (written, Origin::Program),
+    };
+    step.placement = place(&step.graph, &program.graph, &spec, options.ipus, origin)
+        .map_err(BuildError::Placement)?;
+    if step.placement.stages() > 1 && spec.schedule != Schedule::Sequential {
+        return Err(BuildError::Placement(PlacementError::ScheduleNotModelled {
+            schedule: spec.schedule,
+        }));
+    }
+    Ok(step)
 }
 
 /// The compile options of a step graph: its loops (or `options.device_iterations`), each at
@@ -105,10 +156,11 @@ pub fn compile_options(step: &StepGraph, options: &BuildOptions) -> CompileOptio
 
 /// Stage 2: the executable of a step graph.
 pub fn compile_step(step: &StepGraph, options: &BuildOptions) -> Result<Executable, BuildError> {
-    compile(
+    compile_placed(
         &step.graph,
         &options.target,
         &compile_options(step, options),
+        &step.placement,
     )
     .map_err(|source| BuildError::Compile {
         target: options.target.name.clone(),

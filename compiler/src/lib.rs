@@ -33,23 +33,37 @@ pub use target::Target;
 use executable::{InitialValue, SourceValue, TensorId, TensorKind, FORMAT_VERSION};
 use ipusim_exe::system::System;
 use ipusim_exe::verify;
+use ipusim_ir::pipeline::Placement;
 use ipusim_ir::{Graph, Op};
 
-/// Compiles `graph` for `target`. Out of memory is not an error: see
+/// Compiles `graph` for one IPU of `target`. Out of memory is not an error: see
 /// [`MemoryPlan::oom`].
 pub fn compile(
     graph: &Graph,
     target: &Target,
     options: &CompileOptions,
 ) -> Result<Executable, CompileError> {
+    compile_placed(graph, target, options, &Placement::single())
+}
+
+/// Compiles `graph` for a system of `placement.ipus` IPUs of `target`, each node on the IPU
+/// of its stage; values crossing IPUs move by `IpuCopy` after an external sync.
+pub fn compile_placed(
+    graph: &Graph,
+    target: &Target,
+    options: &CompileOptions,
+    placement: &Placement,
+) -> Result<Executable, CompileError> {
     target.validate()?;
     options.validate()?;
-    let low = lower::lower(graph, target, options)?;
+    let system = System::of(target, placement.ipus);
+    system.validate()?;
+    let low = lower::lower(graph, target, options, placement)?;
     let initial_values = initial_values(graph, &low.tensors);
     let mut exe = Executable {
         format_version: FORMAT_VERSION,
         target: target.clone(),
-        system: System::single(target),
+        system,
         options: options.clone(),
         tensors: low.tensors,
         values: low.values,
@@ -82,7 +96,11 @@ pub fn compile(
         cs.cycles = cs.tiles.iter().map(|t| t.cycles).max().unwrap_or(0);
     }
     for ex in &mut exe.exchanges {
-        ex.cycles = cycles::exchange_cycles(target, ex);
+        ex.cycles = if ex.crosses_ipus() {
+            cycles::ipu_copy_cycles(target, &exe.system, ex)
+        } else {
+            cycles::exchange_cycles(target, ex)
+        };
     }
     if options.verify {
         verify::planned(&exe, &low.usage)?;

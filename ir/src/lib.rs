@@ -20,6 +20,7 @@ pub mod models;
 pub mod norm;
 pub mod op;
 pub mod op_tour;
+pub mod pipeline;
 pub mod precision;
 pub mod program;
 pub mod resnet;

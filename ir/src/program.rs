@@ -327,6 +327,8 @@ pub struct Program {
     /// `poptorch.set_available_memory` sets one layer's); an op's backward passes (nodes named
     /// `bwd/NAME/...`) take its entry.
     pub memory_proportions: std::collections::BTreeMap<String, f64>,
+    /// The pipeline: split points, schedule and the IPU of each stage; `None`: one IPU.
+    pub pipeline: Option<crate::pipeline::PipelineSpec>,
 }
 
 impl Program {
@@ -342,6 +344,7 @@ impl Program {
             device_iterations: 1,
             available_memory_proportion: None,
             memory_proportions: std::collections::BTreeMap::new(),
+            pipeline: None,
         }
     }
 }

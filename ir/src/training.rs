@@ -67,6 +67,9 @@ pub struct StepGraph {
     pub available_memory_proportion: Option<f64>,
     /// The program's per-op memory proportions, by node name.
     pub memory_proportions: std::collections::BTreeMap<String, f64>,
+    /// Where each node runs (one IPU unless the program or the build options place stages;
+    /// set by the compiler's `build::step_graph`).
+    pub placement: crate::pipeline::Placement,
 }
 
 /// The step graph of `program`:
@@ -81,11 +84,25 @@ pub fn prepare(
     precision_override: Option<Precision>,
     inference: bool,
 ) -> Result<StepGraph, IrError> {
+    prepare_with(program, precision_override, None, inference)
+}
+
+/// [`prepare`], with the training spec's gradient accumulation replaced by
+/// `accumulation_override` when given (`--gradient-accumulation`; no effect without training).
+pub fn prepare_with(
+    program: &Program,
+    precision_override: Option<Precision>,
+    accumulation_override: Option<u32>,
+    inference: bool,
+) -> Result<StepGraph, IrError> {
     let device_iterations = program.device_iterations;
     if let (Some(spec), false) = (&program.training, inference) {
         let mut spec = spec.clone();
         if let Some(p) = precision_override {
             spec.precision = p;
+        }
+        if let Some(n) = accumulation_override {
+            spec.gradient_accumulation = n;
         }
         return Ok(StepGraph {
             graph: training_step(program, &spec)?,
@@ -94,6 +111,7 @@ pub fn prepare(
             precision: Some(spec.precision),
             available_memory_proportion: program.available_memory_proportion,
             memory_proportions: program.memory_proportions.clone(),
+            placement: Default::default(),
         });
     }
     let precision = precision_override.or(program.training.as_ref().map(|t| t.precision));
@@ -113,6 +131,7 @@ pub fn prepare(
         precision,
         available_memory_proportion: program.available_memory_proportion,
         memory_proportions: program.memory_proportions.clone(),
+        placement: Default::default(),
     })
 }
 

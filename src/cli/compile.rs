@@ -55,6 +55,21 @@ pub struct BuildArgs {
     /// op (PopLibs' availableMemoryProportion), in (0, 1], overriding the program's.
     #[arg(long, value_name = "P", value_parser = parse_proportion)]
     pub available_memory_proportion: Option<f64>,
+    /// Micro-batches per weight update, overriding the training spec's
+    /// gradient_accumulation.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub gradient_accumulation: Option<u32>,
+    /// Loop iterations per device run (PopTorch's deviceIterations), overriding the
+    /// program's device_iterations.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub device_iterations: Option<u32>,
+    /// Pipeline split points, comma-separated, overriding the program's: each names the node
+    /// (or module path, e.g. layer3.8) that begins the next stage; stage i runs on IPU i.
+    #[arg(long, value_name = "NODE,...", value_delimiter = ',')]
+    pub pipeline_splits: Option<Vec<String>>,
+    /// IPUs in the system (default: as many as the pipeline's stages need).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub ipus: Option<u32>,
 }
 
 /// Arguments of `ipusim compile`.
@@ -114,6 +129,10 @@ impl BuildArgs {
             precision: self.precision,
             partials: self.partials,
             available_memory_proportion: self.available_memory_proportion,
+            gradient_accumulation: self.gradient_accumulation,
+            device_iterations: self.device_iterations,
+            pipeline_splits: self.pipeline_splits.clone(),
+            ipus: self.ipus,
             ..BuildOptions::default()
         })
     }

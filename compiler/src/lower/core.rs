@@ -12,14 +12,15 @@ use super::kit::mapping::{self, Index, Mapping};
 use super::kit::planner::Plan;
 use crate::error::CompileError;
 use crate::executable::{
-    ByteCopy, ComputeSet, ComputeSetId, Exchange, ExchangeId, HostStream, Interval, NodeValue,
-    Program, ProgramStep, StepKind, StreamDirection, StreamId, Tensor, TensorId, TensorKind,
-    TileSlice, TileWork,
+    ByteCopy, ComputeSet, ComputeSetId, CopyDst, Exchange, ExchangeId, HostStream, Interval,
+    NodeValue, Program, ProgramStep, StepKind, StreamDirection, StreamId, Tensor, TensorId,
+    TensorKind, TileSlice, TileWork,
 };
 use crate::options::CompileOptions;
 use crate::target::Target;
 use ipusim_exe::memory::Usage;
 use ipusim_exe::system::{SyncScope, TileId};
+use ipusim_ir::pipeline::Placement;
 use ipusim_ir::{DType, Graph, NodeId, Op, Shape};
 use std::collections::HashMap;
 
@@ -59,6 +60,11 @@ pub(crate) struct Lowerer<'a> {
     target: &'a Target,
     options: &'a CompileOptions,
     hooks: Hooks,
+    placement: &'a Placement,
+    /// The IPU the node being lowered runs on: new tensors and vertices go there.
+    ipu: u32,
+    /// Copies of tensors made on other IPUs in the phase being lowered: (tensor, IPU) -> copy.
+    ipu_copies: HashMap<(TensorId, u32), TensorId>,
     tensors: Vec<Tensor>,
     index: Vec<Index>,
     values: HashMap<NodeId, Value>,
@@ -82,12 +88,16 @@ impl<'a> Lowerer<'a> {
         target: &'a Target,
         options: &'a CompileOptions,
         hooks: Hooks,
+        placement: &'a Placement,
     ) -> Lowerer<'a> {
         Lowerer {
             g,
             target,
             options,
             hooks,
+            placement,
+            ipu: 0,
+            ipu_copies: HashMap::new(),
             tensors: Vec::new(),
             index: Vec::new(),
             values: HashMap::new(),
@@ -160,8 +170,34 @@ impl<'a> Lowerer<'a> {
     }
 
     /// The program nodes emitted since the last call (the body of the phase being lowered).
+    /// Copies made onto other IPUs in that body are not reused after it (the next phase may
+    /// see new values).
     pub fn take_body(&mut self) -> Vec<Program> {
+        self.ipu_copies.clear();
         std::mem::take(&mut self.body)
+    }
+
+    /// Lowers what follows on the IPU node `id` is placed on.
+    pub fn set_ipu_of(&mut self, id: NodeId) {
+        self.ipu = self.placement.ipu_of(id);
+    }
+
+    /// The IPU node `id` is placed on.
+    pub fn ipu_of(&self, id: NodeId) -> u32 {
+        self.placement.ipu_of(id)
+    }
+
+    /// Tile `tile` of the IPU being lowered for.
+    pub fn tile_id(&self, tile: u32) -> TileId {
+        TileId::new(self.ipu, tile)
+    }
+
+    /// The IPU tensor `t` lives on (the IPU being lowered for, for a tensor not mapped yet).
+    pub fn tensor_ipu(&self, t: TensorId) -> u32 {
+        self.tensors[t.0 as usize]
+            .slices
+            .first()
+            .map_or(self.ipu, |s| s.tile.ipu())
     }
 
     /// Declares the stream of node `id` (its value is tensor `t`) and copies it now.
@@ -212,12 +248,92 @@ impl<'a> Lowerer<'a> {
             .collect()
     }
 
-    /// The node's value, placing a Variable or Constant on first use.
+    /// The node's value, placing a Variable or Constant on first use, on the IPU being
+    /// lowered for: a value that lives on another IPU is copied here over the IPU-Links first
+    /// (once per phase).
     pub fn value(&mut self, id: NodeId) -> Result<Value, CompileError> {
         if self.is_unplaced(id) {
             self.place_source(id, None)?;
         }
-        self.value_of(id)
+        let v = self.value_of(id)?;
+        if self.tensor_ipu(v.tensor) == self.ipu {
+            return Ok(v);
+        }
+        Ok(Value {
+            tensor: self.copy_to_ipu(id, v.tensor),
+            transposed: v.transposed,
+        })
+    }
+
+    /// A copy of tensor `src` (node `id`'s value) on the IPU being lowered for, with the same
+    /// tile mapping (as Poplar's inter-IPU copies keep it): an `IpuCopy` after an external
+    /// sync.
+    fn copy_to_ipu(&mut self, id: NodeId, src: TensorId) -> TensorId {
+        if let Some(&t) = self.ipu_copies.get(&(src, self.ipu)) {
+            return t;
+        }
+        let s = &self.tensors[src.0 as usize];
+        let pieces: Vec<(u32, u64, u64)> = s
+            .slices
+            .iter()
+            .flat_map(|sl| {
+                sl.intervals
+                    .iter()
+                    .map(|iv| (sl.tile.tile(), iv.begin, iv.end))
+            })
+            .collect();
+        let (name, dtype, shape) = (
+            format!("{}/ipu{}", s.name, self.ipu),
+            s.dtype,
+            s.shape.clone(),
+        );
+        let copy = self.new_tensor(
+            name.clone(),
+            Some(id),
+            TensorKind::Activation,
+            dtype,
+            shape,
+            Mapping::from_pieces(pieces),
+        );
+        let es = dtype.size_bytes() as u64;
+        // Our choice: chunks of at most 1 GiB keep every copy's byte count in its u32.
+        const CHUNK: u64 = 1 << 30;
+        let mut copies = Vec::new();
+        for sl in &self.tensors[src.0 as usize].slices {
+            for iv in &sl.intervals {
+                let mut at = iv.begin;
+                while at < iv.end {
+                    let len = (iv.end - at).min(CHUNK / es.max(1));
+                    copies.push(ByteCopy {
+                        src_tile: sl.tile,
+                        src_offset: iv.offset + ((at - iv.begin) * es) as u32,
+                        bytes: (len * es) as u32,
+                        src_tensor: src,
+                        dst_tensor: copy,
+                        dsts: vec![CopyDst {
+                            tile: TileId::new(self.ipu, sl.tile.tile()),
+                            offset: (self.position(copy, at) * es) as u32,
+                        }],
+                    });
+                    at += len;
+                }
+            }
+        }
+        let step = self.steps.len() as u32;
+        self.touch(src, step);
+        self.touch(copy, step);
+        self.body.push(Program::Sync(SyncScope::External));
+        let ex = ExchangeId(self.exchanges.len() as u32);
+        let ex_name = format!("{name}/ipu_copy");
+        self.exchanges.push(Exchange {
+            name: ex_name.clone(),
+            node: Some(id),
+            copies,
+            cycles: 0,
+        });
+        self.push_step(StepKind::IpuCopy(ex), ex_name, Program::IpuCopy(ex));
+        self.ipu_copies.insert((src, self.ipu), copy);
+        copy
     }
 
     /// Creates the tensor of a Variable or Constant in the layout of the matmul that will read
@@ -232,6 +348,8 @@ impl<'a> Lowerer<'a> {
             Op::Variable { .. } => TensorKind::Variable,
             _ => TensorKind::Constant,
         };
+        // A source lives on the IPU of its stage, wherever it is first read from.
+        let here = std::mem::replace(&mut self.ipu, self.placement.ipu_of(id));
         let ty = node.ty.clone();
         let n = ty.num_elements() as u64;
         let m = match (self.layout_hint(id, 0), fallback) {
@@ -240,6 +358,7 @@ impl<'a> Lowerer<'a> {
         };
         let t = self.new_tensor(node.name.clone(), Some(id), kind, ty.dtype, ty.shape, m);
         self.set_value(id, t);
+        self.ipu = here;
         Ok(t)
     }
 
@@ -350,7 +469,7 @@ impl<'a> Lowerer<'a> {
     /// one interval per tile).
     pub fn slice_begin(&self, t: TensorId, tile: u32) -> u64 {
         self.tensors[t.0 as usize]
-            .slice_on(TileId::on_first_ipu(tile))
+            .slice_on(TileId::new(self.tensor_ipu(t), tile))
             .and_then(|s| s.intervals.first())
             .map_or(0, |i| i.begin)
     }
@@ -383,7 +502,7 @@ impl<'a> Lowerer<'a> {
             name,
             node,
             kind,
-            slices: build_slices(&mapping, dtype),
+            slices: build_slices(&mapping, dtype, self.ipu),
             dtype,
             shape,
         });
@@ -395,7 +514,7 @@ impl<'a> Lowerer<'a> {
     pub fn set_mapping(&mut self, id: TensorId, shape: Shape, mapping: Mapping) {
         let t = &mut self.tensors[id.0 as usize];
         t.shape = shape;
-        t.slices = build_slices(&mapping, t.dtype);
+        t.slices = build_slices(&mapping, t.dtype, self.ipu);
         self.index[id.0 as usize] = mapping::build_index(&mapping);
     }
 
@@ -506,8 +625,8 @@ impl<'a> Lowerer<'a> {
     }
 }
 
-/// Slices of a mapping with interval offsets relative to the slice start.
-fn build_slices(mapping: &Mapping, dtype: DType) -> Vec<TileSlice> {
+/// Slices of a mapping on IPU `ipu`, with interval offsets relative to the slice start.
+fn build_slices(mapping: &Mapping, dtype: DType, ipu: u32) -> Vec<TileSlice> {
     let es = dtype.size_bytes() as u64;
     mapping
         .tiles
@@ -527,7 +646,7 @@ fn build_slices(mapping: &Mapping, dtype: DType) -> Vec<TileSlice> {
                 })
                 .collect();
             TileSlice {
-                tile: TileId::on_first_ipu(*tile),
+                tile: TileId::new(ipu, *tile),
                 offset: 0,
                 intervals,
             }

@@ -32,17 +32,19 @@ use crate::options::CompileOptions;
 use crate::target::Target;
 pub(crate) use core::Lowered;
 use core::{Hooks, Lowerer};
+use ipusim_ir::pipeline::Placement;
 use ipusim_ir::{Graph, NodeId, Op, Phase};
 use kit::fill;
 use kit::permute;
 use kit::stage::ExchangeBuilder;
 use std::collections::HashMap;
 
-/// Lowers `g` for `target`.
+/// Lowers `g` for `target`, each node on the IPU `placement` gives it.
 pub(crate) fn lower(
     g: &Graph,
     target: &Target,
     options: &CompileOptions,
+    placement: &Placement,
 ) -> Result<Lowered, CompileError> {
     let order = schedule(g)?;
     let live = live_nodes(g);
@@ -50,7 +52,7 @@ pub(crate) fn lower(
     let hooks = Hooks {
         operand_layout: ops::operand_layout,
     };
-    let mut lw = Lowerer::new(g, target, options, hooks);
+    let mut lw = Lowerer::new(g, target, options, hooks, placement);
     plan_inplace(&mut lw, &order, &live);
     let mut phases = Vec::new();
     for phase in [Phase::Step, Phase::Update] {
@@ -61,12 +63,14 @@ pub(crate) fn lower(
             .collect();
         for &id in &nodes {
             if let Op::Input { .. } = g.node(id).op {
+                lw.set_ipu_of(id);
                 lower_input(&mut lw, id)?;
             }
         }
         let mut assigns = Vec::new();
         for &id in &nodes {
             let node = g.node(id);
+            lw.set_ipu_of(id);
             match &node.op {
                 Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. } => {}
                 Op::Assign => assigns.push(id),
@@ -74,12 +78,23 @@ pub(crate) fn lower(
                 op => (ops::lowering(op).lower)(&mut lw, id)?,
             }
         }
-        lower_assigns(&mut lw, phase, &assigns)?;
+        // The assigns of each IPU, IPU by IPU (each is one superstep on its IPU).
+        let mut by_ipu: Vec<(u32, NodeId)> = assigns
+            .iter()
+            .map(|&a| (placement.ipu_of(g.node(a).inputs[0]), a))
+            .collect();
+        by_ipu.sort_by_key(|&(ipu, _)| ipu);
+        for chunk in by_ipu.chunk_by(|a, b| a.0 == b.0) {
+            let ids: Vec<NodeId> = chunk.iter().map(|&(_, a)| a).collect();
+            lw.set_ipu_of(g.node(ids[0]).inputs[0]);
+            lower_assigns(&mut lw, phase, &ids)?;
+        }
         phases.push(lw.take_body());
     }
     // Variables no op read still hold model state: place them too.
     for &id in &order {
         if matches!(g.node(id).op, Op::Variable { .. }) {
+            lw.set_ipu_of(id);
             lw.value(id)?;
         }
     }
@@ -208,6 +223,7 @@ fn plan_inplace(lw: &mut Lowerer, order: &[NodeId], live: &[bool]) {
         // may write over it: each output element is written after its inputs are read.
         if !elementwise
             || v.phase != node.phase
+            || lw.ipu_of(value) != lw.ipu_of(var)
             || !v.inputs.contains(&var)
             || v.ty != lw.graph().node(var).ty
             || lw.inplace_target(value).is_some()

@@ -10,6 +10,7 @@ use super::error::{did_you_mean, ErrorKind, ProgramError};
 use super::locate::SourceMap;
 use crate::graph::{Graph, NodeId, Phase};
 use crate::op::Op;
+use crate::pipeline::PipelineSpec;
 use crate::program::{InfeedSpec, OutfeedSpec, Program, TrainingSpec};
 use crate::validate::{find_cycle, validate_program};
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,8 @@ pub(crate) struct ProgramDoc {
     pub available_memory_proportion: Option<f64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub memory_proportions: BTreeMap<String, f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<PipelineSpec>,
 }
 
 fn one() -> u32 {
@@ -95,6 +98,7 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
         index.insert(&node.name, i);
     }
     check_proportions(&doc, &index, map)?;
+    check_pipeline(&doc, map)?;
 
     // Resolve input names to document indices.
     let mut inputs: Vec<Vec<usize>> = Vec::with_capacity(n);
@@ -179,6 +183,7 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
         device_iterations: doc.device_iterations,
         available_memory_proportion: doc.available_memory_proportion,
         memory_proportions: doc.memory_proportions,
+        pipeline: doc.pipeline,
     };
     validate_program(&program).map_err(|e| map.ir_error(&e, false))?;
     Ok(program)
@@ -220,6 +225,67 @@ fn check_proportions(
                 format!("memory_proportions: '{short}': {p} is not in (0, 1]"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// Every split point names a node or a module path, once; `ipus` gives one IPU per stage.
+/// (Their order is checked on the graph, where the program's order is known.)
+fn check_pipeline(doc: &ProgramDoc, map: &SourceMap) -> Result<(), ProgramError> {
+    let Some(p) = &doc.pipeline else {
+        return Ok(());
+    };
+    for (k, split) in p.splits.iter().enumerate() {
+        let short: String = split.chars().take(80).collect();
+        let path = format!("pipeline.splits[{k}]");
+        if !doc
+            .nodes
+            .iter()
+            .any(|n| crate::pipeline::begins_with(&n.name, split))
+        {
+            let mut e = map.at(
+                &path,
+                ErrorKind::MissingInput,
+                format!(
+                    "pipeline.splits: split point '{short}' names no node (and no node's name \
+                     begins with '{short}.' or '{short}/')"
+                ),
+            );
+            if let Some(s) = did_you_mean(split, doc.nodes.iter().map(|n| n.name.as_str())) {
+                e = e.help(format!("did you mean '{s}'?"));
+            }
+            return Err(e);
+        }
+        if p.splits[..k].contains(split) {
+            return Err(map.at(
+                &path,
+                ErrorKind::Invalid,
+                format!("pipeline.splits: split point '{short}' is listed twice"),
+            ));
+        }
+    }
+    let stages = p.splits.len() + 1;
+    if !p.ipus.is_empty() && p.ipus.len() != stages {
+        return Err(map.at(
+            "pipeline.ipus",
+            ErrorKind::Invalid,
+            format!(
+                "pipeline.ipus: {} IPUs given for {stages} stages (one per stage: {} split \
+                 points make {stages} stages)",
+                p.ipus.len(),
+                p.splits.len()
+            ),
+        ));
+    }
+    if let Some(&ipu) = p.ipus.iter().find(|&&i| i >= crate::pipeline::MAX_IPUS) {
+        return Err(map.at(
+            "pipeline.ipus",
+            ErrorKind::Invalid,
+            format!(
+                "pipeline.ipus: IPU {ipu} is beyond the largest system ({} IPUs)",
+                crate::pipeline::MAX_IPUS
+            ),
+        ));
     }
     Ok(())
 }
@@ -319,6 +385,7 @@ pub(crate) fn from_program(program: &Program) -> ProgramDoc {
         training: program.training.clone(),
         available_memory_proportion: program.available_memory_proportion,
         memory_proportions: program.memory_proportions.clone(),
+        pipeline: program.pipeline.clone(),
     }
 }
 

@@ -11,7 +11,6 @@ use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Verte
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::worker_slices;
 use crate::lower::kit::stage::ExchangeBuilder;
-use ipusim_exe::system::TileId;
 use ipusim_ir::{NodeId, Shape};
 
 /// Where one run of an output row comes from.
@@ -376,11 +375,9 @@ fn zero_work(lw: &Lowerer, out: TensorId, zeros: &[(u32, u64, u64)]) -> Vec<Tile
         })
         .collect();
         match tiles.last_mut() {
-            Some(t) if t.tile == TileId::on_first_ipu(tile) => {
-                t.groups[0].vertices.extend(vertices)
-            }
+            Some(t) if t.tile == lw.tile_id(tile) => t.groups[0].vertices.extend(vertices),
             _ => tiles.push(TileWork::one_group(
-                TileId::on_first_ipu(tile),
+                lw.tile_id(tile),
                 Codelet::Fill { dtype },
                 vertices,
             )),

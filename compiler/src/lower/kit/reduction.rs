@@ -31,7 +31,6 @@ use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Verte
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{choose_tiles, grain, worker_slices, Mapping};
 use crate::lower::kit::stage::{ExchangeBuilder, TileScratch};
-use ipusim_exe::system::TileId;
 use ipusim_ir::{DType, NodeId, Shape};
 use std::collections::BTreeMap;
 
@@ -160,11 +159,7 @@ fn local_work(
             let at = dst(lw, b);
             let vertices =
                 block_vertices(lw, (input, b.pos), at, (b.groups, b.count, b.width), scale);
-            TileWork::one_group(
-                TileId::on_first_ipu(b.tile),
-                codelet(spec, output),
-                vertices,
-            )
+            TileWork::one_group(lw.tile_id(b.tile), codelet(spec, output), vertices)
         })
         .collect()
 }
@@ -581,7 +576,7 @@ fn gather(
         }
         if !group.vertices.is_empty() {
             tiles.push(TileWork {
-                tile: TileId::on_first_ipu(dest.tile),
+                tile: lw.tile_id(dest.tile),
                 groups: vec![group],
                 cycles: 0,
             });

@@ -13,7 +13,6 @@ use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::reduction::Spec;
 use crate::lower::kit::stage::{ExchangeBuilder, Staging};
-use ipusim_exe::system::TileId;
 use ipusim_ir::{DType, NodeId, Shape};
 
 /// Rows `[p0, p1)` owned by `tile`.
@@ -140,7 +139,7 @@ pub(crate) fn row_op(lw: &mut Lowerer, op: RowOp) -> TensorId {
         let out_pos = lw.position(out, x.p0 * per_row);
         let vertices = row_vertices(lw, xin, lin, (out, out_pos, per_row), x.p1 - x.p0, r);
         tiles.push(TileWork::one_group(
-            TileId::on_first_ipu(x.tile),
+            lw.tile_id(x.tile),
             op.codelet.clone(),
             vertices,
         ));

@@ -63,6 +63,7 @@ impl ExchangeBuilder {
     ) {
         let index = lw.index(src);
         let es = lw.tensor(src).dtype.size_bytes() as u64;
+        let (src_ipu, dst_ipu) = (lw.tensor_ipu(src), lw.tensor_ipu(dst));
         let end = begin + len;
         let mut at = begin;
         // Requests mostly walk a tensor in order: try the segment after the last one first.
@@ -84,7 +85,7 @@ impl ExchangeBuilder {
             let dst_off = ((dst_pos + (at - begin)) * es) as u32;
             let key = (src, at, take, dst);
             let d = CopyDst {
-                tile: TileId::on_first_ipu(dst_tile),
+                tile: TileId::new(dst_ipu, dst_tile),
                 offset: dst_off,
             };
             match self.dedup.get(&key) {
@@ -92,7 +93,7 @@ impl ExchangeBuilder {
                 None => {
                     self.dedup.insert(key, self.copies.len());
                     self.copies.push(ByteCopy {
-                        src_tile: TileId::on_first_ipu(s.tile),
+                        src_tile: TileId::new(src_ipu, s.tile),
                         src_offset: (src_pos * es) as u32,
                         bytes: (take * es) as u32,
                         src_tensor: src,
@@ -161,7 +162,7 @@ impl Staging {
         let total: u64 = runs.iter().map(|r| r.1).sum();
         let src_t = &lw.tensor(self.source);
         let es = src_t.dtype.size_bytes() as u64;
-        let on_tile = src_t.slice_on(TileId::on_first_ipu(tile)).is_some();
+        let on_tile = src_t.slice_on(lw.tile_id(tile)).is_some();
         if let Some(pos) = on_tile
             .then(|| local_run(lw.index(self.source), tile, runs))
             .flatten()

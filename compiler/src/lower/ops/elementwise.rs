@@ -15,7 +15,6 @@ use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute;
 use crate::lower::kit::stage::{ExchangeBuilder, Staging};
-use ipusim_exe::system::TileId;
 use ipusim_ir::{NodeId, Op, Shape};
 
 /// How one input of an element-wise op is read, before staging.
@@ -274,7 +273,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             });
         }
         tiles.push(TileWork::one_group(
-            TileId::on_first_ipu(tile),
+            lw.tile_id(tile),
             codelet.clone(),
             vertices,
         ));

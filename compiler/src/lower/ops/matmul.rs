@@ -16,7 +16,6 @@ use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::planner::{plan, Home, Plan, Problem};
 use crate::lower::kit::reduction::block_vertices;
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
-use ipusim_exe::system::TileId;
 use ipusim_ir::{DType, NodeId};
 
 /// The shape of one matmul as lowered: `g` groups of `m × k × n`, the stored layouts of A
@@ -379,7 +378,7 @@ fn home_tile(lw: &Lowerer, geo: &Geometry) -> Option<Home> {
     for (t, rows) in [(geo.a, geo.d.g * geo.d.m), (geo.b, geo.d.g * geo.d.k)] {
         let tensor = &lw.tensor(t);
         let local = tensor
-            .slice_on(TileId::on_first_ipu(tile))
+            .slice_on(lw.tile_id(tile))
             .map_or(0, |s| s.num_elements());
         let remote = tensor.num_elements() - local;
         if remote > 0 {
@@ -589,7 +588,7 @@ fn chunk(lw: &mut Lowerer, ch: &Chunk) {
             partial_at.push((tile, idx, p));
         }
         tiles.push(TileWork {
-            tile: TileId::on_first_ipu(tile),
+            tile: lw.tile_id(tile),
             groups,
             cycles: 0,
         });
@@ -670,7 +669,7 @@ fn reduce_partials(
                 acc: partials,
                 output,
             };
-            tiles.push(TileWork::one_group(TileId::on_first_ipu(rt), sum, vertices));
+            tiles.push(TileWork::one_group(lw.tile_id(rt), sum, vertices));
         }
     }
     inbox.finish(lw);

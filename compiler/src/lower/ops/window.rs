@@ -35,7 +35,6 @@ use crate::lower::kit::permute::materialized;
 use crate::lower::kit::reduction::block_vertices;
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use ipusim_exe::cycles::window::window_group_cycles;
-use ipusim_exe::system::TileId;
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
 use ipusim_ir::{DType, NodeId, Op};
 
@@ -303,7 +302,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             })
             .collect();
         work.push(TileWork {
-            tile: TileId::on_first_ipu(tile),
+            tile: lw.tile_id(tile),
             groups: vec![VertexGroup {
                 codelet: codelet.clone(),
                 vertices,
@@ -420,7 +419,7 @@ fn reduce_partials(
                 acc: partials,
                 output,
             };
-            tiles.push(TileWork::one_group(TileId::on_first_ipu(rt), sum, vertices));
+            tiles.push(TileWork::one_group(lw.tile_id(rt), sum, vertices));
         }
     }
     inbox.finish(lw);
