@@ -105,6 +105,16 @@ pub struct IpuReport {
     pub max_tile_bytes: u64,
     /// Its tiles over capacity.
     pub oom_tiles: u32,
+    /// Bytes left over its tiles (capacity minus use, over the tiles not full; PopVision's
+    /// "free").
+    #[serde(default)]
+    pub free_bytes: u64,
+    /// Cycles of its compute sets per run (each compute set's slowest tile on this IPU).
+    #[serde(default)]
+    pub execute_cycles: u64,
+    /// Cycles of the exchanges into its tiles per run (inter-IPU copies included).
+    #[serde(default)]
+    pub exchange_cycles: u64,
 }
 
 /// `ipusim compile --json`.
@@ -143,6 +153,56 @@ pub struct CompileReport {
     /// them).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub convolution_flops: u64,
+    /// The batch arithmetic (absent for a program without infeeds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchReport>,
+}
+
+/// How many samples one weight update and one run see: micro-batch × replicas × gradient
+/// accumulation × device iterations, as PopTorch counts them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchReport {
+    /// Samples per micro-batch: the leading dimension of the first infeed.
+    pub micro_batch: u64,
+    /// Replicas of the model, each with its own micro-batches.
+    pub replicas: u32,
+    /// Micro-batches per weight update.
+    pub gradient_accumulation: u32,
+    /// Weight updates (loop iterations) per run.
+    pub device_iterations: u32,
+    /// Samples per weight update: micro_batch × replicas × gradient_accumulation.
+    pub global_batch: u64,
+    /// Samples per run: global_batch × device_iterations.
+    pub samples_per_run: u64,
+}
+
+impl BatchReport {
+    /// The batch arithmetic of `exe` (replicas: 1 until replication is compiled), or `None`
+    /// without an infeed.
+    fn of(exe: &Executable) -> Option<BatchReport> {
+        use crate::executable::StreamDirection;
+        let first = exe
+            .streams
+            .iter()
+            .find(|s| s.direction == StreamDirection::HostToDevice)?;
+        let micro_batch = first.shape.dims().first().copied().unwrap_or(1) as u64;
+        let (replicas, ga, di) = (
+            1u32,
+            exe.options.gradient_accumulation,
+            exe.options.device_iterations,
+        );
+        let global_batch = micro_batch
+            .saturating_mul(replicas as u64)
+            .saturating_mul(ga as u64);
+        Some(BatchReport {
+            micro_batch,
+            replicas,
+            gradient_accumulation: ga,
+            device_iterations: di,
+            global_batch,
+            samples_per_run: global_batch.saturating_mul(di as u64),
+        })
+    }
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -301,7 +361,11 @@ fn ipu_rows(exe: &Executable) -> Vec<IpuReport> {
         .map(|c| {
             let tiles = exe.memory.tiles.iter().filter(|t| t.tile.ipu() == c.ipu);
             let (mut memory_bytes, mut max_tile_bytes, mut oom_tiles) = (0u64, 0u64, 0u32);
+            let cap = exe.memory.bytes_per_tile_capacity;
+            // Tiles without a row in the plan hold nothing.
+            let mut free_bytes = cap.saturating_mul(exe.target.tiles as u64);
             for t in tiles {
+                free_bytes = free_bytes.saturating_sub(t.total.min(cap));
                 memory_bytes += t.total;
                 max_tile_bytes = max_tile_bytes.max(t.total);
                 if t.total > exe.memory.bytes_per_tile_capacity {
@@ -318,6 +382,9 @@ fn ipu_rows(exe: &Executable) -> Vec<IpuReport> {
                 memory_bytes,
                 max_tile_bytes,
                 oom_tiles,
+                free_bytes,
+                execute_cycles: c.execute_cycles,
+                exchange_cycles: c.exchange_cycles,
             }
         })
         .collect()
@@ -392,6 +459,7 @@ impl CompileReport {
             ipus: ipu_rows(exe),
             convolutions: conv_rows(exe),
             convolution_flops: 0,
+            batch: BatchReport::of(exe),
         }
         .with_flop_total()
     }
@@ -427,9 +495,23 @@ impl CompileReport {
         );
         let _ = writeln!(
             s,
-            "gradient accumulation {}, device iterations {}, {} vertices on {} tiles\n",
+            "gradient accumulation {}, device iterations {}, {} vertices on {} tiles",
             self.gradient_accumulation, self.device_iterations, self.vertices, self.used_tiles
         );
+        if let Some(b) = &self.batch {
+            let _ = writeln!(
+                s,
+                "batch: micro-batch {} x replicas {} x gradient accumulation {} = {} samples per \
+                 weight update; x device iterations {} = {} samples per run",
+                b.micro_batch,
+                b.replicas,
+                b.gradient_accumulation,
+                group(b.global_batch),
+                b.device_iterations,
+                group(b.samples_per_run)
+            );
+        }
+        let _ = writeln!(s);
         let _ = writeln!(
             s,
             "Total: {} cycles ({:.3} ms at {:.3} GHz)\n",
@@ -468,28 +550,34 @@ impl CompileReport {
         );
         let _ = writeln!(
             s,
-            "{:<5} {:>10} {:>12} {:>16} {:>16} {:>16} {:>16} {:>9}",
+            "{:<5} {:>10} {:>12} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9} {:>16} {:>16}",
             "IPU",
             "used tiles",
             "tile balance",
             "Rx (bytes/run)",
             "Tx (bytes/run)",
             "memory (bytes)",
+            "free (bytes)",
             "max tile (bytes)",
-            "OOM tiles"
+            "OOM tiles",
+            "execute (cycles)",
+            "exchange (cycles)"
         );
         for r in &self.ipus {
             let _ = writeln!(
                 s,
-                "{:<5} {:>10} {:>12.3} {:>16} {:>16} {:>16} {:>16} {:>9}",
+                "{:<5} {:>10} {:>12.3} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9} {:>16} {:>16}",
                 r.ipu,
                 r.used_tiles,
                 r.tile_balance,
                 group(r.stream_bytes_host_to_device),
                 group(r.stream_bytes_device_to_host),
                 group(r.memory_bytes),
+                group(r.free_bytes),
                 group(r.max_tile_bytes),
-                r.oom_tiles
+                r.oom_tiles,
+                group(r.execute_cycles),
+                group(r.exchange_cycles)
             );
         }
         let _ = writeln!(s);

@@ -80,6 +80,14 @@ pub struct IpuCycles {
     pub stream_bytes_in: u64,
     /// Bytes its host streams move per run, device to host (StreamCopy Tx).
     pub stream_bytes_out: u64,
+    /// Cycles of the compute sets with work on this IPU, per run (each: its slowest tile on
+    /// this IPU, times its executions). With one IPU, the OnTileExecute total.
+    #[serde(default)]
+    pub execute_cycles: u64,
+    /// Cycles of the exchanges into this IPU's tiles, per run (inter-IPU copies count on
+    /// the receiving IPU).
+    #[serde(default)]
+    pub exchange_cycles: u64,
 }
 
 impl CycleEstimate {

@@ -203,7 +203,16 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
     let mut used = vec![false; exe.num_tiles()];
     let mut busy: u128 = 0;
     let mut ipu_busy = vec![0u128; nipus];
+    let mut ipu_execute = vec![0u64; nipus];
+    let mut ipu_exchange = vec![0u64; nipus];
     for (cs, &n) in exe.compute_sets.iter().zip(&cs_exec) {
+        // The slowest tile of each IPU (tiles are sorted by IPU, then tile).
+        for on_ipu in cs.tiles.chunk_by(|a, b| a.tile.ipu() == b.tile.ipu()) {
+            let slowest = on_ipu.iter().map(|t| t.cycles).max().unwrap_or(0);
+            if let Some(x) = ipu_execute.get_mut(on_ipu[0].tile.ipu() as usize) {
+                *x = x.saturating_add(slowest.saturating_mul(n));
+            }
+        }
         for t in &cs.tiles {
             if let Some(u) = used.get_mut(exe.tile_index(t.tile)) {
                 *u = true;
@@ -212,6 +221,20 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
             busy = busy.saturating_add(b);
             if let Some(x) = ipu_busy.get_mut(t.tile.ipu() as usize) {
                 *x = x.saturating_add(b);
+            }
+        }
+    }
+    for (ex, &n) in exe.exchanges.iter().zip(&ex_exec) {
+        let mut dst_ipus: Vec<u32> = ex
+            .copies
+            .iter()
+            .flat_map(|c| c.dsts.iter().map(|d| d.tile.ipu()))
+            .collect();
+        dst_ipus.sort_unstable();
+        dst_ipus.dedup();
+        for ipu in dst_ipus {
+            if let Some(x) = ipu_exchange.get_mut(ipu as usize) {
+                *x = x.saturating_add(ex.cycles.saturating_mul(n));
             }
         }
     }
@@ -240,6 +263,8 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
                 tile_balance: balance(ipu_busy[ipu], used_tiles),
                 stream_bytes_in: 0,
                 stream_bytes_out: 0,
+                execute_cycles: ipu_execute[ipu],
+                exchange_cycles: ipu_exchange[ipu],
             }
         })
         .collect();

@@ -1,0 +1,191 @@
+//! Programs over several IPUs through the built binary: split points from the program or
+//! `--pipeline-splits`, the per-IPU report rows, the batch arithmetic, the values of a sharded
+//! run against the one-IPU run, and the errors of bad placements.
+
+use std::path::Path;
+use std::process::Output;
+
+mod common;
+use common::{ipusim, scratch, stderr, stdout};
+
+const SHARDED: &str = "tests/programs/sim/sharded_mlp.ron";
+const SINGLE: &str = "tests/programs/sim/train_mlp.ron";
+
+fn json(o: &Output) -> serde_json::Value {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
+}
+
+/// Asserts that `o` is an error (exit 1) whose message contains `text`.
+fn fails(o: &Output, text: &str) {
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
+    assert!(stderr(o).contains(text), "{}", stderr(o));
+}
+
+/// `ipusim run PROGRAM --steps 4 --json --save-variables DIR/TAG.json ARGS`: the JSON output
+/// and the saved variables.
+fn run(program: &str, dir: &Path, tag: &str, args: &[&str]) -> (serde_json::Value, String) {
+    let vars = dir.join(format!("{tag}.json"));
+    let mut all = vec![
+        "run",
+        program,
+        "--steps",
+        "4",
+        "--json",
+        "--save-variables",
+        vars.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let out = json(&ipusim(&all));
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(vars).unwrap()).unwrap();
+    (out, saved["variables"].to_string())
+}
+
+#[test]
+fn a_sharded_training_run_gives_the_one_ipu_values_bit_for_bit() {
+    let dir = scratch("pipeline-values");
+    // Sequential sharding keeps every op's summation order: the same values, not just close.
+    let (one, one_vars) = run(SINGLE, &dir, "one", &[]);
+    let (three, three_vars) = run(SHARDED, &dir, "three", &[]);
+    assert_eq!(one["outfeeds"], three["outfeeds"]);
+    assert_eq!(one_vars, three_vars);
+    // The same split from the command line, on the one-IPU program.
+    let (cli, cli_vars) = run(SINGLE, &dir, "cli", &["--pipeline-splits", "h,logits"]);
+    assert_eq!(one["outfeeds"], cli["outfeeds"]);
+    assert_eq!(one_vars, cli_vars);
+    // The crossings cost link time and external syncs: more cycles than on one IPU.
+    let cycles = |v: &serde_json::Value| v["report"]["total_cycles"].as_u64().unwrap();
+    assert!(
+        cycles(&three) > cycles(&one),
+        "{} vs {}",
+        cycles(&three),
+        cycles(&one)
+    );
+    // Executed cycles equal the static report's (two runs of two device iterations).
+    let report = json(&ipusim(&["compile", SHARDED, "--json"]));
+    assert_eq!(
+        three["report"]["executed"]["total_cycles"].as_u64(),
+        Some(2 * report["total_cycles"].as_u64().unwrap()),
+        "executed vs static"
+    );
+}
+
+#[test]
+fn the_report_has_a_row_per_ipu_with_the_labels_on_the_loss_ipu() {
+    let r = json(&ipusim(&["compile", SHARDED, "--json"]));
+    let ipus = r["ipus"].as_array().unwrap();
+    assert_eq!(ipus.len(), 3);
+    let field = |i: usize, f: &str| ipus[i][f].as_u64().unwrap();
+    // Stage 2 (the loss) is on IPU 1: the labels, i32 [8] per micro-batch, 4 micro-batches
+    // per run, land there; the loss, accuracy and peak outfeeds leave from there.
+    assert_eq!(field(1, "stream_bytes_host_to_device"), 8 * 4 * 4);
+    assert_eq!(field(0, "stream_bytes_device_to_host"), 0);
+    assert!(field(1, "stream_bytes_device_to_host") > 0);
+    assert_eq!(
+        (0..3)
+            .map(|i| field(i, "stream_bytes_host_to_device"))
+            .sum::<u64>(),
+        r["stream_bytes_host_to_device"].as_u64().unwrap()
+    );
+    // Every IPU has work, and the per-IPU execute cycles add up to OnTileExecute.
+    for i in 0..3 {
+        assert!(
+            field(i, "used_tiles") > 0 && field(i, "execute_cycles") > 0,
+            "IPU {i}"
+        );
+        assert!(field(i, "free_bytes") > 0);
+    }
+    assert_eq!(
+        (0..3).map(|i| field(i, "execute_cycles")).sum::<u64>(),
+        r["categories"]["OnTileExecute"].as_u64().unwrap()
+    );
+    // The batch arithmetic.
+    let b = &r["batch"];
+    assert_eq!(
+        (b["micro_batch"].as_u64(), b["global_batch"].as_u64()),
+        (Some(8), Some(16))
+    );
+    assert_eq!(b["samples_per_run"].as_u64(), Some(32));
+    let text = stdout(&ipusim(&["compile", SHARDED]));
+    assert!(
+        text.contains(
+            "batch: micro-batch 8 x replicas 1 x gradient accumulation 2 = 16 samples per weight \
+             update; x device iterations 2 = 32 samples per run"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn gradient_accumulation_and_device_iterations_are_overridden_from_the_command_line() {
+    let r = json(&ipusim(&[
+        "compile",
+        SHARDED,
+        "--json",
+        "--gradient-accumulation",
+        "3",
+        "--device-iterations",
+        "5",
+    ]));
+    assert_eq!(r["gradient_accumulation"].as_u64(), Some(3));
+    assert_eq!(r["device_iterations"].as_u64(), Some(5));
+    assert_eq!(r["batch"]["samples_per_run"].as_u64(), Some(8 * 3 * 5));
+    // Labels: 32 bytes per micro-batch, 15 micro-batches per run.
+    assert_eq!(
+        r["ipus"][1]["stream_bytes_host_to_device"].as_u64(),
+        Some(32 * 15)
+    );
+    fails(
+        &ipusim(&["compile", SHARDED, "--gradient-accumulation", "0"]),
+        "--gradient-accumulation",
+    );
+}
+
+#[test]
+fn bad_placements_name_the_option_and_the_value() {
+    fails(
+        &ipusim(&["compile", SINGLE, "--pipeline-splits", "layer3.8"]),
+        "--pipeline-splits: split point 'layer3.8' names no node",
+    );
+    fails(
+        &ipusim(&["compile", SINGLE, "--pipeline-splits", "logits,h"]),
+        "split point 'h' begins at node 'h', which comes before split point 'logits'",
+    );
+    // The program puts stage 1 on IPU 2: a system of 2 IPUs cannot hold it.
+    fails(
+        &ipusim(&["compile", SHARDED, "--ipus", "2"]),
+        "--ipus 2: stage 1 is placed on IPU 2",
+    );
+    fails(&ipusim(&["compile", SHARDED, "--ipus", "0"]), "--ipus");
+    // A program file's split that names no node is reported at its line.
+    let dir = scratch("pipeline-errors");
+    let text = std::fs::read_to_string(SHARDED).unwrap();
+    let bad = dir.join("bad_split.ron");
+    std::fs::write(&bad, text.replace("\"logits\"]", "\"logitz\"]")).unwrap();
+    let o = ipusim(&["check", bad.to_str().unwrap()]);
+    fails(&o, "split point 'logitz' names no node");
+    let line = text.lines().position(|l| l.contains("pipeline:")).unwrap() + 1;
+    assert!(
+        stderr(&o).contains(&format!("bad_split.ron:{line}:")),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("did you mean 'logits'?"),
+        "{}",
+        stderr(&o)
+    );
+    let grouped = dir.join("grouped.ron");
+    std::fs::write(&grouped, text.replace("Sequential", "Grouped")).unwrap();
+    fails(
+        &ipusim(&["compile", grouped.to_str().unwrap()]),
+        "pipeline.schedule Grouped: overlapping stages are not modelled yet",
+    );
+    let short = dir.join("short.ron");
+    std::fs::write(&short, text.replace("ipus: [0, 2, 1]", "ipus: [0, 1]")).unwrap();
+    fails(
+        &ipusim(&["check", short.to_str().unwrap()]),
+        "pipeline.ipus: 2 IPUs given for 3 stages",
+    );
+}
