@@ -20,6 +20,7 @@ use crate::options::{CompileOptions, PartialsType};
 use crate::report::CompileReport;
 use crate::target::Target;
 use ipusim_ir::pipeline::{place, Origin, PipelineSpec, PlacementError, Schedule};
+use ipusim_ir::recompute;
 use ipusim_ir::training::{prepare_with, StepGraph};
 use ipusim_ir::{IrError, Precision, Program};
 use thiserror::Error;
@@ -46,6 +47,9 @@ pub struct BuildOptions {
     pub pipeline_splits: Option<Vec<String>>,
     /// IPUs in the system (`--ipus`); default: as many as the stages' IPUs need.
     pub ipus: Option<u32>,
+    /// Recompute forward activations in the backward pass (`--recompute`), besides the
+    /// program's `recompute`.
+    pub recompute: bool,
 }
 
 impl Default for BuildOptions {
@@ -60,6 +64,7 @@ impl Default for BuildOptions {
             gradient_accumulation: None,
             pipeline_splits: None,
             ipus: None,
+            recompute: false,
         }
     }
 }
@@ -127,12 +132,31 @@ pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph
     };
     step.placement = place(&step.graph, &program.graph, &spec, options.ipus, origin)
         .map_err(BuildError::Placement)?;
+    if (program.recompute || options.recompute) && is_training(program, options) {
+        let keep =
+            recompute::checkpoints(&step.graph, &step.placement, &program.recompute_checkpoints)
+                .map_err(|name| {
+                    BuildError::Step(IrError::Program(format!(
+                        "recompute_checkpoints: no node is named '{name}'"
+                    )))
+                })?;
+        step.graph = recompute::recompute(&step.graph, &keep)
+            .map_err(BuildError::Step)?
+            .0;
+        step.placement = place(&step.graph, &program.graph, &spec, options.ipus, origin)
+            .map_err(BuildError::Placement)?;
+    }
     if step.placement.stages() > 1 && spec.schedule != Schedule::Sequential {
         return Err(BuildError::Placement(PlacementError::ScheduleNotModelled {
             schedule: spec.schedule,
         }));
     }
     Ok(step)
+}
+
+/// True when the step graph is a training step (a training spec, not `--inference`).
+fn is_training(program: &Program, options: &BuildOptions) -> bool {
+    program.training.is_some() && !options.inference
 }
 
 /// The compile options of a step graph: its loops (or `options.device_iterations`), each at

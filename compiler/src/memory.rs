@@ -217,7 +217,11 @@ pub(crate) fn plan(
             }
         }
     }
-    // Vertex state, code.
+    // Vertex state, code. A recomputed node's compute sets and exchanges (named
+    // `recompute/...`) are charged only the control code of a call: they run the forward's
+    // vertices and exchange code again, as Poplar's RecomputeThenBackpropagate calls the
+    // forward's program (TF-IPU guide §6.6); their tensors are temporaries planned above.
+    let recomputed = |name: &str| name.starts_with(ipusim_ir::recompute::PREFIX);
     let mut codelets: Vec<BTreeSet<&'static str>> = vec![BTreeSet::new(); ntiles];
     for cs in compute_sets {
         for tw in &cs.tiles {
@@ -226,6 +230,9 @@ pub(crate) fn plan(
                 continue;
             }
             mem[tile].code += CONTROL_CODE_BYTES;
+            if recomputed(&cs.name) {
+                continue;
+            }
             for g in &tw.groups {
                 let info = g.codelet.info();
                 if codelets[tile].insert(info.name) {
@@ -235,7 +242,7 @@ pub(crate) fn plan(
             }
         }
     }
-    for ex in exchanges {
+    for ex in exchanges.iter().filter(|ex| !recomputed(&ex.name)) {
         for c in &ex.copies {
             if let Some(m) = mem.get_mut(dense(c.src_tile)) {
                 m.code += EXCHANGE_CODE_BYTES;

@@ -250,6 +250,20 @@ impl Graph {
             .map_err(|cycle| IrError::Cycle(vec![self.g[cycle.node_id()].name.clone()]))
     }
 
+    /// The nodes in program order: ascending ids when that is a topological order (graphs
+    /// built inputs first, as the program reader, the builders and the transforms build them),
+    /// else a topological order.
+    pub fn program_order(&self) -> Vec<NodeId> {
+        let ids: Vec<NodeId> = self.ids().collect();
+        if ids
+            .iter()
+            .all(|&id| self.node(id).inputs.iter().all(|&i| i < id))
+        {
+            return ids;
+        }
+        self.topo_order().unwrap_or(ids)
+    }
+
     /// Moves a node to another phase.
     pub fn set_phase(&mut self, id: NodeId, phase: Phase) {
         if let Some(n) = self.g.node_weight_mut(id.index()) {

@@ -23,6 +23,7 @@ pub mod op_tour;
 pub mod pipeline;
 pub mod precision;
 pub mod program;
+pub mod recompute;
 pub mod resnet;
 mod rewrite;
 pub mod summary;

@@ -12,7 +12,7 @@
 //! A step graph's nodes carry the names the training transform gives them: `bwd/NAME/...` for
 //! the gradient of forward node `NAME`, `update/VAR/...` for a variable's update, `NAME/...`
 //! for the pieces a composite op or the precision policy adds. A step-graph node takes the
-//! stage of the forward node its name derives from. The few that derive from none (the loss
+//! stage of the forward node its name derives from (a recomputed `recompute/NAME` too). The few that derive from none (the loss
 //! scaling seed, the optimizer's shared step count) take the first stage that reads them.
 
 use crate::error::UnknownValue;
@@ -236,7 +236,7 @@ pub fn forward_stages<'g>(
     splits: &[String],
     origin: Origin,
 ) -> Result<HashMap<&'g str, u32>, PlacementError> {
-    let order = program_order(forward);
+    let order = forward.program_order();
     // The position in `order` where each split begins.
     let mut starts: Vec<usize> = Vec::with_capacity(splits.len());
     for (k, split) in splits.iter().enumerate() {
@@ -347,7 +347,7 @@ fn step_stages(step: &Graph, forward: &HashMap<&str, u32>) -> Vec<u32> {
     for (id, node) in step.nodes() {
         stage[id.as_usize()] = derived_stage(&node.name, forward);
     }
-    let order = program_order(step);
+    let order = step.program_order();
     // Nodes that derive from no forward node: the first stage that reads them, else the
     // latest stage they read.
     for &id in order.iter().rev() {
@@ -377,6 +377,7 @@ fn step_stages(step: &Graph, forward: &HashMap<&str, u32>) -> Vec<u32> {
 /// The stage of the forward node a step-graph name derives from: the name without its
 /// `bwd/` or `update/` prefix, then each shorter `/`-separated prefix of it.
 fn derived_stage(name: &str, forward: &HashMap<&str, u32>) -> Option<u32> {
+    let name = name.strip_prefix("recompute/").unwrap_or(name);
     let mut rest = name
         .strip_prefix("bwd/")
         .or_else(|| name.strip_prefix("update/"))
@@ -387,19 +388,6 @@ fn derived_stage(name: &str, forward: &HashMap<&str, u32>) -> Option<u32> {
         }
         rest = &rest[..rest.rfind('/')?];
     }
-}
-
-/// The graph's nodes in a topological order: ascending ids when that is one (graphs built
-/// inputs first, as the program reader and the builders do), else by Kahn's algorithm.
-fn program_order(g: &Graph) -> Vec<NodeId> {
-    let ids: Vec<NodeId> = g.ids().collect();
-    if ids
-        .iter()
-        .all(|&id| g.node(id).inputs.iter().all(|&i| i < id))
-    {
-        return ids;
-    }
-    g.topo_order().unwrap_or(ids)
 }
 
 #[cfg(test)]

@@ -329,6 +329,11 @@ pub struct Program {
     pub memory_proportions: std::collections::BTreeMap<String, f64>,
     /// The pipeline: split points, schedule and the IPU of each stage; `None`: one IPU.
     pub pipeline: Option<crate::pipeline::PipelineSpec>,
+    /// Recompute the forward activations the backward pass reads from checkpoints instead of
+    /// keeping them (TF-IPU guide §6.6); pipeline stages are implicit checkpoints.
+    pub recompute: bool,
+    /// Explicit recomputation checkpoints: forward nodes whose values are kept.
+    pub recompute_checkpoints: Vec<String>,
 }
 
 impl Program {
@@ -345,6 +350,8 @@ impl Program {
             available_memory_proportion: None,
             memory_proportions: std::collections::BTreeMap::new(),
             pipeline: None,
+            recompute: false,
+            recompute_checkpoints: Vec::new(),
         }
     }
 }

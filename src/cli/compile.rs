@@ -70,6 +70,10 @@ pub struct BuildArgs {
     /// IPUs in the system (default: as many as the pipeline's stages need).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub ipus: Option<u32>,
+    /// Recompute the forward activations the backward pass reads from checkpoints (pipeline
+    /// stages and the program's recompute_checkpoints) instead of keeping them.
+    #[arg(long)]
+    pub recompute: bool,
 }
 
 /// Arguments of `ipusim compile`.
@@ -133,6 +137,7 @@ impl BuildArgs {
             device_iterations: self.device_iterations,
             pipeline_splits: self.pipeline_splits.clone(),
             ipus: self.ipus,
+            recompute: self.recompute,
             ..BuildOptions::default()
         })
     }

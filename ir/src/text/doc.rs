@@ -39,6 +39,14 @@ pub(crate) struct ProgramDoc {
     pub memory_proportions: BTreeMap<String, f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<PipelineSpec>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub recompute: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recompute_checkpoints: Vec<String>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn one() -> u32 {
@@ -99,6 +107,20 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
     }
     check_proportions(&doc, &index, map)?;
     check_pipeline(&doc, map)?;
+    for (k, name) in doc.recompute_checkpoints.iter().enumerate() {
+        if !index.contains_key(name.as_str()) {
+            let short: String = name.chars().take(80).collect();
+            let mut e = map.at(
+                &format!("recompute_checkpoints[{k}]"),
+                ErrorKind::MissingInput,
+                format!("recompute_checkpoints: no node is named '{short}'"),
+            );
+            if let Some(s) = did_you_mean(name, doc.nodes.iter().map(|n| n.name.as_str())) {
+                e = e.help(format!("did you mean '{s}'?"));
+            }
+            return Err(e);
+        }
+    }
 
     // Resolve input names to document indices.
     let mut inputs: Vec<Vec<usize>> = Vec::with_capacity(n);
@@ -184,6 +206,8 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
         available_memory_proportion: doc.available_memory_proportion,
         memory_proportions: doc.memory_proportions,
         pipeline: doc.pipeline,
+        recompute: doc.recompute,
+        recompute_checkpoints: doc.recompute_checkpoints,
     };
     validate_program(&program).map_err(|e| map.ir_error(&e, false))?;
     Ok(program)
@@ -386,6 +410,8 @@ pub(crate) fn from_program(program: &Program) -> ProgramDoc {
         available_memory_proportion: program.available_memory_proportion,
         memory_proportions: program.memory_proportions.clone(),
         pipeline: program.pipeline.clone(),
+        recompute: program.recompute,
+        recompute_checkpoints: program.recompute_checkpoints.clone(),
     }
 }
 
