@@ -1,6 +1,7 @@
-//! Programs over several IPUs through the built binary: split points from the program or
-//! `--pipeline-splits`, the per-IPU report rows, the batch arithmetic, the values of a sharded
-//! run against the one-IPU run, and the errors of bad placements.
+//! Programs over several IPUs and the hands-on day's options through the built binary: split
+//! points from the program or `--pipeline-splits`, the per-IPU report rows, the batch
+//! arithmetic, the values of a sharded run against the one-IPU run, recomputation, 8-bit I/O,
+//! and the errors of bad placements.
 
 use std::path::Path;
 use std::process::Output;
@@ -224,4 +225,51 @@ fn recomputation_lowers_peak_live_memory_raises_cycles_and_keeps_the_values() {
     let (rec, rec_vars) = run(SHARDED, &dir, "rec", &["--recompute"]);
     assert_eq!(one["outfeeds"], rec["outfeeds"]);
     assert_eq!(one_vars, rec_vars);
+}
+
+#[test]
+fn eight_bit_io_halves_the_fp16_image_bytes_and_runs() {
+    let dir = scratch("pipeline-eight-bit");
+    let program = dir.join("resnet8.ron");
+    let o = ipusim(&[
+        "model",
+        "resnet8",
+        "--batch",
+        "2",
+        "--image-size",
+        "8",
+        "-o",
+        program.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let p = program.to_str().unwrap();
+    let rx = |args: &[&str]| {
+        let mut all = vec!["compile", p, "--json", "--precision", "16.16"];
+        all.extend_from_slice(args);
+        json(&ipusim(&all))["ipus"][0]["stream_bytes_host_to_device"]
+            .as_u64()
+            .unwrap()
+    };
+    // Images 2 x 3 x 8 x 8 in FP16, labels 2 x i32: 768 + 8 bytes per micro-batch; as u8
+    // the images take 384.
+    assert_eq!(rx(&[]), 2 * 3 * 8 * 8 * 2 + 8);
+    assert_eq!(rx(&["--eight-bit-io"]), 2 * 3 * 8 * 8 + 8);
+    assert_eq!(
+        rx(&[
+            "--eight-bit-io",
+            "--gradient-accumulation",
+            "8",
+            "--device-iterations",
+            "4"
+        ]),
+        32 * (2 * 3 * 8 * 8 + 8)
+    );
+    // The synthetic images become bytes; the step runs to a finite loss.
+    let out = json(&ipusim(&["run", p, "--eight-bit-io", "--json"]));
+    let loss = out["outfeeds"]["loss"][0].as_f64().unwrap();
+    assert!(loss.is_finite() && loss > 0.0, "{loss}");
+    fails(
+        &ipusim(&["compile", SINGLE, "--eight-bit-io"]),
+        "--eight-bit-io: the program has no image infeed",
+    );
 }

@@ -19,6 +19,7 @@ use crate::executable::Executable;
 use crate::options::{CompileOptions, PartialsType};
 use crate::report::CompileReport;
 use crate::target::Target;
+use ipusim_ir::eight_bit::eight_bit_io;
 use ipusim_ir::pipeline::{place, Origin, PipelineSpec, PlacementError, Schedule};
 use ipusim_ir::recompute;
 use ipusim_ir::training::{prepare_with, StepGraph};
@@ -50,6 +51,9 @@ pub struct BuildOptions {
     /// Recompute forward activations in the backward pass (`--recompute`), besides the
     /// program's `recompute`.
     pub recompute: bool,
+    /// Image infeeds cross the host link as u8 and are cast and normalised on the device
+    /// (`--eight-bit-io`, `ipusim_ir::eight_bit`).
+    pub eight_bit_io: bool,
 }
 
 impl Default for BuildOptions {
@@ -65,6 +69,7 @@ impl Default for BuildOptions {
             pipeline_splits: None,
             ipus: None,
             recompute: false,
+            eight_bit_io: false,
         }
     }
 }
@@ -98,6 +103,23 @@ pub struct Built {
     pub executable: Executable,
 }
 
+/// The program as the device sees it: with `--eight-bit-io`, its image infeeds read as u8
+/// and normalised on the device, and their synthetic sources giving bytes
+/// (`ipusim_ir::eight_bit`); else the program itself. A front end that feeds the program's
+/// streams feeds this program's (and builds it with `eight_bit_io` off).
+pub fn source_program<'p>(
+    program: &'p Program,
+    options: &BuildOptions,
+) -> Result<std::borrow::Cow<'p, Program>, BuildError> {
+    if options.eight_bit_io {
+        Ok(std::borrow::Cow::Owned(
+            eight_bit_io(program).map_err(BuildError::Step)?,
+        ))
+    } else {
+        Ok(std::borrow::Cow::Borrowed(program))
+    }
+}
+
 /// Stage 1: the step graph of `program`, with its placement over IPUs.
 pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph, BuildError> {
     if options.gradient_accumulation == Some(0) {
@@ -105,6 +127,7 @@ pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph
             "--gradient-accumulation 0: at least 1 micro-batch per weight update".into(),
         )));
     }
+    let program = &*source_program(program, options)?;
     let mut step = prepare_with(
         program,
         options.precision,

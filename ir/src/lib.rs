@@ -11,6 +11,7 @@ pub mod conv;
 pub mod decompose;
 pub mod dtype;
 pub mod effective;
+pub mod eight_bit;
 pub mod error;
 pub mod fault;
 pub mod graph;

@@ -337,6 +337,25 @@ pub struct Program {
 }
 
 impl Program {
+    /// Everything but the graph (an empty one in its place), for transforms that rebuild
+    /// the graph without holding a large one twice.
+    pub fn clone_without_graph(&self) -> Program {
+        Program {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            graph: Graph::new(),
+            training: self.training.clone(),
+            infeeds: self.infeeds.clone(),
+            outfeeds: self.outfeeds.clone(),
+            device_iterations: self.device_iterations,
+            available_memory_proportion: self.available_memory_proportion,
+            memory_proportions: self.memory_proportions.clone(),
+            pipeline: self.pipeline.clone(),
+            recompute: self.recompute,
+            recompute_checkpoints: self.recompute_checkpoints.clone(),
+        }
+    }
+
     /// A program around a graph, with no training, no feed sources and one iteration.
     pub fn new(name: impl Into<String>, graph: Graph) -> Program {
         Program {

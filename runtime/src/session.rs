@@ -199,6 +199,12 @@ impl Session {
         options: SessionOptions,
     ) -> Result<Session, RuntimeError> {
         let mut build_options = options.build.clone();
+        // The streams the device reads are the source program's (u8 images with
+        // --eight-bit-io); it is built as it is.
+        let source = build::source_program(program, &build_options)
+            .map_err(|e| RuntimeError::build(program, e))?;
+        let program = &*source;
+        build_options.eight_bit_io = false;
         let step =
             step_graph(program, &build_options).map_err(|e| RuntimeError::build(program, e))?;
         let (ins, outs) = graph_streams(&step.graph);

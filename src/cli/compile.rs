@@ -74,6 +74,10 @@ pub struct BuildArgs {
     /// stages and the program's recompute_checkpoints) instead of keeping them.
     #[arg(long)]
     pub recompute: bool,
+    /// Image infeeds (float [N, 3, H, W] inputs) cross the host link as u8 and are cast and
+    /// normalised (ImageNet statistics) on the first IPU.
+    #[arg(long)]
+    pub eight_bit_io: bool,
 }
 
 /// Arguments of `ipusim compile`.
@@ -138,6 +142,7 @@ impl BuildArgs {
             pipeline_splits: self.pipeline_splits.clone(),
             ipus: self.ipus,
             recompute: self.recompute,
+            eight_bit_io: self.eight_bit_io,
             ..BuildOptions::default()
         })
     }
