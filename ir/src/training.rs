@@ -191,7 +191,10 @@ pub fn training_step(program: &Program, spec: &TrainingSpec) -> Result<Graph, Ir
         let v = b.graph().node(var).clone();
         let weight_dtype = v.ty.dtype;
         let source = if n > 1 {
-            let dtype = spec.accumulation_dtype.unwrap_or(weight_dtype);
+            let dtype = spec
+                .accumulation_dtype
+                .or(spec.optimizer.accum_type())
+                .unwrap_or(weight_dtype);
             accumulate(&mut b, var, &v.name, grad, dtype)?
         } else {
             grad
@@ -234,7 +237,7 @@ fn check_spec(spec: &TrainingSpec) -> Result<(), IrError> {
     if spec.gradient_accumulation == 0 {
         return bad("gradient_accumulation must be at least 1, got 0".into());
     }
-    if let Some(d) = spec.accumulation_dtype {
+    if let Some(d) = spec.accumulation_dtype.or(spec.optimizer.accum_type()) {
         if !d.is_float() {
             return bad(format!("accumulation_dtype must be f16 or f32, got {d}"));
         }

@@ -312,6 +312,98 @@ fn momentum_and_adam_follow_their_formulas() {
     );
 }
 
+/// Two AdamW steps (the second exercises the bias corrections at t = 2 and the state carried
+/// over), against PyTorch's `torch.optim.AdamW` formula evaluated on the reference gradients,
+/// with the FP32 constants the graph rounds to.
+#[test]
+fn adamw_follows_pytorch() {
+    let (lr, b1, b2, eps, wd) = (0.01, 0.9, 0.999, 1e-3, 0.1);
+    let s = spec(
+        Optimizer::AdamW {
+            learning_rate: lr,
+            beta1: b1,
+            beta2: b2,
+            epsilon: eps,
+            weight_decay: wd,
+            accum_type: None,
+            first_order_momentum_accum_type: None,
+            second_order_momentum_accum_type: None,
+        },
+        Precision::P32_32,
+        1.0,
+        1,
+    );
+    let p = program(&[4, 3, 2], 5, Op::Tanh, s.clone());
+    let g = training_step(&p, &s).unwrap();
+    let mut it = Interpreter::new_exact(&g, 0).unwrap();
+    let mut rng = Pcg32::seed_from_u64(11);
+    let r = |x: f64| f64::from(x as f32);
+    let w0 = weights(&it, &g);
+    let mb1 = batch(&it, &mut rng, 1.0, 2);
+    let g1 = reference_gradients(&p, std::slice::from_ref(&mb1)).remove(0);
+    it.step(std::slice::from_ref(&mb1)).unwrap();
+    let w1 = weights(&it, &g);
+    // The second step's gradients at w1, from a forward interpreter holding w1.
+    let mb2 = batch(&it, &mut rng, 1.0, 2);
+    let fwd = prepare(&p, Some(Precision::P32_32), true).unwrap().graph;
+    let mut f = Interpreter::new_exact(&fwd, 0).unwrap();
+    for (name, v) in &w1 {
+        let t = f.variable(name).unwrap().clone();
+        f.set_variable(
+            name,
+            Tensor::new(t.dtype(), t.shape().clone(), Data::F64(v.clone())).unwrap(),
+        )
+        .unwrap();
+    }
+    let g2: Vec<Vec<f64>> = VARS
+        .iter()
+        .map(|v| finite_differences(&mut f, v, &mb2))
+        .collect();
+    it.step(std::slice::from_ref(&mb2)).unwrap();
+    let (c1, c2) = (r(1.0 - b1), r(1.0 - b2));
+    let keep = r(1.0 - lr * wd);
+    for (k, (name, a)) in w0.iter().enumerate() {
+        let w2 = it.variable(name).unwrap().to_f64_vec();
+        for j in 0..a.len() {
+            // t = 1
+            let (m1, v1) = (c1 * g1[k][j], c2 * g1[k][j] * g1[k][j]);
+            let (p1, q1) = (r(b1), r(b2));
+            let step1 = r(lr) / (1.0 - p1);
+            let want1 = a[j] * keep - step1 * m1 / (v1.sqrt() / (1.0 - q1).sqrt() + r(eps));
+            close(w1[k].1[j], want1, &format!("adamw step 1 {name}[{j}]"));
+            // t = 2
+            let gj = g2[k][j];
+            let (m2, v2) = (r(b1) * m1 + c1 * gj, r(b2) * v1 + c2 * gj * gj);
+            let (p2, q2) = (p1 * r(b1), q1 * r(b2));
+            let step2 = r(lr) / (1.0 - p2);
+            let want2 = w1[k].1[j] * keep - step2 * m2 / (v2.sqrt() / (1.0 - q2).sqrt() + r(eps));
+            close(w2[j], want2, &format!("adamw step 2 {name}[{j}]"));
+        }
+    }
+    // The moments live in the requested dtypes.
+    let s16 = spec(
+        Optimizer::AdamW {
+            learning_rate: lr,
+            beta1: b1,
+            beta2: b2,
+            epsilon: eps,
+            weight_decay: wd,
+            accum_type: Some(ipusim_ir::DType::F16),
+            first_order_momentum_accum_type: Some(ipusim_ir::DType::F16),
+            second_order_momentum_accum_type: Some(ipusim_ir::DType::F32),
+        },
+        Precision::P32_32,
+        1.0,
+        2,
+    );
+    let g16 = training_step(&program(&[4, 3, 2], 5, Op::Tanh, s16.clone()), &s16).unwrap();
+    let dtype = |name: &str| g16.node(g16.find(name).unwrap()).ty.dtype;
+    let var = VARS[0];
+    assert_eq!(dtype(&format!("{var}/adam_m")), ipusim_ir::DType::F16);
+    assert_eq!(dtype(&format!("{var}/adam_v")), ipusim_ir::DType::F32);
+    assert_eq!(dtype(&format!("{var}/grad_accum")), ipusim_ir::DType::F16);
+}
+
 /// Mean loss over `steps` steps of SGD on a teacher-labelled problem, first and last fifth.
 /// Trains for `steps` steps; returns the mean loss of the first and last fifth of the steps
 /// and the loss of the first batch before and after the first step.

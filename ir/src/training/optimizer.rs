@@ -19,6 +19,17 @@
 //!   `update/adam/beta{1,2}_power_assign`). The powers stay FP32 in every policy: they are
 //!   two scalars, and `1 - beta2^t` loses most of its digits in FP16. `lr_t` is cast to the
 //!   weight dtype (`update/adam/lr_t_f16`) for FP16 weights.
+//! - **AdamW** (PyTorch's `torch.optim.AdamW`, matched by PopTorch's `poptorch.optim.AdamW`,
+//!   the hands-on day's optimizer): state `<w>/adam_m` in `first_order_momentum_accum_type`
+//!   and `<w>/adam_v` in `second_order_momentum_accum_type` (default the weight dtype; the
+//!   gradient is cast to each); `m_new`, `v_new` as Adam's; `v_scaled = sqrt(v_new) *
+//!   inv_sqrt_bias2`, `denominator = v_scaled + epsilon` (in `v`'s dtype, cast to `m`'s),
+//!   `ratio = m_new / denominator` (cast to the weight dtype), `delta = ratio * step_size`,
+//!   `decayed = w * (1 - lr * weight_decay)`, `new = decayed - delta`: PyTorch's order
+//!   (weight decay first, epsilon added after the bias correction of `sqrt(v)`). The shared
+//!   FP32 scalars `update/adam/step_size = lr / (1 - beta1^t)` and
+//!   `update/adam/inv_sqrt_bias2 = 1 / sqrt(1 - beta2^t)` come from the same beta powers
+//!   and are cast to the dtypes that need them (`…_f16`).
 
 use crate::builder::GraphBuilder;
 use crate::dtype::{DType, Shape};
@@ -64,6 +75,37 @@ pub(super) fn check(opt: &Optimizer) -> Result<(), String> {
             fraction("beta2", beta2)?;
             finite("epsilon", epsilon)
         }
+        Optimizer::AdamW {
+            learning_rate,
+            beta1,
+            beta2,
+            epsilon,
+            weight_decay,
+            first_order_momentum_accum_type,
+            second_order_momentum_accum_type,
+            ..
+        } => {
+            finite("learning_rate", learning_rate)?;
+            fraction("beta1", beta1)?;
+            fraction("beta2", beta2)?;
+            finite("epsilon", epsilon)?;
+            finite("weight_decay", weight_decay)?;
+            for (name, d) in [
+                (
+                    "first_order_momentum_accum_type",
+                    first_order_momentum_accum_type,
+                ),
+                (
+                    "second_order_momentum_accum_type",
+                    second_order_momentum_accum_type,
+                ),
+            ] {
+                if let Some(d) = d.filter(|d| !d.is_float()) {
+                    return Err(format!("{name} must be f16 or f32, got {d}"));
+                }
+            }
+            Ok(())
+        }
     }
 }
 
@@ -71,8 +113,11 @@ pub(super) fn check(opt: &Optimizer) -> Result<(), String> {
 struct AdamShared {
     beta1_power: NodeId,
     beta2_power: NodeId,
-    /// The bias-corrected step size per dtype (F32 first, casts added on demand).
+    /// The bias-corrected step size per dtype (F32 first, casts added on demand): Adam's
+    /// `lr_t`, AdamW's `step_size`.
     lr_t: HashMap<DType, NodeId>,
+    /// AdamW's `1 / sqrt(1 - beta2^t)` per dtype (F32 first); empty for Adam.
+    inv_sqrt_bias2: HashMap<DType, NodeId>,
 }
 
 /// Emits the updates of one optimizer.
@@ -92,7 +137,13 @@ impl<'a> Updater<'a> {
                 beta1,
                 beta2,
                 ..
-            } => Some(adam_shared(b, learning_rate, beta1, beta2)?),
+            } => Some(adam_shared(b, learning_rate, beta1, beta2, false)?),
+            Optimizer::AdamW {
+                learning_rate,
+                beta1,
+                beta2,
+                ..
+            } => Some(adam_shared(b, learning_rate, beta1, beta2, true)?),
             _ => None,
         };
         Ok(Updater { opt, adam })
@@ -178,6 +229,66 @@ impl<'a> Updater<'a> {
                 let delta = b.op("delta", Op::Mul, &[ratio, lr_t])?;
                 b.op("new", Op::Sub, &[var, delta])?
             }
+            Optimizer::AdamW {
+                learning_rate,
+                beta1,
+                beta2,
+                epsilon,
+                weight_decay,
+                first_order_momentum_accum_type,
+                second_order_momentum_accum_type,
+                ..
+            } => {
+                let wdt = ty.dtype;
+                let mdt = first_order_momentum_accum_type.unwrap_or(wdt);
+                let vdt = second_order_momentum_accum_type.unwrap_or(wdt);
+                let m = state(
+                    b,
+                    &format!("{var_name}/adam_m"),
+                    mdt,
+                    &ty.shape,
+                    Init::Zeros,
+                )?;
+                let v = state(
+                    b,
+                    &format!("{var_name}/adam_v"),
+                    vdt,
+                    &ty.shape,
+                    Init::Zeros,
+                )?;
+                let gm = cast_to(b, "grad_m", g, mdt)?;
+                let gv = cast_to(b, "grad_v", g, vdt)?;
+                let c_beta1 = b.scalar("beta1", mdt, beta1)?;
+                let m_decay = b.op("m_decay", Op::Mul, &[m, c_beta1])?;
+                let m_new = b.op(
+                    "m_new",
+                    Op::ScaledAdd { scale: 1.0 - beta1 },
+                    &[m_decay, gm],
+                )?;
+                let c_beta2 = b.scalar("beta2", vdt, beta2)?;
+                let v_decay = b.op("v_decay", Op::Mul, &[v, c_beta2])?;
+                let g2 = b.op("grad_sq", Op::Mul, &[gv, gv])?;
+                let v_new = b.op(
+                    "v_new",
+                    Op::ScaledAdd { scale: 1.0 - beta2 },
+                    &[v_decay, g2],
+                )?;
+                b.op("m_assign", Op::Assign, &[m, m_new])?;
+                b.op("v_assign", Op::Assign, &[v, v_new])?;
+                let root = b.op("v_sqrt", Op::Sqrt, &[v_new])?;
+                let inv_bias2 = self.adamw_inv_sqrt_bias2(b, vdt)?;
+                let scaled = b.op("v_scaled", Op::Mul, &[root, inv_bias2])?;
+                let eps = b.scalar("epsilon", vdt, epsilon)?;
+                let denom = b.op("denominator", Op::Add, &[scaled, eps])?;
+                let denom = cast_to(b, "denominator_m", denom, mdt)?;
+                let ratio = b.op("ratio", Op::Div, &[m_new, denom])?;
+                let ratio = cast_to(b, "ratio_w", ratio, wdt)?;
+                let step = self.adam_lr(b, wdt)?;
+                let delta = b.op("delta", Op::Mul, &[ratio, step])?;
+                let keep = b.scalar("decay", wdt, 1.0 - learning_rate * weight_decay)?;
+                let decayed = b.op("decayed", Op::Mul, &[var, keep])?;
+                b.op("new", Op::Sub, &[decayed, delta])?
+            }
         };
         b.op("assign", Op::Assign, &[var, new])?;
         Ok(())
@@ -185,7 +296,13 @@ impl<'a> Updater<'a> {
 
     /// Adds what runs once per update after all variables (Adam's beta-power updates).
     pub fn finish(self, b: &mut GraphBuilder) -> Result<(), IrError> {
-        let (Some(adam), Optimizer::Adam { beta1, beta2, .. }) = (&self.adam, self.opt) else {
+        let (beta1, beta2) = match self.opt {
+            Optimizer::Adam { beta1, beta2, .. } | Optimizer::AdamW { beta1, beta2, .. } => {
+                (beta1, beta2)
+            }
+            _ => return Ok(()),
+        };
+        let Some(adam) = &self.adam else {
             return Ok(());
         };
         b.set_phase(Phase::Update);
@@ -206,30 +323,74 @@ impl<'a> Updater<'a> {
         result
     }
 
-    /// Adam's step size in `dtype`.
+    /// Adam's step size in `dtype` (AdamW's `step_size`).
     fn adam_lr(&mut self, b: &mut GraphBuilder, dtype: DType) -> R {
         let Some(adam) = self.adam.as_mut() else {
             return Err(IrError::Program(
                 "internal error: Adam state missing".into(),
             ));
         };
-        if let Some(&id) = adam.lr_t.get(&dtype) {
-            return Ok(id);
-        }
-        let f32_lr = adam.lr_t[&DType::F32];
-        let name = format!("update/adam/lr_t_{}", dtype.name());
-        let id = b.named(&name, Op::Cast { dtype }, &[f32_lr])?;
-        adam.lr_t.insert(dtype, id);
-        Ok(id)
+        let base = match self.opt {
+            Optimizer::AdamW { .. } => "step_size",
+            _ => "lr_t",
+        };
+        in_dtype(b, &mut adam.lr_t, base, dtype)
+    }
+
+    /// AdamW's `1 / sqrt(1 - beta2^t)` in `dtype`.
+    fn adamw_inv_sqrt_bias2(&mut self, b: &mut GraphBuilder, dtype: DType) -> R {
+        let Some(adam) = self.adam.as_mut() else {
+            return Err(IrError::Program(
+                "internal error: AdamW state missing".into(),
+            ));
+        };
+        in_dtype(b, &mut adam.inv_sqrt_bias2, "inv_sqrt_bias2", dtype)
     }
 }
 
-/// Adam's beta powers and FP32 step size `lr * sqrt(1 - beta2^t) / (1 - beta1^t)`.
+/// The shared FP32 scalar `update/adam/NAME` of `by_dtype` in `dtype`, cast on first need.
+fn in_dtype(
+    b: &mut GraphBuilder,
+    by_dtype: &mut HashMap<DType, NodeId>,
+    name: &str,
+    dtype: DType,
+) -> R {
+    if let Some(&id) = by_dtype.get(&dtype) {
+        return Ok(id);
+    }
+    let Some(&f32_value) = by_dtype.get(&DType::F32) else {
+        return Err(IrError::Program(format!(
+            "internal error: update/adam/{name} missing"
+        )));
+    };
+    let id = b.named(
+        &format!("update/adam/{name}_{}", dtype.name()),
+        Op::Cast { dtype },
+        &[f32_value],
+    )?;
+    by_dtype.insert(dtype, id);
+    Ok(id)
+}
+
+/// `x` in `dtype`: itself, or a cast named `name` (in the builder's scope).
+fn cast_to(b: &mut GraphBuilder, name: &str, x: NodeId, dtype: DType) -> R {
+    if b.graph().node(x).ty.dtype == dtype {
+        Ok(x)
+    } else {
+        b.op(name, Op::Cast { dtype }, &[x])
+    }
+}
+
+impl Updater<'_> {}
+
+/// Adam's beta powers and FP32 step size `lr * sqrt(1 - beta2^t) / (1 - beta1^t)`; with
+/// `decoupled` (AdamW), the step size `lr / (1 - beta1^t)` and `1 / sqrt(1 - beta2^t)`.
 fn adam_shared(
     b: &mut GraphBuilder,
     lr: f64,
     beta1: f64,
     beta2: f64,
+    decoupled: bool,
 ) -> Result<AdamShared, IrError> {
     let scalar_shape = Shape::scalar();
     let beta1_power = state(
@@ -253,16 +414,25 @@ fn adam_shared(
         let d2 = b.op("one_minus_beta2_power", Op::Sub, &[one, beta2_power])?;
         let root = b.op("sqrt_one_minus_beta2_power", Op::Sqrt, &[d2])?;
         let d1 = b.op("one_minus_beta1_power", Op::Sub, &[one, beta1_power])?;
-        let ratio = b.op("bias_correction", Op::Div, &[root, d1])?;
         let c_lr = b.scalar("learning_rate", DType::F32, lr)?;
-        b.op("lr_t", Op::Mul, &[ratio, c_lr])
+        if decoupled {
+            let step = b.op("step_size", Op::Div, &[c_lr, d1])?;
+            let inv = b.op("inv_sqrt_bias2", Op::Div, &[one, root])?;
+            return Ok((step, Some(inv)));
+        }
+        let ratio = b.op("bias_correction", Op::Div, &[root, d1])?;
+        Ok((b.op("lr_t", Op::Mul, &[ratio, c_lr])?, None))
     })();
     b.pop_scope();
     b.set_phase(Phase::Step);
+    let (lr_t, inv) = result?;
     Ok(AdamShared {
         beta1_power,
         beta2_power,
-        lr_t: HashMap::from([(DType::F32, result?)]),
+        lr_t: HashMap::from([(DType::F32, lr_t)]),
+        inv_sqrt_bias2: inv
+            .map(|i| HashMap::from([(DType::F32, i)]))
+            .unwrap_or_default(),
     })
 }
 
