@@ -273,3 +273,66 @@ fn eight_bit_io_halves_the_fp16_image_bytes_and_runs() {
         "--eight-bit-io: the program has no image infeed",
     );
 }
+
+#[test]
+fn replicas_add_an_all_reduce_whose_cost_per_sample_falls_with_gradient_accumulation() {
+    let report = |replicas: &str, ga: &str| {
+        json(&ipusim(&[
+            "compile",
+            SHARDED,
+            "--json",
+            "--replicas",
+            replicas,
+            "--gradient-accumulation",
+            ga,
+        ]))
+    };
+    let cycles = |r: &serde_json::Value| r["total_cycles"].as_u64().unwrap();
+    let exchange = |r: &serde_json::Value| r["categories"]["DoExchange"].as_u64().unwrap();
+    let mut per_sample = Vec::new();
+    for ga in ["2", "8"] {
+        let one = report("1", ga);
+        let (two, four) = (report("2", ga), report("4", ga));
+        // The all-reduce is exchange over the links: the only cycles replicas add.
+        let added = |r: &serde_json::Value| cycles(r) - cycles(&one);
+        assert!(added(&two) > 0 && added(&four) > added(&two), "GA {ga}");
+        assert_eq!(
+            added(&two),
+            exchange(&two) - exchange(&one) + sync_added(&one, &two)
+        );
+        assert_eq!(two["batch"]["replicas"].as_u64(), Some(2));
+        assert_eq!(
+            two["batch"]["global_batch"].as_u64(),
+            Some(2 * one["batch"]["global_batch"].as_u64().unwrap())
+        );
+        per_sample.push(added(&two) as f64 / two["batch"]["samples_per_run"].as_f64().unwrap());
+    }
+    // One all-reduce per weight update, amortised over more micro-batches.
+    assert!(per_sample[1] < per_sample[0] / 2.0, "{per_sample:?}");
+    fails(
+        &ipusim(&["run", SHARDED, "--replicas", "2"]),
+        "--replicas 2: the simulator runs one replica",
+    );
+    let dir = scratch("pipeline-replicas");
+    let bad = dir.join("zero_replicas.ron");
+    let text = std::fs::read_to_string(SHARDED).unwrap();
+    std::fs::write(
+        &bad,
+        text.replacen(
+            "    pipeline:",
+            "    replication_factor: 0,\n    pipeline:",
+            1,
+        ),
+    )
+    .unwrap();
+    fails(
+        &ipusim(&["check", bad.to_str().unwrap()]),
+        "replication_factor 0 is not in 1..=4096",
+    );
+}
+
+/// The Sync cycles replicas add (the external syncs inside the all-reduce are charged with it,
+/// in DoExchange; the sync before each collective is a Sync).
+fn sync_added(one: &serde_json::Value, more: &serde_json::Value) -> u64 {
+    more["categories"]["Sync"].as_u64().unwrap() - one["categories"]["Sync"].as_u64().unwrap()
+}

@@ -51,6 +51,8 @@ pub struct BuildOptions {
     /// Recompute forward activations in the backward pass (`--recompute`), besides the
     /// program's `recompute`.
     pub recompute: bool,
+    /// Replicas (`--replicas`), replacing the program's `replication_factor`.
+    pub replicas: Option<u32>,
     /// Image infeeds cross the host link as u8 and are cast and normalised on the device
     /// (`--eight-bit-io`, `ipusim_ir::eight_bit`).
     pub eight_bit_io: bool,
@@ -70,6 +72,7 @@ impl Default for BuildOptions {
             ipus: None,
             recompute: false,
             eight_bit_io: false,
+            replicas: None,
         }
     }
 }
@@ -169,6 +172,16 @@ pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph
         step.placement = place(&step.graph, &program.graph, &spec, options.ipus, origin)
             .map_err(BuildError::Placement)?;
     }
+    let replicas = options.replicas.unwrap_or(program.replication_factor);
+    let total = step.placement.ipus.checked_mul(replicas);
+    if replicas == 0 || total.is_none_or(|n| n > ipusim_ir::pipeline::MAX_IPUS) {
+        return Err(BuildError::Placement(PlacementError::BadReplicas {
+            replicas,
+            ipus: step.placement.ipus,
+            max: ipusim_ir::pipeline::MAX_IPUS,
+        }));
+    }
+    step.placement.replicas = replicas;
     if step.placement.stages() > 1 && spec.schedule != Schedule::Sequential {
         return Err(BuildError::Placement(PlacementError::ScheduleNotModelled {
             schedule: spec.schedule,

@@ -56,7 +56,7 @@ pub fn compile_placed(
 ) -> Result<Executable, CompileError> {
     target.validate()?;
     options.validate()?;
-    let system = System::of(target, placement.ipus);
+    let system = System::replicated(target, placement.ipus, placement.replicas);
     system.validate()?;
     let low = lower::lower(graph, target, options, placement)?;
     let initial_values = initial_values(graph, &low.tensors);

@@ -177,8 +177,7 @@ pub struct BatchReport {
 }
 
 impl BatchReport {
-    /// The batch arithmetic of `exe` (replicas: 1 until replication is compiled), or `None`
-    /// without an infeed.
+    /// The batch arithmetic of `exe`, or `None` without an infeed.
     fn of(exe: &Executable) -> Option<BatchReport> {
         use crate::executable::StreamDirection;
         let first = exe
@@ -187,7 +186,7 @@ impl BatchReport {
             .find(|s| s.direction == StreamDirection::HostToDevice)?;
         let micro_batch = first.shape.dims().first().copied().unwrap_or(1) as u64;
         let (replicas, ga, di) = (
-            1u32,
+            exe.system.replicas.max(1),
             exe.options.gradient_accumulation,
             exe.options.device_iterations,
         );
@@ -548,6 +547,15 @@ impl CompileReport {
             group(self.stream_bytes_host_to_device),
             group(self.stream_bytes_device_to_host)
         );
+        let replicas = self.batch.as_ref().map_or(1, |b| b.replicas);
+        if replicas > 1 {
+            let _ = writeln!(
+                s,
+                "Replicas: the rows are one replica's IPUs; {replicas} replicas use {} IPUs, each replica its own \
+                 streams; the gradients' all-reduce is in DoExchange",
+                self.ipus.len() as u64 * u64::from(replicas)
+            );
+        }
         let _ = writeln!(
             s,
             "{:<5} {:>10} {:>12} {:>16} {:>16} {:>16} {:>16} {:>16} {:>9} {:>16} {:>16}",

@@ -51,6 +51,14 @@ pub struct System {
     /// IPUs that share one host link (1 for PCIe cards, each with its own link; 4 for an
     /// IPU-M2000, whose four IPUs share one 100 GbE link, `ipu-hardware.md` §9).
     pub ipus_per_host_link: u32,
+    /// Replicas of the program (data parallelism): `ipus` IPUs each, `ipus × replicas` in
+    /// all. The executable is one replica's; cross-replica collectives are costed over all.
+    #[serde(default = "one")]
+    pub replicas: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// 128 Gibit/s × 0.85 in bytes per second (`ipu-hardware.md` §6 item 9).
@@ -75,7 +83,38 @@ impl System {
                 latency_cycles: (HOP_SECONDS * target.clock_hz as f64).ceil() as u32,
             },
             ipus_per_host_link: 1,
+            replicas: 1,
         }
+    }
+
+    /// `replicas` replicas of `ipus` IPUs of `target`.
+    pub fn replicated(target: &Target, ipus: u32, replicas: u32) -> System {
+        System {
+            replicas,
+            ..System::of(target, ipus)
+        }
+    }
+
+    /// Cycles of an all-reduce of `bytes` (one replica's tensor) across the replicas: a ring
+    /// all-reduce (Patarasuk & Yuan 2009, the bandwidth-optimal collective GCL's rings
+    /// follow), `2 (R - 1)` steps — a reduce-scatter, then an all-gather — each sending
+    /// `ceil(bytes / R)` to the ring's next replica over one IPU-Link
+    /// ([`System::link_copy_cycles`]) and ending in an external sync over the whole system.
+    /// The on-tile additions of the reduce-scatter are not charged (our simplification: a
+    /// link moves 11 bytes per cycle, a tile adds far more). 0 with one replica.
+    pub fn all_reduce_cycles(&self, target: &Target, bytes: u64) -> u64 {
+        if self.replicas <= 1 {
+            return 0;
+        }
+        let r = u64::from(self.replicas);
+        let whole = System {
+            ipus: self.ipus.saturating_mul(self.replicas),
+            ..self.clone()
+        };
+        let step = self
+            .link_copy_cycles(target, bytes.div_ceil(r))
+            .saturating_add(whole.external_sync_cycles(target));
+        step.saturating_mul(2 * (r - 1))
     }
 
     /// Cycles of one external sync across the system's IPUs: `ceil(15 ns × f × hops × 2)`
@@ -127,6 +166,20 @@ impl System {
         if self.ipus_per_host_link == 0 {
             return Err(bad("ipus_per_host_link", "must be at least 1".into()));
         }
+        if self.replicas == 0
+            || self
+                .ipus
+                .checked_mul(self.replicas)
+                .is_none_or(|n| n > MAX_IPUS)
+        {
+            return Err(bad(
+                "replicas",
+                format!(
+                    "{} replicas of {} IPUs are not in 1..={MAX_IPUS} IPUs",
+                    self.replicas, self.ipus
+                ),
+            ));
+        }
         Ok(())
     }
 }
@@ -169,5 +222,18 @@ mod tests {
         // 1 MiB at 14.6 GB/s ≈ 71.8 µs ≈ 95,144 cycles at 1.325 GHz, plus the latency.
         assert_eq!(c, 95_144 + 20);
         assert!(System::of(&mk2, 0).validate().is_err());
+    }
+
+    #[test]
+    fn an_all_reduce_is_a_ring_of_link_copies_and_syncs() {
+        let mk2 = Target::mk2();
+        assert_eq!(System::of(&mk2, 2).all_reduce_cycles(&mk2, 1 << 20), 0);
+        let s = System::replicated(&mk2, 1, 4);
+        // 3 reduce-scatter and 3 all-gather steps of 256 KiB, each a link copy and an
+        // external sync over 4 IPUs.
+        let step =
+            s.link_copy_cycles(&mk2, 1 << 18) + System::of(&mk2, 4).external_sync_cycles(&mk2);
+        assert_eq!(s.all_reduce_cycles(&mk2, 1 << 20), 6 * step);
+        assert!(System::replicated(&mk2, 2, 0).validate().is_err());
     }
 }

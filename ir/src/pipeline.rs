@@ -100,6 +100,8 @@ pub struct Placement {
     pub stage_ipus: Vec<u32>,
     /// The stage of each node, indexed by node id; empty when there is one stage.
     pub node_stage: Vec<u32>,
+    /// Replicas of the whole placement (data parallelism), each on its own `ipus` IPUs.
+    pub replicas: u32,
 }
 
 impl Default for Placement {
@@ -116,6 +118,7 @@ impl Placement {
             schedule: Schedule::Sequential,
             stage_ipus: vec![0],
             node_stage: Vec::new(),
+            replicas: 1,
         }
     }
 
@@ -207,6 +210,16 @@ pub enum PlacementError {
     ScheduleNotModelled {
         /// The schedule.
         schedule: Schedule,
+    },
+    /// A replica count out of range.
+    #[error("--replicas {replicas}: {replicas} replicas of {ipus} IPU(s) are not 1 to {max} IPUs")]
+    BadReplicas {
+        /// The replicas.
+        replicas: u32,
+        /// IPUs per replica.
+        ipus: u32,
+        /// The largest system.
+        max: u32,
     },
     /// The system size is out of range.
     #[error("--ipus {ipus}: a system has 1 to {max} IPUs")]
@@ -337,6 +350,7 @@ pub fn place(
         schedule: spec.schedule,
         stage_ipus,
         node_stage,
+        replicas: 1,
     })
 }
 

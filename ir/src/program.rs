@@ -393,6 +393,9 @@ pub struct Program {
     pub recompute: bool,
     /// Explicit recomputation checkpoints: forward nodes whose values are kept.
     pub recompute_checkpoints: Vec<String>,
+    /// Replicas of the program (PopTorch's `replicationFactor`): data-parallel copies whose
+    /// gradients are averaged before each weight update.
+    pub replication_factor: u32,
 }
 
 impl Program {
@@ -412,6 +415,7 @@ impl Program {
             pipeline: self.pipeline.clone(),
             recompute: self.recompute,
             recompute_checkpoints: self.recompute_checkpoints.clone(),
+            replication_factor: self.replication_factor,
         }
     }
 
@@ -430,6 +434,7 @@ impl Program {
             pipeline: None,
             recompute: false,
             recompute_checkpoints: Vec::new(),
+            replication_factor: 1,
         }
     }
 }

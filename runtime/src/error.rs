@@ -108,6 +108,15 @@ pub enum StreamError {
 /// Options of a session that do not fit its program.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum OptionsError {
+    /// Replicas are compiled and costed, not simulated.
+    #[error(
+        "--replicas {replicas}: the simulator runs one replica; `ipusim compile` reports what \
+         {replicas} replicas cost (their gradient all-reduce, per-IPU memory and streams)"
+    )]
+    Replicas {
+        /// The replicas asked for.
+        replicas: u32,
+    },
     /// A per-stream option names a stream the program does not have.
     #[error(
         "{flag} {name}=...: the program has no {kind} stream '{name}' (its {kind}s: {available})"

@@ -23,7 +23,7 @@
 
 use crate::checkpoint::Checkpoint;
 use crate::connect::{check_connected, connect};
-use crate::error::{RuntimeError, StreamError};
+use crate::error::{OptionsError, RuntimeError, StreamError};
 use crate::feeds::Feed;
 use crate::host::SessionHost;
 use crate::io_model::{stream_types, HostIoModel};
@@ -207,6 +207,12 @@ impl Session {
         build_options.eight_bit_io = false;
         let step =
             step_graph(program, &build_options).map_err(|e| RuntimeError::build(program, e))?;
+        if step.placement.replicas > 1 {
+            return Err(OptionsError::Replicas {
+                replicas: step.placement.replicas,
+            }
+            .into());
+        }
         let (ins, outs) = graph_streams(&step.graph);
         let host = connect(program, base_dir, &ins, &outs, &options.streams)?;
         if options.build.inference && build_options.device_iterations.is_none() {

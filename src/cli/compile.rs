@@ -74,6 +74,11 @@ pub struct BuildArgs {
     /// stages and the program's recompute_checkpoints) instead of keeping them.
     #[arg(long)]
     pub recompute: bool,
+    /// Replicas of the program (PopTorch's replicationFactor), each on its own IPUs, with
+    /// their gradients all-reduced before each weight update; replacing the program's
+    /// replication_factor. Compiled and costed; `run` and `step` simulate one replica only.
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub replicas: Option<u32>,
     /// Image infeeds (float [N, 3, H, W] inputs) cross the host link as u8 and are cast and
     /// normalised (ImageNet statistics) on the first IPU.
     #[arg(long)]
@@ -143,6 +148,7 @@ impl BuildArgs {
             ipus: self.ipus,
             recompute: self.recompute,
             eight_bit_io: self.eight_bit_io,
+            replicas: self.replicas,
             ..BuildOptions::default()
         })
     }

@@ -12,9 +12,9 @@ use super::kit::mapping::{self, Index, Mapping};
 use super::kit::planner::Plan;
 use crate::error::CompileError;
 use crate::executable::{
-    ByteCopy, ComputeSet, ComputeSetId, CopyDst, Exchange, ExchangeId, HostStream, Interval,
-    NodeValue, Program, ProgramStep, StepKind, StreamDirection, StreamId, Tensor, TensorId,
-    TensorKind, TileSlice, TileWork,
+    ByteCopy, CollectiveOp, ComputeSet, ComputeSetId, CopyDst, Exchange, ExchangeId, HostStream,
+    Interval, NodeValue, Program, ProgramStep, StepKind, StreamDirection, StreamId, Tensor,
+    TensorId, TensorKind, TileSlice, TileWork,
 };
 use crate::options::CompileOptions;
 use crate::target::Target;
@@ -180,6 +180,28 @@ impl<'a> Lowerer<'a> {
     /// Lowers what follows on the IPU node `id` is placed on.
     pub fn set_ipu_of(&mut self, id: NodeId) {
         self.ipu = self.placement.ipu_of(id);
+    }
+
+    /// Replicas of the program.
+    pub fn replicas(&self) -> u32 {
+        self.placement.replicas
+    }
+
+    /// Averages tensor `t` over the replicas in place (a `CrossReplica` all-reduce after an
+    /// external sync), as node `id`'s value.
+    pub fn all_reduce_mean(&mut self, id: NodeId, t: TensorId) {
+        let step = self.steps.len() as u32;
+        self.touch(t, step);
+        self.body.push(Program::Sync(SyncScope::External));
+        let name = format!("{}/all_reduce", self.g.node(id).name);
+        self.push_step(
+            StepKind::CrossReplica(t),
+            name,
+            Program::CrossReplica {
+                op: CollectiveOp::AllReduceMean,
+                tensor: t,
+            },
+        );
     }
 
     /// The IPU node `id` is placed on.

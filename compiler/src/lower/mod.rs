@@ -67,6 +67,9 @@ pub(crate) fn lower(
                 lower_input(&mut lw, id)?;
             }
         }
+        if phase == Phase::Update && lw.replicas() > 1 {
+            all_reduce_gradients(&mut lw, &nodes)?;
+        }
         let mut assigns = Vec::new();
         for &id in &nodes {
             let node = g.node(id);
@@ -245,6 +248,37 @@ fn plan_inplace(lw: &mut Lowerer, order: &[NodeId], live: &[bool]) {
             lw.set_inplace(value, var);
         }
     }
+}
+
+/// With replicas, the values the Update phase reads from the Step phase — the gradients, or
+/// their accumulators — are averaged over the replicas before any update reads them
+/// (PopTorch's default mean reduction over replicas), each on its own IPU.
+fn all_reduce_gradients(lw: &mut Lowerer, update: &[NodeId]) -> Result<(), CompileError> {
+    let g = lw.graph();
+    let assigned_in_step: std::collections::HashSet<NodeId> = g
+        .nodes()
+        .filter(|(_, n)| n.phase == Phase::Step && matches!(n.op, Op::Assign))
+        .map(|(_, n)| n.inputs[0])
+        .collect();
+    let mut reads: Vec<NodeId> = update
+        .iter()
+        .flat_map(|&u| g.node(u).inputs.iter().copied())
+        .filter(|&i| {
+            let n = g.node(i);
+            (n.phase == Phase::Step && !n.op.is_source() && !matches!(n.op, Op::Assign))
+                || (matches!(n.op, Op::Variable { .. })
+                    && assigned_in_step.contains(&i)
+                    && n.ty.dtype.is_float())
+        })
+        .collect();
+    reads.sort_unstable();
+    reads.dedup();
+    for id in reads {
+        lw.set_ipu_of(id);
+        let t = permute::materialized(lw, id)?;
+        lw.all_reduce_mean(id, t);
+    }
+    Ok(())
 }
 
 fn lower_input(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {

@@ -8,8 +8,7 @@
 //! - `Sync(scope)`: [`System::sync_cycles`] of its scope (Sync; an internal sync is
 //!   [`sync_cycles`]);
 //! - `IpuCopy(ex)`: [`ipu_copy_cycles`] (DoExchange);
-//! - `CrossReplica`: nothing with one replica (collectives across replicas are costed when
-//!   replication is lowered);
+//! - `CrossReplica`: [`cross_replica_cycles`] (DoExchange; 0 with one replica);
 //! - `StreamCopy`: [`stream_copy_cycles`] of the stream's bytes per micro-batch (StreamCopy);
 //! - `If`: [`sync_cycles`] to broadcast the condition (Sync), then the branch taken.
 //!
@@ -107,6 +106,15 @@ pub fn exchange_cycles(target: &Target, ex: &Exchange) -> u64 {
         .max()
         .unwrap_or(0);
     (target.exchange_latency_cycles as u64).saturating_add(busiest)
+}
+
+/// Cycles of a cross-replica collective on `tensor`: a ring all-reduce of its bytes
+/// ([`System::all_reduce_cycles`]).
+pub fn cross_replica_cycles(exe: &Executable, tensor: crate::executable::TensorId) -> u64 {
+    let bytes = exe.tensors.get(tensor.0 as usize).map_or(0, |t| {
+        (t.shape.num_elements() as u64).saturating_mul(t.dtype.size_bytes() as u64)
+    });
+    exe.system.all_reduce_cycles(&exe.target, bytes)
 }
 
 /// Cycles of an inter-IPU copy ([`Program::IpuCopy`]): the busiest IPU-Link direction, i.e.
@@ -357,7 +365,9 @@ fn walk(
                 .sync_cycles(&exe.target, *scope)
                 .saturating_mul(times)
         }
-        Program::CrossReplica { .. } => {}
+        Program::CrossReplica { tensor, .. } => {
+            t.exchange = cross_replica_cycles(exe, *tensor).saturating_mul(times);
+        }
         Program::If {
             then, otherwise, ..
         } => {

@@ -43,6 +43,12 @@ pub(crate) struct ProgramDoc {
     pub recompute: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recompute_checkpoints: Vec<String>,
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub replication_factor: u32,
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 fn is_false(b: &bool) -> bool {
@@ -107,6 +113,17 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
     }
     check_proportions(&doc, &index, map)?;
     check_pipeline(&doc, map)?;
+    if doc.replication_factor == 0 || doc.replication_factor > crate::pipeline::MAX_IPUS {
+        return Err(map.at(
+            "replication_factor",
+            ErrorKind::Invalid,
+            format!(
+                "replication_factor {} is not in 1..={}",
+                doc.replication_factor,
+                crate::pipeline::MAX_IPUS
+            ),
+        ));
+    }
     for (k, name) in doc.recompute_checkpoints.iter().enumerate() {
         if !index.contains_key(name.as_str()) {
             let short: String = name.chars().take(80).collect();
@@ -208,6 +225,7 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
         pipeline: doc.pipeline,
         recompute: doc.recompute,
         recompute_checkpoints: doc.recompute_checkpoints,
+        replication_factor: doc.replication_factor,
     };
     validate_program(&program).map_err(|e| map.ir_error(&e, false))?;
     Ok(program)
@@ -412,6 +430,7 @@ pub(crate) fn from_program(program: &Program) -> ProgramDoc {
         pipeline: program.pipeline.clone(),
         recompute: program.recompute,
         recompute_checkpoints: program.recompute_checkpoints.clone(),
+        replication_factor: program.replication_factor,
     }
 }
 

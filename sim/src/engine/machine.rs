@@ -208,7 +208,11 @@ impl Engine {
             } => self
                 .run_stream_copy(next.step, stream, direction, tensor, host, start)
                 .map(|(c, b)| (c, b, Category::StreamCopy)),
-            Leaf::CrossReplica { .. } => Ok((0, 0, Category::Sync)),
+            Leaf::CrossReplica { tensor } => Ok((
+                cycles::cross_replica_cycles(&self.exe, tensor),
+                0,
+                Category::DoExchange,
+            )),
             Leaf::Sync | Leaf::ExternalSync => {
                 let scope = match next.leaf {
                     Leaf::ExternalSync => SyncScope::External,
