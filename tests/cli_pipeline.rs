@@ -336,3 +336,32 @@ fn replicas_add_an_all_reduce_whose_cost_per_sample_falls_with_gradient_accumula
 fn sync_added(one: &serde_json::Value, more: &serde_json::Value) -> u64 {
     more["categories"]["Sync"].as_u64().unwrap() - one["categories"]["Sync"].as_u64().unwrap()
 }
+
+#[test]
+fn batch_from_the_command_line_resizes_every_infeed() {
+    let report = |args: &[&str]| {
+        let mut all = vec!["compile", "programs/resnet_digits.ron", "--json"];
+        all.extend_from_slice(args);
+        json(&ipusim(&all))
+    };
+    let (fifty, ten) = (report(&[]), report(&["--batch", "10"]));
+    assert_eq!(ten["batch"]["micro_batch"].as_u64(), Some(10));
+    // The u8 features [N, 64] and the i32 labels [N] scale with the batch.
+    let rx = |r: &serde_json::Value| r["stream_bytes_host_to_device"].as_u64().unwrap();
+    assert_eq!(rx(&fifty) * 10, rx(&ten) * 50);
+    assert!(ten["total_cycles"].as_u64() < fifty["total_cycles"].as_u64());
+    // The image Reshape [50, 1, 8, 8] follows the batch; a run trains.
+    let out = json(&ipusim(&[
+        "run",
+        "programs/resnet_digits.ron",
+        "--batch",
+        "10",
+        "--json",
+    ]));
+    assert!(out["outfeeds"]["loss"][0].as_f64().unwrap().is_finite());
+    // An op that fixes the old batch is named.
+    fails(
+        &ipusim(&["compile", "tests/programs/sim/op_tour.ron", "--batch", "3"]),
+        "--batch 3: node 'shifted' (Add)",
+    );
+}

@@ -19,6 +19,7 @@ use crate::executable::Executable;
 use crate::options::{CompileOptions, PartialsType};
 use crate::report::CompileReport;
 use crate::target::Target;
+use ipusim_ir::batch::with_batch;
 use ipusim_ir::eight_bit::eight_bit_io;
 use ipusim_ir::pipeline::{place, Origin, PipelineSpec, PlacementError, Schedule};
 use ipusim_ir::recompute;
@@ -51,6 +52,9 @@ pub struct BuildOptions {
     /// Recompute forward activations in the backward pass (`--recompute`), besides the
     /// program's `recompute`.
     pub recompute: bool,
+    /// Samples per micro-batch (`--batch`): every infeed's leading dimension
+    /// (`ipusim_ir::batch`).
+    pub batch: Option<u32>,
     /// Replicas (`--replicas`), replacing the program's `replication_factor`.
     pub replicas: Option<u32>,
     /// Image infeeds cross the host link as u8 and are cast and normalised on the device
@@ -73,6 +77,7 @@ impl Default for BuildOptions {
             recompute: false,
             eight_bit_io: false,
             replicas: None,
+            batch: None,
         }
     }
 }
@@ -106,20 +111,34 @@ pub struct Built {
     pub executable: Executable,
 }
 
-/// The program as the device sees it: with `--eight-bit-io`, its image infeeds read as u8
-/// and normalised on the device, and their synthetic sources giving bytes
+/// The program as the device sees it: with `--batch N`, every infeed's leading dimension
+/// `N` (`ipusim_ir::batch`); with `--eight-bit-io`, its image infeeds read as u8 and
+/// normalised on the device, and their synthetic sources giving bytes
 /// (`ipusim_ir::eight_bit`); else the program itself. A front end that feeds the program's
-/// streams feeds this program's (and builds it with `eight_bit_io` off).
+/// streams feeds this program's, and builds it with [`BuildOptions::of_source`].
 pub fn source_program<'p>(
     program: &'p Program,
     options: &BuildOptions,
 ) -> Result<std::borrow::Cow<'p, Program>, BuildError> {
+    use std::borrow::Cow;
+    let mut p = Cow::Borrowed(program);
+    if let Some(n) = options.batch {
+        p = Cow::Owned(with_batch(&p, n as usize).map_err(BuildError::Step)?);
+    }
     if options.eight_bit_io {
-        Ok(std::borrow::Cow::Owned(
-            eight_bit_io(program).map_err(BuildError::Step)?,
-        ))
-    } else {
-        Ok(std::borrow::Cow::Borrowed(program))
+        p = Cow::Owned(eight_bit_io(&p).map_err(BuildError::Step)?);
+    }
+    Ok(p)
+}
+
+impl BuildOptions {
+    /// These options without the ones [`source_program`] has applied (to build its result).
+    pub fn of_source(&self) -> BuildOptions {
+        BuildOptions {
+            batch: None,
+            eight_bit_io: false,
+            ..self.clone()
+        }
     }
 }
 

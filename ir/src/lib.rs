@@ -6,6 +6,7 @@
 //! training transform turns it into one training-step graph that the compiler lowers.
 
 pub mod autodiff;
+pub mod batch;
 pub mod builder;
 pub mod conv;
 pub mod decompose;

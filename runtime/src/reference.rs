@@ -10,7 +10,7 @@ use crate::host::SessionHost;
 use crate::options::SessionOptions;
 use crate::outfeed::OutfeedData;
 use crate::stream::{graph_streams, StreamType};
-use ipusim_compiler::build::{source_program, step_graph, BuildOptions};
+use ipusim_compiler::build::{source_program, step_graph};
 use ipusim_ir::Program;
 use ipusim_sim::interp::{Interpreter, Streams};
 use ipusim_sim::tensor::Tensor;
@@ -38,10 +38,7 @@ impl ReferenceSession {
         let source =
             source_program(program, &options.build).map_err(|e| RuntimeError::build(program, e))?;
         let program = &*source;
-        let build = BuildOptions {
-            eight_bit_io: false,
-            ..options.build.clone()
-        };
+        let build = options.build.of_source();
         let step = step_graph(program, &build).map_err(|e| RuntimeError::build(program, e))?;
         let (infeeds, outfeeds) = graph_streams(&step.graph);
         let host = connect(program, base_dir, &infeeds, &outfeeds, &options.streams)?;

@@ -204,7 +204,7 @@ impl Session {
         let source = build::source_program(program, &build_options)
             .map_err(|e| RuntimeError::build(program, e))?;
         let program = &*source;
-        build_options.eight_bit_io = false;
+        build_options = build_options.of_source();
         let step =
             step_graph(program, &build_options).map_err(|e| RuntimeError::build(program, e))?;
         if step.placement.replicas > 1 {

@@ -74,6 +74,9 @@ pub struct BuildArgs {
     /// stages and the program's recompute_checkpoints) instead of keeping them.
     #[arg(long)]
     pub recompute: bool,
+    /// Samples per micro-batch: every infeed's leading dimension, overriding the program's.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch: Option<u32>,
     /// Replicas of the program (PopTorch's replicationFactor), each on its own IPUs, with
     /// their gradients all-reduced before each weight update; replacing the program's
     /// replication_factor. Compiled and costed; `run` and `step` simulate one replica only.
@@ -149,6 +152,7 @@ impl BuildArgs {
             recompute: self.recompute,
             eight_bit_io: self.eight_bit_io,
             replicas: self.replicas,
+            batch: self.batch,
             ..BuildOptions::default()
         })
     }
