@@ -365,3 +365,41 @@ fn batch_from_the_command_line_resizes_every_infeed() {
         "--batch 3: node 'shifted' (Add)",
     );
 }
+
+#[test]
+fn the_chrome_trace_has_a_process_per_ipu() {
+    let dir = scratch("pipeline-chrome");
+    let path = dir.join("trace.json");
+    let o = ipusim(&[
+        "run",
+        SHARDED,
+        "--steps",
+        "2",
+        "--chrome-trace",
+        path.to_str().unwrap(),
+        "-o",
+        dir.join("out.txt").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let names: Vec<&str> = events
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["IPU 0 (mk2)", "IPU 1 (mk2)", "IPU 2 (mk2)"]);
+    for pid in 0..3 {
+        assert!(
+            events
+                .iter()
+                .any(|e| e["ph"] == "X" && e["pid"] == pid && e["cat"] == "OnTileExecute"),
+            "IPU {pid} has no compute slice"
+        );
+    }
+    // The labels land on IPU 1, where the loss is.
+    assert!(events
+        .iter()
+        .any(|e| e["name"] == "labels" && e["cat"] == "StreamCopy" && e["pid"] == 1));
+}

@@ -1,23 +1,76 @@
 //! Export of an engine trace to the Chrome trace-event format (JSON), which Perfetto
 //! (ui.perfetto.dev) and `chrome://tracing` open.
 //!
-//! Layout: one process per IPU (`IPU 0 (mk2)`), and in it one track (thread) per PopVision
-//! category — `OnTileExecute`, `DoExchange`, `Sync`, `StreamCopy` — plus a `Program` track on
-//! top with the runs and the `Repeat` iterations as nested slices. Every program step the
-//! engine executed is one complete slice (`"ph": "X"`) on its category's track, named after
-//! its compute set, exchange or stream, from its start cycle for its cycles; its arguments
-//! give the cycles, tiles, bytes. Flags raised and a trapped exception are instant events
-//! on the `OnTileExecute` track.
+//! Layout: one process per IPU (`IPU 0 (mk2)`, `IPU 1 (mk2)`, ...), and in each one track
+//! (thread) per PopVision category — `OnTileExecute`, `DoExchange`, `Sync`, `StreamCopy` —
+//! plus a `Program` track on top with the runs and the `Repeat` iterations as nested slices.
+//! Every program step the engine executed is one complete slice (`"ph": "X"`) on its
+//! category's track of its IPU ([`TraceIpus`]: a compute set on the IPUs of its tiles, an
+//! exchange on the IPUs it writes to, a stream on the IPU of its buffer; a sync on every IPU),
+//! named after its compute set, exchange or stream, from its start cycle for its cycles; its
+//! arguments give the cycles, tiles, bytes. Flags raised and a trapped exception are instant
+//! events on the `OnTileExecute` track of the tile's IPU.
 //!
 //! Time: the trace format counts microseconds; a cycle is `1e6 / clock_hz` µs at the
 //! target's tile clock (mk2: 1.325 GHz, so 1,325 cycles = 1 µs). Fractional microseconds are
 //! kept, so slices of a few cycles keep their order and length.
 
 use crate::atomic::{write_atomically, WriteError};
+use ipusim_compiler::executable::Executable;
 use ipusim_compiler::executable::StreamDirection;
 use ipusim_sim::trace::{Control, Event, Trace};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::path::Path;
+
+/// Where the traced executable's steps run: the IPUs each exchange writes to and the IPU of
+/// each stream's buffer. The default puts everything on IPU 0 (one IPU).
+#[derive(Clone, Debug, Default)]
+pub struct TraceIpus {
+    /// IPUs in the system (at least 1).
+    pub ipus: u32,
+    /// The IPUs each exchange writes to, by exchange id.
+    pub exchanges: Vec<Vec<u32>>,
+    /// The IPU of each stream, by name.
+    pub streams: HashMap<String, u32>,
+}
+
+impl TraceIpus {
+    /// The placement of `exe`'s steps.
+    pub fn of(exe: &Executable) -> TraceIpus {
+        let exchanges = exe
+            .exchanges
+            .iter()
+            .map(|ex| {
+                let mut ipus: Vec<u32> = ex
+                    .copies
+                    .iter()
+                    .flat_map(|c| c.dsts.iter().map(|d| d.tile.ipu()))
+                    .collect();
+                ipus.sort_unstable();
+                ipus.dedup();
+                ipus
+            })
+            .collect();
+        let streams = exe
+            .streams
+            .iter()
+            .map(|s| {
+                let ipu = exe
+                    .tensors
+                    .get(s.tensor.0 as usize)
+                    .and_then(|t| t.slices.first())
+                    .map_or(0, |sl| sl.tile.ipu());
+                (s.name.clone(), ipu)
+            })
+            .collect();
+        TraceIpus {
+            ipus: exe.system.ipus.max(1),
+            exchanges,
+            streams,
+        }
+    }
+}
 
 /// The tracks of one IPU, as trace-event thread ids.
 const PROGRAM: u32 = 0;
@@ -29,11 +82,20 @@ const TRACKS: [(u32, &str); 5] = [
     (4, "StreamCopy"),
 ];
 
-/// Converts `trace` (recorded on `target_name` at `clock_hz`) to trace-event JSON text.
-pub fn to_chrome_json(trace: &Trace, program: &str, target_name: &str, clock_hz: u64) -> String {
+/// Converts `trace` (recorded on `target_name` at `clock_hz`, its steps on `ipus`) to
+/// trace-event JSON text.
+pub fn to_chrome_json(
+    trace: &Trace,
+    program: &str,
+    target_name: &str,
+    clock_hz: u64,
+    ipus: &TraceIpus,
+) -> String {
     let us = |cycle: u64| cycle as f64 * 1e6 / clock_hz.max(1) as f64;
-    let pid = 0u32; // One IPU per target today.
-                    // Events are written one by one: a trace of a long run has millions of them.
+    let every: Vec<u32> = (0..ipus.ipus.max(1)).collect();
+    // The runs and loops: on IPU 0's Program track.
+    let pid = 0u32;
+    // Events are written one by one: a trace of a long run has millions of them.
     let mut out = String::with_capacity(64 + 160 * trace.events.len());
     out.push_str("{\"traceEvents\":[");
     let mut first = true;
@@ -44,81 +106,95 @@ pub fn to_chrome_json(trace: &Trace, program: &str, target_name: &str, clock_hz:
         first = false;
         out.push_str(&v.to_string());
     };
-    push(json!({
-        "name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-        "args": {"name": format!("IPU {pid} ({target_name})")}
-    }));
-    for (tid, name) in TRACKS {
+    for &pid in &every {
         push(json!({
-            "name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}
+            "name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+            "args": {"name": format!("IPU {pid} ({target_name})")}
         }));
-        push(json!({
-            "name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
-            "args": {"sort_index": tid}
-        }));
+        for (tid, name) in TRACKS {
+            push(json!({
+                "name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}
+            }));
+            push(json!({
+                "name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
+                "args": {"sort_index": tid}
+            }));
+        }
     }
-    let slice = |tid: u32, name: &str, cycle: u64, cycles: u64, args: Value| {
+    let slice = |pid: u32, tid: u32, name: &str, cycle: u64, cycles: u64, args: &Value| {
         json!({
             "name": name, "cat": TRACKS[tid as usize].1, "ph": "X", "pid": pid, "tid": tid,
             "ts": us(cycle), "dur": us(cycles), "args": args
         })
     };
-    let instant = |tid: u32, name: String, cycle: u64, args: Value| {
+    let instant = |pid: u32, tid: u32, name: String, cycle: u64, args: Value| {
         json!({
             "name": name, "ph": "i", "s": "t", "pid": pid, "tid": tid, "ts": us(cycle),
             "args": args
         })
     };
+    let on_ipu_0 = [0u32];
     let control = |program: &Control| match program {
         Control::Repeat { iteration, count } => format!("repeat {iteration}/{count}"),
         Control::If { taken } => format!("if ({})", if *taken { "then" } else { "else" }),
     };
     for e in &trace.events {
-        let v = match e {
-            Event::RunStarted { run, cycle } => json!({
+        let v: Vec<Value> = match e {
+            Event::RunStarted { run, cycle } => vec![json!({
                 "name": format!("run {run}"), "ph": "B", "pid": pid, "tid": PROGRAM, "ts": us(*cycle)
-            }),
-            Event::RunFinished { run, cycle, cycles } => json!({
+            })],
+            Event::RunFinished { run, cycle, cycles } => vec![json!({
                 "name": format!("run {run}"), "ph": "E", "pid": pid, "tid": PROGRAM, "ts": us(*cycle),
                 "args": {"cycles": cycles.total, "OnTileExecute": cycles.on_tile_execute,
                          "DoExchange": cycles.do_exchange, "Sync": cycles.sync,
                          "StreamCopy": cycles.stream_copy}
-            }),
-            Event::Entered { program, cycle, .. } => json!({
+            })],
+            Event::Entered { program, cycle, .. } => vec![json!({
                 "name": control(program), "ph": "B", "pid": pid, "tid": PROGRAM, "ts": us(*cycle)
-            }),
-            Event::Left { program, cycle, .. } => json!({
+            })],
+            Event::Left { program, cycle, .. } => vec![json!({
                 "name": control(program), "ph": "E", "pid": pid, "tid": PROGRAM, "ts": us(*cycle)
-            }),
+            })],
             Event::ComputeSet {
                 name,
                 cycle,
                 cycles,
                 tiles,
                 ..
-            } => slice(
-                1,
-                name,
-                *cycle,
-                *cycles,
-                json!({"cycles": cycles, "tiles": tiles.len()}),
-            ),
+            } => {
+                let mut on: Vec<u32> = tiles.iter().map(|t| t.tile.ipu()).collect();
+                on.sort_unstable();
+                on.dedup();
+                let args = json!({"cycles": cycles, "tiles": tiles.len()});
+                on.into_iter()
+                    .map(|p| slice(p, 1, name, *cycle, *cycles, &args))
+                    .collect()
+            }
             Event::Exchange {
+                id,
                 name,
                 cycle,
                 cycles,
                 bytes,
                 copies,
                 ..
-            } => slice(
-                2,
-                name,
-                *cycle,
-                *cycles,
-                json!({"cycles": cycles, "bytes": bytes, "copies": copies}),
-            ),
+            } => {
+                let on = ipus
+                    .exchanges
+                    .get(*id as usize)
+                    .filter(|v| !v.is_empty())
+                    .map_or(&on_ipu_0[..], |v| &v[..]);
+                let args = json!({"cycles": cycles, "bytes": bytes, "copies": copies});
+                on.iter()
+                    .map(|&p| slice(p, 2, name, *cycle, *cycles, &args))
+                    .collect()
+            }
             Event::Sync { cycle, cycles } => {
-                slice(3, "sync", *cycle, *cycles, json!({ "cycles": cycles }))
+                let args = json!({ "cycles": cycles });
+                every
+                    .iter()
+                    .map(|&p| slice(p, 3, "sync", *cycle, *cycles, &args))
+                    .collect()
             }
             Event::StreamCopy {
                 stream,
@@ -132,39 +208,45 @@ pub fn to_chrome_json(trace: &Trace, program: &str, target_name: &str, clock_hz:
                     StreamDirection::HostToDevice => "host to device",
                     StreamDirection::DeviceToHost => "device to host",
                 };
-                slice(
+                let p = ipus.streams.get(stream).copied().unwrap_or(0);
+                vec![slice(
+                    p,
                     4,
                     stream,
                     *cycle,
                     *cycles,
-                    json!({"cycles": cycles, "bytes": bytes, "direction": dir}),
-                )
+                    &json!({"cycles": cycles, "bytes": bytes, "direction": dir}),
+                )]
             }
             Event::FlagsRaised {
                 compute_set,
                 tile,
                 flags,
                 cycle,
-            } => instant(
+            } => vec![instant(
+                tile.ipu(),
                 1,
                 format!("{} raised", flag_list(*flags)),
                 *cycle,
                 json!({"compute set": compute_set, "tile": tile}),
-            ),
+            )],
             Event::FpException {
                 compute_set,
                 tile,
                 vertex,
                 flags,
                 cycle,
-            } => instant(
+            } => vec![instant(
+                tile.ipu(),
                 1,
                 format!("floating-point exception ({})", flag_list(*flags)),
                 *cycle,
                 json!({"compute set": compute_set, "tile": tile, "vertex": vertex}),
-            ),
+            )],
         };
-        push(v);
+        for x in v {
+            push(x);
+        }
     }
     let other = json!({"program": program, "target": target_name, "clock_hz": clock_hz});
     out.push_str(&format!(
@@ -184,8 +266,9 @@ pub fn write_chrome_trace(
     program: &str,
     target_name: &str,
     clock_hz: u64,
+    ipus: &TraceIpus,
 ) -> Result<(), WriteError> {
-    let text = to_chrome_json(trace, program, target_name, clock_hz);
+    let text = to_chrome_json(trace, program, target_name, clock_hz, ipus);
     write_atomically(path, text.as_bytes())
 }
 
@@ -250,8 +333,14 @@ mod tests {
                 },
             ],
         };
-        let doc: Value =
-            serde_json::from_str(&to_chrome_json(&trace, "p", "mk2", 1_325_000_000)).unwrap();
+        let doc: Value = serde_json::from_str(&to_chrome_json(
+            &trace,
+            "p",
+            "mk2",
+            1_325_000_000,
+            &TraceIpus::default(),
+        ))
+        .unwrap();
         let ev = doc["traceEvents"].as_array().unwrap();
         let process = &ev[0];
         assert_eq!(process["args"]["name"], "IPU 0 (mk2)");

@@ -51,7 +51,7 @@ use clap::Args;
 use ipusim_compiler::report::group;
 use ipusim_ir::text::load_program;
 use ipusim_ir::{OutfeedMode, UnknownValue};
-use ipusim_runtime::chrome::to_chrome_json;
+use ipusim_runtime::chrome::{to_chrome_json, TraceIpus};
 use ipusim_runtime::session::{flags_of, Session};
 use ipusim_runtime::{RuntimeError, SessionOptions};
 use ipusim_sim::engine::EngineError;
@@ -300,7 +300,8 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
     }
     if args.chrome_trace.is_some() {
         let c = session.compile_report();
-        let text = to_chrome_json(&trace, &c.program, &c.target.name, c.target.clock_hz);
+        let ipus = TraceIpus::of(session.executable());
+        let text = to_chrome_json(&trace, &c.program, &c.target.name, c.target.clock_hz, &ipus);
         files.push(("--chrome-trace", text));
     }
     let text = if args.json {
