@@ -142,3 +142,29 @@ fn infeeds_come_from_the_files_a_run_reads() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn breaking_on_an_ipu_stops_at_its_stage() {
+    let o = step(
+        &["tests/programs/sim/sharded_mlp.ron"],
+        "break ipu 2\ncontinue\nnext\nprint h\nbreak tile ipu1:3\nbreak ipu 5\nbreak tile ipu9:0\nquit\n",
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let t = text(&o);
+    // Stage 1 (from the ReLU) is on IPU 2: its first step copies its input there.
+    assert!(
+        t.contains("breakpoint 1 (ipu 2): before exchange 'h_pre/ipu2/ipu_copy'"),
+        "{t}"
+    );
+    assert!(t.contains("breakpoint 2: tile ipu1:3"), "{t}");
+    assert!(
+        t.contains("error: IPU 5 does not exist (the system has 3 IPU(s): 0 to 2)"),
+        "{t}"
+    );
+    assert!(t.contains("error: IPU 9 does not exist"), "{t}");
+}

@@ -27,6 +27,30 @@ pub fn step_touches_tile(exe: &Executable, leaf: Leaf, tile: TileId) -> bool {
     }
 }
 
+/// True when program step `leaf` does work on IPU `ipu`: a compute set with tiles there, an
+/// exchange or inter-IPU copy that reads or writes there, a stream copy to or from a buffer
+/// there.
+pub fn step_touches_ipu(exe: &Executable, leaf: Leaf, ipu: u32) -> bool {
+    match leaf {
+        Leaf::Execute { compute_set } => exe
+            .compute_set(compute_set)
+            .tiles
+            .iter()
+            .any(|w| w.tile.ipu() == ipu),
+        Leaf::Exchange { exchange } => exe
+            .exchange(exchange)
+            .copies
+            .iter()
+            .any(|c| c.src_tile.ipu() == ipu || c.dsts.iter().any(|d| d.tile.ipu() == ipu)),
+        Leaf::StreamCopy { tensor, .. } => exe
+            .tensor(tensor)
+            .slices
+            .iter()
+            .any(|s| s.tile.ipu() == ipu),
+        Leaf::Sync | Leaf::ExternalSync | Leaf::CrossReplica { .. } => false,
+    }
+}
+
 /// `compute set 'y' (step 3)` and the like.
 pub fn describe_step(exe: &Executable, next: &NextStep) -> String {
     let step = next

@@ -34,7 +34,10 @@ pub enum Breakpoint {
     ComputeSet(String),
     /// Before a program step in which the tile takes part (its compute-set work, an
     /// exchange copy to or from it, a stream copy landing on or leaving it).
-    Tile(u32),
+    Tile(TileId),
+    /// Before a program step with work on the IPU (a pipeline stage's compute sets, the
+    /// copies into or out of it, its streams).
+    Ipu(u32),
     /// After a step that raised any of these flags on some tile.
     Flags(FpSts),
     /// After the step during which the device cycle counter reaches this cycle.
@@ -46,6 +49,7 @@ impl fmt::Display for Breakpoint {
         match self {
             Breakpoint::ComputeSet(p) => write!(f, "compute set '{p}'"),
             Breakpoint::Tile(t) => write!(f, "tile {t}"),
+            Breakpoint::Ipu(i) => write!(f, "ipu {i}"),
             Breakpoint::Flags(flags) => {
                 let names: Vec<&str> = flags.names().collect();
                 write!(f, "flag {}", names.join("|"))
@@ -244,8 +248,8 @@ impl<H: HostIo> Debugger<H> {
                 (Breakpoint::ComputeSet(p), Leaf::Execute { compute_set }) => {
                     glob_match(p, &exe.compute_set(compute_set).name)
                 }
-                (Breakpoint::Tile(t), leaf) => TileId::checked(0, *t)
-                    .is_some_and(|tile| inspect::step_touches_tile(exe, leaf, tile)),
+                (Breakpoint::Tile(t), leaf) => inspect::step_touches_tile(exe, leaf, *t),
+                (Breakpoint::Ipu(i), leaf) => inspect::step_touches_ipu(exe, leaf, *i),
                 _ => false,
             })
             .cloned()

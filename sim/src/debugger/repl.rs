@@ -24,7 +24,8 @@ commands:
   break                 list breakpoints
   break PATTERN         stop before a compute set named PATTERN (* and ? match); b
   break cs PATTERN      the same
-  break tile N          stop before a step that involves tile N
+  break tile N          stop before a step that involves tile N (ipuI:N on IPU I)
+  break ipu N           stop before a step with work on IPU N (a pipeline stage)
   break flag [NAME]     stop after a step that raises INV, DIV0, OFLO (or any flag)
   break cycle N         stop after the step during which the cycle counter reaches N
   delete [ID]           delete breakpoint ID (all without ID); d
@@ -209,18 +210,43 @@ impl<H: HostIo> Session<H> {
                     .join("\n"));
             }
             ["tile", n] => {
-                let tile: u32 = n
-                    .parse()
-                    .map_err(|_| format!("'{n}' is not a tile number"))?;
+                // `N` on IPU 0, `ipuI:N` on IPU I.
+                let (ipu, tile) = match n.strip_prefix("ipu").and_then(|r| r.split_once(':')) {
+                    Some((i, t)) => (i.parse::<u32>().ok(), t.parse::<u32>().ok()),
+                    None => (Some(0), n.parse::<u32>().ok()),
+                };
+                let (Some(ipu), Some(tile)) = (ipu, tile) else {
+                    return Err(format!("'{n}' is not a tile number (N, or ipuI:N)"));
+                };
                 // A breakpoint that can never stop is a mistake worth saying at once.
-                let tiles = self.debugger.engine().executable().target.tiles;
+                let exe = self.debugger.engine().executable();
+                let (tiles, ipus) = (exe.target.tiles, exe.system.ipus);
+                if ipu >= ipus {
+                    return Err(format!(
+                        "IPU {ipu} does not exist (the system has {ipus} IPU(s): 0 to {})",
+                        ipus - 1
+                    ));
+                }
                 if tile >= tiles {
                     return Err(format!(
                         "tile {tile} does not exist (the target has {tiles} tiles: 0 to {})",
                         tiles - 1
                     ));
                 }
-                Breakpoint::Tile(tile)
+                Breakpoint::Tile(TileId::new(ipu, tile))
+            }
+            ["ipu", n] => {
+                let ipu: u32 = n
+                    .parse()
+                    .map_err(|_| format!("'{n}' is not an IPU number"))?;
+                let ipus = self.debugger.engine().executable().system.ipus;
+                if ipu >= ipus {
+                    return Err(format!(
+                        "IPU {ipu} does not exist (the system has {ipus} IPU(s): 0 to {})",
+                        ipus - 1
+                    ));
+                }
+                Breakpoint::Ipu(ipu)
             }
             ["cycle", n] => {
                 Breakpoint::Cycle(n.parse().map_err(|_| format!("'{n}' is not a cycle"))?)
@@ -260,7 +286,8 @@ impl<H: HostIo> Session<H> {
             }
             _ => {
                 return Err(
-                    "usage: break [cs] PATTERN | break tile N | break flag [NAME] | break cycle N"
+                    "usage: break [cs] PATTERN | break tile N | break ipu N | break flag [NAME] | \
+                     break cycle N"
                         .into(),
                 )
             }
