@@ -180,8 +180,18 @@ fn bad_placements_name_the_option_and_the_value() {
     let grouped = dir.join("grouped.ron");
     std::fs::write(&grouped, text.replace("Sequential", "Grouped")).unwrap();
     fails(
-        &ipusim(&["compile", grouped.to_str().unwrap()]),
+        &ipusim(&[
+            "compile",
+            grouped.to_str().unwrap(),
+            "--gradient-accumulation",
+            "5",
+        ]),
         "pipeline.schedule Grouped: overlapping stages are not modelled yet",
+    );
+    // Three stages keep 5 micro-batches in flight: a depth of 2 cannot fill the pipeline.
+    fails(
+        &ipusim(&["compile", grouped.to_str().unwrap()]),
+        "--gradient-accumulation 2: a Grouped pipeline of 3 stages keeps 5 micro-batches in flight",
     );
     let short = dir.join("short.ron");
     std::fs::write(&short, text.replace("ipus: [0, 2, 1]", "ipus: [0, 1]")).unwrap();

@@ -202,6 +202,24 @@ pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph
     }
     step.placement.replicas = replicas;
     if step.placement.stages() > 1 && spec.schedule != Schedule::Sequential {
+        // PopTorch: with pipelining, gradient accumulation "must be >= number of pipeline
+        // stages (forward and backward)" (reference/user-features.md §2.1). S stages make
+        // 2 S - 1 such stages in training (our reading: the last stage's forward and backward
+        // passes run back to back, as PopART counts them); S in inference.
+        let stages = step.placement.stages();
+        let needed = if is_training(program, options) {
+            2 * stages - 1
+        } else {
+            stages
+        };
+        if step.gradient_accumulation < needed {
+            return Err(BuildError::Placement(PlacementError::TooShallow {
+                depth: step.gradient_accumulation,
+                schedule: spec.schedule,
+                stages,
+                needed,
+            }));
+        }
         return Err(BuildError::Placement(PlacementError::ScheduleNotModelled {
             schedule: spec.schedule,
         }));

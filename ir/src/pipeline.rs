@@ -205,6 +205,18 @@ pub enum PlacementError {
         /// The last IPU of the system.
         last: u32,
     },
+    /// Too few micro-batches to fill an overlapping pipeline.
+    #[error("--gradient-accumulation {depth}: a {schedule} pipeline of {stages} stages keeps {needed} micro-batches in flight (each stage's forward and backward pass), so it needs a gradient accumulation of at least {needed}")]
+    TooShallow {
+        /// The gradient accumulation (the pipeline depth).
+        depth: u32,
+        /// The schedule.
+        schedule: Schedule,
+        /// The stages.
+        stages: u32,
+        /// The least depth.
+        needed: u32,
+    },
     /// A schedule whose overlap of stages is not modelled yet.
     #[error("pipeline.schedule {schedule}: overlapping stages are not modelled yet; use Sequential (each micro-batch passes through every stage in turn: the same values, no overlap)")]
     ScheduleNotModelled {
