@@ -76,3 +76,41 @@ fn bad_flags_are_named() {
         assert!(stdout(&o).is_empty(), "{args:?}: nothing on stdout");
     }
 }
+
+#[test]
+fn the_hands_on_optimizer_is_adamw_with_its_dtypes() {
+    let dir = scratch("model-adamw");
+    let path = dir.join("r8.ron");
+    let p = path.to_str().unwrap();
+    ok(&ipusim(&[
+        "model",
+        "resnet8",
+        "--batch",
+        "2",
+        "--image-size",
+        "8",
+        "--optimizer",
+        "adamw",
+        "-o",
+        p,
+    ]));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("optimizer: AdamW(learning_rate: 0.001"),
+        "{text}"
+    );
+    assert!(
+        text.contains("first_order_momentum_accum_type: Some(F16)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("second_order_momentum_accum_type: Some(F32)"),
+        "{text}"
+    );
+    assert!(text.contains("loss_scaling: 1000.0"), "{text}");
+    // It trains a step.
+    ok(&ipusim(&["run", p]));
+    let o = ipusim(&["model", "resnet8", "--optimizer", "lamb"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("'lamb'"), "{}", stderr(&o));
+}

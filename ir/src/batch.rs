@@ -8,9 +8,10 @@
 
 use crate::dtype::Shape;
 use crate::error::IrError;
-use crate::graph::{Graph, NodeId};
+use crate::graph::NodeId;
 use crate::op::Op;
 use crate::program::Program;
+use crate::rewrite::Rewrite;
 
 /// `program` with every `Input`'s leading dimension set to `batch`.
 pub fn with_batch(program: &Program, batch: usize) -> Result<Program, IrError> {
@@ -35,20 +36,13 @@ pub fn with_batch(program: &Program, batch: usize) -> Result<Program, IrError> {
     });
     let first = leading.next();
     let old = first.filter(|&b| leading.all(|d| d == b));
-    let n = g.ids().map(|i| i.as_usize() + 1).max().unwrap_or(0);
-    let mut out = Graph::with_capacity(g.len(), 0);
-    let mut new_id: Vec<Option<NodeId>> = vec![None; n];
+    let mut rw = Rewrite::new(g);
     for id in g.program_order() {
         let node = g.node(id);
         let inputs: Vec<NodeId> = node
             .inputs
             .iter()
-            .map(|&i| {
-                new_id[i.as_usize()].ok_or_else(|| IrError::UnknownInput {
-                    node: node.name.clone(),
-                    input: i.to_string(),
-                })
-            })
+            .map(|&i| rw.use_of(i))
             .collect::<Result<_, _>>()?;
         let op = match &node.op {
             Op::Input {
@@ -73,12 +67,13 @@ pub fn with_batch(program: &Program, batch: usize) -> Result<Program, IrError> {
             }
             op => op.clone(),
         };
-        let nid = out
+        let nid = rw
+            .dst
             .add_node_in(node.phase, node.name.clone(), op, &inputs)
             .map_err(|e| IrError::Program(format!("--batch {batch}: {e}")))?;
-        new_id[id.as_usize()] = Some(nid);
+        rw.set(id, nid);
     }
     let mut p = program.clone_without_graph();
-    p.graph = out;
+    p.graph = rw.dst;
     Ok(p)
 }

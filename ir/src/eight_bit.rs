@@ -16,9 +16,10 @@
 
 use crate::dtype::{DType, Shape};
 use crate::error::IrError;
-use crate::graph::{Graph, NodeId};
+use crate::graph::NodeId;
 use crate::op::{Literal, Op};
 use crate::program::{DataSource, Program};
+use crate::rewrite::Rewrite;
 
 /// torchvision's ImageNet channel means (`IMAGENET_STATISTICS["mean"]`).
 const MEAN: [f64; 3] = [0.485, 0.456, 0.406];
@@ -46,21 +47,13 @@ pub fn eight_bit_io(program: &Program) -> Result<Program, IrError> {
                 .into(),
         ));
     }
-    let order = g.program_order();
-    let n = g.ids().map(|i| i.as_usize() + 1).max().unwrap_or(0);
-    let mut out = Graph::with_capacity(g.len() + 8, 0);
-    let mut new_id: Vec<Option<NodeId>> = vec![None; n];
-    for id in order {
+    let mut rw = Rewrite::new(g);
+    for id in g.program_order() {
         let node = g.node(id);
         let inputs: Vec<NodeId> = node
             .inputs
             .iter()
-            .map(|&i| {
-                new_id[i.as_usize()].ok_or_else(|| IrError::UnknownInput {
-                    node: node.name.clone(),
-                    input: i.to_string(),
-                })
-            })
+            .map(|&i| rw.use_of(i))
             .collect::<Result<_, _>>()?;
         let nid = match &node.op {
             Op::Input {
@@ -69,7 +62,7 @@ pub fn eight_bit_io(program: &Program) -> Result<Program, IrError> {
                 shape,
             } if is_image(&node.op) => {
                 let name = &node.name;
-                let raw = out.add_node_in(
+                let raw = rw.dst.add_node_in(
                     node.phase,
                     name.clone(),
                     Op::Input {
@@ -79,7 +72,7 @@ pub fn eight_bit_io(program: &Program) -> Result<Program, IrError> {
                     },
                     &[],
                 )?;
-                let cast = out.add_node_in(
+                let cast = rw.dst.add_node_in(
                     node.phase,
                     format!("{name}/u8_cast"),
                     Op::Cast { dtype: *dtype },
@@ -90,34 +83,36 @@ pub fn eight_bit_io(program: &Program) -> Result<Program, IrError> {
                     shape: Shape::new([1, 3, 1, 1]),
                     value: Literal::Values(values.to_vec()),
                 };
-                let mean = out.add_node_in(
+                let mean = rw.dst.add_node_in(
                     node.phase,
                     format!("{name}/u8_mean"),
                     per_channel(MEAN),
                     &[],
                 )?;
-                let inv_std = out.add_node_in(
+                let inv_std = rw.dst.add_node_in(
                     node.phase,
                     format!("{name}/u8_inv_std"),
                     per_channel(STD.map(|s| 1.0 / s)),
                     &[],
                 )?;
-                let centred = out.add_node_in(
+                let centred = rw.dst.add_node_in(
                     node.phase,
                     format!("{name}/u8_centred"),
                     Op::Sub,
                     &[cast, mean],
                 )?;
-                out.add_node_in(
+                rw.dst.add_node_in(
                     node.phase,
                     format!("{name}/u8_normalised"),
                     Op::Mul,
                     &[centred, inv_std],
                 )?
             }
-            op => out.add_node_in(node.phase, node.name.clone(), op.clone(), &inputs)?,
+            op => rw
+                .dst
+                .add_node_in(node.phase, node.name.clone(), op.clone(), &inputs)?,
         };
-        new_id[id.as_usize()] = Some(nid);
+        rw.set(id, nid);
     }
     let mut p = program.clone_without_graph();
     let streams: Vec<&str> = g
@@ -139,6 +134,6 @@ pub fn eight_bit_io(program: &Program) -> Result<Program, IrError> {
             }
         }
     }
-    p.graph = out;
+    p.graph = rw.dst;
     Ok(p)
 }

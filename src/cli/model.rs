@@ -7,7 +7,7 @@ use super::{EXIT_ERROR, EXIT_OK};
 use clap::Args;
 use ipusim_ir::resnet::{resnet, trainable_parameters, Model, Norm, MODELS};
 use ipusim_ir::text::to_ron;
-use ipusim_ir::Precision;
+use ipusim_ir::{DType, Optimizer, Precision};
 use std::path::PathBuf;
 
 /// Arguments of `ipusim model`.
@@ -36,6 +36,12 @@ pub struct ModelArgs {
     /// The training spec's precision policy: 16.16, 16.32 or 32.32.
     #[arg(long, value_parser = parse_precision, default_value = "16.16")]
     pub precision: Precision,
+    /// The training spec's optimizer: `momentum` (SGD with momentum 0.9, lr 0.01, loss
+    /// scaling 128) or `adamw` (the hands-on day's `poptorch.optim.AdamW(lr=0.001,
+    /// loss_scaling=1000, accum_type=float16, first_order_momentum_accum_type=float16,
+    /// second_order_momentum_accum_type=float32)`, PyTorch's weight decay 0.01, epsilon 1e-8).
+    #[arg(long, default_value = "momentum", value_parser = ["momentum", "adamw"])]
+    pub optimizer: String,
     /// Write the program here instead of stdout.
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
@@ -83,9 +89,23 @@ fn execute(args: &ModelArgs) -> Result<(), String> {
     if args.norm == "group" {
         spec.norm = Norm::Group(args.groups);
     }
-    let program = resnet(&spec).map_err(|e| {
+    let mut program = resnet(&spec).map_err(|e| {
         format!("error: {e} (check --batch, --image-size, --classes, --channels, --groups)")
     })?;
+    if let (Some(t), "adamw") = (program.training.as_mut(), args.optimizer.as_str()) {
+        // The seed's (hands-on day 3) optimizer and loss scaling.
+        t.optimizer = Optimizer::AdamW {
+            learning_rate: 0.001,
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+            weight_decay: 0.01,
+            accum_type: Some(DType::F16),
+            first_order_momentum_accum_type: Some(DType::F16),
+            second_order_momentum_accum_type: Some(DType::F32),
+        };
+        t.loss_scaling = 1000.0;
+    }
     let text = to_ron(&program);
     match &args.output {
         Some(_) => plan.commit(&[("-o", text.as_bytes())], None),
