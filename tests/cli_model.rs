@@ -5,7 +5,7 @@
 use std::process::Output;
 
 mod common;
-use common::{ipusim, scratch, stderr, stdout};
+use common::{ipusim, scratch, stderr, stdout, tiny_resnet};
 
 fn ok(o: &Output) -> String {
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(o), stderr(o));
@@ -79,21 +79,8 @@ fn bad_flags_are_named() {
 
 #[test]
 fn the_hands_on_optimizer_is_adamw_with_its_dtypes() {
-    let dir = scratch("model-adamw");
-    let path = dir.join("r8.ron");
+    let path = tiny_resnet(&scratch("model-adamw"), &["--optimizer", "adamw"]);
     let p = path.to_str().unwrap();
-    ok(&ipusim(&[
-        "model",
-        "resnet8",
-        "--batch",
-        "2",
-        "--image-size",
-        "8",
-        "--optimizer",
-        "adamw",
-        "-o",
-        p,
-    ]));
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(
         text.contains("optimizer: AdamW(learning_rate: 0.001"),

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Output;
 
 mod common;
-use common::{ipusim, scratch, stderr, stdout};
+use common::{ipusim, scratch, stderr, stdout, tiny_resnet};
 
 const SHARDED: &str = "tests/programs/sim/sharded_mlp.ron";
 const SINGLE: &str = "tests/programs/sim/train_mlp.ron";
@@ -239,19 +239,7 @@ fn recomputation_lowers_peak_live_memory_raises_cycles_and_keeps_the_values() {
 
 #[test]
 fn eight_bit_io_halves_the_fp16_image_bytes_and_runs() {
-    let dir = scratch("pipeline-eight-bit");
-    let program = dir.join("resnet8.ron");
-    let o = ipusim(&[
-        "model",
-        "resnet8",
-        "--batch",
-        "2",
-        "--image-size",
-        "8",
-        "-o",
-        program.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let program = tiny_resnet(&scratch("pipeline-eight-bit"), &[]);
     let p = program.to_str().unwrap();
     let rx = |args: &[&str]| {
         let mut all = vec!["compile", p, "--json", "--precision", "16.16"];

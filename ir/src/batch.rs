@@ -8,7 +8,6 @@
 
 use crate::dtype::Shape;
 use crate::error::IrError;
-use crate::graph::NodeId;
 use crate::op::Op;
 use crate::program::Program;
 use crate::rewrite::Rewrite;
@@ -39,11 +38,7 @@ pub fn with_batch(program: &Program, batch: usize) -> Result<Program, IrError> {
     let mut rw = Rewrite::new(g);
     for id in g.program_order() {
         let node = g.node(id);
-        let inputs: Vec<NodeId> = node
-            .inputs
-            .iter()
-            .map(|&i| rw.use_of(i))
-            .collect::<Result<_, _>>()?;
+        let inputs = rw.inputs_of(id)?;
         let op = match &node.op {
             Op::Input {
                 stream,

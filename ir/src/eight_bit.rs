@@ -16,7 +16,6 @@
 
 use crate::dtype::{DType, Shape};
 use crate::error::IrError;
-use crate::graph::NodeId;
 use crate::op::{Literal, Op};
 use crate::program::{DataSource, Program};
 use crate::rewrite::Rewrite;
@@ -50,11 +49,7 @@ pub fn eight_bit_io(program: &Program) -> Result<Program, IrError> {
     let mut rw = Rewrite::new(g);
     for id in g.program_order() {
         let node = g.node(id);
-        let inputs: Vec<NodeId> = node
-            .inputs
-            .iter()
-            .map(|&i| rw.use_of(i))
-            .collect::<Result<_, _>>()?;
+        let inputs = rw.inputs_of(id)?;
         let nid = match &node.op {
             Op::Input {
                 stream,

@@ -66,6 +66,16 @@ impl<'a> Rewrite<'a> {
             .ok_or_else(|| self.unmapped(old))
     }
 
+    /// What source node `old`'s inputs map to, in order.
+    pub fn inputs_of(&self, old: NodeId) -> Result<Vec<NodeId>, IrError> {
+        self.src
+            .node(old)
+            .inputs
+            .iter()
+            .map(|&i| self.use_of(i))
+            .collect()
+    }
+
     fn unmapped(&self, old: NodeId) -> IrError {
         let name = self
             .src

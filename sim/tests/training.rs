@@ -213,6 +213,24 @@ fn sgd_step_applies_the_mean_unscaled_gradient() {
     }
 }
 
+/// Finite-difference gradients of every variable of [`VARS`] at weights `w` on `feeds`, from
+/// an exact forward interpreter of `p` holding `w`.
+fn gradients_at(p: &Program, w: &[(String, Vec<f64>)], feeds: &Streams) -> Vec<Vec<f64>> {
+    let fwd = prepare(p, Some(Precision::P32_32), true).unwrap().graph;
+    let mut f = Interpreter::new_exact(&fwd, 0).unwrap();
+    for (name, v) in w {
+        let t = f.variable(name).unwrap().clone();
+        f.set_variable(
+            name,
+            Tensor::new(t.dtype(), t.shape().clone(), Data::F64(v.clone())).unwrap(),
+        )
+        .unwrap();
+    }
+    VARS.iter()
+        .map(|v| finite_differences(&mut f, v, feeds))
+        .collect()
+}
+
 /// Momentum over two steps and one Adam step, against the formulas of TensorFlow's
 /// MomentumOptimizer and (TF1) AdamOptimizer evaluated on finite-difference gradients.
 #[test]
@@ -237,21 +255,8 @@ fn momentum_and_adam_follow_their_formulas() {
     it.step(std::slice::from_ref(&mb1)).unwrap();
     let w1 = weights(&it, &g);
     let mb2 = batch(&it, &mut rng, 1.0, 2);
-    // Gradients at the updated weights: a forward interpreter with w1.
-    let fwd = prepare(&p, Some(Precision::P32_32), true).unwrap().graph;
-    let mut f = Interpreter::new_exact(&fwd, 0).unwrap();
-    for (name, v) in &w1 {
-        let t = f.variable(name).unwrap().clone();
-        f.set_variable(
-            name,
-            Tensor::new(t.dtype(), t.shape().clone(), Data::F64(v.clone())).unwrap(),
-        )
-        .unwrap();
-    }
-    let g2: Vec<Vec<f64>> = VARS
-        .iter()
-        .map(|v| finite_differences(&mut f, v, &mb2))
-        .collect();
+    // Gradients at the updated weights.
+    let g2 = gradients_at(&p, &w1, &mb2);
     it.step(std::slice::from_ref(&mb2)).unwrap();
     for (k, (name, a)) in w0.iter().enumerate() {
         let w2 = it.variable(name).unwrap().to_f64_vec();
@@ -343,22 +348,9 @@ fn adamw_follows_pytorch() {
     let g1 = reference_gradients(&p, std::slice::from_ref(&mb1)).remove(0);
     it.step(std::slice::from_ref(&mb1)).unwrap();
     let w1 = weights(&it, &g);
-    // The second step's gradients at w1, from a forward interpreter holding w1.
+    // The second step's gradients at w1.
     let mb2 = batch(&it, &mut rng, 1.0, 2);
-    let fwd = prepare(&p, Some(Precision::P32_32), true).unwrap().graph;
-    let mut f = Interpreter::new_exact(&fwd, 0).unwrap();
-    for (name, v) in &w1 {
-        let t = f.variable(name).unwrap().clone();
-        f.set_variable(
-            name,
-            Tensor::new(t.dtype(), t.shape().clone(), Data::F64(v.clone())).unwrap(),
-        )
-        .unwrap();
-    }
-    let g2: Vec<Vec<f64>> = VARS
-        .iter()
-        .map(|v| finite_differences(&mut f, v, &mb2))
-        .collect();
+    let g2 = gradients_at(&p, &w1, &mb2);
     it.step(std::slice::from_ref(&mb2)).unwrap();
     let (c1, c2) = (r(1.0 - b1), r(1.0 - b2));
     let keep = r(1.0 - lr * wd);

@@ -24,6 +24,18 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Writes a small CIFAR ResNet-8 (batch 2, 8x8 images) to `dir/resnet8.ron` with `ipusim model`
+/// and extra flags; returns its path.
+pub fn tiny_resnet(dir: &std::path::Path, extra: &[&str]) -> PathBuf {
+    let path = dir.join("resnet8.ron");
+    let mut args = vec!["model", "resnet8", "--batch", "2", "--image-size", "8"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["-o", path.to_str().unwrap()]);
+    let o = ipusim(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    path
+}
+
 /// A fresh directory for one test (`tag` keeps tests apart; the process id keeps runs apart).
 pub fn scratch(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("ipusim-test-{tag}-{}", std::process::id()));

@@ -69,27 +69,37 @@ pub(super) fn check(opt: &Optimizer) -> Result<(), String> {
             beta1,
             beta2,
             epsilon,
-        } => {
-            finite("learning_rate", learning_rate)?;
-            fraction("beta1", beta1)?;
-            fraction("beta2", beta2)?;
-            finite("epsilon", epsilon)
         }
-        Optimizer::AdamW {
+        | Optimizer::AdamW {
             learning_rate,
             beta1,
             beta2,
             epsilon,
-            weight_decay,
-            first_order_momentum_accum_type,
-            second_order_momentum_accum_type,
             ..
         } => {
             finite("learning_rate", learning_rate)?;
             fraction("beta1", beta1)?;
             fraction("beta2", beta2)?;
             finite("epsilon", epsilon)?;
-            finite("weight_decay", weight_decay)?;
+            check_adamw(opt)
+        }
+    }
+}
+
+/// AdamW's own hyper-parameters: the weight decay and the moments' dtypes.
+fn check_adamw(opt: &Optimizer) -> Result<(), String> {
+    match *opt {
+        Optimizer::AdamW {
+            weight_decay,
+            first_order_momentum_accum_type,
+            second_order_momentum_accum_type,
+            ..
+        } => {
+            if !(weight_decay.is_finite() && weight_decay >= 0.0) {
+                return Err(format!(
+                    "weight_decay must be a finite number >= 0, got {weight_decay}"
+                ));
+            }
             for (name, d) in [
                 (
                     "first_order_momentum_accum_type",
@@ -106,6 +116,7 @@ pub(super) fn check(opt: &Optimizer) -> Result<(), String> {
             }
             Ok(())
         }
+        _ => Ok(()),
     }
 }
 
