@@ -213,6 +213,40 @@ fn sgd_step_applies_the_mean_unscaled_gradient() {
     }
 }
 
+/// A small MLP under `spec` after one step on its first micro-batch, on the exact interpreter.
+struct FirstStep {
+    p: Program,
+    g: Graph,
+    it: Interpreter,
+    rng: Pcg32,
+    /// The weights before the step.
+    w0: Vec<(String, Vec<f64>)>,
+    /// The micro-batch.
+    mb1: Streams,
+    /// Its reference gradients.
+    g1: Vec<Vec<f64>>,
+}
+
+fn first_step(spec: &TrainingSpec, seed: u64) -> FirstStep {
+    let p = program(&[4, 3, 2], 5, Op::Tanh, spec.clone());
+    let g = training_step(&p, spec).unwrap();
+    let mut it = Interpreter::new_exact(&g, 0).unwrap();
+    let mut rng = Pcg32::seed_from_u64(seed);
+    let w0 = weights(&it, &g);
+    let mb1 = batch(&it, &mut rng, 1.0, 2);
+    let g1 = reference_gradients(&p, std::slice::from_ref(&mb1)).remove(0);
+    it.step(std::slice::from_ref(&mb1)).unwrap();
+    FirstStep {
+        p,
+        g,
+        it,
+        rng,
+        w0,
+        mb1,
+        g1,
+    }
+}
+
 /// Finite-difference gradients of every variable of [`VARS`] at weights `w` on `feeds`, from
 /// an exact forward interpreter of `p` holding `w`.
 fn gradients_at(p: &Program, w: &[(String, Vec<f64>)], feeds: &Streams) -> Vec<Vec<f64>> {
@@ -245,14 +279,15 @@ fn momentum_and_adam_follow_their_formulas() {
         1.0,
         1,
     );
-    let p = program(&[4, 3, 2], 5, Op::Tanh, s.clone());
-    let g = training_step(&p, &s).unwrap();
-    let mut it = Interpreter::new_exact(&g, 0).unwrap();
-    let mut rng = Pcg32::seed_from_u64(9);
-    let w0 = weights(&it, &g);
-    let mb1 = batch(&it, &mut rng, 1.0, 2);
-    let g1 = reference_gradients(&p, std::slice::from_ref(&mb1)).remove(0);
-    it.step(std::slice::from_ref(&mb1)).unwrap();
+    let FirstStep {
+        p,
+        g,
+        mut it,
+        mut rng,
+        w0,
+        mb1,
+        g1,
+    } = first_step(&s, 9);
     let w1 = weights(&it, &g);
     let mb2 = batch(&it, &mut rng, 1.0, 2);
     // Gradients at the updated weights.
@@ -338,15 +373,16 @@ fn adamw_follows_pytorch() {
         1.0,
         1,
     );
-    let p = program(&[4, 3, 2], 5, Op::Tanh, s.clone());
-    let g = training_step(&p, &s).unwrap();
-    let mut it = Interpreter::new_exact(&g, 0).unwrap();
-    let mut rng = Pcg32::seed_from_u64(11);
+    let FirstStep {
+        p,
+        g,
+        mut it,
+        mut rng,
+        w0,
+        mb1: _,
+        g1,
+    } = first_step(&s, 11);
     let r = |x: f64| f64::from(x as f32);
-    let w0 = weights(&it, &g);
-    let mb1 = batch(&it, &mut rng, 1.0, 2);
-    let g1 = reference_gradients(&p, std::slice::from_ref(&mb1)).remove(0);
-    it.step(std::slice::from_ref(&mb1)).unwrap();
     let w1 = weights(&it, &g);
     // The second step's gradients at w1.
     let mb2 = batch(&it, &mut rng, 1.0, 2);

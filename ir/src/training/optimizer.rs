@@ -205,33 +205,8 @@ impl<'a> Updater<'a> {
                 epsilon,
                 ..
             } => {
-                let m = state(
-                    b,
-                    &format!("{var_name}/adam_m"),
-                    ty.dtype,
-                    &ty.shape,
-                    Init::Zeros,
-                )?;
-                let v = state(
-                    b,
-                    &format!("{var_name}/adam_v"),
-                    ty.dtype,
-                    &ty.shape,
-                    Init::Zeros,
-                )?;
-                let c_beta1 = b.scalar("beta1", ty.dtype, beta1)?;
-                let m_decay = b.op("m_decay", Op::Mul, &[m, c_beta1])?;
-                let m_new = b.op("m_new", Op::ScaledAdd { scale: 1.0 - beta1 }, &[m_decay, g])?;
-                let c_beta2 = b.scalar("beta2", ty.dtype, beta2)?;
-                let v_decay = b.op("v_decay", Op::Mul, &[v, c_beta2])?;
-                let g2 = b.op("grad_sq", Op::Mul, &[g, g])?;
-                let v_new = b.op(
-                    "v_new",
-                    Op::ScaledAdd { scale: 1.0 - beta2 },
-                    &[v_decay, g2],
-                )?;
-                b.op("m_assign", Op::Assign, &[m, m_new])?;
-                b.op("v_assign", Op::Assign, &[v, v_new])?;
+                let dtypes = (ty.dtype, ty.dtype);
+                let (m_new, v_new) = moments(b, var_name, &ty.shape, g, dtypes, (beta1, beta2))?;
                 let root = b.op("v_sqrt", Op::Sqrt, &[v_new])?;
                 let eps = b.scalar("epsilon", ty.dtype, epsilon)?;
                 let denom = b.op("denominator", Op::Add, &[root, eps])?;
@@ -253,39 +228,8 @@ impl<'a> Updater<'a> {
                 let wdt = ty.dtype;
                 let mdt = first_order_momentum_accum_type.unwrap_or(wdt);
                 let vdt = second_order_momentum_accum_type.unwrap_or(wdt);
-                let m = state(
-                    b,
-                    &format!("{var_name}/adam_m"),
-                    mdt,
-                    &ty.shape,
-                    Init::Zeros,
-                )?;
-                let v = state(
-                    b,
-                    &format!("{var_name}/adam_v"),
-                    vdt,
-                    &ty.shape,
-                    Init::Zeros,
-                )?;
-                let gm = cast_to(b, "grad_m", g, mdt)?;
-                let gv = cast_to(b, "grad_v", g, vdt)?;
-                let c_beta1 = b.scalar("beta1", mdt, beta1)?;
-                let m_decay = b.op("m_decay", Op::Mul, &[m, c_beta1])?;
-                let m_new = b.op(
-                    "m_new",
-                    Op::ScaledAdd { scale: 1.0 - beta1 },
-                    &[m_decay, gm],
-                )?;
-                let c_beta2 = b.scalar("beta2", vdt, beta2)?;
-                let v_decay = b.op("v_decay", Op::Mul, &[v, c_beta2])?;
-                let g2 = b.op("grad_sq", Op::Mul, &[gv, gv])?;
-                let v_new = b.op(
-                    "v_new",
-                    Op::ScaledAdd { scale: 1.0 - beta2 },
-                    &[v_decay, g2],
-                )?;
-                b.op("m_assign", Op::Assign, &[m, m_new])?;
-                b.op("v_assign", Op::Assign, &[v, v_new])?;
+                let (m_new, v_new) =
+                    moments(b, var_name, &ty.shape, g, (mdt, vdt), (beta1, beta2))?;
                 let root = b.op("v_sqrt", Op::Sqrt, &[v_new])?;
                 let inv_bias2 = self.adamw_inv_sqrt_bias2(b, vdt)?;
                 let scaled = b.op("v_scaled", Op::Mul, &[root, inv_bias2])?;
@@ -381,6 +325,41 @@ fn in_dtype(
     )?;
     by_dtype.insert(dtype, id);
     Ok(id)
+}
+
+/// Adam's moments of `var_name` with gradient `g`: state `<var>/adam_m` and `<var>/adam_v`
+/// (Zeros) in `dtypes` (the gradient cast to each), `m_new = ScaledAdd(m * beta1, g, 1 -
+/// beta1)`, `v_new = ScaledAdd(v * beta2, g * g, 1 - beta2)`, and their assigns.
+fn moments(
+    b: &mut GraphBuilder,
+    var_name: &str,
+    shape: &Shape,
+    g: NodeId,
+    (mdt, vdt): (DType, DType),
+    (beta1, beta2): (f64, f64),
+) -> Result<(NodeId, NodeId), IrError> {
+    let m = state(b, &format!("{var_name}/adam_m"), mdt, shape, Init::Zeros)?;
+    let v = state(b, &format!("{var_name}/adam_v"), vdt, shape, Init::Zeros)?;
+    let gm = cast_to(b, "grad_m", g, mdt)?;
+    let gv = cast_to(b, "grad_v", g, vdt)?;
+    let c_beta1 = b.scalar("beta1", mdt, beta1)?;
+    let m_decay = b.op("m_decay", Op::Mul, &[m, c_beta1])?;
+    let m_new = b.op(
+        "m_new",
+        Op::ScaledAdd { scale: 1.0 - beta1 },
+        &[m_decay, gm],
+    )?;
+    let c_beta2 = b.scalar("beta2", vdt, beta2)?;
+    let v_decay = b.op("v_decay", Op::Mul, &[v, c_beta2])?;
+    let g2 = b.op("grad_sq", Op::Mul, &[gv, gv])?;
+    let v_new = b.op(
+        "v_new",
+        Op::ScaledAdd { scale: 1.0 - beta2 },
+        &[v_decay, g2],
+    )?;
+    b.op("m_assign", Op::Assign, &[m, m_new])?;
+    b.op("v_assign", Op::Assign, &[v, v_new])?;
+    Ok((m_new, v_new))
 }
 
 /// `x` in `dtype`: itself, or a cast named `name` (in the builder's scope).
