@@ -401,3 +401,38 @@ fn the_chrome_trace_has_a_process_per_ipu() {
         .iter()
         .any(|e| e["name"] == "labels" && e["cat"] == "StreamCopy" && e["pid"] == 1));
 }
+
+#[test]
+fn report_diff_compares_configurations_per_ipu_and_by_batch() {
+    let dir = scratch("pipeline-diff");
+    let write = |name: &str, ga: &str| {
+        let path = dir.join(name);
+        let o = ipusim(&[
+            "compile",
+            SHARDED,
+            "--json",
+            "--gradient-accumulation",
+            ga,
+            "-o",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        path
+    };
+    let (a, b) = (write("ga2.json", "2"), write("ga8.json", "8"));
+    let o = ipusim(&["report", "diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    let row = |field: &str| {
+        text.lines()
+            .find(|l| l.starts_with(field))
+            .unwrap_or_else(|| panic!("no {field} row in\n{text}"))
+            .split_whitespace()
+            .skip(1)
+            .take(2)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("batch.global_batch "), ["16", "64"]);
+    // The labels land on IPU 1: 32 bytes per micro-batch, 4 or 16 micro-batches per run.
+    assert_eq!(row("ipus[1].stream_bytes_host_to_device "), ["128", "512"]);
+}
