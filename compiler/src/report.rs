@@ -112,7 +112,8 @@ pub struct IpuReport {
     /// Cycles of its compute sets per run (each compute set's slowest tile on this IPU).
     #[serde(default)]
     pub execute_cycles: u64,
-    /// Cycles of the exchanges into its tiles per run (inter-IPU copies included).
+    /// Cycles of the exchanges into its tiles per run (inter-IPU copies and its tensors'
+    /// cross-replica all-reduces included).
     #[serde(default)]
     pub exchange_cycles: u64,
 }
@@ -552,7 +553,7 @@ impl CompileReport {
             let _ = writeln!(
                 s,
                 "Replicas: the rows are one replica's IPUs; {replicas} replicas use {} IPUs, each replica its own \
-                 streams; the gradients' all-reduce is in DoExchange",
+                 streams; the gradients' all-reduce is in DoExchange and its IPU's exchange cycles",
                 self.ipus.len() as u64 * u64::from(replicas)
             );
         }

@@ -85,7 +85,7 @@ pub struct IpuCycles {
     #[serde(default)]
     pub execute_cycles: u64,
     /// Cycles of the exchanges into this IPU's tiles, per run (inter-IPU copies count on
-    /// the receiving IPU).
+    /// the receiving IPU), and of the cross-replica collectives of its tensors.
     #[serde(default)]
     pub exchange_cycles: u64,
 }

@@ -171,17 +171,19 @@ impl Totals {
 /// Walks the program of `exe` (whose compute sets and exchanges already carry their cycles)
 /// and builds the static estimate.
 pub fn estimate(exe: &Executable) -> CycleEstimate {
-    let mut cs_exec = vec![0u64; exe.compute_sets.len()];
-    let mut ex_exec = vec![0u64; exe.exchanges.len()];
-    let mut st_exec = vec![0u64; exe.streams.len()];
-    let totals = walk(
-        exe,
-        &exe.program,
-        1,
-        &mut cs_exec,
-        &mut ex_exec,
-        &mut st_exec,
-    );
+    let mut counts = Counts {
+        cs: vec![0u64; exe.compute_sets.len()],
+        ex: vec![0u64; exe.exchanges.len()],
+        st: vec![0u64; exe.streams.len()],
+        cross_replica: Vec::new(),
+    };
+    let totals = walk(exe, &exe.program, 1, &mut counts);
+    let Counts {
+        cs: cs_exec,
+        ex: ex_exec,
+        st: st_exec,
+        cross_replica,
+    } = counts;
     let compute_sets: Vec<ComputeSetCycles> = exe
         .compute_sets
         .iter()
@@ -244,6 +246,17 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
             if let Some(x) = ipu_exchange.get_mut(ipu as usize) {
                 *x = x.saturating_add(ex.cycles.saturating_mul(n));
             }
+        }
+    }
+    // A collective runs over the links of the IPU holding its tensor.
+    for &(tensor, times) in &cross_replica {
+        let ipu = exe
+            .tensors
+            .get(tensor.0 as usize)
+            .and_then(|t| t.slices.first())
+            .map_or(0, |sl| sl.tile.ipu() as usize);
+        if let Some(x) = ipu_exchange.get_mut(ipu) {
+            *x = x.saturating_add(cross_replica_cycles(exe, tensor).saturating_mul(times));
         }
     }
     let balance = |busy: u128, used_tiles: u32| {
@@ -317,19 +330,21 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
     }
 }
 
-fn walk(
-    exe: &Executable,
-    p: &Program,
-    times: u64,
-    cs_exec: &mut [u64],
-    ex_exec: &mut [u64],
-    st_exec: &mut [u64],
-) -> Totals {
+/// How many times the walk met each compute set, exchange and stream copy, and each
+/// cross-replica collective's tensor with its count.
+struct Counts {
+    cs: Vec<u64>,
+    ex: Vec<u64>,
+    st: Vec<u64>,
+    cross_replica: Vec<(crate::executable::TensorId, u64)>,
+}
+
+fn walk(exe: &Executable, p: &Program, times: u64, n: &mut Counts) -> Totals {
     let mut t = Totals::default();
     match p {
         Program::Sequence(children) => {
             for c in children {
-                let s = walk(exe, c, times, cs_exec, ex_exec, st_exec);
+                let s = walk(exe, c, times, n);
                 t.execute = t.execute.saturating_add(s.execute);
                 t.exchange = t.exchange.saturating_add(s.exchange);
                 t.sync = t.sync.saturating_add(s.sync);
@@ -337,26 +352,19 @@ fn walk(
             }
         }
         Program::Execute(id) => {
-            cs_exec[id.0 as usize] = cs_exec[id.0 as usize].saturating_add(times);
+            n.cs[id.0 as usize] = n.cs[id.0 as usize].saturating_add(times);
             t.execute = exe.compute_set(*id).cycles.saturating_mul(times);
         }
         Program::Exchange(id) | Program::IpuCopy(id) => {
-            ex_exec[id.0 as usize] = ex_exec[id.0 as usize].saturating_add(times);
+            n.ex[id.0 as usize] = n.ex[id.0 as usize].saturating_add(times);
             t.exchange = exe.exchange(*id).cycles.saturating_mul(times);
         }
         Program::Repeat { count, body } => {
-            t = walk(
-                exe,
-                body,
-                times.saturating_mul(*count as u64),
-                cs_exec,
-                ex_exec,
-                st_exec,
-            );
+            t = walk(exe, body, times.saturating_mul(*count as u64), n);
         }
         Program::StreamCopy { stream, .. } => {
             let b = exe.streams[stream.0 as usize].bytes_per_micro_batch;
-            st_exec[stream.0 as usize] = st_exec[stream.0 as usize].saturating_add(times);
+            n.st[stream.0 as usize] = n.st[stream.0 as usize].saturating_add(times);
             t.stream = stream_copy_cycles(&exe.target, b).saturating_mul(times);
         }
         Program::Sync(scope) => {
@@ -366,13 +374,14 @@ fn walk(
                 .saturating_mul(times)
         }
         Program::CrossReplica { tensor, .. } => {
+            n.cross_replica.push((*tensor, times));
             t.exchange = cross_replica_cycles(exe, *tensor).saturating_mul(times);
         }
         Program::If {
             then, otherwise, ..
         } => {
-            let a = walk(exe, then, times, cs_exec, ex_exec, st_exec);
-            let b = walk(exe, otherwise, times, cs_exec, ex_exec, st_exec);
+            let a = walk(exe, then, times, n);
+            let b = walk(exe, otherwise, times, n);
             t = if a.total() >= b.total() { a } else { b };
             t.sync = t
                 .sync
