@@ -157,24 +157,7 @@ pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph
         options.inference,
     )
     .map_err(BuildError::Step)?;
-    let written = program.pipeline.clone().unwrap_or_default();
-    let (spec, origin) = match &options.pipeline_splits {
-        Some(splits) => {
-            // The program's stage IPUs still apply when they fit the new stages.
-            let ipus = if written.ipus.len() == splits.len() + 1 {
-                written.ipus.clone()
-            } else {
-                Vec::new()
-            };
-            let spec = PipelineSpec {
-                splits: splits.clone(),
-                schedule: written.schedule,
-                ipus,
-            };
-            (spec, Origin::CommandLine)
-        }
-        None => (written, Origin::Program),
-    };
+    let (spec, origin) = pipeline_spec(program, options);
     step.placement = place(&step.graph, &program.graph, &spec, options.ipus, origin)
         .map_err(BuildError::Placement)?;
     if (program.recompute || options.recompute) && is_training(program, options) {
@@ -201,30 +184,58 @@ pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph
         }));
     }
     step.placement.replicas = replicas;
-    if step.placement.stages() > 1 && spec.schedule != Schedule::Sequential {
-        // PopTorch: with pipelining, gradient accumulation "must be >= number of pipeline
-        // stages (forward and backward)" (reference/user-features.md §2.1). S stages make
-        // 2 S - 1 such stages in training (our reading: the last stage's forward and backward
-        // passes run back to back, as PopART counts them); S in inference.
-        let stages = step.placement.stages();
-        let needed = if is_training(program, options) {
-            2 * stages - 1
-        } else {
-            stages
-        };
-        if step.gradient_accumulation < needed {
-            return Err(BuildError::Placement(PlacementError::TooShallow {
-                depth: step.gradient_accumulation,
-                schedule: spec.schedule,
-                stages,
-                needed,
-            }));
-        }
-        return Err(BuildError::Placement(PlacementError::ScheduleNotModelled {
-            schedule: spec.schedule,
-        }));
-    }
+    check_schedule(&step, spec.schedule, is_training(program, options))
+        .map_err(BuildError::Placement)?;
     Ok(step)
+}
+
+/// The pipeline to place: the program's, with `--pipeline-splits` replacing its split points
+/// (its stage IPUs still apply when they fit the new stages), and where it came from.
+fn pipeline_spec(program: &Program, options: &BuildOptions) -> (PipelineSpec, Origin) {
+    let written = program.pipeline.clone().unwrap_or_default();
+    match &options.pipeline_splits {
+        Some(splits) => {
+            let ipus = if written.ipus.len() == splits.len() + 1 {
+                written.ipus
+            } else {
+                Vec::new()
+            };
+            let spec = PipelineSpec {
+                splits: splits.clone(),
+                schedule: written.schedule,
+                ipus,
+            };
+            (spec, Origin::CommandLine)
+        }
+        None => (written, Origin::Program),
+    }
+}
+
+/// Several stages run `Sequential`ly: an overlapping schedule needs a pipeline deep enough
+/// for its stages, and is not modelled yet.
+fn check_schedule(
+    step: &StepGraph,
+    schedule: Schedule,
+    training: bool,
+) -> Result<(), PlacementError> {
+    let stages = step.placement.stages();
+    if stages <= 1 || schedule == Schedule::Sequential {
+        return Ok(());
+    }
+    // PopTorch: with pipelining, gradient accumulation "must be >= number of pipeline
+    // stages (forward and backward)" (reference/user-features.md §2.1). S stages make
+    // 2 S - 1 such stages in training (our reading: the last stage's forward and backward
+    // passes run back to back, as PopART counts them); S in inference.
+    let needed = if training { 2 * stages - 1 } else { stages };
+    if step.gradient_accumulation < needed {
+        return Err(PlacementError::TooShallow {
+            depth: step.gradient_accumulation,
+            schedule,
+            stages,
+            needed,
+        });
+    }
+    Err(PlacementError::ScheduleNotModelled { schedule })
 }
 
 /// True when the step graph is a training step (a training spec, not `--inference`).

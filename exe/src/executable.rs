@@ -147,6 +147,12 @@ impl Tensor {
         self.num_elements() * self.dtype.size_bytes() as u64
     }
 
+    /// The IPU the tensor lives on (all its slices are on one IPU), `None` before it is
+    /// mapped.
+    pub fn ipu(&self) -> Option<u32> {
+        self.slices.first().map(|s| s.tile.ipu())
+    }
+
     /// The slice on `tile`, if any.
     pub fn slice_on(&self, tile: TileId) -> Option<&TileSlice> {
         self.slices
@@ -325,6 +331,18 @@ impl Exchange {
             .any(|c| c.dsts.iter().any(|d| d.tile.ipu() != c.src_tile.ipu()))
     }
 
+    /// The IPUs the exchange writes to, ascending.
+    pub fn dst_ipus(&self) -> Vec<u32> {
+        let mut ipus: Vec<u32> = self
+            .copies
+            .iter()
+            .flat_map(|c| c.dsts.iter().map(|d| d.tile.ipu()))
+            .collect();
+        ipus.sort_unstable();
+        ipus.dedup();
+        ipus
+    }
+
     /// Bytes received over the exchange fabric (remote destinations) plus on-tile copies.
     pub fn total_bytes(&self) -> u64 {
         self.copies
@@ -434,6 +452,14 @@ pub struct ProgramStep {
 }
 
 impl Executable {
+    /// The IPU tensor `id` lives on (0 for an unmapped or unknown tensor).
+    pub fn tensor_ipu(&self, id: TensorId) -> u32 {
+        self.tensors
+            .get(id.0 as usize)
+            .and_then(Tensor::ipu)
+            .unwrap_or(0)
+    }
+
     /// The tensor with this id.
     pub fn tensor(&self, id: TensorId) -> &Tensor {
         &self.tensors[id.0 as usize]

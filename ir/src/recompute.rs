@@ -18,6 +18,7 @@
 use crate::error::IrError;
 use crate::graph::{Graph, NodeId, Phase};
 use crate::pipeline::Placement;
+use crate::rewrite::Rewrite;
 use std::collections::HashSet;
 
 /// The prefix of a recomputed node's name.
@@ -58,99 +59,89 @@ pub fn checkpoints(
 /// are the forward nodes kept from the forward pass (besides sources and effects). Returns the
 /// graph and the number of recomputed nodes.
 pub fn recompute(step: &Graph, checkpoints: &HashSet<NodeId>) -> Result<(Graph, usize), IrError> {
-    let order = step.program_order();
     let n = step.ids().map(|i| i.as_usize() + 1).max().unwrap_or(0);
-    let recomputed = |id: NodeId| {
-        let node = step.node(id);
-        is_forward(step, id)
-            && !node.op.is_source()
-            && !node.op.is_sink()
-            && !checkpoints.contains(&id)
+    let mut r = Recomputer {
+        rw: Rewrite::new(step),
+        checkpoints,
+        clone_id: vec![None; n],
+        clones: 0,
     };
-    let mut out = Graph::with_capacity(step.len() + step.len() / 2, 0);
-    let mut new_id: Vec<Option<NodeId>> = vec![None; n];
-    let mut clone_id: Vec<Option<NodeId>> = vec![None; n];
-    let mut clones = 0usize;
-    for &id in &order {
+    for id in step.program_order() {
         let node = step.node(id);
         let backward = node.phase == Phase::Step && node.name.starts_with("bwd/");
         let mut inputs = Vec::with_capacity(node.inputs.len());
         for &i in &node.inputs {
-            if backward && recomputed(i) {
-                inputs.push(clone_of(
-                    step,
-                    i,
-                    &recomputed,
-                    &mut out,
-                    &new_id,
-                    &mut clone_id,
-                    &mut clones,
-                )?);
+            inputs.push(if backward && r.recomputed(i) {
+                r.clone_of(i)?
             } else {
-                inputs.push(mapped(&new_id, i, &node.name)?);
-            }
-        }
-        let nid = out.add_node_in(node.phase, node.name.clone(), node.op.clone(), &inputs)?;
-        new_id[id.as_usize()] = Some(nid);
-    }
-    Ok((out, clones))
-}
-
-/// The new graph's id of old node `i`.
-fn mapped(new_id: &[Option<NodeId>], i: NodeId, reader: &str) -> Result<NodeId, IrError> {
-    new_id[i.as_usize()].ok_or_else(|| IrError::UnknownInput {
-        node: reader.to_string(),
-        input: i.to_string(),
-    })
-}
-
-/// The clone of forward node `id` in `out`, adding it (and the clones it reads) first.
-fn clone_of(
-    step: &Graph,
-    id: NodeId,
-    recomputed: &dyn Fn(NodeId) -> bool,
-    out: &mut Graph,
-    new_id: &[Option<NodeId>],
-    clone_id: &mut [Option<NodeId>],
-    clones: &mut usize,
-) -> Result<NodeId, IrError> {
-    if let Some(c) = clone_id[id.as_usize()] {
-        return Ok(c);
-    }
-    // Depth-first with an explicit stack: a long chain of layers must not overflow ours.
-    let mut stack = vec![(id, false)];
-    while let Some((x, expanded)) = stack.pop() {
-        if clone_id[x.as_usize()].is_some() {
-            continue;
-        }
-        let node = step.node(x);
-        if !expanded {
-            stack.push((x, true));
-            for &i in &node.inputs {
-                if recomputed(i) && clone_id[i.as_usize()].is_none() {
-                    stack.push((i, false));
-                }
-            }
-            continue;
-        }
-        let mut inputs = Vec::with_capacity(node.inputs.len());
-        for &i in &node.inputs {
-            inputs.push(match clone_id[i.as_usize()] {
-                Some(c) if recomputed(i) => c,
-                _ => mapped(new_id, i, &node.name)?,
+                r.rw.use_of(i)?
             });
         }
-        let c = out.add_node_in(
-            Phase::Step,
-            format!("{PREFIX}{}", node.name),
-            node.op.clone(),
-            &inputs,
-        )?;
-        clone_id[x.as_usize()] = Some(c);
-        *clones += 1;
+        let nid =
+            r.rw.dst
+                .add_node_in(node.phase, node.name.clone(), node.op.clone(), &inputs)?;
+        r.rw.set(id, nid);
     }
-    clone_id[id.as_usize()].ok_or_else(|| IrError::UnknownInput {
-        node: format!("{PREFIX}{}", step.node(id).name),
-        input: id.to_string(),
-    })
+    Ok((r.rw.dst, r.clones))
+}
+
+/// The rewrite in progress: the originals copied so far, and the clones.
+struct Recomputer<'a> {
+    rw: Rewrite<'a>,
+    checkpoints: &'a HashSet<NodeId>,
+    /// The clone of each recomputed node, once added.
+    clone_id: Vec<Option<NodeId>>,
+    clones: usize,
+}
+
+impl Recomputer<'_> {
+    /// True for a forward node the backward pass reads recomputed.
+    fn recomputed(&self, id: NodeId) -> bool {
+        let node = self.rw.src.node(id);
+        is_forward(self.rw.src, id)
+            && !node.op.is_source()
+            && !node.op.is_sink()
+            && !self.checkpoints.contains(&id)
+    }
+
+    /// The clone of forward node `id`, adding it (and the clones it reads) first.
+    fn clone_of(&mut self, id: NodeId) -> Result<NodeId, IrError> {
+        let src = self.rw.src;
+        // Depth-first with an explicit stack: a long chain of layers must not overflow ours.
+        let mut stack = vec![(id, false)];
+        while let Some((x, expanded)) = stack.pop() {
+            if self.clone_id[x.as_usize()].is_some() {
+                continue;
+            }
+            let node = src.node(x);
+            if !expanded {
+                stack.push((x, true));
+                for &i in &node.inputs {
+                    if self.recomputed(i) && self.clone_id[i.as_usize()].is_none() {
+                        stack.push((i, false));
+                    }
+                }
+                continue;
+            }
+            let mut inputs = Vec::with_capacity(node.inputs.len());
+            for &i in &node.inputs {
+                inputs.push(match self.clone_id[i.as_usize()] {
+                    Some(c) if self.recomputed(i) => c,
+                    _ => self.rw.use_of(i)?,
+                });
+            }
+            let c = self.rw.dst.add_node_in(
+                Phase::Step,
+                format!("{PREFIX}{}", node.name),
+                node.op.clone(),
+                &inputs,
+            )?;
+            self.clone_id[x.as_usize()] = Some(c);
+            self.clones += 1;
+        }
+        self.clone_id[id.as_usize()].ok_or_else(|| IrError::UnknownInput {
+            node: format!("{PREFIX}{}", src.node(id).name),
+            input: id.to_string(),
+        })
+    }
 }

@@ -38,36 +38,14 @@ pub struct TraceIpus {
 impl TraceIpus {
     /// The placement of `exe`'s steps.
     pub fn of(exe: &Executable) -> TraceIpus {
-        let exchanges = exe
-            .exchanges
-            .iter()
-            .map(|ex| {
-                let mut ipus: Vec<u32> = ex
-                    .copies
-                    .iter()
-                    .flat_map(|c| c.dsts.iter().map(|d| d.tile.ipu()))
-                    .collect();
-                ipus.sort_unstable();
-                ipus.dedup();
-                ipus
-            })
-            .collect();
-        let streams = exe
-            .streams
-            .iter()
-            .map(|s| {
-                let ipu = exe
-                    .tensors
-                    .get(s.tensor.0 as usize)
-                    .and_then(|t| t.slices.first())
-                    .map_or(0, |sl| sl.tile.ipu());
-                (s.name.clone(), ipu)
-            })
-            .collect();
         TraceIpus {
             ipus: exe.system.ipus.max(1),
-            exchanges,
-            streams,
+            exchanges: exe.exchanges.iter().map(|ex| ex.dst_ipus()).collect(),
+            streams: exe
+                .streams
+                .iter()
+                .map(|s| (s.name.clone(), exe.tensor_ipu(s.tensor)))
+                .collect(),
         }
     }
 }
@@ -139,22 +117,22 @@ pub fn to_chrome_json(
         Control::If { taken } => format!("if ({})", if *taken { "then" } else { "else" }),
     };
     for e in &trace.events {
-        let v: Vec<Value> = match e {
-            Event::RunStarted { run, cycle } => vec![json!({
+        match e {
+            Event::RunStarted { run, cycle } => push(json!({
                 "name": format!("run {run}"), "ph": "B", "pid": pid, "tid": PROGRAM, "ts": us(*cycle)
-            })],
-            Event::RunFinished { run, cycle, cycles } => vec![json!({
+            })),
+            Event::RunFinished { run, cycle, cycles } => push(json!({
                 "name": format!("run {run}"), "ph": "E", "pid": pid, "tid": PROGRAM, "ts": us(*cycle),
                 "args": {"cycles": cycles.total, "OnTileExecute": cycles.on_tile_execute,
                          "DoExchange": cycles.do_exchange, "Sync": cycles.sync,
                          "StreamCopy": cycles.stream_copy}
-            })],
-            Event::Entered { program, cycle, .. } => vec![json!({
+            })),
+            Event::Entered { program, cycle, .. } => push(json!({
                 "name": control(program), "ph": "B", "pid": pid, "tid": PROGRAM, "ts": us(*cycle)
-            })],
-            Event::Left { program, cycle, .. } => vec![json!({
+            })),
+            Event::Left { program, cycle, .. } => push(json!({
                 "name": control(program), "ph": "E", "pid": pid, "tid": PROGRAM, "ts": us(*cycle)
-            })],
+            })),
             Event::ComputeSet {
                 name,
                 cycle,
@@ -162,13 +140,15 @@ pub fn to_chrome_json(
                 tiles,
                 ..
             } => {
-                let mut on: Vec<u32> = tiles.iter().map(|t| t.tile.ipu()).collect();
-                on.sort_unstable();
-                on.dedup();
                 let args = json!({"cycles": cycles, "tiles": tiles.len()});
-                on.into_iter()
-                    .map(|p| slice(p, 1, name, *cycle, *cycles, &args))
-                    .collect()
+                // A compute set's tiles are in tile order, so each IPU's tiles are together.
+                let mut last = None;
+                for p in tiles.iter().map(|t| t.tile.ipu()) {
+                    if last != Some(p) {
+                        push(slice(p, 1, name, *cycle, *cycles, &args));
+                        last = Some(p);
+                    }
+                }
             }
             Event::Exchange {
                 id,
@@ -185,16 +165,15 @@ pub fn to_chrome_json(
                     .filter(|v| !v.is_empty())
                     .map_or(&on_ipu_0[..], |v| &v[..]);
                 let args = json!({"cycles": cycles, "bytes": bytes, "copies": copies});
-                on.iter()
-                    .map(|&p| slice(p, 2, name, *cycle, *cycles, &args))
-                    .collect()
+                for &p in on {
+                    push(slice(p, 2, name, *cycle, *cycles, &args));
+                }
             }
             Event::Sync { cycle, cycles } => {
                 let args = json!({ "cycles": cycles });
-                every
-                    .iter()
-                    .map(|&p| slice(p, 3, "sync", *cycle, *cycles, &args))
-                    .collect()
+                for &p in &every {
+                    push(slice(p, 3, "sync", *cycle, *cycles, &args));
+                }
             }
             Event::StreamCopy {
                 stream,
@@ -209,43 +188,40 @@ pub fn to_chrome_json(
                     StreamDirection::DeviceToHost => "device to host",
                 };
                 let p = ipus.streams.get(stream).copied().unwrap_or(0);
-                vec![slice(
+                push(slice(
                     p,
                     4,
                     stream,
                     *cycle,
                     *cycles,
                     &json!({"cycles": cycles, "bytes": bytes, "direction": dir}),
-                )]
+                ))
             }
             Event::FlagsRaised {
                 compute_set,
                 tile,
                 flags,
                 cycle,
-            } => vec![instant(
+            } => push(instant(
                 tile.ipu(),
                 1,
                 format!("{} raised", flag_list(*flags)),
                 *cycle,
                 json!({"compute set": compute_set, "tile": tile}),
-            )],
+            )),
             Event::FpException {
                 compute_set,
                 tile,
                 vertex,
                 flags,
                 cycle,
-            } => vec![instant(
+            } => push(instant(
                 tile.ipu(),
                 1,
                 format!("floating-point exception ({})", flag_list(*flags)),
                 *cycle,
                 json!({"compute set": compute_set, "tile": tile, "vertex": vertex}),
-            )],
-        };
-        for x in v {
-            push(x);
+            )),
         }
     }
     let other = json!({"program": program, "target": target_name, "clock_hz": clock_hz});

@@ -216,10 +216,7 @@ impl<'a> Lowerer<'a> {
 
     /// The IPU tensor `t` lives on (the IPU being lowered for, for a tensor not mapped yet).
     pub fn tensor_ipu(&self, t: TensorId) -> u32 {
-        self.tensors[t.0 as usize]
-            .slices
-            .first()
-            .map_or(self.ipu, |s| s.tile.ipu())
+        self.tensors[t.0 as usize].ipu().unwrap_or(self.ipu)
     }
 
     /// Declares the stream of node `id` (its value is tensor `t`) and copies it now.

@@ -111,9 +111,10 @@ pub fn exchange_cycles(target: &Target, ex: &Exchange) -> u64 {
 /// Cycles of a cross-replica collective on `tensor`: a ring all-reduce of its bytes
 /// ([`System::all_reduce_cycles`]).
 pub fn cross_replica_cycles(exe: &Executable, tensor: crate::executable::TensorId) -> u64 {
-    let bytes = exe.tensors.get(tensor.0 as usize).map_or(0, |t| {
-        (t.shape.num_elements() as u64).saturating_mul(t.dtype.size_bytes() as u64)
-    });
+    let bytes = exe
+        .tensors
+        .get(tensor.0 as usize)
+        .map_or(0, |t| t.size_bytes());
     exe.system.all_reduce_cycles(&exe.target, bytes)
 }
 
@@ -235,14 +236,7 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
         }
     }
     for (ex, &n) in exe.exchanges.iter().zip(&ex_exec) {
-        let mut dst_ipus: Vec<u32> = ex
-            .copies
-            .iter()
-            .flat_map(|c| c.dsts.iter().map(|d| d.tile.ipu()))
-            .collect();
-        dst_ipus.sort_unstable();
-        dst_ipus.dedup();
-        for ipu in dst_ipus {
+        for ipu in ex.dst_ipus() {
             if let Some(x) = ipu_exchange.get_mut(ipu as usize) {
                 *x = x.saturating_add(ex.cycles.saturating_mul(n));
             }
@@ -250,12 +244,7 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
     }
     // A collective runs over the links of the IPU holding its tensor.
     for &(tensor, times) in &cross_replica {
-        let ipu = exe
-            .tensors
-            .get(tensor.0 as usize)
-            .and_then(|t| t.slices.first())
-            .map_or(0, |sl| sl.tile.ipu() as usize);
-        if let Some(x) = ipu_exchange.get_mut(ipu) {
+        if let Some(x) = ipu_exchange.get_mut(exe.tensor_ipu(tensor) as usize) {
             *x = x.saturating_add(cross_replica_cycles(exe, tensor).saturating_mul(times));
         }
     }
@@ -293,12 +282,7 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
     for (s, &n) in exe.streams.iter().zip(&st_exec) {
         let b = s.bytes_per_micro_batch.saturating_mul(n);
         // A stream lands on (or leaves from) the IPU that holds its tensor.
-        let ipu = exe
-            .tensors
-            .get(s.tensor.0 as usize)
-            .and_then(|t| t.slices.first())
-            .map_or(0, |sl| sl.tile.ipu() as usize);
-        let row = ipus.get_mut(ipu);
+        let row = ipus.get_mut(exe.tensor_ipu(s.tensor) as usize);
         match s.direction {
             crate::executable::StreamDirection::HostToDevice => {
                 bytes.0 = bytes.0.saturating_add(b);

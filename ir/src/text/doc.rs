@@ -124,19 +124,20 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
             ),
         ));
     }
-    for (k, name) in doc.recompute_checkpoints.iter().enumerate() {
-        if !index.contains_key(name.as_str()) {
-            let short: String = name.chars().take(80).collect();
-            let mut e = map.at(
-                &format!("recompute_checkpoints[{k}]"),
-                ErrorKind::MissingInput,
-                format!("recompute_checkpoints: no node is named '{short}'"),
-            );
-            if let Some(s) = did_you_mean(name, doc.nodes.iter().map(|n| n.name.as_str())) {
-                e = e.help(format!("did you mean '{s}'?"));
-            }
-            return Err(e);
-        }
+    if let Some((k, name)) = doc
+        .recompute_checkpoints
+        .iter()
+        .enumerate()
+        .find(|(_, name)| !index.contains_key(name.as_str()))
+    {
+        let short: String = name.chars().take(80).collect();
+        return Err(no_such_node(
+            &doc,
+            map,
+            &format!("recompute_checkpoints[{k}]"),
+            name,
+            format!("recompute_checkpoints: no node is named '{short}'"),
+        ));
     }
 
     // Resolve input names to document indices.
@@ -250,15 +251,13 @@ fn check_proportions(
     for (name, &p) in &doc.memory_proportions {
         let short: String = name.chars().take(80).collect();
         if !index.contains_key(name.as_str()) {
-            let mut e = map.at(
+            return Err(no_such_node(
+                doc,
+                map,
                 "memory_proportions",
-                ErrorKind::MissingInput,
+                name,
                 format!("memory_proportions: no node is named '{short}'"),
-            );
-            if let Some(s) = did_you_mean(name, doc.nodes.iter().map(|n| n.name.as_str())) {
-                e = e.help(format!("did you mean '{s}'?"));
-            }
-            return Err(e);
+            ));
         }
         if !in_range(p) {
             return Err(map.at(
@@ -269,6 +268,21 @@ fn check_proportions(
         }
     }
     Ok(())
+}
+
+/// The error at `path` that `name` names no node, with the nearest node name as help.
+fn no_such_node(
+    doc: &ProgramDoc,
+    map: &SourceMap,
+    path: &str,
+    name: &str,
+    message: String,
+) -> ProgramError {
+    let e = map.at(path, ErrorKind::MissingInput, message);
+    match did_you_mean(name, doc.nodes.iter().map(|n| n.name.as_str())) {
+        Some(s) => e.help(format!("did you mean '{s}'?")),
+        None => e,
+    }
 }
 
 /// Every split point names a node or a module path, once; `ipus` gives one IPU per stage.
@@ -285,18 +299,11 @@ fn check_pipeline(doc: &ProgramDoc, map: &SourceMap) -> Result<(), ProgramError>
             .iter()
             .any(|n| crate::pipeline::begins_with(&n.name, split))
         {
-            let mut e = map.at(
-                &path,
-                ErrorKind::MissingInput,
-                format!(
-                    "pipeline.splits: split point '{short}' names no node (and no node's name \
-                     begins with '{short}.' or '{short}/')"
-                ),
-            );
-            if let Some(s) = did_you_mean(split, doc.nodes.iter().map(|n| n.name.as_str())) {
-                e = e.help(format!("did you mean '{s}'?"));
-            }
-            return Err(e);
+            let unknown = crate::pipeline::PlacementError::UnknownSplit {
+                option: "pipeline.splits",
+                split: short,
+            };
+            return Err(no_such_node(doc, map, &path, split, unknown.to_string()));
         }
         if p.splits[..k].contains(split) {
             return Err(map.at(
@@ -308,16 +315,12 @@ fn check_pipeline(doc: &ProgramDoc, map: &SourceMap) -> Result<(), ProgramError>
     }
     let stages = p.splits.len() + 1;
     if !p.ipus.is_empty() && p.ipus.len() != stages {
-        return Err(map.at(
-            "pipeline.ipus",
-            ErrorKind::Invalid,
-            format!(
-                "pipeline.ipus: {} IPUs given for {stages} stages (one per stage: {} split \
-                 points make {stages} stages)",
-                p.ipus.len(),
-                p.splits.len()
-            ),
-        ));
+        let wrong = crate::pipeline::PlacementError::MappingLength {
+            given: p.ipus.len(),
+            stages,
+            splits: p.splits.len(),
+        };
+        return Err(map.at("pipeline.ipus", ErrorKind::Invalid, wrong.to_string()));
     }
     if let Some(&ipu) = p.ipus.iter().find(|&&i| i >= crate::pipeline::MAX_IPUS) {
         return Err(map.at(
