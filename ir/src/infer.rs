@@ -30,14 +30,21 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> R {
         Op::Input { dtype, shape, .. }
         | Op::Variable { dtype, shape, .. }
         | Op::Constant { dtype, shape, .. } => {
-            if let Op::Constant {
-                value: crate::op::Literal::Values(v),
-                ..
-            } = op
-            {
+            let (what, values) = match op {
+                Op::Constant {
+                    value: crate::op::Literal::Values(v),
+                    ..
+                } => ("constant", Some(v)),
+                Op::Variable {
+                    init: crate::op::Init::Values(v),
+                    ..
+                } => ("variable", Some(v)),
+                _ => ("", None),
+            };
+            if let Some(v) = values {
                 if v.len() != shape.num_elements() {
                     return Err(InferFault::Invalid(format!(
-                        "constant has {} values but shape {} holds {}",
+                        "{what} has {} values but shape {} holds {}",
                         v.len(),
                         shape,
                         shape.num_elements()

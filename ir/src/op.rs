@@ -25,6 +25,9 @@ pub enum Init {
     /// Glorot (Xavier) uniform: `U(-l, l)`, `l = sqrt(6 / (fan_in + fan_out))`, with the fans
     /// taken from the last two dimensions (rank 1: both equal the length).
     GlorotUniform { seed: u64 },
+    /// One value per element, row-major (rounded RNE to the dtype when materialised): the
+    /// trained weights of an imported model (`ipusim import`).
+    Values(Vec<f64>),
 }
 
 /// The value of a constant tensor.

@@ -59,6 +59,15 @@ pub enum InitError {
 pub fn variable_tensor(init: &Init, ty: &TensorType) -> Result<Tensor, InitError> {
     let n = ty.num_elements();
     let values = match *init {
+        Init::Values(ref v) => {
+            if v.len() != n {
+                return Err(InitError::Count {
+                    expected: n,
+                    found: v.len(),
+                });
+            }
+            return tensor_from_f64(ty, v);
+        }
         Init::Zeros => vec![0.0; n],
         Init::Constant(c) => vec![c; n],
         Init::Uniform { low, high, seed } => {

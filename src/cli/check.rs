@@ -27,8 +27,11 @@ use std::path::{Path, PathBuf};
 /// Arguments of `ipusim check`.
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// The program file (RON, see docs/program-format.md).
+    /// The program file (RON, see docs/program-format.md), or an ONNX model (`.onnx`).
     pub program: PathBuf,
+    /// How an ONNX model is imported.
+    #[command(flatten)]
+    pub import: super::source::ImportArgs,
     /// Print the summary (or the error) as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -37,7 +40,16 @@ pub struct CheckArgs {
 /// Runs `ipusim check`; returns the exit code.
 pub fn run(args: &CheckArgs) -> i32 {
     let file = args.program.display().to_string();
-    match load_program(&args.program) {
+    let loaded = if super::source::is_onnx(&args.program) {
+        ipusim_onnx::load(&args.program, &args.import.options(None))
+            .map_err(|e| (None, e.to_string()))
+    } else {
+        load_program(&args.program).map_err(|e| {
+            let message = e.to_string();
+            (Some(e), message)
+        })
+    };
+    match loaded {
         Ok(program) => {
             let mut summary = summarize(&program);
             summary
@@ -57,14 +69,22 @@ pub fn run(args: &CheckArgs) -> i32 {
                 }
             }
         }
-        Err(e) => {
+        Err((e, message)) => {
             if args.json {
-                let out = serde_json::to_string_pretty(&error_json(&file, &e)).unwrap_or_default();
-                if let Err(message) = write_stdout(&(out + "\n")) {
-                    warn(&format!("{message}\n"));
+                let value = match &e {
+                    Some(e) => error_json(&file, e),
+                    None => json!({
+                        "valid": false,
+                        "file": file,
+                        "error": {"file": file, "message": message, "rendered": message},
+                    }),
+                };
+                let out = serde_json::to_string_pretty(&value).unwrap_or_default();
+                if let Err(m) = write_stdout(&(out + "\n")) {
+                    warn(&format!("{m}\n"));
                 }
             }
-            warn(&format!("{e}\n"));
+            warn(&format!("{message}\n"));
             EXIT_ERROR
         }
     }

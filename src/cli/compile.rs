@@ -18,7 +18,6 @@ use clap::{Args, ValueEnum};
 use ipusim_compiler::build::{self, compile_step, step_graph, BuildOptions};
 use ipusim_compiler::{dump, CompileError, PartialsType, Target};
 use ipusim_ir::text::input::read_text;
-use ipusim_ir::text::load_program;
 use ipusim_ir::Precision;
 use std::path::PathBuf;
 
@@ -40,8 +39,11 @@ pub enum Stage {
 /// compile a program share.
 #[derive(Args, Debug)]
 pub struct BuildArgs {
-    /// The program file (RON, see docs/program-format.md).
+    /// The program file (RON, see docs/program-format.md), or an ONNX model (`.onnx`).
     pub program: PathBuf,
+    /// How an ONNX model is imported.
+    #[command(flatten)]
+    pub import: super::source::ImportArgs,
     /// The chip: `mk2`, `mk1`, or a target RON file (a preset `base` with overridden fields).
     #[arg(long, default_value = "mk2")]
     pub target: String,
@@ -137,6 +139,12 @@ pub fn target_from_arg(spec: &str) -> Result<Target, String> {
 }
 
 impl BuildArgs {
+    /// The program: the RON file, or the ONNX model imported with `--input-shape`,
+    /// `--training`, ... (its training spec at `--precision`).
+    pub fn load(&self) -> Result<ipusim_ir::Program, String> {
+        super::source::load(&self.program, &self.import, self.precision)
+    }
+
     /// The build options these arguments name (`--target` read as a preset or a file); the
     /// error is rendered whole.
     pub fn build_options(&self) -> Result<BuildOptions, String> {
@@ -191,7 +199,7 @@ pub fn run(args: &CompileArgs) -> i32 {
 
 fn compile_program(args: &CompileArgs) -> Result<i32, String> {
     let plan = OutputPlan::check([("-o", args.output.as_deref())])?;
-    let program = load_program(&args.build.program).map_err(|e| e.to_string())?;
+    let program = args.build.load()?;
     let file = args.build.program.display();
     let options = args.build.build_options()?;
     let step = step_graph(&program, &options).map_err(|e| format!("{file}: error: {e}"))?;

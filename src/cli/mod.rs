@@ -9,11 +9,13 @@ pub mod check;
 pub mod compile;
 pub mod fp;
 pub mod model;
+pub mod onnx;
 pub mod output;
 pub mod report;
 pub mod run;
 mod run_output;
 pub mod sim_options;
+pub mod source;
 pub mod step;
 
 /// Exit code for success.
@@ -53,6 +55,11 @@ enum Command {
     /// The model zoo: `ipusim model list`, or `ipusim model resnet50 [--batch N] ... [-o FILE]`
     /// writes a generated program (CIFAR ResNet-8..56, torchvision ResNet-18..152).
     Model(model::ModelArgs),
+    /// Import an ONNX model as a program (`-o FILE`), or list its op types and their support
+    /// (`--check`). `compile`, `check`, `run` and `step` also take `.onnx` files directly.
+    Import(onnx::ImportCmdArgs),
+    /// Export a program's forward graph and initial weights as an ONNX model.
+    Export(onnx::ExportArgs),
 }
 
 /// Parses the process arguments, runs the subcommand and returns the exit code.
@@ -80,6 +87,8 @@ pub fn main() -> i32 {
         Command::Run(args) => run::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Model(args) => model::run(&args),
+        Command::Import(args) => onnx::run_import(&args),
+        Command::Export(args) => onnx::run_export(&args),
     }
 }
 

@@ -92,24 +92,35 @@ fn execute(args: &ModelArgs) -> Result<(), String> {
     let mut program = resnet(&spec).map_err(|e| {
         format!("error: {e} (check --batch, --image-size, --classes, --channels, --groups)")
     })?;
-    if let (Some(t), "adamw") = (program.training.as_mut(), args.optimizer.as_str()) {
-        // The seed's (hands-on day 3) optimizer and loss scaling.
-        t.optimizer = Optimizer::AdamW {
-            learning_rate: 0.001,
-            beta1: 0.9,
-            beta2: 0.999,
-            epsilon: 1e-8,
-            weight_decay: 0.01,
-            accum_type: Some(DType::F16),
-            first_order_momentum_accum_type: Some(DType::F16),
-            second_order_momentum_accum_type: Some(DType::F32),
-        };
-        t.loss_scaling = 1000.0;
+    if let Some(t) = program.training.as_mut() {
+        (t.optimizer, t.loss_scaling) =
+            optimizer(&args.optimizer, (t.optimizer.clone(), t.loss_scaling));
     }
     let text = to_ron(&program);
     match &args.output {
         Some(_) => plan.commit(&[("-o", text.as_bytes())], None),
         None => write_stdout(&text),
+    }
+}
+
+/// The optimizer and loss scaling named by `--optimizer`: `adamw` is the seed's (hands-on
+/// day 3) optimizer and loss scaling; anything else keeps `default`.
+pub(super) fn optimizer(name: &str, default: (Optimizer, f64)) -> (Optimizer, f64) {
+    match name {
+        "adamw" => (
+            Optimizer::AdamW {
+                learning_rate: 0.001,
+                beta1: 0.9,
+                beta2: 0.999,
+                epsilon: 1e-8,
+                weight_decay: 0.01,
+                accum_type: Some(DType::F16),
+                first_order_momentum_accum_type: Some(DType::F16),
+                second_order_momentum_accum_type: Some(DType::F32),
+            },
+            1000.0,
+        ),
+        _ => default,
     }
 }
 

@@ -49,7 +49,6 @@ use super::sim_options::{split_pair, FeedArgs, SimArgs};
 use super::{run_output, warn, EXIT_ERROR, EXIT_OK};
 use clap::Args;
 use ipusim_compiler::report::group;
-use ipusim_ir::text::load_program;
 use ipusim_ir::{OutfeedMode, UnknownValue};
 use ipusim_runtime::chrome::{to_chrome_json, TraceIpus};
 use ipusim_runtime::session::{flags_of, Session};
@@ -128,6 +127,9 @@ enum RunFailure {
     /// An output cannot be written (the message names the file and the flag).
     #[error("{0}")]
     Output(String),
+    /// The program or model cannot be loaded (the message names the file and the fault).
+    #[error("{0}")]
+    Load(String),
     /// The command line asks for something that does not fit (the message names the flag).
     #[error("{0}")]
     Usage(String),
@@ -226,7 +228,7 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
     ])
     .map_err(RunFailure::Output)?;
     let file = args.build.program.display().to_string();
-    let program = load_program(&args.build.program).map_err(RuntimeError::from)?;
+    let program = args.build.load().map_err(RunFailure::Load)?;
     let options = options(args)?;
     let base = args.build.program.parent().unwrap_or(Path::new(""));
     let mut session = match Session::new(&program, base, options) {

@@ -44,7 +44,16 @@ pub fn run(args: &StepArgs) -> i32 {
         Ok(o) => o,
         Err(message) => return fail(&message),
     };
-    let opened = Session::open(&args.build.program, options).and_then(|session| {
+    let program = match args.build.load() {
+        Ok(p) => p,
+        Err(message) => return fail(&message),
+    };
+    let base = args
+        .build
+        .program
+        .parent()
+        .unwrap_or(std::path::Path::new(""));
+    let opened = Session::new(&program, base, options).and_then(|session| {
         let name = session.name().to_string();
         Ok((name, session.into_debugger()?))
     });

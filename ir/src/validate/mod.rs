@@ -335,6 +335,19 @@ pub(super) fn check_initial_values(
             return bad(format!("constant {m}{at}{why}"));
         }
     }
+    if let Op::Variable {
+        init: Init::Values(values),
+        ..
+    } = op
+    {
+        if let Some((i, m)) = values
+            .iter()
+            .enumerate()
+            .find_map(|(i, &v)| unrepresentable(v, dtype).map(|m| (i, m)))
+        {
+            return bad(format!("initial value {m} (element {i}){why}"));
+        }
+    }
     if let Op::Variable { init, .. } = op {
         let limits: &[(&str, f64)] = match init {
             Init::Constant(v) => &[("initial value", *v)],
@@ -343,7 +356,7 @@ pub(super) fn check_initial_values(
                 "normal |mean| + 8.58 std",
                 mean.abs() + NORMAL_MAX_RADIUS * std.abs(),
             )],
-            Init::Zeros | Init::GlorotUniform { .. } => &[],
+            Init::Zeros | Init::GlorotUniform { .. } | Init::Values(_) => &[],
         };
         // Random initialisers on non-float variables are reported by `check_attributes`.
         let random = !matches!(init, Init::Constant(_));
