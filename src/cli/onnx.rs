@@ -123,6 +123,14 @@ fn import(args: &ImportCmdArgs) -> Result<i32, String> {
     let program = ipusim_onnx::load(&args.model, &args.import.options(args.precision))
         .map_err(|e| e.to_string())?;
     let text = to_ron(&program);
+    let limit = ipusim_ir::text::input::MAX_PROGRAM_BYTES;
+    if text.len() as u64 > limit {
+        return Err(format!(
+            "{file}: error: the program with its weights written inline is {} MiB, more than the {} MiB a program file may hold; compile, check, run or step the .onnx file directly instead",
+            text.len() >> 20,
+            limit >> 20
+        ));
+    }
     match &args.output {
         Some(_) => plan.commit(&[("-o", text.as_bytes())], None)?,
         None => write_stdout(&text)?,
