@@ -4,7 +4,8 @@
 //! - [`tensor`]: initializer and constant data, inline or in external files;
 //! - [`attr`]: node attributes; [`shape`]: ONNX's shape arithmetic;
 //! - [`fold`]: constant folding of the shape computations exporters emit;
-//! - [`import`]: the model to an [`ipusim_ir::Program`]; `ops`: the op converters;
+//! - [`import`]: the model to an [`ipusim_ir::Program`]; [`values`]: its state; `ops`: the
+//!   op converters;
 //! - [`write`]: building and writing models in code (the tests' models, `ipusim export`).
 //!
 //! See `docs/onnx.md` for the supported ops and opsets and how a user exports a model.
@@ -17,6 +18,7 @@ mod ops;
 pub mod proto;
 pub mod shape;
 pub mod tensor;
+pub mod values;
 pub mod write;
 
 pub use error::ImportError;

@@ -7,11 +7,11 @@
 //! naming the attribute.
 
 use crate::attr::{decimal, Attrs};
-use crate::import::{Importer, Layout, Val};
 use crate::shape;
+use crate::values::{ir_dtype, Importer, Layout, Val};
 use ipusim_ir::{NodeId, Op};
 
-/// Converts `op` (a name of [`crate::import::SUPPORTED`] that did not fold) into IR nodes;
+/// Converts `op` (a name of `SUPPORTED` that did not fold) into IR nodes;
 /// returns the node's outputs.
 pub(crate) fn convert(
     im: &mut Importer,
@@ -271,7 +271,7 @@ pub(crate) fn convert(
             one(im.add(name, Op::Pad { before, after }, &[x])?)
         }
         "Cast" => {
-            let to = crate::import::ir_dtype(attrs.int("to", 0) as i32)?;
+            let to = ir_dtype(attrs.int("to", 0) as i32)?;
             let x = node(im, 0)?;
             if im.g.node(x).ty.dtype == to {
                 return one(x);

@@ -7,7 +7,7 @@ use super::{EXIT_ERROR, EXIT_OK};
 use clap::Args;
 use ipusim_ir::resnet::{resnet, trainable_parameters, Model, Norm, MODELS};
 use ipusim_ir::text::to_ron;
-use ipusim_ir::{DType, Optimizer, Precision};
+use ipusim_ir::Precision;
 use std::path::PathBuf;
 
 /// Arguments of `ipusim model`.
@@ -94,33 +94,12 @@ fn execute(args: &ModelArgs) -> Result<(), String> {
     })?;
     if let Some(t) = program.training.as_mut() {
         (t.optimizer, t.loss_scaling) =
-            optimizer(&args.optimizer, (t.optimizer.clone(), t.loss_scaling));
+            super::source::optimizer(&args.optimizer, (t.optimizer.clone(), t.loss_scaling));
     }
     let text = to_ron(&program);
     match &args.output {
         Some(_) => plan.commit(&[("-o", text.as_bytes())], None),
         None => write_stdout(&text),
-    }
-}
-
-/// The optimizer and loss scaling named by `--optimizer`: `adamw` is the seed's (hands-on
-/// day 3) optimizer and loss scaling; anything else keeps `default`.
-pub(super) fn optimizer(name: &str, default: (Optimizer, f64)) -> (Optimizer, f64) {
-    match name {
-        "adamw" => (
-            Optimizer::AdamW {
-                learning_rate: 0.001,
-                beta1: 0.9,
-                beta2: 0.999,
-                epsilon: 1e-8,
-                weight_decay: 0.01,
-                accum_type: Some(DType::F16),
-                first_order_momentum_accum_type: Some(DType::F16),
-                second_order_momentum_accum_type: Some(DType::F32),
-            },
-            1000.0,
-        ),
-        _ => default,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use clap::Args;
 use ipusim_ir::text::load_program;
-use ipusim_ir::{Precision, Program};
+use ipusim_ir::{DType, Optimizer, Precision, Program};
 use ipusim_onnx::{Options, Training, Weights};
 use std::path::Path;
 
@@ -46,10 +46,8 @@ impl ImportArgs {
         };
         let training = self.training.then(|| {
             let base = Training::default();
-            let (optimizer, loss_scaling) = super::model::optimizer(
-                &self.optimizer,
-                (base.optimizer.clone(), base.loss_scaling),
-            );
+            let (optimizer, loss_scaling) =
+                optimizer(&self.optimizer, (base.optimizer.clone(), base.loss_scaling));
             Training {
                 output: self.loss_output.clone(),
                 labels: self.labels.clone(),
@@ -64,6 +62,27 @@ impl ImportArgs {
             weights,
             training,
         }
+    }
+}
+
+/// The optimizer and loss scaling named by `--optimizer`: `adamw` is the seed's (hands-on
+/// day 3) optimizer and loss scaling; anything else keeps `default`.
+pub(super) fn optimizer(name: &str, default: (Optimizer, f64)) -> (Optimizer, f64) {
+    match name {
+        "adamw" => (
+            Optimizer::AdamW {
+                learning_rate: 0.001,
+                beta1: 0.9,
+                beta2: 0.999,
+                epsilon: 1e-8,
+                weight_decay: 0.01,
+                accum_type: Some(DType::F16),
+                first_order_momentum_accum_type: Some(DType::F16),
+                second_order_momentum_accum_type: Some(DType::F32),
+            },
+            1000.0,
+        ),
+        _ => default,
     }
 }
 
