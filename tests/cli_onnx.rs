@@ -148,7 +148,14 @@ fn import_writes_a_program_that_reparses_and_check_reads_onnx() {
         out.to_str().unwrap(),
     ]));
     let text = std::fs::read_to_string(&out).unwrap();
-    assert!(text.contains("init: Values(["), "weights are inline");
+    // Large weights go beside the program, small ones (biases, scales) stay inline.
+    assert!(
+        text.contains("init: File(path: \"imported.weights.bin\", offset: 0, encoding: F32)"),
+        "{text}"
+    );
+    assert!(text.contains("init: Values(["), "{text}");
+    let weights = dir.join("imported.weights.bin");
+    assert!(std::fs::metadata(&weights).unwrap().len() > 0);
     let check = json(&ipusim(&["check", out.to_str().unwrap(), "--json"]));
     assert_eq!(check["valid"], true);
     let direct = json(&ipusim(&[
@@ -167,6 +174,39 @@ fn import_writes_a_program_that_reparses_and_check_reads_onnx() {
     ]));
     assert_eq!(frozen["valid"], true);
     assert_ne!(frozen["summary"], direct["summary"]);
+    // `--inline-weights` keeps everything in the program, which checks the same.
+    let inline = dir.join("inline.ron");
+    ok(&ipusim(&[
+        "import",
+        onnx.to_str().unwrap(),
+        "--training",
+        "--inline-weights",
+        "-o",
+        inline.to_str().unwrap(),
+    ]));
+    assert!(!std::fs::read_to_string(&inline).unwrap().contains("File("));
+    assert!(!dir.join("inline.weights.bin").exists());
+    assert_eq!(
+        json(&ipusim(&["check", inline.to_str().unwrap(), "--json"]))["summary"],
+        direct["summary"]
+    );
+    // A weights file that is short or missing is an error at the variable's line.
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() - 4]).unwrap();
+    let o = ipusim(&["check", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("imported.ron:") && stderr(&o).contains("values need"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_file(&weights).unwrap();
+    let o = ipusim(&["check", out.to_str().unwrap()]);
+    assert!(
+        stderr(&o).contains("cannot open weights file"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

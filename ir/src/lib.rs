@@ -37,7 +37,7 @@ pub use builder::GraphBuilder;
 pub use dtype::{DType, Shape, TensorType};
 pub use error::{IrError, Operand, UnknownValue};
 pub use graph::{Graph, Node, NodeId, Phase};
-pub use op::{Activation, Arity, BinaryOp, Init, Literal, LossReduction, Op, UnaryOp};
+pub use op::{Activation, Arity, BinaryOp, Encoding, Init, Literal, LossReduction, Op, UnaryOp};
 pub use program::{
     Columns, DataSource, InfeedSpec, Optimizer, OutfeedMode, OutfeedSpec, Precision, Program,
     TrainingSpec,

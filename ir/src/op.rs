@@ -28,6 +28,35 @@ pub enum Init {
     /// One value per element, row-major (rounded RNE to the dtype when materialised): the
     /// trained weights of an imported model (`ipusim import`).
     Values(Vec<f64>),
+    /// The values in a weights file beside the program (`path` relative to the program file):
+    /// one element per value from byte `offset`, row-major, little-endian in `encoding`.
+    /// Only the text format holds this: loading a program reads the file into [`Init::Values`]
+    /// (`ipusim import -o model.ron` writes `model.weights.bin` so that a large model's program
+    /// stays readable).
+    File {
+        path: String,
+        offset: u64,
+        encoding: Encoding,
+    },
+}
+
+/// How a weights file stores its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Encoding {
+    /// IEEE binary32, 4 bytes per value (every value exactly an `f32`).
+    F32,
+    /// IEEE binary64, 8 bytes per value.
+    F64,
+}
+
+impl Encoding {
+    /// Bytes per value.
+    pub fn size(self) -> usize {
+        match self {
+            Encoding::F32 => 4,
+            Encoding::F64 => 8,
+        }
+    }
 }
 
 /// The value of a constant tensor.

@@ -241,6 +241,14 @@ fn an_imported_program_round_trips_through_ron() {
     let program = import(&m, "cnn.onnx", Path::new("."), "cnn", &options()).unwrap();
     let back = parse_program(&to_ron(&program), "cnn.ron").unwrap();
     assert_eq!(back, program);
+    // With the weights in a file beside the program.
+    let dir = scratch("ron");
+    let (text, bytes) = ipusim_ir::text::to_ron_with_weights(&program, "cnn.weights.bin");
+    assert!(text.contains("File(path: \"cnn.weights.bin\""), "{text}");
+    std::fs::write(dir.join("cnn.ron"), text).unwrap();
+    std::fs::write(dir.join("cnn.weights.bin"), bytes).unwrap();
+    let back = ipusim_ir::text::load_program(&dir.join("cnn.ron")).unwrap();
+    assert_eq!(back, program);
 }
 
 fn scratch(tag: &str) -> PathBuf {

@@ -68,6 +68,11 @@ pub fn variable_tensor(init: &Init, ty: &TensorType) -> Result<Tensor, InitError
             }
             return tensor_from_f64(ty, v);
         }
+        Init::File { ref path, .. } => {
+            return Err(InitError::Parameter(format!(
+                "the weights file '{path}' was not read (a program holding File initialisers must be loaded from its file)"
+            )))
+        }
         Init::Zeros => vec![0.0; n],
         Init::Constant(c) => vec![c; n],
         Init::Uniform { low, high, seed } => {

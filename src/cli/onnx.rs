@@ -1,7 +1,7 @@
 //! `ipusim import` and `ipusim export`: ONNX models to RON programs and back.
 //!
-//! `ipusim import MODEL.onnx [-o FILE]` writes the imported program (weights inline as
-//! `Values`); `--check` lists every op type of the model with its count and whether it is
+//! `ipusim import MODEL.onnx [-o FILE]` writes the imported program, the values of its large
+//! variables in `FILE-STEM.weights.bin` beside it (`--inline-weights`, or stdout: inline); `--check` lists every op type of the model with its count and whether it is
 //! supported, and exits 1 naming the first node of each unsupported type, before any
 //! conversion. `ipusim export PROGRAM.ron -o MODEL.onnx` writes a program's forward graph
 //! with its initial weights (the simulator's materialisation) as an ONNX model.
@@ -11,7 +11,7 @@ use super::output::{write_stdout, OutputPlan};
 use super::source::ImportArgs;
 use super::{EXIT_ERROR, EXIT_OK};
 use clap::Args;
-use ipusim_ir::text::{load_program, to_ron};
+use ipusim_ir::text::{load_program, to_ron, to_ron_with_weights};
 use ipusim_ir::Precision;
 use std::path::PathBuf;
 
@@ -30,9 +30,13 @@ pub struct ImportCmdArgs {
     /// The training spec's precision policy with `--training`: 16.16, 16.32 or 32.32.
     #[arg(long, value_parser = parse_precision)]
     pub precision: Option<Precision>,
-    /// Write the program here instead of stdout.
+    /// Write the program here instead of stdout; the values of its large variables go to
+    /// `STEM.weights.bin` beside it (unless `--inline-weights`).
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
+    /// Write every weight inside the program (always so on stdout).
+    #[arg(long)]
+    pub inline_weights: bool,
 }
 
 /// Arguments of `ipusim export`.
@@ -119,19 +123,38 @@ fn import(args: &ImportCmdArgs) -> Result<i32, String> {
         }
         return Ok(EXIT_ERROR);
     }
-    let plan = OutputPlan::check([("-o", args.output.as_deref())])?;
+    let weights = match &args.output {
+        Some(out) if !args.inline_weights => {
+            let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned());
+            Some(out.with_file_name(format!("{}.weights.bin", stem.unwrap_or_default())))
+        }
+        _ => None,
+    };
+    let plan = OutputPlan::check([
+        ("-o", args.output.as_deref()),
+        ("-o (weights)", weights.as_deref()),
+    ])?;
     let program = ipusim_onnx::load(&args.model, &args.import.options(args.precision))
         .map_err(|e| e.to_string())?;
-    let text = to_ron(&program);
+    let (text, bytes) = match &weights {
+        Some(w) => {
+            let name = w.file_name().map(|n| n.to_string_lossy().into_owned());
+            to_ron_with_weights(&program, &name.unwrap_or_default())
+        }
+        None => (to_ron(&program), Vec::new()),
+    };
     let limit = ipusim_ir::text::input::MAX_PROGRAM_BYTES;
     if text.len() as u64 > limit {
         return Err(format!(
-            "{file}: error: the program with its weights written inline is {} MiB, more than the {} MiB a program file may hold; compile, check, run or step the .onnx file directly instead",
+            "{file}: error: the program is {} MiB, more than the {} MiB a program file may hold; write its weights beside it (drop --inline-weights) or compile the .onnx file directly",
             text.len() >> 20,
             limit >> 20
         ));
     }
     match &args.output {
+        Some(_) if weights.is_some() => {
+            plan.commit(&[("-o", text.as_bytes()), ("-o (weights)", &bytes)], None)?
+        }
         Some(_) => plan.commit(&[("-o", text.as_bytes())], None)?,
         None => write_stdout(&text)?,
     }

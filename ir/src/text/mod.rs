@@ -18,13 +18,17 @@
 //! program.
 //!
 //! Modules: [`outline`] finds the spans of the document's values, `doc` holds the serde
-//! types of the file and converts them, `locate` maps faults to spans, [`error`] renders them.
+//! types of the file and converts them, `locate` maps faults to spans, [`error`] renders them,
+//! `weights` reads and writes the weights files of large variables.
 
 mod doc;
 pub mod error;
 pub mod input;
 mod locate;
 pub mod outline;
+mod weights;
+
+pub use weights::INLINE_MAX;
 
 pub use error::{ErrorKind, ProgramError};
 
@@ -44,7 +48,9 @@ pub fn parse_program(source: &str, file: &str) -> Result<Program, ProgramError> 
     // A byte-order mark is not part of the text (editors do not count it as a column).
     let source = source.strip_prefix('\u{feff}').unwrap_or(source);
     let map = SourceMap::new(file, source);
-    let doc: doc::ProgramDoc = options().from_str(source).map_err(|e| map.ron_error(&e))?;
+    let mut doc: doc::ProgramDoc = options().from_str(source).map_err(|e| map.ron_error(&e))?;
+    let base = Path::new(file).parent().unwrap_or(Path::new(""));
+    weights::read(&mut doc, base, &map)?;
     doc::build(doc, &map)
 }
 
@@ -61,7 +67,20 @@ pub fn load_program(path: &Path) -> Result<Program, ProgramError> {
 /// The program as text: `Program(...)` with one node per line in a stable topological order,
 /// fields at their defaults omitted. Re-parses to an equal program.
 pub fn to_ron(program: &Program) -> String {
-    let doc = doc::from_program(program);
+    render(doc::from_program(program))
+}
+
+/// The program as text with the values of its large variables (more than [`INLINE_MAX`]) in
+/// a weights file named `weights` beside it (`init: File(path: ..., offset: ..., encoding:
+/// ...)`), and that file's bytes. Reading the text back from a file next to the weights gives
+/// an equal program.
+pub fn to_ron_with_weights(program: &Program, weights: &str) -> (String, Vec<u8>) {
+    let mut doc = doc::from_program(program);
+    let bytes = weights::split(&mut doc, weights);
+    (render(doc), bytes)
+}
+
+fn render(doc: doc::ProgramDoc) -> String {
     let config = ron::ser::PrettyConfig::new()
         .depth_limit(2)
         .indentor("    ".to_string());

@@ -356,7 +356,7 @@ pub(super) fn check_initial_values(
                 "normal |mean| + 8.58 std",
                 mean.abs() + NORMAL_MAX_RADIUS * std.abs(),
             )],
-            Init::Zeros | Init::GlorotUniform { .. } | Init::Values(_) => &[],
+            Init::Zeros | Init::GlorotUniform { .. } | Init::Values(_) | Init::File { .. } => &[],
         };
         // Random initialisers on non-float variables are reported by `check_attributes`.
         let random = !matches!(init, Init::Constant(_));
@@ -395,6 +395,9 @@ fn check_attributes(name: &str, op: &Op) -> Result<(), IrError> {
                 "GlorotUniform needs a variable of rank >= 1 (its fans come from the shape)"
                     .to_string(),
             ),
+            Init::File { ref path, .. } => bad(format!(
+                "the weights file '{path}' was not read (File initialisers are read when a program file is loaded)"
+            )),
             Init::Constant(v) if !v.is_finite() => {
                 bad(format!("initial value must be finite, got {v}"))
             }
