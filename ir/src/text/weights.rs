@@ -57,9 +57,7 @@ fn read_values(
         .metadata()
         .map_err(|e| format!("cannot read weights file {}: {e}", full.display()))?
         .len();
-    let need = (n as u64)
-        .checked_mul(encoding.size() as u64)
-        .unwrap_or(u64::MAX);
+    let need = (n as u64).saturating_mul(encoding.size() as u64);
     if offset.saturating_add(need) > size {
         return Err(format!(
             "weights file {} holds {size} bytes; the variable's {n} values need {need} from offset {offset}",
