@@ -243,6 +243,32 @@ fn bad_models_are_named_errors() {
         "'picture', which is not an input",
     );
     fails(&dir.join("missing.onnx"), &[], "cannot read the model");
+    let bound = ["--input-shape", "image=2x3x8x8", "--training"];
+    fails(
+        &onnx,
+        &[&bound[..], &["--loss-scaling", "0"]].concat(),
+        "loss_scaling",
+    );
+    fails(
+        &onnx,
+        &[&bound[..], &["--loss-output", "probs"]].concat(),
+        "--loss-output 'probs' is not an output",
+    );
+    fails(
+        &onnx,
+        &[&bound[..], &["--trainable", "nothing"]].concat(),
+        "--trainable names 'nothing'",
+    );
+    // The same options train a step.
+    let out = json(&ipusim(
+        &[
+            &["run", onnx.to_str().unwrap(), "--json"],
+            &bound[..],
+            &["--loss-scaling", "64"],
+        ]
+        .concat(),
+    ));
+    assert!(out["outfeeds"]["loss"][0].as_f64().unwrap().is_finite());
 }
 
 /// A small ONNX ResNet-8 (8x8 images) with a symbolic batch.

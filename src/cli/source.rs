@@ -28,6 +28,10 @@ pub struct ImportArgs {
     /// scaling 128, as `ipusim model`) or `adamw` (the hands-on day's).
     #[arg(long, default_value = "momentum", value_parser = ["momentum", "adamw"])]
     pub optimizer: String,
+    /// The loss scaling of `--training`, replacing the optimizer's default (128 for
+    /// `momentum`, 1000 for `adamw`).
+    #[arg(long, value_name = "F")]
+    pub loss_scaling: Option<f64>,
     /// Import every ONNX initializer as a constant (nothing trains).
     #[arg(long, conflicts_with = "trainable")]
     pub frozen: bool,
@@ -52,7 +56,7 @@ impl ImportArgs {
                 output: self.loss_output.clone(),
                 labels: self.labels.clone(),
                 optimizer,
-                loss_scaling,
+                loss_scaling: self.loss_scaling.unwrap_or(loss_scaling),
                 precision: precision.unwrap_or(base.precision),
             }
         });
