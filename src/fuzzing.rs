@@ -17,6 +17,7 @@
 //! | `report` | the report reader of `ipusim report diff` (input split at the first NUL) |
 //! | `fp` | the expression calculator of `ipusim fp` (the first byte chooses the options) |
 //! | `debugger` | the command language of `ipusim step`, one command per line |
+//! | `onnx` | an ONNX model: decoder, importer, validator, `to_ron` round trip |
 
 use crate::compiler::build::{compile_step, step_graph, BuildOptions};
 use crate::compiler::Target;
@@ -31,7 +32,7 @@ use crate::sim::numerics::expr::{write_human, write_json, CalcOptions, Calculato
 use std::path::Path;
 
 /// The fuzz targets, by name (the names of `fuzz/fuzz_targets/*.rs`).
-pub const TARGETS: [&str; 7] = [
+pub const TARGETS: [&str; 8] = [
     "program",
     "compile",
     "csv",
@@ -39,6 +40,7 @@ pub const TARGETS: [&str; 7] = [
     "report",
     "fp",
     "debugger",
+    "onnx",
 ];
 
 /// Largest tensor (elements) the `compile` harness compiles: bigger programs are valid but
@@ -75,6 +77,7 @@ pub fn run(target: &str, data: &[u8]) -> Option<Depth> {
         "report" => report(data),
         "fp" => fp(data),
         "debugger" => debugger(data),
+        "onnx" => onnx(data),
         _ => return None,
     })
 }
@@ -111,6 +114,29 @@ pub fn program(data: &[u8]) -> Depth {
     let back = to_ron(&p);
     if let Err(e) = parse_program(&back, "fuzz-back.ron") {
         panic!("to_ron wrote a program that does not parse: {e}\n{back}");
+    }
+    Depth::Through
+}
+
+/// An ONNX model: decoded and imported (every input's symbolic dimensions bound to 2); an
+/// imported program is validated, and written as RON it must parse again.
+pub fn onnx(data: &[u8]) -> Depth {
+    let Ok(model) = crate::onnx::import::decode_model(data, "fuzz.onnx") else {
+        return Depth::Refused;
+    };
+    let options = crate::onnx::Options::default();
+    let Ok(p) = crate::onnx::import(
+        &model,
+        "fuzz.onnx",
+        Path::new("/nonexistent"),
+        "fuzz",
+        &options,
+    ) else {
+        return Depth::Accepted;
+    };
+    let back = to_ron(&p);
+    if let Err(e) = parse_program(&back, "fuzz-back.ron") {
+        panic!("to_ron wrote an imported program that does not parse: {e}\n{back}");
     }
     Depth::Through
 }
@@ -382,6 +408,20 @@ pub fn seeds(target: &str, repo: &Path) -> Vec<Vec<u8>> {
         .iter()
         .map(|s| s.as_bytes().to_vec())
         .collect(),
+        // The shipped programs' forward graphs that export (MLPs and the digits CNN).
+        "onnx" => programs
+            .iter()
+            .filter_map(|p| crate::ir::text::load_program(p).ok())
+            .filter_map(|p| {
+                let mut values = |_: &str, ty: &crate::ir::TensorType, init: &crate::ir::Init| {
+                    crate::sim::init::variable_tensor(init, ty)
+                        .map(|t| t.to_f64_vec())
+                        .map_err(|e| e.to_string())
+                };
+                crate::onnx::write::export(&p, &mut values, false).ok()
+            })
+            .map(|m| crate::onnx::write::to_bytes(&m))
+            .collect(),
         _ => Vec::new(),
     }
 }

@@ -9,6 +9,7 @@
 pub use ipusim_compiler as compiler;
 pub use ipusim_exe as exe;
 pub use ipusim_ir as ir;
+pub use ipusim_onnx as onnx;
 pub use ipusim_runtime as runtime;
 pub use ipusim_sim as sim;
 

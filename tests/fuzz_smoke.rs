@@ -98,7 +98,7 @@ fn smoke(target: &str) {
 
 #[test]
 fn every_target_has_a_smoke() {
-    assert_eq!(TARGETS.len(), 7);
+    assert_eq!(TARGETS.len(), 8);
 }
 
 #[test]
@@ -134,4 +134,9 @@ fn fp_expression_parser() {
 #[test]
 fn debugger_command_parser() {
     smoke("debugger");
+}
+
+#[test]
+fn onnx_importer() {
+    smoke("onnx");
 }

@@ -136,7 +136,6 @@ pub const MAX_MODEL_BYTES: u64 = 2 << 30;
 
 /// Reads and decodes a model file.
 pub fn read_model(path: &Path) -> Result<ModelProto, ImportError> {
-    use prost::Message;
     let file = path.display().to_string();
     let size = std::fs::metadata(path)
         .map_err(|e| ImportError::file(&file, format!("cannot read the model: {e}")))?
@@ -149,15 +148,21 @@ pub fn read_model(path: &Path) -> Result<ModelProto, ImportError> {
     }
     let bytes = std::fs::read(path)
         .map_err(|e| ImportError::file(&file, format!("cannot read the model: {e}")))?;
-    let model = ModelProto::decode(bytes.as_slice()).map_err(|e| {
+    decode_model(&bytes, &file)
+}
+
+/// Decodes a model's bytes; `file` names it in errors.
+pub fn decode_model(bytes: &[u8], file: &str) -> Result<ModelProto, ImportError> {
+    use prost::Message;
+    let model = ModelProto::decode(bytes).map_err(|e| {
         ImportError::file(
-            &file,
+            file,
             format!("not an ONNX model (the protocol-buffers decoder says: {e})"),
         )
     })?;
     if model.graph.is_none() {
         return Err(ImportError::file(
-            &file,
+            file,
             "the model has no graph (is this an ONNX file?)",
         ));
     }
