@@ -64,6 +64,12 @@ pub struct MemoryReport {
     pub worst_tiles: Vec<crate::memory::WorstTile>,
     pub always_live_bytes: u64,
     pub peak_live_bytes: u64,
+    /// Bytes of every tile of every IPU, in tile order (the HTML report's tile map).
+    #[serde(default)]
+    pub tiles: Vec<u64>,
+    /// Bytes live at each program step (the HTML report's liveness view).
+    #[serde(default)]
+    pub liveness: Vec<u64>,
 }
 
 /// `precision` as the JSON contract spells it: the policy (`"16.32"`) or `"none"`.
@@ -442,6 +448,8 @@ impl CompileReport {
                 worst_tiles: m.worst_tiles.clone(),
                 always_live_bytes: m.always_live_bytes,
                 peak_live_bytes: m.liveness.iter().copied().max().unwrap_or(0),
+                tiles: m.tiles.iter().map(|t| t.total).collect(),
+                liveness: m.liveness.clone(),
             },
             seconds: e.total_cycles as f64 / exe.target.clock_hz as f64,
             partials: exe.options.partials_type.to_string(),

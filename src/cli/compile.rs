@@ -102,6 +102,9 @@ pub struct CompileArgs {
     /// Write the report to this file instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "REPORT")]
     pub output: Option<PathBuf>,
+    /// Also write the report as a self-contained HTML page (PopVision's views) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Print a compilation stage (repeatable).
     #[arg(long, value_enum)]
     pub dump: Vec<Stage>,
@@ -198,7 +201,10 @@ pub fn run(args: &CompileArgs) -> i32 {
 }
 
 fn compile_program(args: &CompileArgs) -> Result<i32, String> {
-    let plan = OutputPlan::check([("-o", args.output.as_deref())])?;
+    let plan = OutputPlan::check([
+        ("-o", args.output.as_deref()),
+        ("--html", args.html.as_deref()),
+    ])?;
     let program = args.build.load()?;
     let file = args.build.program.display();
     let options = args.build.build_options()?;
@@ -232,10 +238,29 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
     } else {
         report.to_text()
     };
-    match &args.output {
-        Some(_) => plan.commit(&[("-o", text.as_bytes())], None)?,
-        None => write_stdout(&text)?,
+    let html = match &args.html {
+        Some(_) => {
+            let value = serde_json::to_value(&report).map_err(|e| format!("error: {e}"))?;
+            let name = args.build.program.display().to_string();
+            ipusim_runtime::report::html::html(&[(name, value)])
+        }
+        None => String::new(),
+    };
+    let mut files: Vec<(&str, &[u8])> = Vec::new();
+    if args.output.is_some() {
+        files.push(("-o", text.as_bytes()));
     }
+    if args.html.is_some() {
+        files.push(("--html", html.as_bytes()));
+    }
+    plan.commit(
+        &files,
+        if args.output.is_none() {
+            Some(&text)
+        } else {
+            None
+        },
+    )?;
     if exe.memory.oom {
         warn(&format!(
             "{file}: out of memory on {} of {} tiles (max tile {} bytes, capacity {} bytes)\n",

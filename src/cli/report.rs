@@ -1,3 +1,6 @@
+//! `ipusim report html REPORT.json [OTHER.json] [-o FILE]`: the report as one self-contained
+//! HTML page ([`ipusim_runtime::report::html`]).
+//!
 //! `ipusim report diff A.json B.json [--json] [--top N]`: compare two reports (compile or
 //! run reports, as written by `ipusim compile --json` and `ipusim run --json`) side by side,
 //! with the delta and the relative change of every figure (PopVision's "Compare two
@@ -23,6 +26,21 @@ pub struct ReportArgs {
 pub enum ReportCommand {
     /// Compare two JSON reports side by side.
     Diff(DiffArgs),
+    /// Write a JSON report (compile or run) as one self-contained HTML page with PopVision's
+    /// views: Summary, Memory (tile map), Liveness, Operations, and Compare given two.
+    Html(HtmlArgs),
+}
+
+/// Arguments of `ipusim report html`.
+#[derive(Args, Debug)]
+pub struct HtmlArgs {
+    /// The report (JSON of `ipusim compile --json` or `ipusim run --json`).
+    pub report: PathBuf,
+    /// A second report: adds the Compare view (deltas are this one minus the first).
+    pub compare: Option<PathBuf>,
+    /// The HTML file to write (default: the report's path with the extension `.html`).
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
 }
 
 /// Arguments of `ipusim report diff`.
@@ -42,15 +60,32 @@ pub struct DiffArgs {
 
 /// Runs `ipusim report`; returns the exit code.
 pub fn run(args: &ReportArgs) -> i32 {
-    match &args.command {
-        ReportCommand::Diff(d) => match run_diff(d) {
-            Ok(()) => EXIT_OK,
-            Err(message) => {
-                warn(&format!("{message}\n"));
-                EXIT_ERROR
-            }
-        },
+    let result = match &args.command {
+        ReportCommand::Diff(d) => run_diff(d),
+        ReportCommand::Html(h) => run_html(h),
+    };
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(message) => {
+            warn(&format!("{message}\n"));
+            EXIT_ERROR
+        }
     }
+}
+
+fn run_html(args: &HtmlArgs) -> Result<(), String> {
+    let out = args
+        .output
+        .clone()
+        .unwrap_or_else(|| args.report.with_extension("html"));
+    let plan = super::output::OutputPlan::check([("-o", Some(out.as_path()))])?;
+    let mut reports = Vec::new();
+    for path in std::iter::once(&args.report).chain(args.compare.as_ref()) {
+        let v = diff::load(path).map_err(|e| e.to_string())?;
+        reports.push((path.display().to_string(), v));
+    }
+    let page = ipusim_runtime::report::html::html(&reports);
+    plan.commit(&[("-o", page.as_bytes())], None)
 }
 
 fn run_diff(args: &DiffArgs) -> Result<(), String> {

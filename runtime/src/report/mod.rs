@@ -23,6 +23,7 @@
 //! | `wall_seconds` | host time spent running (not deterministic; everything else is) |
 
 pub mod diff;
+pub mod html;
 mod text;
 
 use crate::io_model::HostIoModel;

@@ -1,0 +1,249 @@
+//! The HTML report (`ipusim report html`, `compile --html`): every figure the page shows in a
+//! `data-field` element equals the JSON report's at that path; the Compare view holds both
+//! reports' figures; and, in headless Chromium (installed by `.ci/run`; set
+//! `IPUSIM_REQUIRE_BROWSER=1` to make its absence a failure), every view renders with its
+//! figures and no console errors, with a screenshot of each view saved under
+//! `target/html-report/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod common;
+use common::{ipusim, scratch, stderr, tiny_resnet};
+
+/// Every `data-field="PATH" data-value="VALUE"` pair of a page.
+fn fields(html: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(i) = rest.find("data-field=\"") {
+        rest = &rest[i + 12..];
+        let end = rest.find('"').unwrap();
+        let field = rest[..end].to_string();
+        let v = rest.find("data-value=\"").unwrap();
+        let tail = &rest[v + 12..];
+        let vend = tail.find('"').unwrap();
+        out.push((
+            field,
+            tail[..vend].replace("&quot;", "\"").replace("&amp;", "&"),
+        ));
+        rest = tail;
+    }
+    out
+}
+
+fn at<'a>(v: &'a serde_json::Value, path: &str) -> &'a serde_json::Value {
+    path.split('.')
+        .fold(v, |v, k| match (v, k.parse::<usize>()) {
+            (serde_json::Value::Array(a), Ok(i)) => &a[i],
+            _ => &v[k],
+        })
+}
+
+/// Asserts that every field of `html` equals `json` at its path (after `prefix`).
+fn matches_json(html: &str, json: &serde_json::Value, prefix: &str) -> usize {
+    let mut n = 0;
+    for (field, value) in fields(html) {
+        let Some(path) = field.strip_prefix(prefix) else {
+            continue;
+        };
+        let want = match at(json, path) {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        assert_eq!(value, want, "{field}");
+        n += 1;
+    }
+    n
+}
+
+struct Reports {
+    dir: PathBuf,
+    one: serde_json::Value,
+    two: serde_json::Value,
+}
+
+/// A CIFAR ResNet-8 compiled on one IPU and split over two.
+fn reports(tag: &str) -> Reports {
+    let dir = scratch(tag);
+    let program = tiny_resnet(&dir, &[]);
+    let p = program.to_str().unwrap();
+    for (name, extra) in [
+        ("one", &[][..]),
+        ("two", &["--pipeline-splits", "layer2"][..]),
+    ] {
+        let json = dir.join(format!("{name}.json"));
+        let html = dir.join(format!("{name}-direct.html"));
+        let mut args = vec![
+            "compile",
+            p,
+            "--json",
+            "-o",
+            json.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = ipusim(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let read =
+        |n: &str| serde_json::from_str(&std::fs::read_to_string(dir.join(n)).unwrap()).unwrap();
+    Reports {
+        one: read("one.json"),
+        two: read("two.json"),
+        dir,
+    }
+}
+
+#[test]
+fn every_figure_of_the_page_is_the_jsons() {
+    let r = reports("html-figures");
+    let two = r.dir.join("two.json");
+    let o = ipusim(&["report", "html", two.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = std::fs::read_to_string(r.dir.join("two.html")).unwrap();
+    let n = matches_json(&page, &r.two, "");
+    assert!(n > 60, "only {n} figures");
+    for field in [
+        "total_cycles",
+        "memory.max_tile_bytes",
+        "ipus.1.stream_bytes_device_to_host",
+        "convolutions.0.flops",
+    ] {
+        assert!(page.contains(&format!("data-field=\"{field}\"")), "{field}");
+    }
+    let tiles = r.two["memory"]["tiles"].as_array().unwrap().len();
+    assert_eq!(
+        tiles,
+        2 * r.two["target"]["tiles"].as_u64().unwrap() as usize
+    );
+    assert!(page.contains(&format!("data-tiles=\"{tiles}\"")));
+    // `compile --html` writes the same figures.
+    let direct = std::fs::read_to_string(r.dir.join("two-direct.html")).unwrap();
+    assert_eq!(fields(&direct), fields(&page));
+    // Compare: both reports' figures.
+    let one = r.dir.join("one.json");
+    let cmp = r.dir.join("cmp.html");
+    let o = ipusim(&[
+        "report",
+        "html",
+        one.to_str().unwrap(),
+        two.to_str().unwrap(),
+        "-o",
+        cmp.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&cmp).unwrap();
+    assert!(page.contains("<section id=\"compare\""));
+    assert!(matches_json(&page, &r.one, "a.") >= 10);
+    assert!(matches_json(&page, &r.two, "b.") >= 10);
+    // A file that is not a report is an error naming it.
+    let bad = r.dir.join("bad.json");
+    std::fs::write(&bad, "{\"x\": 1}").unwrap();
+    let o = ipusim(&["report", "html", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("bad.json"), "{}", stderr(&o));
+}
+
+fn chromium() -> Option<PathBuf> {
+    [
+        "/usr/bin/chromium",
+        "/usr/bin/chromium-browser",
+        "/usr/bin/google-chrome",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+}
+
+/// Runs headless Chromium on `url` with `args`; returns (stdout, stderr).
+fn browse(chrome: &Path, profile: &Path, args: &[&str], url: &str) -> (String, String) {
+    let o = Command::new(chrome)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            &format!("--user-data-dir={}", profile.display()),
+        ])
+        .args(args)
+        .arg(url)
+        .output()
+        .unwrap();
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_view_renders_in_headless_chromium() {
+    let Some(chrome) = chromium() else {
+        assert!(
+            std::env::var("IPUSIM_REQUIRE_BROWSER").is_err(),
+            "IPUSIM_REQUIRE_BROWSER is set but no Chromium is installed"
+        );
+        eprintln!("skipped: no Chromium (apt-get install chromium; .ci/run installs it)");
+        return;
+    };
+    let r = reports("html-browser");
+    let (one, two) = (r.dir.join("one.json"), r.dir.join("two.json"));
+    let page = r.dir.join("report.html");
+    let o = ipusim(&[
+        "report",
+        "html",
+        one.to_str().unwrap(),
+        two.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/html-report");
+    std::fs::create_dir_all(&shots).unwrap();
+    let profile = r.dir.join("chromium-profile");
+    for view in ["summary", "memory", "liveness", "operations", "compare"] {
+        let url = format!("file://{}#{view}", page.display());
+        // The DOM after the script ran: the view is shown, the others hidden.
+        let (dom, log) = browse(&chrome, &profile, &["--dump-dom"], &url);
+        assert!(!log.contains("Uncaught"), "{view}: console error: {log}");
+        let section = format!("<section id=\"{view}\" class=\"view\">");
+        assert!(
+            dom.contains(&section),
+            "{view} not shown:\n{}",
+            &dom[..dom.len().min(2000)]
+        );
+        let shown = &dom[dom.find(&section).unwrap()..];
+        let shown = &shown[..shown.find("</section>").unwrap()];
+        let figures = match view {
+            "compare" => matches_json(shown, &r.one, "a.") + matches_json(shown, &r.two, "b."),
+            _ => matches_json(shown, &r.one, ""),
+        };
+        assert!(
+            figures > 0 || view == "liveness" && shown.contains("<polyline"),
+            "{view}: no figures"
+        );
+        let png = shots.join(format!("{view}.png"));
+        let _ = std::fs::remove_file(&png);
+        browse(
+            &chrome,
+            &profile,
+            &[
+                &format!("--screenshot={}", png.display()),
+                "--window-size=1200,1000",
+            ],
+            &url,
+        );
+        assert!(
+            std::fs::metadata(&png)
+                .map(|m| m.len() > 10_000)
+                .unwrap_or(false),
+            "{view}: no screenshot"
+        );
+    }
+}
