@@ -195,14 +195,17 @@ pub fn diff(a_name: &str, a: &Value, b_name: &str, b: &Value) -> ReportDiff {
             .then_with(|| x.field.cmp(&y.field))
     });
     // Shown above, or not comparable between two reports: the fullest tiles are listed by
-    // tile (another compile has other fullest tiles), and a keyed element's key leaf repeats
-    // its key.
+    // tile (another compile has other fullest tiles), a keyed element's key leaf repeats
+    // its key, and the per-tile bytes and per-step liveness are series (the HTML report
+    // draws them), not figures.
     let shown = |k: &str| {
         HEADLINE.contains(&k)
             || IDENTITY.contains(&k)
             || k.starts_with("compute_sets[")
             || k.starts_with("memory.worst_tiles[")
             || k.starts_with("memory.oom_tiles[")
+            || k.starts_with("memory.tiles[")
+            || k.starts_with("memory.liveness[")
             || KEYS.iter().any(|key| k.ends_with(&format!("].{key}")))
     };
     let other = fa
