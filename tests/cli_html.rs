@@ -247,3 +247,51 @@ fn every_view_renders_in_headless_chromium() {
         );
     }
 }
+
+#[test]
+fn run_writes_its_report_page_and_loss_curve() {
+    let dir = scratch("html-run");
+    let (html, plot, json) = (
+        dir.join("run.html"),
+        dir.join("loss.svg"),
+        dir.join("run.json"),
+    );
+    let o = ipusim(&[
+        "run",
+        "programs/mlp_digits.ron",
+        "--json",
+        "-o",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(matches_json(&page, &out["report"], "") > 40);
+    // One point per loss entry the run kept, drawn by plotters.
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    let losses = out["outfeeds"]["loss"].as_array().unwrap().len();
+    let line = &svg[svg.find("<polyline fill=\"none\" opacity=\"1\" stroke=\"#0000FF\"").expect("the blue loss line")..];
+    let points = &line[line.find("points=\"").unwrap() + 8..];
+    let points = &points[..points.find('"').unwrap()];
+    assert_eq!(points.split_whitespace().count(), losses);
+    assert!(svg.contains("mlp_digits: training loss (16.32)"));
+    // No loss to draw: an error before anything runs.
+    let o = ipusim(&[
+        "run",
+        "programs/mlp_digits.ron",
+        "--inference",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--plot draws the training loss"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -11,6 +11,7 @@ pub mod fp;
 pub mod model;
 pub mod onnx;
 pub mod output;
+pub mod plot;
 pub mod report;
 pub mod run;
 mod run_output;

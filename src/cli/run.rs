@@ -107,6 +107,12 @@ pub struct RunArgs {
     /// Write a Chrome trace-event file (open it in Perfetto) to this file.
     #[arg(long, value_name = "FILE")]
     pub chrome_trace: Option<PathBuf>,
+    /// Also write the run's report as a self-contained HTML page (PopVision's views).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write the loss curve (every loss entry the run kept) as an SVG chart.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
     /// Micro-batches the host holds ready per infeed.
     #[arg(long, default_value_t = ipusim_runtime::host::DEFAULT_PREFETCH_DEPTH,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -225,10 +231,18 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
         ("--save-variables", args.save_variables.as_deref()),
         ("--trace", args.trace.as_deref()),
         ("--chrome-trace", args.chrome_trace.as_deref()),
+        ("--html", args.html.as_deref()),
+        ("--plot", args.plot.as_deref()),
     ])
     .map_err(RunFailure::Output)?;
     let file = args.build.program.display().to_string();
     let program = args.build.load().map_err(RunFailure::Load)?;
+    let loss_stream = run_output::loss_stream(&program);
+    if args.plot.is_some() && (loss_stream.is_none() || args.inference) {
+        return Err(usage(format!(
+            "{file}: --plot draws the training loss, and this run has none (a training spec whose loss goes to an outfeed, run without --inference)"
+        )));
+    }
     let options = options(args)?;
     let base = args.build.program.parent().unwrap_or(Path::new(""));
     let mut session = match Session::new(&program, base, options) {
@@ -240,7 +254,11 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
             } else {
                 report.to_text()
             };
-            write_output(args, &plan, &[], &text)?;
+            let mut files = Vec::new();
+            if args.html.is_some() {
+                files.push(("--html", html_page(&file, &report)?));
+            }
+            write_output(args, &plan, &files, &text)?;
             warn(&format!("{}\n", RuntimeError::OutOfMemory(report)));
             return Ok(EXIT_OOM);
         }
@@ -306,6 +324,21 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
         let text = to_chrome_json(&trace, &c.program, &c.target.name, c.target.clock_hz, &ipus);
         files.push(("--chrome-trace", text));
     }
+    if args.html.is_some() {
+        files.push(("--html", html_page(&file, &report)?));
+    }
+    if args.plot.is_some() {
+        let losses: Vec<f64> = loss_stream
+            .as_ref()
+            .and_then(|l| collected.streams.get(l))
+            .map(|s| s.rows.iter().filter_map(|r| r.first().copied()).collect())
+            .unwrap_or_default();
+        let precision = report.compile.precision.map_or("none", |p| p.as_str());
+        let title = format!("{}: training loss ({precision})", program.name);
+        let svg = super::plot::loss_svg(&title, &losses)
+            .map_err(|e| RunFailure::Output(format!("{file}: error: {e}")))?;
+        files.push(("--plot", svg));
+    }
     let text = if args.json {
         run_output::json(&collected, report.flags, &report)
     } else {
@@ -313,6 +346,16 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
     };
     write_output(args, &plan, &files, &text)?;
     Ok(EXIT_OK)
+}
+
+/// The HTML page of a run report.
+fn html_page(file: &str, report: &ipusim_runtime::report::RunReport) -> Result<String, RunFailure> {
+    let value = serde_json::to_value(report)
+        .map_err(|e| RunFailure::Output(format!("error: cannot serialise the report: {e}")))?;
+    Ok(ipusim_runtime::report::html::html(&[(
+        file.to_string(),
+        value,
+    )]))
 }
 
 /// Most host memory the outfeed values `ipusim run` keeps may take: 4 GiB. A kept value is

@@ -82,7 +82,7 @@ pub fn json(collected: &Collected, flags: Flags, report: &RunReport) -> String {
 }
 
 /// The stream that outfeeds the training loss, if any.
-fn loss_stream(program: &Program) -> Option<String> {
+pub fn loss_stream(program: &Program) -> Option<String> {
     let loss = program.graph.find(&program.training.as_ref()?.loss)?;
     program.graph.nodes().find_map(|(_, n)| match &n.op {
         Op::Outfeed { stream } if n.inputs.first() == Some(&loss) => Some(stream.clone()),
