@@ -1,0 +1,126 @@
+"""The Python package against the CLI: the same reports, the same outfeeds, real exceptions.
+
+Needs the package installed (``pip install ./python``) and the CLI built
+(``cargo build --release``; ``IPUSIM_BIN`` overrides its path), as ``.ci/run`` does.
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ipusim
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("IPUSIM_BIN", str(REPO / "target" / "release" / "ipusim"))
+FLAGSHIP = str(REPO / "programs" / "mlp_digits.ron")
+
+
+def cli(*args):
+    out = subprocess.run([BIN, *args], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_the_flagship_report_equals_the_clis_json():
+    report = ipusim.load(FLAGSHIP).compile(ipusim.Options())
+    assert report.to_dict() == json.loads(cli("compile", FLAGSHIP, "--json"))
+    opts = ipusim.Options().deviceIterations(10)
+    opts.Training.gradientAccumulation(2)
+    opts.Precision.setPartialsType(np.float16).Precision.precision("16.16")
+    got = ipusim.load(FLAGSHIP).compile(opts).to_dict()
+    want = json.loads(cli("compile", FLAGSHIP, "--json", "--device-iterations", "10",
+                          "--gradient-accumulation", "2", "--partials", "half", "--precision", "16.16"))
+    assert got == want
+    assert got["gradient_accumulation"] == 2 and got["device_iterations"] == 10
+
+
+def test_a_resnet_from_the_zoo_compiles_like_the_cli(tmp_path):
+    program = tmp_path / "resnet8.ron"
+    cli("model", "resnet8", "--batch", "2", "--image-size", "8", "-o", str(program))
+    want = json.loads(cli("compile", str(program), "--json"))
+    got = ipusim.model("resnet8", batch=2, image_size=8).compile().to_dict()
+    # The zoo program is the same network; only where it was loaded from differs.
+    assert got == want
+    assert got["convolutions"], "per-layer convolution rows"
+
+
+def test_ten_training_steps_return_the_clis_outfeeds():
+    opts = ipusim.Options().deviceIterations(10)
+    result = ipusim.load(FLAGSHIP).run(steps=10, opts=opts)
+    want = json.loads(cli("run", FLAGSHIP, "--json", "--device-iterations", "10", "--steps", "10"))
+    assert set(result.outfeeds) == set(want["outfeeds"])
+    for name, values in want["outfeeds"].items():
+        got = result.outfeeds[name]
+        assert got.shape[0] == 10
+        np.testing.assert_array_equal(got.astype(np.float64), np.asarray(values, dtype=np.float64))
+    assert result.outfeeds["accuracy"].dtype == np.float16  # FP16 stays FP16
+    assert result.flags == {"OFLO": False, "DIV0": False, "INV": False}
+    assert result.report.to_dict()["steps"] == 10
+
+
+def test_inputs_from_numpy_and_output_modes():
+    program = ipusim.load(FLAGSHIP)
+    # Ten micro-batches of one digit repeated: the model sees only these.
+    rng = np.random.default_rng(0)
+    features = np.repeat(rng.integers(0, 17, size=(1, 50, 64)), 10, axis=0)
+    labels = np.repeat(rng.integers(0, 10, size=(1, 50)), 10, axis=0)
+    inputs = {"features": features, "labels": labels}
+    opts = ipusim.Options().deviceIterations(10)
+    every = program.run(inputs=inputs, steps=10, opts=opts)
+    assert every.outfeeds["loss"].shape == (10,)
+    # Training on the same batch lowers its loss.
+    assert every.outfeeds["loss"][-1] < every.outfeeds["loss"][0]
+    last = program.run(inputs=inputs, steps=10, opts=ipusim.Options().deviceIterations(10).outputMode("Final"))
+    np.testing.assert_array_equal(last.outfeeds["loss"], every.outfeeds["loss"][-1:])
+    total = program.run(inputs=inputs, steps=10, opts=ipusim.Options().deviceIterations(10).outputMode("Sum"))
+    assert total.outfeeds["loss"][0] == pytest.approx(every.outfeeds["loss"].astype(np.float64).sum())
+    with pytest.raises(ipusim.StreamError, match="no infeed is named 'pixels'"):
+        program.run(inputs={"pixels": features}, steps=10, opts=opts)
+    with pytest.raises(ipusim.StreamError, match="micro-batches of \\[50, 64\\]"):
+        program.run(inputs={"features": features[:, :10]}, steps=10, opts=opts)
+
+
+def test_an_fp16_overflow_trap_raises_with_the_dump():
+    opts = ipusim.Options()
+    opts.Precision.setFloatingPointBehaviour(oflo=True)
+    with pytest.raises(ipusim.FloatingPointException) as e:
+        ipusim.load(str(REPO / "programs" / "fp_exceptions.ron")).run(opts=opts)
+    message = str(e.value)
+    for part in ("floating-point exception", "OFLO", "tile"):
+        assert part in message, message
+    assert isinstance(e.value, ipusim.IpusimError)
+
+
+def test_wrong_options_and_files_raise_named_exceptions(tmp_path):
+    with pytest.raises(ipusim.OptionsError, match="deviceIterations: 0"):
+        ipusim.Options().deviceIterations(0)
+    with pytest.raises(ipusim.OptionsError, match="outputMode"):
+        ipusim.Options().outputMode("Sometimes")
+    with pytest.raises(ipusim.OptionsError, match="setPartialsType"):
+        ipusim.Options().Precision.setPartialsType("quarter")
+    with pytest.raises(ipusim.OptionsError, match="precision"):
+        ipusim.load(FLAGSHIP).compile(ipusim.Options().Precision.precision("8.8"))
+    with pytest.raises(ipusim.ProgramError, match="missing.ron"):
+        ipusim.load(str(tmp_path / "missing.ron"))
+    with pytest.raises(ipusim.ProgramError, match="no model 'resnet51'"):
+        ipusim.model("resnet51")
+    tiny = tmp_path / "tiny.ron"
+    tiny.write_text('(base: "mk1", tiles: 2, bytes_per_tile: 4096)')
+    with pytest.raises(ipusim.OutOfMemoryError, match="out of memory on"):
+        ipusim.load(FLAGSHIP).run(opts=ipusim.Options().useIpuModel(target=str(tiny)))
+    report = ipusim.load(FLAGSHIP).compile(ipusim.Options().useIpuModel(target=str(tiny)))
+    assert report.oom
+
+
+def test_onnx_models_load_from_python(tmp_path):
+    zoo = tmp_path / "r8.ron"
+    onnx = tmp_path / "r8.onnx"
+    cli("model", "resnet8", "--batch", "2", "--image-size", "8", "-o", str(zoo))
+    cli("export", str(zoo), "-o", str(onnx), "--symbolic-batch")
+    program = ipusim.load(str(onnx), input_shapes={"image": (2, 3, 8, 8)}, training=True)
+    want = json.loads(cli("compile", str(onnx), "--json", "--input-shape", "image=2x3x8x8", "--training"))
+    assert program.compile().to_dict() == want
