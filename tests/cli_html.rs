@@ -275,7 +275,9 @@ fn run_writes_its_report_page_and_loss_curve() {
     // One point per loss entry the run kept, drawn by plotters.
     let svg = std::fs::read_to_string(&plot).unwrap();
     let losses = out["outfeeds"]["loss"].as_array().unwrap().len();
-    let line = &svg[svg.find("<polyline fill=\"none\" opacity=\"1\" stroke=\"#0000FF\"").expect("the blue loss line")..];
+    let line = &svg[svg
+        .find("<polyline fill=\"none\" opacity=\"1\" stroke=\"#0000FF\"")
+        .expect("the blue loss line")..];
     let points = &line[line.find("points=\"").unwrap() + 8..];
     let points = &points[..points.find('"').unwrap()];
     assert_eq!(points.split_whitespace().count(), losses);
