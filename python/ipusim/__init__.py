@@ -21,7 +21,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from . import _ipusim
+from . import _ipusim, pva
 from ._ipusim import (
     CompileError,
     FloatingPointException,
@@ -39,6 +39,7 @@ __all__ = [
     "RunResult",
     "load",
     "model",
+    "pva",
     "IpusimError",
     "ProgramError",
     "OptionsError",

@@ -124,3 +124,29 @@ def test_onnx_models_load_from_python(tmp_path):
     program = ipusim.load(str(onnx), input_shapes={"image": (2, 3, 8, 8)}, training=True)
     want = json.loads(cli("compile", str(onnx), "--json", "--input-shape", "image=2x3x8x8", "--training"))
     assert program.compile().to_dict() == want
+
+
+def test_a_libpva_shaped_view_reads_the_reports(tmp_path):
+    from ipusim import pva
+
+    compiled = tmp_path / "compile.json"
+    cli("compile", FLAGSHIP, "--json", "-o", str(compiled))
+    d = json.loads(compiled.read_text())
+    r = pva.openReport(compiled)
+    assert r.compilation.target.numTiles == d["target"]["tiles"]
+    assert r.compilation.target.numIPUs == 1
+    assert [t.memory.total.includingGaps for t in r.compilation.tiles] == d["memory"]["tiles"]
+    steps = r.compilation.livenessProgramSteps
+    assert max(s.notAlwaysLiveMemory.bytes for s in steps) == d["memory"]["peak_live_bytes"]
+    assert r.compilation.alwaysLiveMemory.bytes == d["memory"]["always_live_bytes"]
+    assert r.execution is None
+    ran = tmp_path / "run.json"
+    cli("run", FLAGSHIP, "--json", "-o", str(ran))
+    executed = json.loads(ran.read_text())["report"]["executed"]
+    e = pva.openReport(ran).execution
+    assert e.cycles == executed["total_cycles"]
+    assert [x.cycles for x in e.runs] == executed["cycles_per_run"]
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ipusim.ProgramError, match="not an ipusim report"):
+        pva.openReport(bad)
