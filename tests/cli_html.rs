@@ -95,6 +95,14 @@ fn reports(tag: &str) -> Reports {
     }
 }
 
+/// `ipusim report html ONE TWO -o PAGE`.
+fn compare_page(one: &Path, two: &Path, page: &Path) {
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let (one, two, page) = (path(one), path(two), path(page));
+    let o = ipusim(&["report", "html", &one, &two, "-o", &page]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
 #[test]
 fn every_figure_of_the_page_is_the_jsons() {
     let r = reports("html-figures");
@@ -124,15 +132,7 @@ fn every_figure_of_the_page_is_the_jsons() {
     // Compare: both reports' figures.
     let one = r.dir.join("one.json");
     let cmp = r.dir.join("cmp.html");
-    let o = ipusim(&[
-        "report",
-        "html",
-        one.to_str().unwrap(),
-        two.to_str().unwrap(),
-        "-o",
-        cmp.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    compare_page(&one, &two, &cmp);
     let page = std::fs::read_to_string(&cmp).unwrap();
     assert!(page.contains("<section id=\"compare\""));
     assert!(matches_json(&page, &r.one, "a.") >= 10);
@@ -195,15 +195,7 @@ fn every_view_renders_in_headless_chromium() {
     let r = reports("html-browser");
     let (one, two) = (r.dir.join("one.json"), r.dir.join("two.json"));
     let page = r.dir.join("report.html");
-    let o = ipusim(&[
-        "report",
-        "html",
-        one.to_str().unwrap(),
-        two.to_str().unwrap(),
-        "-o",
-        page.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    compare_page(&one, &two, &page);
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/html-report");
     std::fs::create_dir_all(&shots).unwrap();
     let profile = r.dir.join("chromium-profile");

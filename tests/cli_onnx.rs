@@ -122,23 +122,7 @@ fn an_imported_resnet18_trains_like_the_zoo_program_bit_for_bit() {
 #[test]
 fn import_writes_a_program_that_reparses_and_check_reads_onnx() {
     let dir = scratch("onnx-ron");
-    ok(&ipusim(&[
-        "model",
-        "resnet8",
-        "--batch",
-        "2",
-        "--image-size",
-        "8",
-        "-o",
-        dir.join("r8.ron").to_str().unwrap(),
-    ]));
-    let onnx = dir.join("r8.onnx");
-    ok(&ipusim(&[
-        "export",
-        dir.join("r8.ron").to_str().unwrap(),
-        "-o",
-        onnx.to_str().unwrap(),
-    ]));
+    let (_, onnx) = zoo_small(&dir, false);
     let out = dir.join("imported.ron");
     ok(&ipusim(&[
         "import",
@@ -212,7 +196,7 @@ fn import_writes_a_program_that_reparses_and_check_reads_onnx() {
 #[test]
 fn bad_models_are_named_errors() {
     let dir = scratch("onnx-bad");
-    let (_, onnx) = zoo_small(&dir);
+    let (_, onnx) = zoo_small(&dir, true);
     let bytes = std::fs::read(&onnx).unwrap();
     let fails = |path: &Path, extra: &[&str], text: &str| {
         let mut args = vec!["compile", path.to_str().unwrap()];
@@ -271,10 +255,11 @@ fn bad_models_are_named_errors() {
     assert!(out["outfeeds"]["loss"][0].as_f64().unwrap().is_finite());
 }
 
-/// A small ONNX ResNet-8 (8x8 images) with a symbolic batch.
-fn zoo_small(dir: &Path) -> (PathBuf, PathBuf) {
+/// A small ONNX ResNet-8 (8x8 images, batch 2), its batch symbolic when `symbolic`.
+fn zoo_small(dir: &Path, symbolic: bool) -> (PathBuf, PathBuf) {
     let ron = dir.join("r8.ron");
     let onnx = dir.join("r8.onnx");
+    let (r, o) = (ron.to_str().unwrap(), onnx.to_str().unwrap());
     ok(&ipusim(&[
         "model",
         "resnet8",
@@ -283,14 +268,12 @@ fn zoo_small(dir: &Path) -> (PathBuf, PathBuf) {
         "--image-size",
         "8",
         "-o",
-        ron.to_str().unwrap(),
+        r,
     ]));
-    ok(&ipusim(&[
-        "export",
-        ron.to_str().unwrap(),
-        "-o",
-        onnx.to_str().unwrap(),
-        "--symbolic-batch",
-    ]));
+    let mut export = vec!["export", r, "-o", o];
+    if symbolic {
+        export.push("--symbolic-batch");
+    }
+    ok(&ipusim(&export));
     (ron, onnx)
 }

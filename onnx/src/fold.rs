@@ -267,34 +267,28 @@ fn concat(parts: &[&ConstTensor], a: i64) -> Result<ConstTensor, String> {
 
 fn slice(x: &ConstTensor, begin: &[usize], end: &[usize]) -> ConstTensor {
     let dims: Vec<usize> = begin.iter().zip(end).map(|(b, e)| e - b).collect();
-    let n: usize = dims.iter().product();
-    let (src, out) = (shape::strides(&x.dims), shape::strides(&dims));
-    let values = (0..n)
-        .map(|k| {
-            let offset: usize = (0..dims.len())
-                .map(|i| (k / out[i] % dims[i] + begin[i]) * src[i])
-                .sum();
-            x.values[offset]
-        })
-        .collect();
-    ConstTensor {
-        elem: x.elem,
-        dims,
-        values,
-    }
+    let src = shape::strides(&x.dims);
+    remap(x, dims, |i, c| (c + begin[i]) * src[i])
 }
 
 /// `perm[i]` is the input dimension of output dimension `i`.
 pub fn transpose(x: &ConstTensor, perm: &[usize]) -> ConstTensor {
     let dims: Vec<usize> = perm.iter().map(|&p| x.dims[p]).collect();
-    let (src, out) = (shape::strides(&x.dims), shape::strides(&dims));
-    let n = x.values.len();
+    let src = shape::strides(&x.dims);
+    remap(x, dims, |i, c| c * src[perm[i]])
+}
+
+/// A tensor of shape `dims` whose element at coordinates `c` is `x`'s element at offset
+/// `sum_i offset(i, c[i])`.
+fn remap(x: &ConstTensor, dims: Vec<usize>, offset: impl Fn(usize, usize) -> usize) -> ConstTensor {
+    let n: usize = dims.iter().product();
+    let out = shape::strides(&dims);
     let values = (0..n)
         .map(|k| {
-            let offset: usize = (0..dims.len())
-                .map(|i| (k / out[i] % dims[i]) * src[perm[i]])
+            let at: usize = (0..dims.len())
+                .map(|i| offset(i, k / out[i] % dims[i]))
                 .sum();
-            x.values[offset]
+            x.values[at]
         })
         .collect();
     ConstTensor {

@@ -285,6 +285,15 @@ pub(crate) fn convert(
     }
 }
 
+/// Input `i`, or `missing` as the error.
+fn required(inputs: &[Option<Val>], i: usize, missing: &str) -> Result<Val, String> {
+    inputs
+        .get(i)
+        .cloned()
+        .flatten()
+        .ok_or_else(|| missing.to_string())
+}
+
 /// The attributes each converter reads.
 fn known_attrs(op: &str) -> &'static [&'static str] {
     match op {
@@ -413,16 +422,8 @@ fn conv(
     attrs: &Attrs,
     inputs: &[Option<Val>],
 ) -> Result<Vec<Val>, String> {
-    let x = inputs
-        .first()
-        .cloned()
-        .flatten()
-        .ok_or("input 0 is missing")?;
-    let w = inputs
-        .get(1)
-        .cloned()
-        .flatten()
-        .ok_or("the weight input is missing")?;
+    let x = required(inputs, 0, "input 0 is missing")?;
+    let w = required(inputs, 1, "the weight input is missing")?;
     let (xd, wd) = (im.dims(&x), im.dims(&w));
     if xd.len() != 4 || wd.len() != 4 {
         return Err(format!(
@@ -480,11 +481,7 @@ fn pool(
     attrs: &Attrs,
     inputs: &[Option<Val>],
 ) -> Result<Vec<Val>, String> {
-    let x = inputs
-        .first()
-        .cloned()
-        .flatten()
-        .ok_or("input 0 is missing")?;
+    let x = required(inputs, 0, "input 0 is missing")?;
     let xd = im.dims(&x);
     if xd.len() != 4 {
         return Err(format!(
@@ -539,16 +536,8 @@ fn gemm(
     attrs: &Attrs,
     inputs: &[Option<Val>],
 ) -> Result<Vec<Val>, String> {
-    let a = inputs
-        .first()
-        .cloned()
-        .flatten()
-        .ok_or("input 0 is missing")?;
-    let b = inputs
-        .get(1)
-        .cloned()
-        .flatten()
-        .ok_or("input 1 is missing")?;
+    let a = required(inputs, 0, "input 0 is missing")?;
+    let b = required(inputs, 1, "input 1 is missing")?;
     for (k, v) in [&a, &b].into_iter().enumerate() {
         if im.dims(v).len() != 2 {
             return Err(format!(

@@ -109,6 +109,15 @@ pub fn value_info(name: &str, elem: i32, dims: &[Option<usize>]) -> ValueInfoPro
     }
 }
 
+/// The dimensions of a graph input or output, the first as the symbol `batch_size` when
+/// `symbolic_batch`.
+fn io_dims(dims: &[usize], symbolic_batch: bool) -> Vec<Option<usize>> {
+    dims.iter()
+        .enumerate()
+        .map(|(i, &d)| (!(symbolic_batch && i == 0)).then_some(d))
+        .collect()
+}
+
 /// A model of `graph` at `opset` of the standard domain.
 pub fn model(graph: GraphProto, opset: i64) -> ModelProto {
     ModelProto {
@@ -207,19 +216,7 @@ pub fn export(
     }
     for &o in &outputs {
         let n = g.node(o);
-        let dims: Vec<Option<usize>> =
-            n.ty.shape
-                .dims()
-                .iter()
-                .enumerate()
-                .map(|(i, &d)| {
-                    if symbolic_batch && i == 0 {
-                        None
-                    } else {
-                        Some(d)
-                    }
-                })
-                .collect();
+        let dims = io_dims(n.ty.shape.dims(), symbolic_batch);
         ex.out
             .output
             .push(value_info(&ex.names[&o], onnx_type(n.ty.dtype), &dims));
@@ -271,18 +268,7 @@ impl Exporter<'_> {
         let pads = |p: &[usize]| if p.is_empty() { vec![0; 4] } else { ints(p) };
         match &n.op {
             Op::Input { dtype, shape, .. } => {
-                let dims: Vec<Option<usize>> = shape
-                    .dims()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &d)| {
-                        if symbolic_batch && i == 0 {
-                            None
-                        } else {
-                            Some(d)
-                        }
-                    })
-                    .collect();
+                let dims = io_dims(shape.dims(), symbolic_batch);
                 self.out
                     .input
                     .push(value_info(&n.name, onnx_type(*dtype), &dims));
