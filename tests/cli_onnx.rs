@@ -180,7 +180,7 @@ fn import_writes_a_program_that_reparses_and_check_reads_onnx() {
     let o = ipusim(&["check", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("imported.ron:") && stderr(&o).contains("values need"),
+        stderr(&o).contains("imported.ron:") && stderr(&o).contains("are needed from offset"),
         "{}",
         stderr(&o)
     );

@@ -9,7 +9,6 @@
 
 use crate::proto::{data_type as dt, TensorProto, DATA_LOCATION_EXTERNAL};
 use half::f16;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// A tensor of known values: its ONNX element type, shape and values (row-major, as `f64`,
@@ -195,16 +194,6 @@ fn read_external(t: &TensorProto, dir: &Path, need: usize) -> Result<Vec<u8>, St
         }
     }
     let location = location.ok_or("external data without a 'location'")?;
-    let rel = Path::new(location);
-    if rel.is_absolute()
-        || rel
-            .components()
-            .any(|c| c == std::path::Component::ParentDir)
-    {
-        return Err(format!(
-            "external data location '{location}' must be a path inside the model's directory"
-        ));
-    }
     if let Some(length) = length {
         if length != need as u64 {
             return Err(format!(
@@ -212,24 +201,14 @@ fn read_external(t: &TensorProto, dir: &Path, need: usize) -> Result<Vec<u8>, St
             ));
         }
     }
-    let path = dir.join(rel);
-    let mut file = std::fs::File::open(&path)
-        .map_err(|e| format!("cannot open external data file {}: {e}", path.display()))?;
-    let size = file
-        .metadata()
-        .map_err(|e| format!("cannot read external data file {}: {e}", path.display()))?
-        .len();
-    if offset.saturating_add(need as u64) > size {
-        return Err(format!(
-            "external data file {} holds {size} bytes; the tensor needs {need} from offset {offset}",
-            path.display()
-        ));
-    }
-    let mut bytes = vec![0; need];
-    file.seek(SeekFrom::Start(offset))
-        .and_then(|_| file.read_exact(&mut bytes))
-        .map_err(|e| format!("cannot read external data file {}: {e}", path.display()))?;
-    Ok(bytes)
+    ipusim_ir::text::input::read_beside(
+        dir,
+        location,
+        offset,
+        need as u64,
+        "external data file",
+        "model",
+    )
 }
 
 /// A FLOAT, INT64 or INT32 tensor as a `TensorProto` with `raw_data` (for the writer).

@@ -117,6 +117,45 @@ pub fn strip_bom(text: String) -> String {
     }
 }
 
+/// Reads `need` bytes from byte `offset` of the file `rel`, a path inside `dir` (relative,
+/// without `..`): the data files beside a program (weights) or a model (ONNX external data).
+/// `what` names the kind of file and `owner` what it sits beside, for the messages. The file's
+/// size is checked before anything is allocated.
+pub fn read_beside(
+    dir: &Path,
+    rel: &str,
+    offset: u64,
+    need: u64,
+    what: &str,
+    owner: &str,
+) -> Result<Vec<u8>, String> {
+    let r = Path::new(rel);
+    if r.is_absolute() || r.components().any(|c| c == std::path::Component::ParentDir) {
+        return Err(format!(
+            "{what} '{rel}' must be a path inside the {owner}'s directory"
+        ));
+    }
+    let path = dir.join(r);
+    let mut file = std::fs::File::open(&path)
+        .map_err(|e| format!("cannot open {what} {}: {e}", path.display()))?;
+    let size = file
+        .metadata()
+        .map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?
+        .len();
+    if offset.saturating_add(need) > size {
+        return Err(format!(
+            "{what} {} holds {size} bytes; {need} are needed from offset {offset}",
+            path.display()
+        ));
+    }
+    let mut bytes = vec![0u8; need as usize];
+    use std::io::{Seek, SeekFrom};
+    file.seek(SeekFrom::Start(offset))
+        .and_then(|_| file.read_exact(&mut bytes))
+        .map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,8 +12,7 @@ use super::doc::ProgramDoc;
 use super::error::{ErrorKind, ProgramError};
 use super::locate::SourceMap;
 use crate::op::{Encoding, Init, Op};
-use std::io::{Read, Seek, SeekFrom};
-use std::path::{Component, Path};
+use std::path::Path;
 
 /// Reads every `File` initialiser of `doc` into `Values`; `base` is the program's directory.
 pub(crate) fn read(doc: &mut ProgramDoc, base: &Path, map: &SourceMap) -> Result<(), ProgramError> {
@@ -44,30 +43,8 @@ fn read_values(
     encoding: Encoding,
     n: usize,
 ) -> Result<Vec<f64>, String> {
-    let rel = Path::new(path);
-    if rel.is_absolute() || rel.components().any(|c| matches!(c, Component::ParentDir)) {
-        return Err(format!(
-            "weights file '{path}' must be a path inside the program's directory"
-        ));
-    }
-    let full = base.join(rel);
-    let mut file = std::fs::File::open(&full)
-        .map_err(|e| format!("cannot open weights file {}: {e}", full.display()))?;
-    let size = file
-        .metadata()
-        .map_err(|e| format!("cannot read weights file {}: {e}", full.display()))?
-        .len();
     let need = (n as u64).saturating_mul(encoding.size() as u64);
-    if offset.saturating_add(need) > size {
-        return Err(format!(
-            "weights file {} holds {size} bytes; the variable's {n} values need {need} from offset {offset}",
-            full.display()
-        ));
-    }
-    let mut bytes = vec![0u8; need as usize];
-    file.seek(SeekFrom::Start(offset))
-        .and_then(|_| file.read_exact(&mut bytes))
-        .map_err(|e| format!("cannot read weights file {}: {e}", full.display()))?;
+    let bytes = super::input::read_beside(base, path, offset, need, "weights file", "program")?;
     Ok(match encoding {
         Encoding::F32 => bytes
             .chunks_exact(4)
