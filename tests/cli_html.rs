@@ -126,6 +126,12 @@ fn every_figure_of_the_page_is_the_jsons() {
         2 * r.two["target"]["tiles"].as_u64().unwrap() as usize
     );
     assert!(page.contains(&format!("data-tiles=\"{tiles}\"")));
+    // The program tree: every compute set's execution is a line with its cycles.
+    let executes = page.matches("Execute <b>").count();
+    assert!(
+        executes >= r.two["compute_sets"].as_array().unwrap().len(),
+        "{executes}"
+    );
     // `compile --html` writes the same figures.
     let direct = std::fs::read_to_string(r.dir.join("two-direct.html")).unwrap();
     assert_eq!(fields(&direct), fields(&page));
@@ -199,7 +205,14 @@ fn every_view_renders_in_headless_chromium() {
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/html-report");
     std::fs::create_dir_all(&shots).unwrap();
     let profile = r.dir.join("chromium-profile");
-    for view in ["summary", "memory", "liveness", "operations", "compare"] {
+    for view in [
+        "summary",
+        "memory",
+        "liveness",
+        "operations",
+        "program-tree",
+        "compare",
+    ] {
         let url = format!("file://{}#{view}", page.display());
         // The DOM after the script ran: the view is shown, the others hidden.
         let (dom, log) = browse(&chrome, &profile, &["--dump-dom"], &url);

@@ -1,5 +1,6 @@
 //! Reading an input file whole, with a size limit: the one way ipusim reads the program,
-//! checkpoint and report files a user names.
+//! checkpoint and report files a user names; [`read_beside`] reads a byte range of a data file
+//! beside a program or model (weights, ONNX external data).
 //!
 //! A file is read through a bounded reader, so a file larger than its limit (or a FIFO or
 //! device that never ends, such as `/dev/zero`) is refused after reading at most one byte past

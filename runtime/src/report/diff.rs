@@ -206,6 +206,7 @@ pub fn diff(a_name: &str, a: &Value, b_name: &str, b: &Value) -> ReportDiff {
             || k.starts_with("memory.oom_tiles[")
             || k.starts_with("memory.tiles[")
             || k.starts_with("memory.liveness[")
+            || k.starts_with("program_tree.")
             || KEYS.iter().any(|key| k.ends_with(&format!("].{key}")))
     };
     let other = fa

@@ -10,6 +10,8 @@
 //! - **Operations**: cycles per layer (compute sets grouped by the node they lower), the
 //!   costliest compute sets, and every convolution pass with its vertex, partition, cycles,
 //!   FLOPs and achieved fraction of the AMP peak;
+//! - **Program Tree**: the executable's steps, nested, with each compute set's and
+//!   exchange's cycles;
 //! - **Compare**, given two reports: the headline figures side by side with their deltas.
 //!
 //! It reads the JSON of `ipusim compile --json` or `ipusim run --json` (a run's `report`), so
@@ -29,6 +31,7 @@ pub fn html(reports: &[(String, Value)]) -> String {
         ("Memory", memory(r)),
         ("Liveness", liveness(r)),
         ("Operations", operations(r)),
+        ("Program Tree", program_tree(r)),
     ];
     if let Some((other, b)) = reports.get(1) {
         views.push(("Compare", compare(name, r, other, b)));
@@ -49,7 +52,7 @@ fn page(title: &str, body: &str, views: &[(&str, String)]) -> String {
         let _ = write!(
             s,
             "<button data-view=\"{}\"{}>{v}</button>",
-            v.to_lowercase(),
+            slug(v),
             if i == 0 { " class=\"on\"" } else { "" }
         );
     }
@@ -59,7 +62,7 @@ fn page(title: &str, body: &str, views: &[(&str, String)]) -> String {
         let _ = write!(
             s,
             "<section id=\"{}\" class=\"view\"{}>\n<h2>{v}</h2>\n{content}</section>\n",
-            v.to_lowercase(),
+            slug(v),
             if i == 0 { "" } else { " hidden" }
         );
     }
@@ -74,12 +77,18 @@ nav button{font:inherit;margin-right:.3em;padding:.3em .8em;border:1px solid #88
 nav button.on{background:#2a5db0;color:#fff}table{border-collapse:collapse;margin:.6em 0}\
 td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right}th{background:#eee}\
 td.name,th.name{text-align:left;font-family:monospace}.bar{display:inline-block;height:.8em;background:#2a5db0}\
-.oom{color:#b00;font-weight:bold}svg{border:1px solid #ccc;background:#fff}";
+.oom{color:#b00;font-weight:bold}svg{border:1px solid #ccc;background:#fff}\
+.tree{font-family:monospace}.tree details,.tree div{margin-left:1.2em}.tree summary{cursor:pointer}";
 
 const SCRIPT: &str = "function show(id){document.querySelectorAll('nav button').forEach(function(x){x.classList.toggle('on',x.dataset.view===id)});\
 document.querySelectorAll('section.view').forEach(function(v){v.hidden=v.id!==id});}\
 document.querySelectorAll('nav button').forEach(function(b){b.addEventListener('click',function(){show(b.dataset.view);history.replaceState(null,'','#'+b.dataset.view);});});\
 if(location.hash&&document.getElementById(location.hash.slice(1))){show(location.hash.slice(1));window.scrollTo(0,0);}";
+
+/// A view's id: its name in lower case, spaces as hyphens (`program-tree`).
+fn slug(view: &str) -> String {
+    view.to_lowercase().replace(' ', "-")
+}
 
 /// HTML-escaped text.
 fn esc(s: &str) -> String {
@@ -451,6 +460,50 @@ fn operations(r: &Value) -> String {
         );
     }
     s + "</table>\n"
+}
+
+fn program_tree(r: &Value) -> String {
+    let t = &r["program_tree"];
+    if t.is_null() {
+        return "<p>This report has no program tree (written by an older ipusim).</p>\n".into();
+    }
+    let mut s = String::from(
+        "<p>The program's steps as they run: sequences, repeats with their iteration counts, compute sets and exchanges with their cycles per execution, stream copies and syncs. Click a line to open or close it.</p>\n<div class=\"tree\">\n",
+    );
+    tree_node(&mut s, t, "program_tree", 0);
+    s + "</div>\n"
+}
+
+fn tree_node(s: &mut String, v: &Value, path: &str, depth: usize) {
+    let kind = text(v, "kind");
+    let children = v["children"].as_array().map_or(&[][..], Vec::as_slice);
+    let mut label = match kind.as_str() {
+        "Repeat" => format!("Repeat ×{}", group(u(v, "count"))),
+        "Sequence" if children.len() == 1 => "Sequence (1 step)".to_string(),
+        "Sequence" => format!("Sequence ({} steps)", children.len()),
+        _ => format!("{} <b>{}</b>", esc(&kind), esc(&text(v, "name"))),
+    };
+    if u(v, "cycles") > 0 {
+        let _ = write!(
+            label,
+            ": <span data-field=\"{path}.cycles\" data-value=\"{}\">{}</span> cycles",
+            u(v, "cycles"),
+            group(u(v, "cycles"))
+        );
+    }
+    if children.is_empty() {
+        let _ = writeln!(s, "<div>{label}</div>");
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "<details{}><summary>{label}</summary>",
+        if depth < 4 { " open" } else { "" }
+    );
+    for (i, c) in children.iter().enumerate() {
+        tree_node(s, c, &format!("{path}.children.{i}"), depth + 1);
+    }
+    s.push_str("</details>\n");
 }
 
 fn compare(an: &str, a: &Value, bn: &str, b: &Value) -> String {
