@@ -251,6 +251,93 @@ fn every_view_renders_in_headless_chromium() {
             "{view}: no screenshot"
         );
     }
+    // The flagship's page, straight from `compile --html`.
+    let (json, page) = (r.dir.join("flagship.json"), r.dir.join("flagship.html"));
+    let o = ipusim(&[
+        "compile",
+        "programs/mlp_digits.ron",
+        "--json",
+        "-o",
+        json.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for view in ["summary", "memory", "operations"] {
+        let url = format!("file://{}#{view}", page.display());
+        let (dom, log) = browse(&chrome, &profile, &["--dump-dom"], &url);
+        assert!(
+            !log.contains("Uncaught"),
+            "flagship {view}: console error: {log}"
+        );
+        let section = format!("<section id=\"{view}\" class=\"view\">");
+        let shown = &dom[dom
+            .find(&section)
+            .unwrap_or_else(|| panic!("flagship {view} not shown"))..];
+        let shown = &shown[..shown.find("</section>").unwrap()];
+        assert!(
+            matches_json(shown, &report, "") > 0,
+            "flagship {view}: no figures"
+        );
+        let png = shots.join(format!("flagship-{view}.png"));
+        browse(
+            &chrome,
+            &profile,
+            &[
+                &format!("--screenshot={}", png.display()),
+                "--window-size=1200,1000",
+            ],
+            &url,
+        );
+        assert!(png.exists(), "flagship {view}: no screenshot");
+    }
+}
+
+#[test]
+fn report_plot_draws_tiles_and_compute_sets() {
+    let r = reports("html-plot");
+    let two = r.dir.join("two.json");
+    let (mem, cs) = (r.dir.join("mem.svg"), r.dir.join("cs.svg"));
+    let o = ipusim(&[
+        "report",
+        "plot",
+        two.to_str().unwrap(),
+        "--memory",
+        mem.to_str().unwrap(),
+        "--compute-sets",
+        cs.to_str().unwrap(),
+        "--top",
+        "5",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mem = std::fs::read_to_string(mem).unwrap();
+    let tiles = r.two["memory"]["tiles"].as_array().unwrap().len();
+    assert_eq!(
+        mem.matches("<rect").count(),
+        tiles + 1,
+        "a bar per tile and the background"
+    );
+    let cs = std::fs::read_to_string(cs).unwrap();
+    let mut sets: Vec<(u64, String)> = r.two["compute_sets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["cycles"].as_u64().unwrap(),
+                c["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    sets.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, name) in &sets[..5] {
+        assert!(cs.contains(&format!("\n {name}\n")), "{name}");
+    }
+    let o = ipusim(&["report", "plot", two.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("give --memory FILE"), "{}", stderr(&o));
 }
 
 #[test]
