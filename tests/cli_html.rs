@@ -202,9 +202,12 @@ fn every_view_renders_in_headless_chromium() {
     let (one, two) = (r.dir.join("one.json"), r.dir.join("two.json"));
     let page = r.dir.join("report.html");
     compare_page(&one, &two, &page);
-    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/html-report");
-    std::fs::create_dir_all(&shots).unwrap();
-    let profile = r.dir.join("chromium-profile");
+    let browser = Browser {
+        chrome,
+        profile: r.dir.join("chromium-profile"),
+        shots: Path::new(env!("CARGO_MANIFEST_DIR")).join("target/html-report"),
+    };
+    std::fs::create_dir_all(&browser.shots).unwrap();
     for view in [
         "summary",
         "memory",
@@ -213,42 +216,14 @@ fn every_view_renders_in_headless_chromium() {
         "program-tree",
         "compare",
     ] {
-        let url = format!("file://{}#{view}", page.display());
-        // The DOM after the script ran: the view is shown, the others hidden.
-        let (dom, log) = browse(&chrome, &profile, &["--dump-dom"], &url);
-        assert!(!log.contains("Uncaught"), "{view}: console error: {log}");
-        let section = format!("<section id=\"{view}\" class=\"view\">");
-        assert!(
-            dom.contains(&section),
-            "{view} not shown:\n{}",
-            &dom[..dom.len().min(2000)]
-        );
-        let shown = &dom[dom.find(&section).unwrap()..];
-        let shown = &shown[..shown.find("</section>").unwrap()];
+        let shown = browser.view(&page, view, view);
         let figures = match view {
-            "compare" => matches_json(shown, &r.one, "a.") + matches_json(shown, &r.two, "b."),
-            _ => matches_json(shown, &r.one, ""),
+            "compare" => matches_json(&shown, &r.one, "a.") + matches_json(&shown, &r.two, "b."),
+            _ => matches_json(&shown, &r.one, ""),
         };
         assert!(
             figures > 0 || view == "liveness" && shown.contains("<polyline"),
             "{view}: no figures"
-        );
-        let png = shots.join(format!("{view}.png"));
-        let _ = std::fs::remove_file(&png);
-        browse(
-            &chrome,
-            &profile,
-            &[
-                &format!("--screenshot={}", png.display()),
-                "--window-size=1200,1000",
-            ],
-            &url,
-        );
-        assert!(
-            std::fs::metadata(&png)
-                .map(|m| m.len() > 10_000)
-                .unwrap_or(false),
-            "{view}: no screenshot"
         );
     }
     // The flagship's page, straight from `compile --html`.
@@ -266,32 +241,51 @@ fn every_view_renders_in_headless_chromium() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     for view in ["summary", "memory", "operations"] {
-        let url = format!("file://{}#{view}", page.display());
-        let (dom, log) = browse(&chrome, &profile, &["--dump-dom"], &url);
+        let shown = browser.view(&page, view, &format!("flagship-{view}"));
         assert!(
-            !log.contains("Uncaught"),
-            "flagship {view}: console error: {log}"
-        );
-        let section = format!("<section id=\"{view}\" class=\"view\">");
-        let shown = &dom[dom
-            .find(&section)
-            .unwrap_or_else(|| panic!("flagship {view} not shown"))..];
-        let shown = &shown[..shown.find("</section>").unwrap()];
-        assert!(
-            matches_json(shown, &report, "") > 0,
+            matches_json(&shown, &report, "") > 0,
             "flagship {view}: no figures"
         );
-        let png = shots.join(format!("flagship-{view}.png"));
+    }
+}
+
+/// Headless Chromium with a profile, saving screenshots to `shots`.
+struct Browser {
+    chrome: PathBuf,
+    profile: PathBuf,
+    shots: PathBuf,
+}
+
+impl Browser {
+    /// Opens `page#view`: the view must be shown with no console error, and a screenshot is
+    /// saved as `shots/TAG.png`. Returns the shown section's HTML (the DOM after the script
+    /// ran).
+    fn view(&self, page: &Path, view: &str, tag: &str) -> String {
+        let url = format!("file://{}#{view}", page.display());
+        let (dom, log) = browse(&self.chrome, &self.profile, &["--dump-dom"], &url);
+        assert!(!log.contains("Uncaught"), "{tag}: console error: {log}");
+        let section = format!("<section id=\"{view}\" class=\"view\">");
+        let at = dom
+            .find(&section)
+            .unwrap_or_else(|| panic!("{tag} not shown:\n{}", &dom[..dom.len().min(2000)]));
+        let shown = &dom[at..];
+        let shown = shown[..shown.find("</section>").unwrap()].to_string();
+        let png = self.shots.join(format!("{tag}.png"));
+        let _ = std::fs::remove_file(&png);
+        let shot = format!("--screenshot={}", png.display());
         browse(
-            &chrome,
-            &profile,
-            &[
-                &format!("--screenshot={}", png.display()),
-                "--window-size=1200,1000",
-            ],
+            &self.chrome,
+            &self.profile,
+            &[&shot, "--window-size=1200,1000"],
             &url,
         );
-        assert!(png.exists(), "flagship {view}: no screenshot");
+        assert!(
+            std::fs::metadata(&png)
+                .map(|m| m.len() > 10_000)
+                .unwrap_or(false),
+            "{tag}: no screenshot"
+        );
+        shown
     }
 }
 
