@@ -475,9 +475,18 @@ pub fn import(
         model.producer_version
     );
     let classes = training.as_ref().map(|t| t.1);
+    let live: HashSet<&str> = program
+        .graph
+        .nodes()
+        .filter_map(|(_, n)| match &n.op {
+            Op::Input { stream, .. } => Some(stream.as_str()),
+            _ => None,
+        })
+        .collect();
     let mut seed = 0;
+    let mut sources = Vec::new();
     for (stream, dtype) in infeeds {
-        if program.graph.find(&stream).is_none() {
+        if !live.contains(stream.as_str()) {
             continue; // an input no output depends on
         }
         seed += 1;
@@ -499,8 +508,9 @@ pub fn import(
             },
             DType::I32 | DType::Bool => DataSource::Constant(0.0),
         };
-        program.infeeds.push(InfeedSpec { stream, source });
+        sources.push(InfeedSpec { stream, source });
     }
+    program.infeeds = sources;
     program.training = training.map(|t| t.0);
     ipusim_ir::validate::validate_program(&program)
         .map_err(|e| ImportError::file(file, format!("the imported program is not valid: {e}")))?;
