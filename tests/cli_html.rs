@@ -117,6 +117,9 @@ fn every_figure_of_the_page_is_the_jsons() {
         "memory.max_tile_bytes",
         "ipus.1.stream_bytes_device_to_host",
         "convolutions.0.flops",
+        "execution.shown_steps",
+        "execution.ipus.1.execute_cycles",
+        "execution.ipus.1.idle_cycles",
     ] {
         assert!(page.contains(&format!("data-field=\"{field}\"")), "{field}");
     }
@@ -132,6 +135,26 @@ fn every_figure_of_the_page_is_the_jsons() {
         executes >= r.two["compute_sets"].as_array().unwrap().len(),
         "{executes}"
     );
+    // The execution trace is the static walk of the whole run: every IPU's kinds and idle
+    // cycles add up to the span shown, and here every step is shown.
+    let e = &r.two["execution"];
+    assert_eq!(e["source"], "estimate");
+    assert_eq!(e["total_cycles"], r.two["total_cycles"]);
+    assert_eq!(e["shown_steps"], e["steps"]);
+    for lane in e["ipus"].as_array().unwrap() {
+        let sum: u64 = [
+            "execute_cycles",
+            "exchange_cycles",
+            "sync_cycles",
+            "stream_copy_cycles",
+            "idle_cycles",
+        ]
+        .iter()
+        .map(|f| lane[f].as_u64().unwrap())
+        .sum();
+        assert_eq!(sum, e["shown_cycles"].as_u64().unwrap());
+        assert!(lane["execute_cycles"].as_u64().unwrap() > 0);
+    }
     // `compile --html` writes the same figures.
     let direct = std::fs::read_to_string(r.dir.join("two-direct.html")).unwrap();
     assert_eq!(fields(&direct), fields(&page));
@@ -214,6 +237,7 @@ fn every_view_renders_in_headless_chromium() {
         "liveness",
         "operations",
         "program-tree",
+        "execution-trace",
         "compare",
     ] {
         let shown = browser.view(&page, view, view);
@@ -225,6 +249,29 @@ fn every_view_renders_in_headless_chromium() {
             figures > 0 || view == "liveness" && shown.contains("<polyline"),
             "{view}: no figures"
         );
+    }
+    // The pipelined ResNet's own page (`compile --html`): a lane and a BSP picture per IPU,
+    // both with work, and the figures of its JSON.
+    let page_two = r.dir.join("two-direct.html");
+    for view in ["summary", "execution-trace"] {
+        let shown = browser.view(&page_two, view, &format!("two-ipus-{view}"));
+        assert!(
+            matches_json(&shown, &r.two, "") > 0,
+            "two IPUs {view}: no figures"
+        );
+        if view == "execution-trace" {
+            for ipu in 0..2 {
+                let svg = format!("<svg class=\"bsp\" id=\"bsp-{ipu}\"");
+                let at = shown
+                    .find(&svg)
+                    .unwrap_or_else(|| panic!("no picture of IPU {ipu}"));
+                let picture = &shown[at..at + shown[at..].find("</svg>").unwrap()];
+                assert!(
+                    picture.contains("fill=\"#2a5db0\""),
+                    "IPU {ipu} computes nothing in its picture"
+                );
+            }
+        }
     }
     // The flagship's page, straight from `compile --html`.
     let (json, page) = (r.dir.join("flagship.json"), r.dir.join("flagship.html"));
@@ -240,7 +287,7 @@ fn every_view_renders_in_headless_chromium() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    for view in ["summary", "memory", "operations"] {
+    for view in ["summary", "memory", "operations", "execution-trace"] {
         let shown = browser.view(&page, view, &format!("flagship-{view}"));
         assert!(
             matches_json(&shown, &report, "") > 0,
@@ -358,6 +405,25 @@ fn run_writes_its_report_page_and_loss_curve() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(matches_json(&page, &out["report"], "") > 40);
+    // The recorded first run's execution trace is the compile-time walk, step for step.
+    let o = ipusim(&[
+        "compile",
+        "programs/mlp_digits.ron",
+        "--json",
+        "--execution-trace",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let compiled: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (mut ran, estimated) = (out["report"]["execution"].clone(), &compiled["execution"]);
+    assert_eq!(ran["source"], "run");
+    assert_eq!(ran["total_cycles"], compiled["total_cycles"]);
+    // The shown steps are capped; the run has more.
+    assert!(ran["steps"].as_u64() > ran["shown_steps"].as_u64());
+    ran["source"] = estimated["source"].clone();
+    assert!(
+        ran == *estimated,
+        "the run's trace differs from the estimate"
+    );
     // One point per loss entry the run kept, drawn by plotters.
     let svg = std::fs::read_to_string(&plot).unwrap();
     let losses = out["outfeeds"]["loss"].as_array().unwrap().len();

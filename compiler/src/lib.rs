@@ -18,7 +18,7 @@ pub mod memory;
 pub mod report;
 
 // The executable contract, re-exported under the paths this crate has always had.
-pub use ipusim_exe::{codelets, cycles, error, estimate, executable, options, target};
+pub use ipusim_exe::{codelets, cycles, error, estimate, executable, options, target, timeline};
 
 pub use build::{build, BuildError, BuildOptions, Built};
 pub use codelets::{Codelet, VertexParams};

@@ -167,6 +167,11 @@ pub struct CompileReport {
     /// sequences and repeats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program_tree: Option<ProgramNode>,
+    /// The execution trace of one run (PopVision's Execution Trace): present when asked
+    /// for (`--html`, `--execution-trace`), from the static walk on `compile` and from the
+    /// recorded run on `run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<ipusim_exe::timeline::ExecutionTrace>,
 }
 
 /// One node of the program tree.
@@ -548,6 +553,7 @@ impl CompileReport {
             convolution_flops: 0,
             batch: BatchReport::of(exe),
             program_tree: Some(ProgramNode::of(exe, &exe.program)),
+            execution: None,
         }
         .with_flop_total()
     }

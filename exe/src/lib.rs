@@ -21,6 +21,7 @@
 //! | [`estimate`] | the static cycle estimate's data types | — |
 //! | [`executable`] | the executable's data types | `ids`, `codelets`, `target`, `system`, `options`, `memory`, `estimate` |
 //! | [`cycles`] | the cycle estimators (per codelet in [`cycles::vertex`]; PopLibs' convolution vertices in [`cycles::conv`], applied to window groups by [`cycles::window`]), cycle accounting, the static estimate | `codelets`, `executable`, `estimate`, `target` |
+//! | [`timeline`] | the execution trace of one run (PopVision's Execution Trace): its data types, the builder, the static walk | `system`, `executable`, `cycles` |
 //! | [`verify`] | the executable's invariants, checked by one verifier | everything above |
 //!
 //! To check that no module uses one below it: `grep -rn '^use crate::' exe/src`.
@@ -35,6 +36,7 @@ pub mod memory;
 pub mod options;
 pub mod system;
 pub mod target;
+pub mod timeline;
 pub mod verify;
 
 pub use codelets::{Codelet, VertexParams};

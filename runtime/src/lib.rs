@@ -14,6 +14,7 @@
 //! - [`mod@launch`]: a program file launched on the engine with its own data sources, for the
 //!   simulator on its own, and trace snapshots of it;
 //! - [`chrome`]: engine traces exported to the Chrome trace-event format (Perfetto);
+//! - [`timeline`]: the execution trace (PopVision's Execution Trace) of a recorded run;
 //! - [`report`]: the run report (the compile report's contract plus what the runs measured),
 //!   its text form, and the comparison of two reports.
 
@@ -34,6 +35,7 @@ pub mod reference;
 pub mod report;
 pub mod session;
 pub mod stream;
+pub mod timeline;
 
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use connect::StreamOptions;

@@ -1,6 +1,8 @@
 //! `ipusim compile PROGRAM [--target mk2|mk1|FILE] [--precision 16.16|16.32|32.32]
-//! [--partials float|half] [--json] [-o REPORT] [--dump ir|tiles|program]`: compile a program's
-//! training step for a target and print its static cycle report.
+//! [--partials float|half] [--json] [-o REPORT] [--html FILE] [--execution-trace]
+//! [--dump ir|tiles|program]`: compile a program's training step for a target and print its
+//! static cycle report. `--html` also writes the report as a page; it and
+//! `--execution-trace` add the `execution` section (the static walk of one run).
 //!
 //! The program is loaded and validated (`ipusim_ir::text::load_program`), then built by the
 //! pipeline every command shares (`ipusim_compiler::build`): its training step, with the
@@ -105,6 +107,10 @@ pub struct CompileArgs {
     /// Also write the report as a self-contained HTML page (PopVision's views) to this file.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Add the execution trace of one run (PopVision's Execution Trace, from the static
+    /// cycles) to the report as its `execution` section; `--html` adds it too.
+    #[arg(long)]
+    pub execution_trace: bool,
     /// Print a compilation stage (repeatable).
     #[arg(long, value_enum)]
     pub dump: Vec<Stage>,
@@ -232,7 +238,10 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
     if exe.estimate.saturated() {
         return Err(saturated(&file.to_string()));
     }
-    let report = build::report(&program.name, &step, &exe);
+    let mut report = build::report(&program.name, &step, &exe);
+    if args.execution_trace || args.html.is_some() {
+        report.execution = Some(ipusim_compiler::timeline::estimate(&exe));
+    }
     let text = if args.json {
         serde_json::to_string_pretty(&report).map_err(|e| format!("error: {e}"))? + "\n"
     } else {

@@ -2,7 +2,9 @@
 //! [--sr off|on|replica-identical] [--nanoo] [--fp-exceptions inv,div0,oflo]
 //! [--infeed NAME=FILE] [--outfeed-mode NAME=all|last|sum|every:N] [--inference]
 //! [--save-variables FILE] [--load-variables FILE] [--json] [--trace FILE]
-//! [--chrome-trace FILE]`: compile a program and run it in the simulator.
+//! [--chrome-trace FILE] [--html FILE] [--execution-trace] [--plot FILE]`: compile a
+//! program and run it in the simulator. `--html` and `--execution-trace` add the first run's
+//! recorded execution trace to the report (`execution`).
 //!
 //! # Steps and runs
 //!
@@ -110,6 +112,10 @@ pub struct RunArgs {
     /// Also write the run's report as a self-contained HTML page (PopVision's views).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Add the execution trace of the first run (PopVision's Execution Trace, recorded by
+    /// the simulator) to the report as its `execution` section; `--html` adds it too.
+    #[arg(long)]
+    pub execution_trace: bool,
     /// Write the loss curve (every loss entry the run kept) as an SVG chart.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
@@ -193,8 +199,13 @@ fn options(args: &RunArgs) -> Result<SessionOptions, RunFailure> {
             );
         }
     }
-    options.record_trace = args.trace.is_some() || args.chrome_trace.is_some();
+    options.record_trace = args.trace.is_some() || args.chrome_trace.is_some() || execution(args);
     Ok(options)
+}
+
+/// Whether the report gets the first run's execution trace.
+fn execution(args: &RunArgs) -> bool {
+    args.execution_trace || args.html.is_some()
 }
 
 /// A command-line fault, printed as `error: MESSAGE`.
@@ -291,6 +302,12 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
         }
         if args.trace.is_some() || args.chrome_trace.is_some() {
             trace.events.extend(session.take_trace().events);
+        } else if execution(args) {
+            // Only the first run's events are kept for the execution trace.
+            let events = session.take_trace().events;
+            if trace.events.is_empty() {
+                trace.events = events;
+            }
         }
         if let Err(e) = out {
             if let Some(bar) = &bar {
@@ -302,7 +319,12 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    let report = session.report();
+    let mut report = session.report();
+    if execution(args) {
+        let ipus = TraceIpus::of(session.executable());
+        let tiles = session.executable().target.tiles;
+        report.compile.execution = ipusim_runtime::timeline::of_first_run(&trace, &ipus, tiles);
+    }
     if report.executed.total_cycles == u64::MAX {
         return Err(RunFailure::Output(super::compile::saturated(&file)));
     }

@@ -12,14 +12,21 @@
 //!   FLOPs and achieved fraction of the AMP peak;
 //! - **Program Tree**: the executable's steps, nested, with each compute set's and
 //!   exchange's cycles;
+//! - **Execution Trace**: one run's steps per IPU in time (BSP: compute, exchange, sync,
+//!   stream copy) with each tile group's busy share, from the report's `execution` section
+//!   ([`trace`]);
 //! - **Compare**, given two reports: the headline figures side by side with their deltas.
 //!
 //! It reads the JSON of `ipusim compile --json` or `ipusim run --json` (a run's `report`), so
 //! its figures are the JSON's: every figure a test or a script may check is in an element
 //! with `data-field="PATH"` and its exact value in `data-value`.
 
+use cells::{at, cell, esc, group, row, text, u};
 use serde_json::Value;
 use std::fmt::Write;
+
+mod cells;
+mod trace;
 
 /// The HTML page of `reports` (`(name, report)`; a second report adds the Compare view).
 pub fn html(reports: &[(String, Value)]) -> String {
@@ -32,6 +39,7 @@ pub fn html(reports: &[(String, Value)]) -> String {
         ("Liveness", liveness(r)),
         ("Operations", operations(r)),
         ("Program Tree", program_tree(r)),
+        ("Execution Trace", trace::view(r)),
     ];
     if let Some((other, b)) = reports.get(1) {
         views.push(("Compare", compare(name, r, other, b)));
@@ -88,79 +96,6 @@ if(location.hash&&document.getElementById(location.hash.slice(1))){show(location
 /// A view's id: its name in lower case, spaces as hyphens (`program-tree`).
 fn slug(view: &str) -> String {
     view.to_lowercase().replace(' ', "-")
-}
-
-/// HTML-escaped text.
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// The value at a dotted path; numeric parts index arrays (`ipus.0.free_bytes`).
-fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
-    path.split('.')
-        .fold(v, |v, k| match (v, k.parse::<usize>()) {
-            (Value::Array(a), Ok(i)) => a.get(i).unwrap_or(&Value::Null),
-            _ => &v[k],
-        })
-}
-
-fn text(v: &Value, path: &str) -> String {
-    match at(v, path) {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-fn u(v: &Value, path: &str) -> u64 {
-    at(v, path).as_u64().unwrap_or(0)
-}
-
-/// `1234567` as `1,234,567`.
-fn group(n: u64) -> String {
-    let d = n.to_string();
-    let mut out = String::new();
-    for (i, c) in d.chars().enumerate() {
-        if i > 0 && (d.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A table cell holding the figure at `path` of `v` (`data-field`, exact `data-value`).
-fn cell(v: &Value, path: &str, field: &str) -> String {
-    let x = at(v, path);
-    let shown = match x {
-        Value::Number(n) if n.is_u64() => group(n.as_u64().unwrap_or(0)),
-        Value::Number(n) => {
-            let x = n.as_f64().unwrap_or(0.0);
-            if x.abs() < 1.0 {
-                format!("{x:.6}")
-            } else {
-                format!("{x:.4}")
-            }
-        }
-        Value::String(s) => esc(s),
-        Value::Bool(b) => b.to_string(),
-        _ => "—".into(),
-    };
-    let raw = match x {
-        Value::String(s) => esc(s),
-        other => esc(&other.to_string()),
-    };
-    format!("<td data-field=\"{field}\" data-value=\"{raw}\">{shown}</td>")
-}
-
-fn row(label: &str, v: &Value, path: &str) -> String {
-    format!(
-        "<tr><th class=\"name\">{label}</th>{}</tr>\n",
-        cell(v, path, path)
-    )
 }
 
 fn summary(name: &str, r: &Value) -> String {
