@@ -336,18 +336,22 @@ pub struct MapParams {
     /// needs positions; otherwise when a broadcast input is indexed by output position).
     pub out_begin: Option<u64>,
     /// How each input operand is read, in operand order (the output is not listed).
-    pub inputs: Vec<Access>,
+    pub inputs: Accesses,
     /// `ScaledAdd`'s scale (1 for other codelets).
     pub scale: f64,
 }
+
+/// The input accesses of an element-wise vertex, two held inline: a graph has millions of
+/// element-wise vertices, which would otherwise each hold a heap allocation.
+pub type Accesses = smallvec::SmallVec<[Access; 2]>;
 
 /// How an element-wise vertex reads one input.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Access {
     /// Element `j` of the operand for output element `j`.
     Aligned,
-    /// A broadcast input (see the module docs).
-    Broadcast(BroadcastAccess),
+    /// A broadcast input (see the module docs); boxed, so that an access is one word.
+    Broadcast(Box<BroadcastAccess>),
 }
 
 /// A broadcast read: output `j` of the vertex reads operand element

@@ -305,8 +305,12 @@ pub struct ByteCopy {
     /// The tensor written (on every destination).
     pub dst_tensor: TensorId,
     /// Destinations.
-    pub dsts: Vec<CopyDst>,
+    pub dsts: CopyDsts,
 }
+
+/// A copy's destinations, the first held inline: most copies have one, and a large graph
+/// has millions of copies, which would otherwise each hold a heap allocation.
+pub type CopyDsts = smallvec::SmallVec<[CopyDst; 1]>;
 
 /// An exchange phase: copies between tiles, all sources read before any destination is
 /// written.

@@ -12,7 +12,7 @@ use super::kit::mapping::{self, Index, Mapping};
 use super::kit::planner::Plan;
 use crate::error::CompileError;
 use crate::executable::{
-    ByteCopy, CollectiveOp, ComputeSet, ComputeSetId, CopyDst, Exchange, ExchangeId, HostStream,
+    ByteCopy, CollectiveOp, ComputeSet, ComputeSetId, CopyDst, CopyDsts, Exchange, ExchangeId, HostStream,
     Interval, NodeValue, Program, ProgramStep, StepKind, StreamDirection, StreamId, Tensor,
     TensorId, TensorKind, TileSlice, TileWork,
 };
@@ -329,10 +329,10 @@ impl<'a> Lowerer<'a> {
                         bytes: (len * es) as u32,
                         src_tensor: src,
                         dst_tensor: copy,
-                        dsts: vec![CopyDst {
+                        dsts: CopyDsts::from_slice(&[CopyDst {
                             tile: TileId::new(self.ipu, sl.tile.tile()),
                             offset: (self.position(copy, at) * es) as u32,
-                        }],
+                        }]),
                     });
                     at += len;
                 }

@@ -6,7 +6,7 @@
 //! staging tensor on that tile by the exchange that precedes the compute set (an on-tile
 //! source becomes an on-tile memcpy).
 
-use crate::executable::{ByteCopy, CopyDst, Operand, TensorId, TensorKind};
+use crate::executable::{ByteCopy, CopyDst, CopyDsts, Operand, TensorId, TensorKind};
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{local_run, locate, Mapping};
 use ipusim_exe::system::TileId;
@@ -98,7 +98,7 @@ impl ExchangeBuilder {
                         bytes: (take * es) as u32,
                         src_tensor: src,
                         dst_tensor: dst,
-                        dsts: vec![d],
+                        dsts: CopyDsts::from_slice(&[d]),
                     });
                 }
             }

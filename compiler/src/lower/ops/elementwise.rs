@@ -8,7 +8,7 @@
 //! elements the tile's outputs read) and read through a [`BroadcastAccess`]. Each tile's
 //! outputs are split into at most one contiguous slice per worker, in whole vectors.
 
-use crate::codelets::{Access, BroadcastAccess, Codelet, MapParams, VertexParams};
+use crate::codelets::{Access, Accesses, BroadcastAccess, Codelet, MapParams, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex};
 use crate::lower::core::Lowerer;
@@ -218,7 +218,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             let len = p1 - p0;
             let out_begin = cut_intervals.then(|| global_index(&ranges, p0));
             let mut operands = Operands::new();
-            let mut access = Vec::with_capacity(reads.len());
+            let mut access = Accesses::new();
             for (k, read) in reads.iter().enumerate() {
                 let (op, lo) = tile_ops[k];
                 let es = lw.tensor(op.tensor).dtype.size_bytes() as u64;
@@ -248,12 +248,12 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                             offset: op.offset + ((origin + vlo - lo) * es) as u32,
                             len: (vhi + 1 - vlo) as u32,
                         });
-                        access.push(Access::Broadcast(BroadcastAccess {
+                        access.push(Access::Broadcast(Box::new(BroadcastAccess {
                             dims,
                             strides,
                             start,
                             base: vlo,
-                        }));
+                        })));
                     }
                 }
             }
