@@ -403,7 +403,10 @@ mod tests {
         assert_eq!((a.slices[0].cycles, a.slices[0].tiles), (100, 3));
         // IPU 1 lasts its own slowest tile and waits for the rest of the step.
         assert_eq!(c.slices[0].busy, vec![500]);
-        assert_eq!((c.execute_cycles, c.sync_cycles, c.idle_cycles), (40, 10, 60));
+        assert_eq!(
+            (c.execute_cycles, c.sync_cycles, c.idle_cycles),
+            (40, 10, 60)
+        );
         assert_eq!((a.execute_cycles, a.idle_cycles), (100, 0));
     }
 

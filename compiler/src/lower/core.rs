@@ -12,9 +12,9 @@ use super::kit::mapping::{self, Index, Mapping};
 use super::kit::planner::Plan;
 use crate::error::CompileError;
 use crate::executable::{
-    ByteCopy, CollectiveOp, ComputeSet, ComputeSetId, CopyDst, CopyDsts, Exchange, ExchangeId, HostStream,
-    Interval, NodeValue, Program, ProgramStep, StepKind, StreamDirection, StreamId, Tensor,
-    TensorId, TensorKind, TileSlice, TileWork,
+    ByteCopy, CollectiveOp, ComputeSet, ComputeSetId, CopyDst, CopyDsts, Exchange, ExchangeId,
+    HostStream, Interval, NodeValue, Program, ProgramStep, StepKind, StreamDirection, StreamId,
+    Tensor, TensorId, TensorKind, TileSlice, TileWork,
 };
 use crate::options::CompileOptions;
 use crate::target::Target;

@@ -32,15 +32,30 @@ pub fn executable(exe: &Executable) -> Vec<VerifierError> {
     let mut v = Verifier {
         exe,
         errors: Vec::new(),
+        slice_bytes: Vec::new(),
     };
     v.tables();
     for t in &exe.tensors {
         v.mapping(t);
     }
+    v.slice_bytes = slice_bytes(exe);
     v.operands();
     v.copies();
     v.streams();
     v.errors
+}
+
+/// The bytes of every tensor's slices, by tensor and slice, computed once: the operand and
+/// copy checks ask for them millions of times, and a slice of a large feature map has many
+/// intervals.
+pub(crate) fn slice_bytes(exe: &Executable) -> Vec<Vec<u64>> {
+    exe.tensors
+        .iter()
+        .map(|t| {
+            let es = t.dtype.size_bytes() as u64;
+            t.slices.iter().map(|s| s.num_elements() * es).collect()
+        })
+        .collect()
 }
 
 /// The mapping violations (invariant 2) of every tensor of `exe`.
@@ -48,6 +63,7 @@ pub(crate) fn mapping_errors(exe: &Executable) -> Vec<VerifierError> {
     let mut v = Verifier {
         exe,
         errors: Vec::new(),
+        slice_bytes: Vec::new(),
     };
     for t in &exe.tensors {
         v.mapping(t);
@@ -58,6 +74,9 @@ pub(crate) fn mapping_errors(exe: &Executable) -> Vec<VerifierError> {
 struct Verifier<'a> {
     exe: &'a Executable,
     errors: Vec<VerifierError>,
+    /// The bytes of every tensor's slices, by tensor and slice (empty until the operand
+    /// checks need it).
+    slice_bytes: Vec<Vec<u64>>,
 }
 
 impl Verifier<'_> {
@@ -217,11 +236,16 @@ impl Verifier<'_> {
             .tensors
             .get(t.0 as usize)
             .ok_or_else(|| format!("names tensor {} of {}", t.0, self.exe.tensors.len()))?;
-        let s = tensor
-            .slice_on(tile)
-            .ok_or_else(|| format!("tensor '{}' has no bytes on tile {tile}", tensor.name))?;
+        let i = tensor
+            .slices
+            .binary_search_by_key(&tile, |s| s.tile)
+            .map_err(|_| format!("tensor '{}' has no bytes on tile {tile}", tensor.name))?;
+        let s = &tensor.slices[i];
         let start = s.offset as u64;
-        let size = s.num_elements() * tensor.dtype.size_bytes() as u64;
+        let size = match self.slice_bytes.get(t.0 as usize).and_then(|b| b.get(i)) {
+            Some(&bytes) => bytes,
+            None => s.num_elements() * tensor.dtype.size_bytes() as u64,
+        };
         if off < start || off + bytes > start + size {
             return Err(format!(
                 "bytes [{off}, {}) are outside tensor '{}' at [{start}, {}) on tile {tile}",

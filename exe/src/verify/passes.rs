@@ -39,16 +39,7 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
         .iter()
         .map(|t| t.slices.iter().map(|s| s.tile).collect())
         .collect();
-    let sizes: Vec<Vec<u64>> = low
-        .tensors
-        .iter()
-        .map(|t| {
-            t.slices
-                .iter()
-                .map(|s| s.num_elements() * t.dtype.size_bytes() as u64)
-                .collect()
-        })
-        .collect();
+    let sizes = super::slice_bytes(low);
     let within = |t: TensorId, tile: TileId, off: u64, bytes: u64| -> Result<(), String> {
         let tensor = low
             .tensors
