@@ -101,3 +101,46 @@ fn the_hands_on_optimizer_is_adamw_with_its_dtypes() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("'lamb'"), "{}", stderr(&o));
 }
+
+/// `programs/resnet50.ron` is the zoo's ResNet-50 (224×224, batch 1, 16.16, synthetic data)
+/// exactly as `ipusim model` writes it, and compiles to the cycle report the README quotes:
+/// 53 convolutions, each with its weight gradient and all but the stem with its input
+/// gradient; out of memory on one mk2 (exit 2, the report still printed).
+#[test]
+fn the_shipped_resnet50_is_the_zoos_and_compiles_to_its_cycle_report() {
+    let dir = scratch("model-resnet50");
+    let f = dir.join("resnet50.ron");
+    let p = f.to_str().unwrap();
+    let args = [
+        "--batch",
+        "1",
+        "--image-size",
+        "224",
+        "--precision",
+        "16.16",
+    ];
+    ok(&ipusim(
+        &[&["model", "resnet50"][..], &args, &["-o", p]].concat(),
+    ));
+    assert!(
+        std::fs::read(&f).unwrap() == std::fs::read("programs/resnet50.ron").unwrap(),
+        "programs/resnet50.ron differs from `ipusim model resnet50`: regenerate it"
+    );
+    let o = ipusim(&["compile", "programs/resnet50.ron", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(r["total_cycles"], 6_764_909);
+    assert_eq!(r["memory"]["oom"], true);
+    let passes = |name: &str| {
+        r["convolutions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["pass"] == name)
+            .count()
+    };
+    assert_eq!(
+        (passes("Forward"), passes("WeightGrad"), passes("InputGrad")),
+        (53, 53, 52)
+    );
+}

@@ -29,10 +29,20 @@ fn programs() -> Vec<String> {
             .filter(|n| n.ends_with(".ron"))
             .collect();
         names.sort();
-        out.extend(names.into_iter().map(|n| format!("{dir}/{n}")));
+        out.extend(
+            names
+                .into_iter()
+                .map(|n| format!("{dir}/{n}"))
+                .filter(|p| !NOT_SWEPT.contains(&p.as_str())),
+        );
     }
     out
 }
+
+/// Programs left out of the sweep: a 224×224 ResNet-50 takes about 30 s and 5 GB of host
+/// memory per compile, so its 27 cases would take a quarter of an hour. `tests/cli_model.rs`
+/// holds its report on mk2 at 16.16 (its total cycles, convolutions and memory verdict).
+const NOT_SWEPT: &[&str] = &["programs/resnet50.ron"];
 
 const TARGETS: [&str; 3] = ["mk2", "mk1", "tests/programs/targets/mk2_16.ron"];
 const PRECISIONS: [&str; 3] = ["16.16", "16.32", "32.32"];
