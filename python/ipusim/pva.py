@@ -8,6 +8,7 @@ ipusim report with few changes::
     [t.memory.total.includingGaps for t in report.compilation.tiles]
     [s.notAlwaysLiveMemory.bytes for s in report.compilation.livenessProgramSteps]
     report.execution.runs[0].cycles              # run reports only
+    [(s.program.name, s.ipus[0].cycles) for s in report.execution.steps]   # with a trace
 
 Only what the ipusim report holds is there; every figure is the JSON's.
 """
@@ -97,22 +98,101 @@ class Run:
         self.cycles = cycles
 
 
+class _CycleTotal:
+    def __init__(self, n: int) -> None:
+        self.total = n
+
+
+class CycleRange:
+    """``cyclesFrom`` and ``cyclesTo`` (from the start of the run)."""
+
+    def __init__(self, start: int, cycles: int) -> None:
+        self.cyclesFrom = start
+        self.cyclesTo = start + cycles
+
+
+class _ProgramStep:
+    """The program a step ran: ``name`` and ``type`` (``OnTileExecute``, ``DoExchange``,
+    ``Sync`` or ``StreamCopy``, PopVision's categories)."""
+
+    _TYPES = {
+        "Execute": "OnTileExecute",
+        "Exchange": "DoExchange",
+        "Sync": "Sync",
+        "StreamCopy": "StreamCopy",
+    }
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.name = name
+        self.type = self._TYPES.get(kind, kind)
+
+
+class StepIpu:
+    """One IPU's part of a step: ``ipu``, ``cycles`` (its own: a compute set's slowest tile
+    there) and ``activeCycles.cyclesFrom/To``; ``None`` ranges where the step does not run
+    on that IPU."""
+
+    def __init__(self, ipu: int, s: Optional[Dict[str, Any]]) -> None:
+        self.ipu = ipu
+        self.cycles = s["cycles"] if s else 0
+        self.activeCycles: Optional[CycleRange] = CycleRange(s["start"], s["cycles"]) if s else None
+        self.tiles = s.get("tiles", 0) if s else 0
+
+
+class ExecutionStep:
+    """One program step of the execution trace: ``program.name``, ``program.type`` and
+    ``ipus[i]``."""
+
+    def __init__(self, kind: str, name: str, ipus: List[StepIpu]) -> None:
+        self.program = _ProgramStep(kind, name)
+        self.ipus = ipus
+
+
+def _steps(trace: Dict[str, Any]) -> List[ExecutionStep]:
+    """The steps of the report's ``execution`` section: each IPU's slices joined by their
+    start cycle, kind and name, in time order."""
+    lanes = trace.get("ipus", [])
+    order: List[Any] = []
+    by_key: Dict[Any, Dict[int, Dict[str, Any]]] = {}
+    for i, lane in enumerate(lanes):
+        for s in lane.get("slices", []):
+            key = (s["start"], s["kind"], s.get("name", ""))
+            if key not in by_key:
+                by_key[key] = {}
+                order.append(key)
+            by_key[key][i] = s
+    order.sort(key=lambda k: k[0])
+    return [
+        ExecutionStep(k[1], k[2], [StepIpu(lanes[i]["ipu"], by_key[k].get(i)) for i in range(len(lanes))])
+        for k in order
+    ]
+
+
 class Execution:
-    """A run report's execution: ``runs`` and ``cycles`` (all runs, by category)."""
+    """A run report's execution: ``runs`` and ``cycles`` (all runs, by category); and,
+    when the report has an execution trace (``--execution-trace`` or ``--html``), its
+    ``steps`` (the first ones kept), ``totalCycles.total`` of the traced run and the trace's
+    ``source`` (``run``, or ``estimate`` for a compile report)."""
 
     def __init__(self, d: Dict[str, Any]) -> None:
-        executed = d["executed"]
+        executed = d.get("executed", {})
         self.runs = [Run(i + 1, c) for i, c in enumerate(executed.get("cycles_per_run", []))]
-        self.cycles = executed["total_cycles"]
+        self.cycles = executed.get("total_cycles")
         self.categories = dict(executed.get("categories", {}))
+        trace = d.get("execution")
+        self.steps: List[ExecutionStep] = _steps(trace) if trace else []
+        self.totalCycles = _CycleTotal(trace["total_cycles"]) if trace else None
+        self.source = trace["source"] if trace else None
 
 
 class Report:
-    """``compilation`` and, for a run report, ``execution`` (else ``None``)."""
+    """``compilation`` and, for a run report or a report with an execution trace,
+    ``execution`` (else ``None``)."""
 
     def __init__(self, d: Dict[str, Any]) -> None:
         self.compilation = Compilation(d)
-        self.execution: Optional[Execution] = Execution(d) if "executed" in d else None
+        has = "executed" in d or "execution" in d
+        self.execution: Optional[Execution] = Execution(d) if has else None
 
 
 def openReport(path: Union[str, Path]) -> Report:

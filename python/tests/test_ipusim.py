@@ -146,6 +146,29 @@ def test_a_libpva_shaped_view_reads_the_reports(tmp_path):
     e = pva.openReport(ran).execution
     assert e.cycles == executed["total_cycles"]
     assert [x.cycles for x in e.runs] == executed["cycles_per_run"]
+    # The execution trace (`--execution-trace`): libpva's steps, from the static walk of a
+    # compile and from the recorded run, step for step the same.
+    traced = tmp_path / "trace.json"
+    cli("compile", FLAGSHIP, "--json", "--execution-trace", "-o", str(traced))
+    t = json.loads(traced.read_text())["execution"]
+    est = pva.openReport(traced).execution
+    assert est.source == "estimate" and est.runs == []
+    assert est.totalCycles.total == t["total_cycles"] == d["total_cycles"]
+    assert len(est.steps) == t["shown_steps"]
+    lane = t["ipus"][0]["slices"]
+    assert [(s.program.name, s.ipus[0].cycles) for s in est.steps] == [
+        (x.get("name", ""), x["cycles"]) for x in lane
+    ]
+    first = est.steps[0].ipus[0].activeCycles
+    assert (first.cyclesFrom, first.cyclesTo) == (0, lane[0]["cycles"])
+    assert {s.program.type for s in est.steps} >= {"OnTileExecute", "DoExchange", "Sync", "StreamCopy"}
+    ran_traced = tmp_path / "run-trace.json"
+    cli("run", FLAGSHIP, "--json", "--execution-trace", "-o", str(ran_traced))
+    rec = pva.openReport(ran_traced).execution
+    assert rec.source == "run"
+    assert [(s.program.name, s.program.type, s.ipus[0].cycles, s.ipus[0].activeCycles.cyclesFrom) for s in rec.steps] == [
+        (s.program.name, s.program.type, s.ipus[0].cycles, s.ipus[0].activeCycles.cyclesFrom) for s in est.steps
+    ]
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
     with pytest.raises(ipusim.ProgramError, match="not an ipusim report"):
