@@ -196,8 +196,8 @@ pub fn diff(a_name: &str, a: &Value, b_name: &str, b: &Value) -> ReportDiff {
     });
     // Shown above, or not comparable between two reports: the fullest tiles are listed by
     // tile (another compile has other fullest tiles), a keyed element's key leaf repeats
-    // its key, and the per-tile bytes and per-step liveness are series (the HTML report
-    // draws them), not figures.
+    // its key, and the per-tile bytes, per-step liveness and the execution trace's steps
+    // are series (the HTML report draws them), not figures.
     let shown = |k: &str| {
         HEADLINE.contains(&k)
             || IDENTITY.contains(&k)
@@ -207,6 +207,7 @@ pub fn diff(a_name: &str, a: &Value, b_name: &str, b: &Value) -> ReportDiff {
             || k.starts_with("memory.tiles[")
             || k.starts_with("memory.liveness[")
             || k.starts_with("program_tree.")
+            || (k.starts_with("execution.") && k.contains(".slices["))
             || KEYS.iter().any(|key| k.ends_with(&format!("].{key}")))
     };
     let other = fa
@@ -461,5 +462,20 @@ mod tests {
         assert_eq!(d.other.len(), 1, "{:?}", d.other);
         assert_eq!(d.other[0].field, "host_io.streams[x].bytes_per_run");
         assert_eq!(d.other[0].percent, Some(25.0));
+    }
+
+    #[test]
+    fn the_execution_traces_steps_are_a_series_and_its_totals_figures() {
+        let trace = |idle: u64, start: u64| {
+            json!({"source": "estimate", "total_cycles": 100, "ipus": [{"ipu": 0,
+                "idle_cycles": idle,
+                "slices": [{"kind": "Execute", "name": "mm", "start": start, "cycles": 5}]}]})
+        };
+        let (mut a, mut b) = (report(100, 60, "16.16"), report(100, 60, "16.16"));
+        a["execution"] = trace(10, 0);
+        b["execution"] = trace(12, 7);
+        let d = diff("a", &a, "b", &b);
+        let fields: Vec<&str> = d.other.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["execution.ipus[0].idle_cycles"]);
     }
 }
