@@ -177,6 +177,19 @@ class Report:
     def oom(self) -> bool:
         return self._dict["memory"]["oom"]
 
+    def to_html(self, path: Optional[str] = None, name: str = "report", compare: Optional["Report"] = None,
+                compare_name: str = "other") -> str:
+        """The page of ``ipusim report html`` (PopVision's views; ``compare`` adds the Compare
+        view); written to ``path`` when given. Returns the HTML."""
+        reports = [(name, json.dumps(self._dict))]
+        if compare is not None:
+            reports.append((compare_name, json.dumps(compare._dict)))
+        page = _ipusim.html(reports)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(page)
+        return page
+
     def __repr__(self) -> str:
         return f"Report({self._dict['program']!r}, total_cycles={self.total_cycles})"
 
@@ -209,9 +222,10 @@ class Program:
     def name(self) -> str:
         return self._inner.name
 
-    def compile(self, opts: Optional[Options] = None) -> Report:
-        """The static cycle and memory report (``ipusim compile --json``)."""
-        return Report(self._inner.compile(_options(opts)))
+    def compile(self, opts: Optional[Options] = None, execution_trace: bool = False) -> Report:
+        """The static cycle and memory report (``ipusim compile --json``); with
+        ``execution_trace``, its ``execution`` section (``--execution-trace``)."""
+        return Report(self._inner.compile(_options(opts), execution_trace))
 
     def run(self, inputs: Optional[Dict[str, Any]] = None, steps: Optional[int] = None,
             opts: Optional[Options] = None) -> RunResult:

@@ -131,6 +131,23 @@ fn model(
     })
 }
 
+/// The HTML page of `ipusim report html` for `reports` (`(name, JSON text)`; a second one
+/// adds the Compare view).
+#[pyfunction]
+fn html(reports: Vec<(String, String)>) -> PyResult<String> {
+    let values = reports
+        .into_iter()
+        .map(|(name, text)| {
+            serde_json::from_str(&text)
+                .map(|v| (name.clone(), v))
+                .map_err(|e| {
+                    ProgramError::new_err(format!("{name}: error: not a JSON report: {e}"))
+                })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(ipusim::runtime::report::html::html(&values))
+}
+
 /// The options dict (the CLI's names) as session options.
 fn session_options(d: Option<&Bound<'_, PyDict>>) -> PyResult<SessionOptions> {
     let mut build = BuildOptions::default();
@@ -231,16 +248,24 @@ impl Program {
     }
 
     /// Compiles the program; returns the report as the JSON text `ipusim compile --json`
-    /// prints.
-    #[pyo3(signature = (options=None))]
-    fn compile(&self, py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+    /// prints (with `execution_trace`, as `--execution-trace` adds it).
+    #[pyo3(signature = (options=None, execution_trace=false))]
+    fn compile(
+        &self,
+        py: Python<'_>,
+        options: Option<&Bound<'_, PyDict>>,
+        execution_trace: bool,
+    ) -> PyResult<String> {
         let opts = session_options(options)?.build;
         let program = &self.inner;
         let file = &self.file;
         py.allow_threads(|| {
             let step = step_graph(program, &opts).map_err(|e| format!("{file}: error: {e}"))?;
             let exe = compile_step(&step, &opts).map_err(|e| format!("{file}: error: {e}"))?;
-            let r = report(&program.name, &step, &exe);
+            let mut r = report(&program.name, &step, &exe);
+            if execution_trace {
+                r.execution = Some(ipusim::compiler::timeline::estimate(&exe));
+            }
             serde_json::to_string_pretty(&r).map_err(|e| format!("error: {e}"))
         })
         .map(|s| s + "\n")
@@ -378,6 +403,7 @@ fn _ipusim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(model, m)?)?;
+    m.add_function(wrap_pyfunction!(html, m)?)?;
     m.add_class::<Program>()?;
     m.add_class::<Session>()?;
     m.add("IpusimError", py.get_type_bound::<IpusimError>())?;

@@ -126,6 +126,22 @@ def test_onnx_models_load_from_python(tmp_path):
     assert program.compile().to_dict() == want
 
 
+def test_the_execution_trace_and_the_html_page_equal_the_clis(tmp_path):
+    report = ipusim.load(FLAGSHIP).compile(execution_trace=True)
+    want = json.loads(cli("compile", FLAGSHIP, "--json", "--execution-trace"))
+    assert report.to_dict() == want
+    assert report.to_dict()["execution"]["source"] == "estimate"
+    saved = tmp_path / "r.json"
+    saved.write_text(json.dumps(want))
+    page = tmp_path / "cli.html"
+    cli("report", "html", str(saved), "-o", str(page))
+    mine = tmp_path / "py.html"
+    assert report.to_html(str(mine), name=str(saved)) == page.read_text() == mine.read_text()
+    assert 'id="execution-trace"' in mine.read_text()
+    other = ipusim.load(FLAGSHIP).compile(ipusim.Options().Precision.setPartialsType("half"))
+    assert 'id="compare"' in report.to_html(compare=other)
+
+
 def test_a_libpva_shaped_view_reads_the_reports(tmp_path):
     from ipusim import pva
 
