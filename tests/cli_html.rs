@@ -231,34 +231,18 @@ fn every_view_renders_in_headless_chromium() {
         shots: Path::new(env!("CARGO_MANIFEST_DIR")).join("target/html-report"),
     };
     std::fs::create_dir_all(&browser.shots).unwrap();
-    for view in [
-        "summary",
-        "memory",
-        "liveness",
-        "operations",
-        "program-tree",
-        "execution-trace",
-        "compare",
-    ] {
-        let shown = browser.view(&page, view, view);
-        let figures = match view {
-            "compare" => matches_json(&shown, &r.one, "a.") + matches_json(&shown, &r.two, "b."),
-            _ => matches_json(&shown, &r.one, ""),
-        };
-        assert!(
-            figures > 0 || view == "liveness" && shown.contains("<polyline"),
-            "{view}: no figures"
-        );
+    // The page of two reports: every single-report view shows the first report's figures,
+    // and Compare both.
+    for view in VIEWS {
+        browser.shows_the_figures(&page, view, view, &r.one);
     }
-    // The pipelined ResNet's own page (`compile --html`): a lane and a BSP picture per IPU,
-    // both with work, and the figures of its JSON.
+    let shown = browser.view(&page, "compare", "compare");
+    assert!(matches_json(&shown, &r.one, "a.") + matches_json(&shown, &r.two, "b.") > 0);
+    // The pipelined ResNet's own page (`compile --html`): every view, and in the execution
+    // trace a BSP picture per IPU, both with work.
     let page_two = r.dir.join("two-direct.html");
-    for view in ["summary", "execution-trace"] {
-        let shown = browser.view(&page_two, view, &format!("two-ipus-{view}"));
-        assert!(
-            matches_json(&shown, &r.two, "") > 0,
-            "two IPUs {view}: no figures"
-        );
+    for view in VIEWS {
+        let shown = browser.shows_the_figures(&page_two, view, &format!("two-ipus-{view}"), &r.two);
         if view == "execution-trace" {
             for ipu in 0..2 {
                 let svg = format!("<svg class=\"bsp\" id=\"bsp-{ipu}\"");
@@ -273,7 +257,7 @@ fn every_view_renders_in_headless_chromium() {
             }
         }
     }
-    // The flagship's page, straight from `compile --html`.
+    // The flagship's page, straight from `compile --html`: every view.
     let (json, page) = (r.dir.join("flagship.json"), r.dir.join("flagship.html"));
     let o = ipusim(&[
         "compile",
@@ -287,14 +271,20 @@ fn every_view_renders_in_headless_chromium() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    for view in ["summary", "memory", "operations", "execution-trace"] {
-        let shown = browser.view(&page, view, &format!("flagship-{view}"));
-        assert!(
-            matches_json(&shown, &report, "") > 0,
-            "flagship {view}: no figures"
-        );
+    for view in VIEWS {
+        browser.shows_the_figures(&page, view, &format!("flagship-{view}"), &report);
     }
 }
+
+/// The views of a one-report page.
+const VIEWS: [&str; 6] = [
+    "summary",
+    "memory",
+    "liveness",
+    "operations",
+    "program-tree",
+    "execution-trace",
+];
 
 /// Headless Chromium with a profile, saving screenshots to `shots`.
 struct Browser {
@@ -304,6 +294,23 @@ struct Browser {
 }
 
 impl Browser {
+    /// Opens `page#view` ([`Browser::view`]) and checks that it shows figures of `json`, each
+    /// equal to the JSON's (the Liveness view draws its series: a curve). Returns the view.
+    fn shows_the_figures(
+        &self,
+        page: &Path,
+        view: &str,
+        tag: &str,
+        json: &serde_json::Value,
+    ) -> String {
+        let shown = self.view(page, view, tag);
+        assert!(
+            matches_json(&shown, json, "") > 0 || view == "liveness" && shown.contains("<polyline"),
+            "{tag}: no figures"
+        );
+        shown
+    }
+
     /// Opens `page#view`: the view must be shown with no console error, and a screenshot is
     /// saved as `shots/TAG.png`. Returns the shown section's HTML (the DOM after the script
     /// ran).
