@@ -48,6 +48,21 @@ impl TraceIpus {
                 .collect(),
         }
     }
+
+    /// The IPUs exchange `id` writes to (IPU 0 for an exchange with no copies or not
+    /// known).
+    pub fn exchange_ipus(&self, id: u32) -> &[u32] {
+        const IPU_0: &[u32] = &[0];
+        self.exchanges
+            .get(id as usize)
+            .filter(|v| !v.is_empty())
+            .map_or(IPU_0, |v| &v[..])
+    }
+
+    /// The IPU of stream `name` (IPU 0 when not known).
+    pub fn stream_ipu(&self, name: &str) -> u32 {
+        self.streams.get(name).copied().unwrap_or(0)
+    }
 }
 
 /// The tracks of one IPU, as trace-event thread ids.
@@ -111,7 +126,6 @@ pub fn to_chrome_json(
             "args": args
         })
     };
-    let on_ipu_0 = [0u32];
     let control = |program: &Control| match program {
         Control::Repeat { iteration, count } => format!("repeat {iteration}/{count}"),
         Control::If { taken } => format!("if ({})", if *taken { "then" } else { "else" }),
@@ -159,13 +173,8 @@ pub fn to_chrome_json(
                 copies,
                 ..
             } => {
-                let on = ipus
-                    .exchanges
-                    .get(*id as usize)
-                    .filter(|v| !v.is_empty())
-                    .map_or(&on_ipu_0[..], |v| &v[..]);
                 let args = json!({"cycles": cycles, "bytes": bytes, "copies": copies});
-                for &p in on {
+                for &p in ipus.exchange_ipus(*id) {
                     push(slice(p, 2, name, *cycle, *cycles, &args));
                 }
             }
@@ -187,7 +196,7 @@ pub fn to_chrome_json(
                     StreamDirection::HostToDevice => "host to device",
                     StreamDirection::DeviceToHost => "device to host",
                 };
-                let p = ipus.streams.get(stream).copied().unwrap_or(0);
+                let p = ipus.stream_ipu(stream);
                 push(slice(
                     p,
                     4,

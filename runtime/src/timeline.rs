@@ -17,7 +17,6 @@ pub fn of_first_run(trace: &Trace, ipus: &TraceIpus, tiles_per_ipu: u32) -> Opti
         _ => None,
     })?;
     let mut b = TimelineBuilder::new("run", ipus.ipus, tiles_per_ipu);
-    let on_ipu_0 = [0u32];
     let mut end = origin;
     for e in events {
         match e {
@@ -42,12 +41,7 @@ pub fn of_first_run(trace: &Trace, ipus: &TraceIpus, tiles_per_ipu: u32) -> Opti
                 cycles,
                 ..
             } => {
-                let on = ipus
-                    .exchanges
-                    .get(*id as usize)
-                    .filter(|v| !v.is_empty())
-                    .map_or(&on_ipu_0[..], |v| &v[..]);
-                b.exchange(name, cycle - origin, *cycles, on);
+                b.exchange(name, cycle - origin, *cycles, ipus.exchange_ipus(*id));
             }
             Event::Sync { cycle, cycles } => b.sync(cycle - origin, *cycles),
             Event::StreamCopy {
@@ -56,8 +50,7 @@ pub fn of_first_run(trace: &Trace, ipus: &TraceIpus, tiles_per_ipu: u32) -> Opti
                 cycles,
                 ..
             } => {
-                let ipu = ipus.streams.get(stream).copied().unwrap_or(0);
-                b.stream_copy(stream, cycle - origin, *cycles, ipu);
+                b.stream_copy(stream, cycle - origin, *cycles, ipus.stream_ipu(stream));
             }
             _ => {}
         }
