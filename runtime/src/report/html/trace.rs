@@ -158,9 +158,11 @@ fn tenths(fraction: f64) -> u8 {
     }
 }
 
-/// Draws `cells` (one shade per column) as rectangles in the row at `y` of height `h`,
-/// one rectangle per run of equal shades.
-fn strip(s: &mut String, cells: &[Shade], y: usize, h: usize, width: f64, what: &str) {
+/// Draws `cells` (one shade per column) in the row at `y` of height `h`: a rectangle per
+/// run of equal cells, the rectangles of one shade in one `<path>`, so the page stays small
+/// (a trace of thousands of short steps changes shade at almost every column).
+fn strip(s: &mut String, cells: &[Shade], y: usize, h: usize) {
+    let mut paths: Vec<(Shade, String)> = Vec::new();
     let mut c = 0;
     while c < cells.len() {
         let shade = cells[c];
@@ -169,17 +171,24 @@ fn strip(s: &mut String, cells: &[Shade], y: usize, h: usize, width: f64, what: 
             end += 1;
         }
         if shade.1 > 0 {
-            let _ = writeln!(
-                s,
-                "<rect x=\"{c}\" y=\"{y}\" width=\"{}\" height=\"{h}\" fill=\"{}\" fill-opacity=\"{:.1}\"><title>{what}: cycles {}–{}</title></rect>",
-                end - c,
-                shade.0,
-                f64::from(shade.1) / 10.0,
-                group((c as f64 * width) as u64),
-                group((end as f64 * width) as u64)
-            );
+            let at = match paths.iter().position(|(sh, _)| *sh == shade) {
+                Some(i) => i,
+                None => {
+                    paths.push((shade, String::new()));
+                    paths.len() - 1
+                }
+            };
+            let w = end - c;
+            let _ = write!(paths[at].1, "M{c} {y}h{w}v{h}h-{w}z");
         }
         c = end;
+    }
+    for ((colour, tenths), d) in paths {
+        let _ = writeln!(
+            s,
+            "<path d=\"{d}\" fill=\"{colour}\" fill-opacity=\"{:.1}\"/>",
+            f64::from(tenths) / 10.0
+        );
     }
 }
 
@@ -190,7 +199,10 @@ fn picture(lane: &Value, index: usize, span: u64, groups: usize) -> String {
     let b = bin(lane, span, groups);
     let height = LANE_PX + 2 + groups * ROW_PX + 16;
     let mut s = format!(
-        "<svg class=\"bsp\" id=\"bsp-{index}\" data-columns=\"{COLUMNS}\" data-groups=\"{groups}\" width=\"{COLUMNS}\" height=\"{height}\" xmlns=\"http://www.w3.org/2000/svg\">\n"
+        "<svg class=\"bsp\" id=\"bsp-{index}\" data-columns=\"{COLUMNS}\" data-groups=\"{groups}\" width=\"{COLUMNS}\" height=\"{height}\" xmlns=\"http://www.w3.org/2000/svg\">\n<title>IPU {}: cycles 0–{} in {COLUMNS} columns of {} cycles; top: the steps; below: {groups} groups of tiles</title>\n",
+        u(lane, "ipu"),
+        group(span),
+        group(span.div_ceil(COLUMNS as u64))
     );
     // The steps lane: each column in the colour of the kind that took most of it.
     let lane_cells: Vec<Shade> = b
@@ -212,7 +224,7 @@ fn picture(lane: &Value, index: usize, span: u64, groups: usize) -> String {
             )
         })
         .collect();
-    strip(&mut s, &lane_cells, 0, LANE_PX, b.width, "steps");
+    strip(&mut s, &lane_cells, 0, LANE_PX);
     // The tile groups: computing share, or the other kind that took most of the column.
     for (g, busy) in b.busy.iter().enumerate() {
         let cells: Vec<Shade> = (0..COLUMNS)
@@ -230,14 +242,7 @@ fn picture(lane: &Value, index: usize, span: u64, groups: usize) -> String {
             })
             .collect();
         let y = LANE_PX + 2 + g * ROW_PX;
-        strip(
-            &mut s,
-            &cells,
-            y,
-            ROW_PX,
-            b.width,
-            &format!("tile group {g}"),
-        );
+        strip(&mut s, &cells, y, ROW_PX);
     }
     // The cycle axis.
     let y = height - 3;
