@@ -257,7 +257,6 @@ impl TimelineBuilder {
                 .saturating_add(lane.stream_copy_cycles);
             lane.idle_cycles = span.saturating_sub(used);
         }
-        self.trace.ipus.sort_by_key(|l| l.ipu);
         self.trace
     }
 }
@@ -289,7 +288,6 @@ fn walk(exe: &Executable, p: &Program, b: &mut TimelineBuilder, cycle: &mut u64)
                     let left = u64::from(*count) - done;
                     b.trace.steps = b.trace.steps.saturating_add(steps.saturating_mul(left));
                     *cycle = cycle.saturating_add(cycles.saturating_mul(left));
-                    b.gap(*cycle, 0);
                     break;
                 }
                 walk(exe, body, b, cycle);

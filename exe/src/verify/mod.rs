@@ -32,13 +32,12 @@ pub fn executable(exe: &Executable) -> Vec<VerifierError> {
     let mut v = Verifier {
         exe,
         errors: Vec::new(),
-        slice_bytes: Vec::new(),
+        slice_bytes: slice_bytes(exe),
     };
     v.tables();
     for t in &exe.tensors {
         v.mapping(t);
     }
-    v.slice_bytes = slice_bytes(exe);
     v.operands();
     v.copies();
     v.streams();
@@ -74,8 +73,8 @@ pub(crate) fn mapping_errors(exe: &Executable) -> Vec<VerifierError> {
 struct Verifier<'a> {
     exe: &'a Executable,
     errors: Vec<VerifierError>,
-    /// The bytes of every tensor's slices, by tensor and slice (empty until the operand
-    /// checks need it).
+    /// The bytes of every tensor's slices, by tensor and slice ([`slice_bytes`]; empty for
+    /// the mapping checks alone, which do not use it).
     slice_bytes: Vec<Vec<u64>>,
 }
 
