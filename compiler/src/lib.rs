@@ -15,6 +15,7 @@ pub mod build;
 pub mod dump;
 pub mod lower;
 pub mod memory;
+pub mod program_tree;
 pub mod report;
 
 // The executable contract, re-exported under the paths this crate has always had.
