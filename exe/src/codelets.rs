@@ -209,14 +209,20 @@ pub enum VertexParams {
     Window(Box<WindowParams>),
 }
 
-/// Which product a [`Codelet::Conv`] vertex computes. Operand blocks are row-major, with
-/// the channel ranges and row ranges of [`WindowParams`]:
+/// Which product a [`Codelet::Conv`] vertex computes. Operand blocks hold the channel and
+/// row ranges of [`WindowParams`], each in its channel group ([`crate::layout`]): a block of
+/// `nb` batch elements, `cb` channels, `r` rows of width `w` grouped by `g` is
+/// `[nb][cb/g][r][w][g]` (with `g` = 1, `[nb][cb][r][w]`); the weights are OIHW, row-major.
 ///
-/// | pass | operand 0 | operand 1 | output unit `u` (per batch element, channel) |
+/// | pass | operand 0 (group `in_group`) | operand 1 | output (group `out_group`) |
 /// |---|---|---|---|
-/// | `Forward` | `x[nb, C/g, in_rows, W]` | `w[ob, C/g, KH, KW]` | `y[n, o, out_rows, OW]`; reduction `(kh, kw, c)` |
-/// | `InputGrad` | `dy[nb, O/g, in_rows, OW]` | `w[O/g, cb, KH, KW]` | `dx[n, c, out_rows, W]`; reduction `(kh, kw, o)` |
-/// | `WeightGrad` | `x[nb, cb, H, W]` | `dy[nb, ob, OH, OW]` | `dw[o, cb, KH, KW]` (units are output channels): the partial over the block's batch range; reduction `(n, oh, ow)` |
+/// | `Forward` | `x[nb, C/g, in_rows, W]` | `w[ob, C/g, KH, KW]` | `y[nb, ob, out_rows, OW]`; reduction `(kh, kw, c)` |
+/// | `InputGrad` | `dy[nb, O/g, in_rows, OW]` | `w[O/g, cb, KH, KW]` | `dx[nb, cb, out_rows, W]`; reduction `(kh, kw, o)` |
+/// | `WeightGrad` | `x[nb, cb, in_rows, W]` | `dy[nb, ob, out_rows, OW]` (group `aux_group`) | `dw[ob, cb, KH, KW]` row-major: the partial over the block's batch and output rows; reduction `(n, oh, ow)` |
+///
+/// Units are `(batch element, channel)` pairs of the output in block order (`WeightGrad`:
+/// output channels); the output operand is the whole block and each vertex writes the
+/// elements of its units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum WindowPass {
     /// The convolution.
@@ -298,14 +304,14 @@ impl WindowGeometry {
 }
 
 /// Parameters of a window vertex: the geometry, the tile's block, the rows its spatial
-/// operands hold, and the vertex's units.
+/// operands hold, their channel groups, and the vertex's units.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowParams {
     /// The whole convolution or pooling.
     pub geometry: WindowGeometry,
     /// The convolution group of the block (pools: 0).
     pub group: u32,
-    /// Batch range `[begin, end)` of the block (`WeightGrad`: the part of the reduction).
+    /// Batch range `[begin, end)` of the block (`WeightGrad`: a part of the reduction).
     pub batch: (u32, u32),
     /// Channel range of the output, within the group: `o` (`Forward`, `WeightGrad`), `c`
     /// (`InputGrad`), the plane channel (pools).
@@ -315,17 +321,32 @@ pub struct WindowParams {
     /// the block's output; unused by pools (`(0, 0)`).
     pub in_channels: (u32, u32),
     /// Output rows of the block: `oh` (`Forward`, `MaxPool`), `h` (`InputGrad`,
-    /// `MaxPoolGrad`); `WeightGrad`: unused.
+    /// `MaxPoolGrad`); `WeightGrad`: the rows `oh` of the field the block sums over (a part
+    /// of the reduction).
     pub out_rows: (u32, u32),
     /// Rows held by operand 0 (of `x`, or of `dy` for `InputGrad`).
     pub in_rows: (u32, u32),
     /// Rows held by `dy` for `MaxPoolGrad` (else unused).
     pub aux_rows: (u32, u32),
     /// The vertex's units `[begin, end)` in block order (`(batch, channel)` pairs, or output
-    /// channels for `WeightGrad`); its output operand holds exactly their elements.
+    /// channels for `WeightGrad`); it writes exactly their elements of the output block.
     pub units: (u32, u32),
     /// AMP input channels per pass (`Conv`; 1 for pools).
     pub input_channels: u32,
+    /// Channel group of operand 0's block (1: NCHW rows).
+    #[serde(default = "one")]
+    pub in_group: u32,
+    /// Channel group of operand 1's block when it is a feature map (`dy` of `WeightGrad` and
+    /// `MaxPoolGrad`); 1 otherwise.
+    #[serde(default = "one")]
+    pub aux_group: u32,
+    /// Channel group of the output block (1 for `WeightGrad`, whose output is OIHW).
+    #[serde(default = "one")]
+    pub out_group: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Parameters of an element-wise vertex.
@@ -460,7 +481,7 @@ impl WindowParams {
         let g = &self.geometry;
         let len = |r: (u32, u32)| u64::from(r.1.saturating_sub(r.0));
         let (nb, ob) = (self.batch_count(), self.out_channel_count());
-        let (rows, in_rows, units) = (len(self.out_rows), len(self.in_rows), len(self.units));
+        let (rows, in_rows) = (len(self.out_rows), len(self.in_rows));
         let kernel = u64::from(g.kh) * u64::from(g.kw);
         let (w, ow) = (u64::from(g.w), u64::from(g.ow));
         Some(match codelet {
@@ -468,30 +489,45 @@ impl WindowParams {
                 WindowPass::Forward => vec![
                     nb * len(self.in_channels) * in_rows * w,
                     ob * len(self.in_channels) * kernel,
-                    units * rows * ow,
+                    nb * ob * rows * ow,
                 ],
                 WindowPass::InputGrad => vec![
                     nb * len(self.in_channels) * in_rows * ow,
                     len(self.in_channels) * ob * kernel,
-                    units * rows * w,
+                    nb * ob * rows * w,
                 ],
                 WindowPass::WeightGrad => {
                     let cb = len(self.in_channels);
-                    vec![
-                        nb * cb * u64::from(g.h) * w,
-                        nb * ob * u64::from(g.oh) * ow,
-                        units * cb * kernel,
-                    ]
+                    vec![nb * cb * in_rows * w, nb * ob * rows * ow, ob * cb * kernel]
                 }
             },
-            Codelet::MaxPool { grad: false, .. } => vec![nb * ob * in_rows * w, units * rows * ow],
+            Codelet::MaxPool { grad: false, .. } => {
+                vec![nb * ob * in_rows * w, nb * ob * rows * ow]
+            }
             Codelet::MaxPool { grad: true, .. } => vec![
                 nb * ob * in_rows * w,
                 nb * ob * len(self.aux_rows) * ow,
-                units * rows * w,
+                nb * ob * rows * w,
             ],
             _ => return None,
         })
+    }
+
+    /// The position in the output block of element `(row, col)` (block-relative row) of
+    /// unit `u`'s plane, for a pass whose output rows are `width` wide (not `WeightGrad`).
+    pub fn out_position(&self, u: u32, row: u64, col: u64, width: u64) -> u64 {
+        let (n, ch) = self.unit(u);
+        let rows = u64::from(self.out_rows.1.saturating_sub(self.out_rows.0));
+        let nl = u64::from(n - self.batch.0);
+        let cl = u64::from(ch - self.out_channels.0);
+        crate::layout::storage_index(
+            nl,
+            cl,
+            row * width + col,
+            self.out_channel_count(),
+            rows * width,
+            u64::from(self.out_group),
+        )
     }
 }
 

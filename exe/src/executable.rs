@@ -39,7 +39,7 @@ use ipusim_ir::{DType, Init, Literal, NodeId, Shape};
 use serde::{Deserialize, Serialize};
 
 /// Version of the serialised format; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// A compiled program.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -207,6 +207,19 @@ pub struct NodeValue {
     pub dtype: DType,
     /// Its shape.
     pub shape: Shape,
+    /// The channel group its tensor holds it in ([`crate::layout`]): 1 (row-major in
+    /// `shape`), or `g` > 1, the tensor's shape then being [`crate::layout::storage_dims`] of
+    /// `shape`.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub group: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(g: &u32) -> bool {
+    *g == 1
 }
 
 /// A contiguous region of one tensor on the vertex's tile.

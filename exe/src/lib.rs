@@ -17,6 +17,7 @@
 //! | [`system`] | [`System`] of IPUs and their links, [`SyncScope`] | `ids`, `error`, `target` |
 //! | [`options`] | [`CompileOptions`], [`PartialsType`] | `error` |
 //! | [`codelets`] | the codelet registry: each codelet's semantics and parameters | — |
+//! | [`layout`] | channel-grouped layouts of feature maps (storage shapes, the index map) | — |
 //! | [`memory`] | the memory plan's data types, tensor usage over steps | `ids`, `system` |
 //! | [`estimate`] | the static cycle estimate's data types | — |
 //! | [`executable`] | the executable's data types | `ids`, `codelets`, `target`, `system`, `options`, `memory`, `estimate` |
@@ -32,6 +33,7 @@ pub mod error;
 pub mod estimate;
 pub mod executable;
 pub mod ids;
+pub mod layout;
 pub mod memory;
 pub mod options;
 pub mod system;

@@ -25,11 +25,14 @@ use ipusim_ir::{DType, Graph, NodeId, Op, Shape};
 use std::collections::HashMap;
 
 /// Where a node's value is: a tensor, possibly seen with its last two dimensions swapped
-/// (a `Transpose` that is folded into its consumers until one needs it materialised).
+/// (a `Transpose` that is folded into its consumers until one needs it materialised), or
+/// holding a feature map with its channels grouped (`group` > 1: the tensor's shape is the
+/// value's storage shape, `ipusim_exe::layout`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Value {
     pub tensor: TensorId,
     pub transposed: bool,
+    pub group: u32,
 }
 
 /// Everything lowering produces, before the memory plan assigns byte offsets. Operand and
@@ -79,6 +82,10 @@ pub(crate) struct Lowerer<'a> {
     inplace: HashMap<NodeId, NodeId>,
     /// Matmul plans chosen so far, with the (A, B) transposed-ness they were made for.
     plans: HashMap<NodeId, (Plan, (bool, bool))>,
+    /// Row-major copies of channel-grouped values, made for consumers that read row-major.
+    row_major: HashMap<NodeId, TensorId>,
+    /// The grouped tensor each row-major copy was made from.
+    copy_of: HashMap<TensorId, TensorId>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -110,6 +117,8 @@ impl<'a> Lowerer<'a> {
             next_start: 0,
             inplace: HashMap::new(),
             plans: HashMap::new(),
+            row_major: HashMap::new(),
+            copy_of: HashMap::new(),
         }
     }
 
@@ -262,6 +271,7 @@ impl<'a> Lowerer<'a> {
                     tensor,
                     dtype: n.ty.dtype,
                     shape: n.ty.shape.clone(),
+                    group: v.group.max(1),
                 })
             })
             .collect()
@@ -280,7 +290,7 @@ impl<'a> Lowerer<'a> {
         }
         Ok(Value {
             tensor: self.copy_to_ipu(id, v.tensor),
-            transposed: v.transposed,
+            ..v
         })
     }
 
@@ -414,15 +424,37 @@ impl<'a> Lowerer<'a> {
         None
     }
 
-    /// Records that node `id`'s value is tensor `t` (not transposed).
+    /// Records that node `id`'s value is tensor `t` (not transposed, row-major).
     pub fn set_value(&mut self, id: NodeId, t: TensorId) {
+        self.set_grouped(id, t, 1);
+    }
+
+    /// Records that node `id`'s value is tensor `t` holding it with its channels grouped by
+    /// `group` (1: row-major; the tensor's shape is the storage shape).
+    pub fn set_grouped(&mut self, id: NodeId, t: TensorId, group: u32) {
         self.values.insert(
             id,
             Value {
                 tensor: t,
                 transposed: false,
+                group: group.max(1),
             },
         );
+    }
+
+    /// The row-major copy of node `id`'s channel-grouped value, once made.
+    pub fn row_major_copy(&self, id: NodeId) -> Option<TensorId> {
+        self.row_major.get(&id).copied()
+    }
+
+    /// Records the row-major copy `t` of node `id`'s channel-grouped value. The value's own
+    /// tensor stays live wherever the copy is used, so that the node's value (what a
+    /// debugger shows) is valid for as long as it is read.
+    pub fn set_row_major_copy(&mut self, id: NodeId, t: TensorId) {
+        self.row_major.insert(id, t);
+        if let Some(v) = self.values.get(&id) {
+            self.copy_of.insert(t, v.tensor);
+        }
     }
 
     /// The node's value as lowered so far.
@@ -581,6 +613,10 @@ impl<'a> Lowerer<'a> {
         let u = &mut self.usage[t.0 as usize];
         u.first = Some(u.first.map_or(step, |f| f.min(step)));
         u.last = Some(u.last.map_or(step, |l| l.max(step)));
+        if let Some(&source) = self.copy_of.get(&t) {
+            let u = &mut self.usage[source.0 as usize];
+            u.last = Some(u.last.map_or(step, |l| l.max(step)));
+        }
     }
 
     /// Emits one BSP superstep: `Sync`, the exchange of `copies` (if any), then the compute

@@ -11,9 +11,9 @@
 //!   input gradient, the positions a stride-dilated input reaches). How the simulator splits
 //!   the block into vertices does not change the figure.
 //! - `Conv` `WeightGrad`: PopLibs' `ConvPartial1x1Out` ([`super::conv::conv1x1_out_cycles`])
-//!   of the product `ob × (nb·OH·OW) × (cb·KH·KW)`: the block's output channels are the
-//!   output positions (split over the workers), the reduction `(n, oh, ow)` is the input
-//!   channels (in groups of the AMP's), and `cb·KH·KW` the output channels (in groups of
+//!   of the product `ob × (nb·rows·OW) × (cb·KH·KW)` (`rows` the block's rows of the output
+//!   field): the block's output channels are the output positions (split over the workers),
+//!   the reduction `(n, oh, ow)` is the input channels (in groups of the AMP's), and `cb·KH·KW` the output channels (in groups of
 //!   the conv units). PopLibs plans the weight-update pass as a convolution whose output
 //!   field is the kernel, which its transforms (`expandDims`, `outChanFlattenDims`) turn into
 //!   a 1×1-output product; we do not reproduce the transforms exactly (our modelling choice).
@@ -37,7 +37,8 @@ pub fn window_group_cycles(target: &Target, codelet: &Codelet, p: &WindowParams)
             ..
         } => {
             let g = &p.geometry;
-            let k = p.batch_count() * u64::from(g.oh) * u64::from(g.ow);
+            let field_rows = u64::from(p.out_rows.1.saturating_sub(p.out_rows.0));
+            let k = p.batch_count() * field_rows * u64::from(g.ow);
             let cols = u64::from(p.in_channels.1.saturating_sub(p.in_channels.0))
                 * u64::from(g.kh)
                 * u64::from(g.kw);

@@ -6,8 +6,10 @@
 //! typed [`Location`]; the compiler runs it after the memory plan and the engine runs it on
 //! load. The invariants (each violation says which):
 //!
-//! 1. **tables**: every id the program, the streams, the vertices and the copies name is in
-//!    its table; the program tree has exactly one leaf per listed step, in order;
+//! 1. **tables**: every id the program, the streams, the vertices, the copies and the node
+//!    values name is in its table; the program tree has exactly one leaf per listed step, in
+//!    order; a node's value is held by a tensor of as many elements (a channel-grouped value
+//!    by one of its storage shape, `crate::layout`);
 //! 2. **mapping**: a tensor's slices are on tiles of the system, sorted by tile; its intervals
 //!    are ascending, disjoint and cover `[0, elements)` exactly once;
 //! 3. **operands**: every vertex runs on a worker context of the target and its operands lie
@@ -155,6 +157,35 @@ impl Verifier<'_> {
                         ),
                     ),
                 _ => {}
+            }
+        }
+        // A node's value names a tensor of its elements; a channel-grouped value's tensor
+        // has the value's storage shape.
+        for v in &exe.values {
+            let Some(id) = v.tensor else { continue };
+            if !self.tensor_ok(id) {
+                self.fail(
+                    1,
+                    Location::Executable,
+                    format!("the value of '{}' names no tensor", v.name),
+                );
+                continue;
+            }
+            let t = &exe.tensors[id.0 as usize];
+            let want = crate::layout::storage_dims(v.shape.dims(), v.group);
+            let grouped_ok = v.group <= 1
+                || (crate::layout::can_group(v.shape.dims(), v.group) && t.shape.dims() == want);
+            if t.num_elements() as usize != v.shape.num_elements() || !grouped_ok {
+                self.fail(
+                    1,
+                    Location::Tensor {
+                        tensor: t.name.clone(),
+                    },
+                    format!(
+                        "holds the value of '{}' ({} grouped by {}) as shape {}",
+                        v.name, v.shape, v.group, t.shape
+                    ),
+                );
             }
         }
     }

@@ -17,6 +17,7 @@ use crate::numerics::{cast, fp16, fp32, FpSts};
 use half::f16;
 use ipusim_exe::codelets::{Codelet, WindowGeometry, WindowParams, WindowPass};
 use ipusim_exe::executable::{Tensor, Vertex};
+use ipusim_exe::layout;
 use ipusim_ir::DType;
 
 /// Checks a window vertex: operand types and lengths against its parameters, ranges inside
@@ -101,6 +102,27 @@ pub(crate) fn check(
     if !ok {
         return Err("window ranges outside the geometry".into());
     }
+    // Channel groups divide the channels of the blocks they group.
+    let red = u64::from(p.in_channels.1.saturating_sub(p.in_channels.0));
+    let ob = p.out_channel_count();
+    let divides = |g: u32, n: u64| g >= 1 && n % u64::from(g) == 0;
+    let (in_chans, aux_chans) = match pass {
+        Some(_) => (red, ob),
+        None => (ob, ob),
+    };
+    let grouped_ok = divides(p.in_group, in_chans)
+        && divides(p.aux_group, aux_chans)
+        && divides(p.out_group, ob)
+        && (pass != Some(WindowPass::WeightGrad) || p.out_group == 1)
+        && (matches!(pass, Some(WindowPass::WeightGrad))
+            || matches!(codelet, Codelet::MaxPool { grad: true, .. })
+            || p.aux_group == 1);
+    if !grouped_ok {
+        return Err(format!(
+            "channel groups (in {}, aux {}, out {}) do not divide the block's channels",
+            p.in_group, p.aux_group, p.out_group
+        ));
+    }
     Ok(())
 }
 
@@ -110,6 +132,10 @@ pub(crate) fn check(
 pub(crate) struct WindowScratch {
     x: Vec<f32>,
     y: Vec<f32>,
+    /// Scratch of the un-grouping.
+    tmp: Vec<f32>,
+    /// A run of units' output bytes before they are placed in a grouped block.
+    out: Vec<u8>,
     /// The operands widened: their addresses and lengths.
     key: Option<[usize; 4]>,
     /// The batch element whose `b` is in the scratch `b` buffer.
@@ -123,21 +149,81 @@ impl WindowScratch {
         self.b_for = None;
     }
 
-    fn widen(&mut self, input: DType, a: &[u8], b: &[u8]) -> Result<(), EngineError> {
+    /// Widens operands `a` and `b` to f32, each taken from its channel-grouped block
+    /// layout (`(group, batch, channels, plane)`; group 1: as stored) into NCHW block order.
+    fn widen(
+        &mut self,
+        input: DType,
+        (a, a_layout): (&[u8], BlockLayout),
+        (b, b_layout): (&[u8], BlockLayout),
+    ) -> Result<(), EngineError> {
         let key = [a.as_ptr() as usize, a.len(), b.as_ptr() as usize, b.len()];
         if self.key == Some(key) {
             return Ok(());
         }
-        for (dst, src) in [(&mut self.x, a), (&mut self.y, b)] {
+        for (dst, src, layout) in [(&mut self.x, a, a_layout), (&mut self.y, b, b_layout)] {
             dst.clear();
             match input {
                 DType::F16 => dst.extend(typed::<f16>(src)?.iter().map(|v| v.to_f32())),
                 _ => dst.extend_from_slice(typed::<f32>(src)?),
             }
+            if layout.group > 1 {
+                self.tmp.clear();
+                self.tmp.resize(dst.len(), 0.0);
+                for (i, v) in dst.iter().enumerate() {
+                    if let Some(slot) = self.tmp.get_mut(layout.logical(i)) {
+                        *slot = *v;
+                    }
+                }
+                std::mem::swap(dst, &mut self.tmp);
+            }
         }
         self.key = Some(key);
         self.b_for = None;
         Ok(())
+    }
+}
+
+/// The channel-grouped layout of an operand block: `batch × channels` planes of `plane`
+/// elements, the channels in groups of `group` held innermost ([`ipusim_exe::layout`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockLayout {
+    group: u32,
+    channels: u64,
+    plane: u64,
+}
+
+impl BlockLayout {
+    /// Row-major planes (group 1).
+    const PLAIN: BlockLayout = BlockLayout {
+        group: 1,
+        channels: 1,
+        plane: 1,
+    };
+
+    fn new(group: u32, channels: u64, plane: u64) -> BlockLayout {
+        BlockLayout {
+            group: group.max(1),
+            channels: channels.max(1),
+            plane: plane.max(1),
+        }
+    }
+
+    /// The block position of element `s` of plane `(n, c)` (block-relative).
+    fn at(&self, n: u64, c: u64, s: u64) -> usize {
+        layout::storage_index(n, c, s, self.channels, self.plane, u64::from(self.group)) as usize
+    }
+
+    /// The logical (NCHW block) index of storage position `i`.
+    fn logical(&self, i: usize) -> usize {
+        let (g, i) = (u64::from(self.group), i as u64);
+        let gi = i % g;
+        let rest = i / g;
+        let s = rest % self.plane;
+        let rest = rest / self.plane;
+        let groups = (self.channels / g).max(1);
+        let (n, cg) = (rest / groups, rest % groups);
+        ((n * self.channels + cg * g + gi) * self.plane + s) as usize
     }
 }
 
@@ -184,12 +270,16 @@ fn conv(
         win,
         ..
     } = scratch;
-    win.widen(types.0, ops.inputs[0], ops.inputs[1])?;
+    let (a_layout, b_layout) = operand_layouts(pass, p);
+    win.widen(
+        types.0,
+        (ops.inputs[0], a_layout),
+        (ops.inputs[1], b_layout),
+    )?;
     let es = types.2.size_bytes();
     let mut flags = FpSts::empty();
     // Runs of units with one batch element (all units for the weight gradient).
     let mut u = p.units.0;
-    let mut out_at = 0usize;
     while u < p.units.1 {
         let (n, ch0) = p.unit(u);
         let mut end = u + 1;
@@ -207,7 +297,7 @@ fn conv(
             ),
             WindowPass::InputGrad => (kh * kw * len(p.in_channels), len(p.out_rows) * g.w as usize),
             WindowPass::WeightGrad => (
-                len(p.batch) * (g.oh * g.ow) as usize,
+                len(p.batch) * len(p.out_rows) * g.ow as usize,
                 len(p.in_channels) * kh * kw,
             ),
         };
@@ -233,7 +323,6 @@ fn conv(
         win.b_for = Some(b_key);
         let b: &[f32] = bbuf.take::<f32>(k * cols);
         let out_len = rows * cols * es;
-        let out = &mut ops.output[out_at..out_at + out_len];
         let shape = MatMulShape {
             m: rows,
             k,
@@ -243,11 +332,63 @@ fn conv(
             ctl: worker.ctl,
             rng: &mut *worker.rng,
         };
-        flags |= product(types, shape, a, b, chunk, out, (pbuf, qbuf), reborrow)?;
-        out_at += out_len;
+        // The units' elements: consecutive in the block unless its channels are grouped.
+        let first = match pass {
+            WindowPass::WeightGrad => u as usize * cols,
+            WindowPass::Forward => p.out_position(u, 0, 0, u64::from(g.ow)) as usize,
+            WindowPass::InputGrad => p.out_position(u, 0, 0, u64::from(g.w)) as usize,
+        };
+        if p.out_group <= 1 || pass == WindowPass::WeightGrad {
+            let out = ops
+                .output
+                .get_mut(first * es..first * es + out_len)
+                .ok_or_else(|| EngineError::invalid("window units outside the output block"))?;
+            flags |= product(types, shape, a, b, chunk, out, (pbuf, qbuf), reborrow)?;
+        } else {
+            let staged = &mut win.out;
+            staged.clear();
+            staged.resize(out_len, 0);
+            flags |= product(types, shape, a, b, chunk, staged, (pbuf, qbuf), reborrow)?;
+            let width = u64::from(if pass == WindowPass::Forward {
+                g.ow
+            } else {
+                g.w
+            });
+            for r in 0..rows {
+                for j in 0..cols {
+                    let at = p.out_position(u + r as u32, 0, j as u64, width) as usize * es;
+                    let from = (r * cols + j) * es;
+                    let dst = ops.output.get_mut(at..at + es).ok_or_else(|| {
+                        EngineError::invalid("window units outside the output block")
+                    })?;
+                    dst.copy_from_slice(&staged[from..from + es]);
+                }
+            }
+        }
         u = end;
     }
     Ok(flags)
+}
+
+/// The channel-grouped layouts of a conv vertex's two operand blocks.
+fn operand_layouts(pass: WindowPass, p: &WindowParams) -> (BlockLayout, BlockLayout) {
+    let g = &p.geometry;
+    let rows = |r: (u32, u32), w: u32| u64::from(r.1.saturating_sub(r.0)) * u64::from(w);
+    let red = u64::from(p.in_channels.1.saturating_sub(p.in_channels.0));
+    match pass {
+        WindowPass::Forward => (
+            BlockLayout::new(p.in_group, red, rows(p.in_rows, g.w)),
+            BlockLayout::PLAIN,
+        ),
+        WindowPass::InputGrad => (
+            BlockLayout::new(p.in_group, red, rows(p.in_rows, g.ow)),
+            BlockLayout::PLAIN,
+        ),
+        WindowPass::WeightGrad => (
+            BlockLayout::new(p.in_group, red, rows(p.in_rows, g.w)),
+            BlockLayout::new(p.aux_group, p.out_channel_count(), rows(p.out_rows, g.ow)),
+        ),
+    }
 }
 
 /// For each kernel index `k` and output index `o` along one axis, the input index it reads
@@ -409,10 +550,10 @@ fn weight_grad(
     let g = &p.geometry;
     let ob = p.out_channel_count() as usize;
     let cb = len(p.in_channels);
-    let (oh, ow) = (g.oh as usize, g.ow as usize);
+    let (out_rows, ow) = (len(p.out_rows), g.ow as usize);
     let nb = len(p.batch);
-    let k = nb * oh * ow;
-    let plane = oh * ow;
+    let k = nb * out_rows * ow;
+    let plane = out_rows * ow;
     for r in 0..rows {
         let o = u0 as usize + r;
         for n in 0..nb {
@@ -420,21 +561,23 @@ fn weight_grad(
         }
     }
     let Some(b) = b else { return };
-    let (h, w) = (g.h as usize, g.w as usize);
-    let (kh, kw) = (g.kh as usize, g.kw as usize);
+    let (in_rows, w) = (len(p.in_rows), g.w as usize);
+    let (kh, kw, oh) = (g.kh as usize, g.kw as usize, g.oh as usize);
     let row_of = reads(g.kh, g.oh, |o, k| g.input_row(o, k));
     let col_of = reads(g.kw, g.ow, |o, k| g.input_col(o, k));
     let mut i = 0;
     for n in 0..nb {
-        for ohi in 0..oh {
+        for ohi in p.out_rows.0 as usize..p.out_rows.1 as usize {
             for owi in 0..ow {
                 for c in 0..cb {
-                    let plane = (n * cb + c) * h;
+                    let plane = (n * cb + c) * in_rows;
                     for khi in 0..kh {
                         let r = row_of[khi * oh + ohi];
                         for kwi in 0..kw {
                             b[i] = match (r, col_of[kwi * ow + owi]) {
-                                (Some(r), Some(cc)) => x[(plane + r as usize) * w + cc as usize],
+                                (Some(r), Some(cc)) => {
+                                    x[(plane + (r - p.in_rows.0) as usize) * w + cc as usize]
+                                }
                                 _ => 0.0,
                             };
                             i += 1;
@@ -494,12 +637,13 @@ fn pool(
     }
 }
 
-/// The window maximum of output `(oh, ow)` of the plane at `base` of a block of rows from
-/// `row0` (IEEE `maximum`, row-major window order, padding skipped), with its flags.
+/// The window maximum of output `(oh, ow)` of plane `(n, c)` (block-relative) of a block
+/// of rows from `row0` laid out as `x_layout` (IEEE `maximum`, row-major window order,
+/// padding skipped), with its flags.
 fn window_max<T: Copy>(
     g: &WindowGeometry,
-    x: &[T],
-    base: usize,
+    (x, x_layout): (&[T], BlockLayout),
+    (n, c): (u64, u64),
     row0: u32,
     (oh, ow): (u32, u32),
     max: fn(T, T) -> (T, FpSts),
@@ -511,8 +655,9 @@ fn window_max<T: Copy>(
             continue;
         };
         for kwi in 0..g.kw {
-            if let Some(c) = g.input_col(ow, kwi) {
-                let v = x[base + (r - row0) as usize * g.w as usize + c as usize];
+            if let Some(col) = g.input_col(ow, kwi) {
+                let s = u64::from(r - row0) * u64::from(g.w) + u64::from(col);
+                let v = x[x_layout.at(n, c, s)];
                 m = Some(match m {
                     None => v,
                     Some(m) => {
@@ -545,42 +690,46 @@ fn pool_typed<T: Copy + PartialEq>(
     mut narrow: impl FnMut(f32) -> (T, FpSts),
 ) -> Result<FpSts, VertexError> {
     let g = &p.geometry;
-    let (in_rows, width) = (len(p.in_rows), g.w as usize);
-    let ob = p.out_channel_count() as usize;
+    let ob = p.out_channel_count();
+    let plane = |r: (u32, u32), w: u32| u64::from(r.1.saturating_sub(r.0)) * u64::from(w);
+    let x_layout = BlockLayout::new(p.in_group, ob, plane(p.in_rows, g.w));
+    let dy_layout = BlockLayout::new(p.aux_group, ob, plane(p.aux_rows, g.ow));
     let mut flags = FpSts::empty();
-    let mut at = 0usize;
     let inside = || EngineError::invalid("a pooling window inside the padding");
+    let outside = || EngineError::invalid("pooling units outside the output block");
     for u in p.units.0..p.units.1 {
         let (n, ch) = p.unit(u);
-        let plane = (n - p.batch.0) as usize * ob + (ch - p.out_channels.0) as usize;
-        let base = plane * in_rows * width;
+        let nc = (u64::from(n - p.batch.0), u64::from(ch - p.out_channels.0));
         if !grad {
             for oh in p.out_rows.0..p.out_rows.1 {
                 for ow in 0..g.ow {
-                    let (m, f) = window_max(g, x, base, p.in_rows.0, (oh, ow), max);
+                    let (m, f) = window_max(g, (x, x_layout), nc, p.in_rows.0, (oh, ow), max);
                     flags |= f;
-                    out[at] = m.ok_or_else(inside)?;
-                    at += 1;
+                    let at = p.out_position(
+                        u,
+                        u64::from(oh - p.out_rows.0),
+                        u64::from(ow),
+                        u64::from(g.ow),
+                    );
+                    *out.get_mut(at as usize).ok_or_else(outside)? = m.ok_or_else(inside)?;
                 }
             }
             continue;
         }
-        let dy_base = plane * len(p.aux_rows) * g.ow as usize;
         for h in p.out_rows.0..p.out_rows.1 {
             let ohs = windows_of(h, g.kh, g.oh, g.stride[0], g.padding[0]);
             for wc in 0..g.w {
-                let xv = x[base + (h - p.in_rows.0) as usize * width + wc as usize];
+                let s = u64::from(h - p.in_rows.0) * u64::from(g.w) + u64::from(wc);
+                let xv = x[x_layout.at(nc.0, nc.1, s)];
                 let ows = windows_of(wc, g.kw, g.ow, g.stride[1], g.padding[1]);
                 let mut acc = 0f32;
                 for oh in ohs.clone() {
                     for ow in ows.clone() {
-                        let (m, f) = window_max(g, x, base, p.in_rows.0, (oh, ow), max);
+                        let (m, f) = window_max(g, (x, x_layout), nc, p.in_rows.0, (oh, ow), max);
                         flags |= f;
                         if m == Some(xv) {
-                            let d = dy_base
-                                + (oh - p.aux_rows.0) as usize * g.ow as usize
-                                + ow as usize;
-                            let (s, f) = fp32::add(acc, widen(dy[d]));
+                            let d = u64::from(oh - p.aux_rows.0) * u64::from(g.ow) + u64::from(ow);
+                            let (s, f) = fp32::add(acc, widen(dy[dy_layout.at(nc.0, nc.1, d)]));
                             acc = s;
                             flags |= f;
                         }
@@ -588,8 +737,13 @@ fn pool_typed<T: Copy + PartialEq>(
                 }
                 let (v, f) = narrow(acc);
                 flags |= f;
-                out[at] = v;
-                at += 1;
+                let at = p.out_position(
+                    u,
+                    u64::from(h - p.out_rows.0),
+                    u64::from(wc),
+                    u64::from(g.w),
+                );
+                *out.get_mut(at as usize).ok_or_else(outside)? = v;
             }
         }
     }

@@ -309,9 +309,18 @@ impl Engine {
             Some(v) => {
                 let id = v.tensor?;
                 let t = self.exe.tensor(id);
-                (t.num_elements() as usize == v.shape.num_elements() && t.dtype == v.dtype)
-                    .then(|| self.gather_as(id, &v.shape))
-                    .flatten()
+                if t.num_elements() as usize != v.shape.num_elements() || t.dtype != v.dtype {
+                    return None;
+                }
+                if v.group <= 1 {
+                    return self.gather_as(id, &v.shape);
+                }
+                // A channel-grouped feature map: its storage order, shown in logical order.
+                let mut bytes = vec![0u8; t.size_bytes() as usize];
+                gather(t, &self.index, &self.tiles, &mut bytes);
+                let es = t.dtype.size_bytes();
+                let logical = ipusim_exe::layout::ungroup(&bytes, es, v.shape.dims(), v.group);
+                Tensor::from_bytes(t.dtype, v.shape.clone(), &logical).ok()
             }
             None => {
                 let (id, t) = self.exe.tensor_by_name(name)?;

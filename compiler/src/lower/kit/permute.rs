@@ -8,7 +8,7 @@
 use crate::codelets::{Codelet, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex};
-use crate::lower::core::Lowerer;
+use crate::lower::core::{Lowerer, Value};
 use crate::lower::kit::mapping::worker_slices;
 use crate::lower::kit::stage::ExchangeBuilder;
 use ipusim_ir::{NodeId, Shape};
@@ -183,18 +183,68 @@ impl Map {
     }
 }
 
-/// Materialises the folded transpose `id` (its value is `stored` with the last two
-/// dimensions swapped).
-/// Node `id`'s value, seen without transposition: a folded transpose is materialised now
-/// (and becomes the node's value).
+/// Node `id`'s value, row-major and without transposition: a folded transpose is
+/// materialised now (and becomes the node's value); a channel-grouped value is read through
+/// its row-major copy ([`row_major`]).
 pub(crate) fn materialized(lw: &mut Lowerer, id: NodeId) -> Result<TensorId, CompileError> {
     let v = lw.value(id)?;
+    if v.group > 1 {
+        return Ok(row_major(lw, id, v.tensor, v.group));
+    }
     if !v.transposed {
         return Ok(v.tensor);
     }
     let t = materialize_transpose(lw, id, v.tensor)?;
     lw.set_value(id, t);
     Ok(t)
+}
+
+/// Node `id`'s value and the channel group its tensor holds it in (1: row-major), for a
+/// consumer that reads feature maps in any group: a folded transpose is materialised.
+pub(crate) fn grouped(lw: &mut Lowerer, id: NodeId) -> Result<(TensorId, u32), CompileError> {
+    let v = lw.value(id)?;
+    if v.group > 1 {
+        return Ok((v.tensor, v.group));
+    }
+    Ok((materialized(lw, id)?, 1))
+}
+
+/// Node `id`'s value as a consumer that folds transposes reads it (a matmul): a
+/// channel-grouped value is read through its row-major copy.
+pub(crate) fn row_major_view(lw: &mut Lowerer, id: NodeId) -> Result<Value, CompileError> {
+    let v = lw.value(id)?;
+    if v.group <= 1 {
+        return Ok(v);
+    }
+    Ok(Value {
+        tensor: row_major(lw, id, v.tensor, v.group),
+        transposed: false,
+        group: 1,
+    })
+}
+
+/// The row-major copy of node `id`'s value `stored`, held with its channels grouped by
+/// `group`: made once by a permuting exchange (the storage `[N, C/g, S…, g]` read as
+/// `[N, C/g, g, S…]`), as PopLibs rearranges a tensor for a consumer that wants another
+/// layout; a value with one element per channel plane is stored in row-major order already
+/// and is its own copy.
+fn row_major(lw: &mut Lowerer, id: NodeId, stored: TensorId, group: u32) -> TensorId {
+    if let Some(t) = lw.row_major_copy(id) {
+        return t;
+    }
+    let shape = lw.graph().node(id).ty.shape.clone();
+    let spatial: usize = shape.dims().iter().skip(2).product();
+    if spatial <= 1 {
+        return stored;
+    }
+    let storage = Shape::new(ipusim_exe::layout::storage_dims(shape.dims(), group));
+    let r = storage.rank();
+    let mut perm: Vec<usize> = vec![0, 1, r - 1];
+    perm.extend(2..r - 1);
+    let name = format!("{}/row_major", lw.graph().node(id).name);
+    let t = permute(lw, id, &name, stored, &storage, &perm);
+    lw.set_row_major_copy(id, t);
+    t
 }
 
 /// Node `id` takes `input`'s elements as they are (a reshape, a cast to the same type).

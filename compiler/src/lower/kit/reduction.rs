@@ -29,7 +29,9 @@
 use crate::codelets::{BlockParams, Codelet, ReduceOp, VertexParams};
 use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
 use crate::lower::core::Lowerer;
-use crate::lower::kit::mapping::{choose_tiles, grain, worker_slices, Mapping};
+use crate::lower::kit::mapping::{
+    choose_tiles, grain, min_elements_per_tile, worker_slices, Mapping,
+};
 use crate::lower::kit::stage::{ExchangeBuilder, TileScratch};
 use ipusim_ir::{DType, NodeId, Shape};
 use std::collections::BTreeMap;
@@ -443,7 +445,12 @@ fn intermediate(
             }
         }
         let total: u64 = merged.iter().map(|r| r.1 - r.0).sum();
-        let chunk = total.div_ceil(gt.len() as u64).max(1);
+        // As many of the group's tiles as the outputs are worth (the cost model's smallest
+        // useful share, as for a fresh mapping): a few outputs stay on one tile instead of
+        // splitting every contribution into one-element messages.
+        let min = min_elements_per_tile(lw.target(), spec.acc);
+        let dest_tiles = total.div_ceil(min).clamp(1, gt.len() as u64);
+        let chunk = total.div_ceil(dest_tiles).max(1);
         let mut dests = Vec::new();
         let mut done = 0u64;
         for (b, e) in merged {

@@ -15,6 +15,7 @@ use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute;
 use crate::lower::kit::stage::{ExchangeBuilder, Staging};
+use ipusim_exe::layout::storage_dims;
 use ipusim_ir::{NodeId, Op, Shape};
 
 /// How one input of an element-wise op is read, before staging.
@@ -80,42 +81,72 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         .map(|&i| super::folded_broadcast(lw.graph(), i).unwrap_or(i))
         .collect();
     let n_out = out_ty.num_elements() as u64;
-    let reads: Vec<Read> = if let Codelet::OneHot { depth, .. } = codelet {
-        vec![Read::Broadcast {
-            dims: vec![n_out / (depth as u64).max(1), depth as u64],
-            strides: vec![1, 0],
-        }]
+    // The output is held like the first input of its shape that is a channel-grouped
+    // feature map (no exchange along a chain of element-wise ops on convolution outputs);
+    // an in-place update of a variable is row-major.
+    let out_group = if lw.inplace_target(id).is_some() || is_onehot(&codelet) {
+        1
     } else {
-        inputs
-            .iter()
-            .map(|&i| read_of(&lw.graph().node(i).ty.shape, &out_ty.shape))
-            .collect()
+        let mut g = 1;
+        for &i in &inputs {
+            if lw.graph().node(i).ty.shape == out_ty.shape && !lw.is_unplaced(i) {
+                let v = lw.value(i)?;
+                if v.group > 1 {
+                    g = v.group;
+                    break;
+                }
+            }
+        }
+        g
     };
+    let out_dims = storage_dims(out_ty.shape.dims(), out_group);
     // A variable or constant read here for the first time is laid out like an aligned input
-    // that already has a layout (when no matmul wants it otherwise): no exchange.
+    // that already has a row-major layout (when no matmul wants it otherwise): no exchange.
     let placed = inputs
         .iter()
-        .zip(&reads)
-        .find(|(&i, r)| matches!(r, Read::Aligned) && !lw.is_unplaced(i))
-        .map(|(&i, _)| i);
+        .find(|&&i| lw.graph().node(i).ty.shape == out_ty.shape && !lw.is_unplaced(i))
+        .copied();
     let sibling = match placed {
-        Some(i) => {
+        Some(i) if out_group == 1 => {
             let t = permute::materialized(lw, i)?;
             Some(mapping_of(lw, t))
         }
-        None => None,
+        _ => None,
     };
-    for (&i, r) in inputs.iter().zip(&reads) {
+    for &i in &inputs {
         if lw.is_unplaced(i) {
-            let fallback = matches!(r, Read::Aligned)
-                .then(|| sibling.clone())
-                .flatten();
+            let aligned = lw.graph().node(i).ty.shape == out_ty.shape;
+            let fallback = aligned.then(|| sibling.clone()).flatten();
             lw.place_source(i, fallback)?;
         }
     }
+    // Each input as it is stored, and how the output's storage order reads it.
     let mut tensors = Vec::with_capacity(inputs.len());
+    let mut reads = Vec::with_capacity(inputs.len());
     for &i in &inputs {
-        tensors.push(permute::materialized(lw, i)?);
+        let shape = lw.graph().node(i).ty.shape.clone();
+        let (t, g) = permute::grouped(lw, i)?;
+        let (t, g) = if g > 1 && (g != out_group || shape != out_ty.shape) {
+            (permute::materialized(lw, i)?, 1)
+        } else {
+            (t, g)
+        };
+        reads.push(if g > 1 {
+            Read::Aligned
+        } else {
+            read_in(&storage_strides(
+                shape.dims(),
+                out_ty.shape.dims(),
+                out_group,
+            ))
+        });
+        tensors.push(t);
+    }
+    if let Codelet::OneHot { depth, .. } = codelet {
+        reads = vec![Read::Broadcast {
+            dims: vec![n_out / (depth as u64).max(1), depth as u64],
+            strides: vec![1, 0],
+        }];
     }
     // The output: the variable itself for an in-place update, else a new tensor mapped like
     // the first aligned input.
@@ -136,7 +167,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 Some(id),
                 TensorKind::Activation,
                 out_ty.dtype,
-                out_ty.shape.clone(),
+                Shape::new(out_dims),
                 mapping,
             )
         }
@@ -148,7 +179,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         .enumerate()
         .map(|(k, &t)| Staging::new(t, format!("{name}/in{k}"), Some(id)))
         .collect();
-    let is_onehot = matches!(codelet, Codelet::OneHot { .. });
+    let is_onehot = is_onehot(&codelet);
     let needs_positions = is_onehot || reads.iter().any(|r| matches!(r, Read::Broadcast { .. }));
     let out_dtype = lw.tensor(out).dtype;
     let out_es = out_dtype.size_bytes() as u64;
@@ -282,8 +313,72 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         s.finish(lw);
     }
     lw.superstep(&name, Some(id), eb.finish(), tiles);
-    lw.set_value(id, out);
+    lw.set_grouped(id, out, out_group);
     Ok(())
+}
+
+fn is_onehot(c: &Codelet) -> bool {
+    matches!(c, Codelet::OneHot { .. })
+}
+
+/// For each dimension of the output's storage order (`out` logical dims held grouped by
+/// `group`, [`storage_dims`]), its size and the element stride of a row-major input of
+/// logical dims `input` (NumPy-broadcast to `out`; 0 along a broadcast dimension).
+fn storage_strides(input: &[usize], out: &[usize], group: u32) -> Vec<(u64, u64)> {
+    let rank = out.len();
+    // The input's strides over the output's logical dims.
+    let mut st = vec![0u64; rank];
+    let mut acc = 1u64;
+    for d in (0..rank).rev() {
+        let k = (d + input.len()).checked_sub(rank);
+        if let Some(k) = k {
+            let size = input[k] as u64;
+            if size == out[d] as u64 && size != 1 {
+                st[d] = acc;
+            }
+            acc *= size.max(1);
+        }
+    }
+    let dims = storage_dims(out, group);
+    if dims.len() == rank {
+        return out.iter().map(|&d| d as u64).zip(st).collect();
+    }
+    // [N, C/g, S…, g]: the channel's stride splits into g·stride (groups) and stride.
+    let g = u64::from(group);
+    let mut v = vec![(dims[0] as u64, st[0]), (dims[1] as u64, st[1] * g)];
+    v.extend((2..rank).map(|d| (out[d] as u64, st[d])));
+    v.push((g, st[1]));
+    v
+}
+
+/// How an input is read whose element stride along each output dimension (in the output's
+/// storage order) is given: aligned when it is the output's own order, else through a
+/// broadcast pattern (dims merged where they read consecutively or are both broadcast).
+fn read_in(dims_strides: &[(u64, u64)]) -> Read {
+    let mut dims: Vec<u64> = Vec::new();
+    let mut st: Vec<u64> = Vec::new();
+    for &(size, s) in dims_strides {
+        if size == 1 {
+            continue;
+        }
+        if let (Some(pd), Some(ps)) = (dims.last_mut(), st.last_mut()) {
+            if (*ps == 0 && s == 0) || (s != 0 && *ps == s * size) {
+                *pd *= size;
+                *ps = s;
+                continue;
+            }
+        }
+        dims.push(size);
+        st.push(s);
+    }
+    if st.iter().all(|&s| s != 0) && dims.len() <= 1 && st.first().is_none_or(|&s| s == 1) {
+        return Read::Aligned;
+    }
+    if dims.is_empty() {
+        dims.push(1);
+        st.push(0);
+    }
+    Read::Broadcast { dims, strides: st }
 }
 
 /// For a tile whose intervals all have one length and lie within one innermost row of every
@@ -349,49 +444,6 @@ fn global_index(ranges: &[(u64, u64)], pos: u64) -> u64 {
     ranges.last().map_or(0, |r| r.0 + r.1)
 }
 
-/// How an input of shape `input` is read for an output of shape `out` (NumPy broadcasting).
-fn read_of(input: &Shape, out: &Shape) -> Read {
-    if input == out {
-        return Read::Aligned;
-    }
-    let (id, od) = (input.dims(), out.dims());
-    let strides = input.strides();
-    let mut dims = Vec::new();
-    let mut st = Vec::new();
-    for d in 0..od.len() {
-        let size = od[d] as u64;
-        if size == 1 {
-            continue;
-        }
-        let k = (d + id.len()).checked_sub(od.len());
-        let s = match k {
-            Some(k) if id[k] as u64 == size => strides[k] as u64,
-            _ => 0,
-        };
-        // Merge with the previous dimension when both broadcast or both contiguous.
-        if let (Some(pd), Some(ps)) = (dims.last_mut(), st.last_mut()) {
-            if (*ps == 0 && s == 0) || (s != 0 && *ps == s * size) {
-                *pd *= size;
-                *ps = s;
-                continue;
-            }
-        }
-        dims.push(size);
-        st.push(s);
-    }
-    if dims.len() <= 1
-        && st.first().is_none_or(|&s| s == 1)
-        && input.num_elements() == out.num_elements()
-    {
-        return Read::Aligned;
-    }
-    if dims.is_empty() {
-        dims.push(1);
-        st.push(0);
-    }
-    Read::Broadcast { dims, strides: st }
-}
-
 /// The smallest and largest input index read by global outputs `[s, e)` (`e > s`).
 pub(crate) fn pattern_range(dims: &[u64], strides: &[u64], s: u64, e: u64) -> (u64, u64) {
     if dims.is_empty() || e <= s {
@@ -433,6 +485,37 @@ pub(crate) fn pattern_range(dims: &[u64], strides: &[u64], s: u64, e: u64) -> (u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// How an input of shape `input` is read for a row-major output of shape `out`.
+    fn read_of(input: &Shape, out: &Shape) -> Read {
+        read_in(&storage_strides(input.dims(), out.dims(), 1))
+    }
+
+    #[test]
+    fn per_channel_inputs_read_a_grouped_output_through_its_channel_order() {
+        // mean [1, 32, 1, 1] over [2, 32, 3, 3] grouped by 16: storage [2, 2, 3, 3, 16]
+        // reads channel (cg·16 + gi), broadcast over batch and space.
+        match read_in(&storage_strides(&[1, 32, 1, 1], &[2, 32, 3, 3], 16)) {
+            Read::Broadcast { dims, strides } => {
+                assert_eq!(dims, vec![2, 2, 9, 16]);
+                assert_eq!(strides, vec![0, 16, 0, 1]);
+            }
+            Read::Aligned => panic!("expected broadcast"),
+        }
+        // A row-major map of the output's shape is read permuted.
+        match read_in(&storage_strides(&[2, 32, 3, 3], &[2, 32, 3, 3], 16)) {
+            Read::Broadcast { dims, strides } => {
+                assert_eq!(dims, vec![4, 9, 16]);
+                assert_eq!(strides, vec![16 * 9, 1, 9]);
+            }
+            Read::Aligned => panic!("expected a permuted read"),
+        }
+        // One element per plane: the grouped order is the row-major one.
+        assert!(matches!(
+            read_in(&storage_strides(&[2, 32, 1, 1], &[2, 32, 1, 1], 16)),
+            Read::Aligned
+        ));
+    }
 
     #[test]
     fn broadcast_patterns_merge_and_bound() {

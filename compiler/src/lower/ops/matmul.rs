@@ -13,6 +13,7 @@ use crate::error::CompileError;
 use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
 use crate::lower::core::{is_swap_last, Lowerer};
 use crate::lower::kit::mapping::{worker_slices, Mapping};
+use crate::lower::kit::permute;
 use crate::lower::kit::planner::{plan, Home, Plan, Problem};
 use crate::lower::kit::reduction::block_vertices;
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
@@ -111,8 +112,8 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
 fn geometry(lw: &mut Lowerer, id: NodeId) -> Result<Geometry, CompileError> {
     let node = lw.graph().node(id);
     let (a_id, b_id) = (node.inputs[0], node.inputs[1]);
-    let va = lw.value(a_id)?;
-    let vb = lw.value(b_id)?;
+    let va = permute::row_major_view(lw, a_id)?;
+    let vb = permute::row_major_view(lw, b_id)?;
     Ok(Geometry {
         d: dims(lw, id, va.transposed, vb.transposed),
         a: va.tensor,

@@ -17,12 +17,13 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             return Ok(());
         }
         op if is_swap_last(op) => {
-            let input = lw.value(node.inputs[0])?;
+            let input = permute::row_major_view(lw, node.inputs[0])?;
             lw.set_view(
                 id,
                 Value {
                     tensor: input.tensor,
                     transposed: !input.transposed,
+                    group: 1,
                 },
             );
             return Ok(());

@@ -23,19 +23,36 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let name = node.name.clone();
     let out_ty = node.ty.clone();
     let x = node.inputs[0];
-    let input = permute::materialized(lw, x)?;
     let in_dtype = lw.graph().node(x).ty.dtype;
-    // (size, reduced) of the dimensions larger than one.
-    let mut dims: Vec<(u64, bool)> = lw
-        .graph()
-        .node(x)
-        .ty
-        .shape
-        .dims()
-        .iter()
-        .enumerate()
-        .filter(|(_, &d)| d != 1)
-        .map(|(i, &d)| (d as u64, axes.contains(&i)))
+    let x_dims = lw.graph().node(x).ty.shape.dims().to_vec();
+    // A channel-grouped feature map is reduced in its storage order when that keeps the
+    // order of the dimensions that remain: the channels are reduced, or every spatial axis
+    // is (a normalisation's statistics); otherwise its row-major copy is.
+    let (stored, group) = permute::grouped(lw, x)?;
+    let keeps_order = axes.contains(&1) || (2..x_dims.len()).all(|d| axes.contains(&d));
+    let (input, group) = if group > 1 && keeps_order && kind != Kind::ArgMax {
+        (stored, group)
+    } else {
+        (permute::materialized(lw, x)?, 1)
+    };
+    // (size, reduced) of the dimensions larger than one, in storage order.
+    let storage: Vec<(usize, bool)> = if group > 1 {
+        let mut v = vec![(x_dims[0], axes.contains(&0))];
+        v.push((x_dims[1] / group as usize, axes.contains(&1)));
+        v.extend((2..x_dims.len()).map(|d| (x_dims[d], axes.contains(&d))));
+        v.push((group as usize, axes.contains(&1)));
+        v
+    } else {
+        x_dims
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| (d, axes.contains(&i)))
+            .collect()
+    };
+    let mut dims: Vec<(u64, bool)> = storage
+        .into_iter()
+        .filter(|&(d, _)| d != 1)
+        .map(|(d, r)| (d as u64, r))
         .collect();
     let r_total: u64 = dims.iter().filter(|d| d.1).map(|d| d.0).product();
     // Nothing to reduce: the value is the input, except ArgMax of a size-1 axis (0). An
@@ -61,6 +78,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         return Ok(());
     }
     if dims.iter().all(|d| !d.1) {
+        let input = permute::materialized(lw, x)?;
         lw.set_value(id, input);
         return Ok(());
     }

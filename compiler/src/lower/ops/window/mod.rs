@@ -1,0 +1,433 @@
+//! Lowering of the convolution family (`Conv2d`, `Conv2dInputGrad`, `Conv2dWeightGrad`,
+//! `MaxPool2d`, `MaxPool2dGrad`): a plan ([`plan`]) that partitions the output and the
+//! reduction over tiles, the exchange of each tile's input rows (with their halo) and
+//! weights, one window vertex group per tile (`Codelet::Conv` or `Codelet::MaxPool`), and
+//! the cross-tile sum of a split reduction's partials.
+//!
+//! Feature maps are held with their channels grouped ([`ipusim_exe::layout`], as PopLibs'
+//! `createInput` lays out a convolution's activations): a pass writes its output grouped by
+//! [`channel_group`] of its channels and reads its inputs in whatever group their producer
+//! chose, so that each tile's block of a feature map is one contiguous run per batch element
+//! and channel group. A value whose group does not fall on the convolution's groups (a
+//! grouped convolution of few channels per group) is read row-major.
+//!
+//! Not yet done (the closing note of the CNN issue lists them): serial splits, PopLibs'
+//! transforms (`expandDims` for the 3-channel stem), SLIC and MAC-loop vertices; more
+//! convolution groups than tiles is refused.
+
+mod plan;
+
+use crate::codelets::{Codelet, ReduceOp, VertexParams, WindowGeometry, WindowParams, WindowPass};
+use crate::error::CompileError;
+use crate::executable::{Operand, Operands, TensorKind, TileWork, Vertex, VertexGroup};
+use crate::lower::core::Lowerer;
+use crate::lower::kit::mapping::{worker_slices, Mapping};
+use crate::lower::kit::permute::{grouped, materialized};
+use crate::lower::kit::reduction::block_vertices;
+use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
+use ipusim_exe::layout::{channel_group, storage_dims};
+use ipusim_ir::conv::{ConvGeometry, Pool, Window};
+use ipusim_ir::{DType, NodeId, Op, Shape};
+use plan::{
+    block_params, blocks, extents, operand_ranges, output_ranges, reduction_extent, span, Block,
+    Groups, Kind, OutputKey, Problem,
+};
+
+/// The blocks of each output block of a split reduction, keyed by the output block (group,
+/// batch, channels, rows), in reduction order.
+type Reduction = std::collections::BTreeMap<OutputKey, Vec<usize>>;
+
+/// Lowers a node of the family.
+pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
+    let node = lw.graph().node(id);
+    let op = node.op.clone();
+    let kind = match op {
+        Op::Conv2d { .. } => Kind::Conv(WindowPass::Forward),
+        Op::Conv2dInputGrad { .. } => Kind::Conv(WindowPass::InputGrad),
+        Op::Conv2dWeightGrad { .. } => Kind::Conv(WindowPass::WeightGrad),
+        Op::MaxPool2d { .. } => Kind::Pool { grad: false },
+        Op::MaxPool2dGrad { .. } => Kind::Pool { grad: true },
+        _ => return Err(lw.unsupported(id, "not an op of the convolution family")),
+    };
+    let inputs = node.inputs.clone();
+    let dims = |i: usize| lw.graph().node(inputs[i]).ty.shape.dims().to_vec();
+    let out_dims = node.ty.shape.dims().to_vec();
+    let geometry = match kind {
+        Kind::Conv(pass) => {
+            let window = match Window::of(&op) {
+                Some(Ok(w)) => w,
+                _ => return Err(lw.unsupported(id, "its window attributes do not check")),
+            };
+            let (x, w) = match pass {
+                WindowPass::Forward => (dims(0), dims(1)),
+                WindowPass::InputGrad => (out_dims.clone(), dims(1)),
+                WindowPass::WeightGrad => (dims(0), out_dims.clone()),
+            };
+            window.geometry(&x, &w)
+        }
+        Kind::Pool { .. } => match Pool::of(&op) {
+            Some(Ok(p)) => p.geometry(&dims(0)),
+            _ => return Err(lw.unsupported(id, "its pooling window does not check")),
+        },
+    }
+    .map_err(|f| lw.unsupported(id, format!("{f:?}")))?;
+    let g = window_geometry(&geometry);
+    // The operands: feature maps in their producers' channel groups when those fall on the
+    // convolution's groups, weights row-major.
+    let conv_groups = if matches!(kind, Kind::Pool { .. }) {
+        1
+    } else {
+        g.groups.max(1)
+    };
+    let fits = |group: u32, per_group: u32| conv_groups == 1 || per_group % group == 0;
+    let (x_per_group, aux_per_group) = match kind {
+        Kind::Conv(WindowPass::Forward) => (g.c_per_group(), 0),
+        Kind::Conv(WindowPass::InputGrad) => (g.o_per_group(), 0),
+        Kind::Conv(WindowPass::WeightGrad) => (g.c_per_group(), g.o_per_group()),
+        Kind::Pool { .. } => (g.c, g.c),
+    };
+    let (a, ga) = feature_map(lw, inputs[0], |gr| fits(gr, x_per_group))?;
+    let (b, gb) = match kind {
+        Kind::Conv(WindowPass::WeightGrad) | Kind::Pool { grad: true } => {
+            feature_map(lw, inputs[1], |gr| fits(gr, aux_per_group))?
+        }
+        _ if inputs.len() > 1 => (materialized(lw, inputs[1])?, 1),
+        _ => (a, 1),
+    };
+    let out_group = match kind {
+        Kind::Conv(WindowPass::WeightGrad) => 1,
+        _ => {
+            let (chans, per_group) = match kind {
+                Kind::Conv(WindowPass::InputGrad) => (g.c, g.c_per_group()),
+                Kind::Conv(_) => (g.o, g.o_per_group()),
+                Kind::Pool { .. } => (g.c, g.c),
+            };
+            Some(channel_group(chans as usize))
+                .filter(|&gr| fits(gr, per_group) && out_dims.len() == 4)
+                .unwrap_or(1)
+        }
+    };
+    let gr = Groups {
+        x: ga,
+        aux: gb,
+        out: out_group,
+    };
+    let input = lw.tensor(a).dtype;
+    let output = node.ty.dtype;
+    let partials = match kind {
+        Kind::Conv(_) => lw.options().partials_type.accumulator_for(input),
+        Kind::Pool { .. } => input,
+    };
+    let extents = extents(kind, &g);
+    let tiles = lw.target().tiles;
+    if conv_groups > tiles {
+        return Err(lw.unsupported(
+            id,
+            format!("{conv_groups} convolution groups on {tiles} tiles (more groups than tiles)"),
+        ));
+    }
+    let estimate_codelet = match kind {
+        Kind::Conv(pass) => Codelet::Conv {
+            pass,
+            input,
+            partials,
+            output,
+        },
+        Kind::Pool { grad } => Codelet::MaxPool { grad, dtype: input },
+    };
+    let problem = Problem {
+        kind,
+        codelet: &estimate_codelet,
+        geometry: &g,
+        groups: gr,
+        input,
+        partials,
+        extents,
+    };
+    let split = plan::plan(lw, id, &problem, tiles / conv_groups);
+    let reduce = split.reduces(kind);
+    let codelet = match kind {
+        Kind::Conv(pass) => Codelet::Conv {
+            pass,
+            input,
+            partials,
+            output: if reduce { partials } else { output },
+        },
+        Kind::Pool { grad } => Codelet::MaxPool { grad, dtype: input },
+    };
+    let name = node.name.clone();
+    let total: u64 = out_dims.iter().map(|&d| d as u64).product();
+    let blocks = blocks(
+        conv_groups,
+        (kind, gr),
+        extents,
+        reduction_extent(kind, &g),
+        split,
+    );
+    let start = lw.rotate_start(blocks.len() as u32);
+    let tile_of = |i: usize| (start + i as u32) % tiles;
+    // A split reduction (input channels, output channels for the input gradient, the batch
+    // and the field's rows for the weight gradient): each tile's partial block is summed on
+    // the output block's tiles, each summing one chunk of the block's elements.
+    let mut reduction = Reduction::default();
+    if reduce {
+        for (i, blk) in blocks.iter().enumerate() {
+            reduction.entry(blk.output_key(kind)).or_default().push(i);
+        }
+    }
+    // The output, each block on its tile (split reductions: in chunks over the block's tiles).
+    let mut pieces = Vec::new();
+    if reduce {
+        for members in reduction.values() {
+            let ranges = output_ranges(kind, &g, &blocks[members[0]], gr);
+            let e: u64 = ranges.iter().map(|r| r.1).sum();
+            let chunk = e.div_ceil(members.len() as u64);
+            for (j, &i) in members.iter().enumerate() {
+                let (c0, c1) = ((j as u64 * chunk).min(e), ((j as u64 + 1) * chunk).min(e));
+                for (b, l) in sub_ranges(&ranges, c0, c1) {
+                    pieces.push((tile_of(i), b, b + l));
+                }
+            }
+        }
+    } else {
+        for (i, blk) in blocks.iter().enumerate() {
+            for (begin, len) in output_ranges(kind, &g, blk, gr) {
+                pieces.push((tile_of(i), begin, begin + len));
+            }
+        }
+    }
+    let mapping = if total == 0 {
+        Mapping::default()
+    } else {
+        Mapping::from_pieces(pieces)
+    };
+    let out = lw.new_tensor(
+        name.clone(),
+        Some(id),
+        TensorKind::Activation,
+        output,
+        Shape::new(storage_dims(&out_dims, gr.out)),
+        mapping,
+    );
+    let nw = lw.target().worker_contexts;
+    let amp = lw.target().amp(input, partials).input_channels;
+    let mut eb = ExchangeBuilder::default();
+    let mut sa = Staging::new(a, format!("{name}/in"), Some(id));
+    let mut sb = Staging::new(b, format!("{name}/{}", second_name(kind)), Some(id));
+    let mut work = Vec::with_capacity(blocks.len());
+    let mut scratch =
+        reduce.then(|| TileScratch::new(lw, format!("{name}/partials"), Some(id), partials));
+    let mut partial_at = vec![0u64; blocks.len()];
+    for (i, blk) in blocks.iter().enumerate() {
+        let tile = tile_of(i);
+        let params = block_params(kind, &g, blk, amp, gr);
+        let (ra, rb) = operand_ranges(kind, &g, blk, &params, gr);
+        let op_a = sa.operand(lw, &mut eb, tile, &ra);
+        let op_b = (inputs.len() > 1).then(|| sb.operand(lw, &mut eb, tile, &rb));
+        let units = match kind {
+            Kind::Conv(WindowPass::WeightGrad) => span(blk.channels),
+            _ => span(blk.batch) * span(blk.channels),
+        };
+        let block_len = params
+            .operand_lens(&codelet)
+            .and_then(|l| l.last().copied())
+            .unwrap_or(0);
+        let (dst, out_pos, es) = match scratch.as_mut() {
+            Some(sc) => {
+                let p = sc.alloc(tile, block_len);
+                partial_at[i] = p;
+                (sc.tensor, p, partials.size_bytes() as u64)
+            }
+            None => {
+                let first = output_ranges(kind, &g, blk, gr).first().map_or(0, |r| r.0);
+                (out, lw.position(out, first), output.size_bytes() as u64)
+            }
+        };
+        // Every worker's vertex reads the block and writes its units of the whole output
+        // block (the units of one worker are not contiguous when the channels are grouped).
+        let whole = Operand {
+            tensor: dst,
+            offset: (out_pos * es) as u32,
+            len: block_len as u32,
+        };
+        let vertices = worker_slices(u64::from(units), 1, nw)
+            .into_iter()
+            .enumerate()
+            .map(|(w, (u0, u1))| {
+                let mut operands = Operands::from_iter([op_a]);
+                operands.extend(op_b);
+                operands.push(whole);
+                Vertex {
+                    worker: w as u8,
+                    operands,
+                    params: VertexParams::Window(Box::new(WindowParams {
+                        units: (u0 as u32, u1 as u32),
+                        ..params.clone()
+                    })),
+                }
+            })
+            .collect();
+        work.push(TileWork {
+            tile: lw.tile_id(tile),
+            groups: vec![VertexGroup {
+                codelet: codelet.clone(),
+                vertices,
+            }],
+            cycles: 0,
+        });
+    }
+    sa.finish(lw);
+    sb.finish(lw);
+    let ptensor = scratch.as_ref().map(|sc| sc.tensor);
+    if let Some(sc) = scratch {
+        sc.finish(lw);
+    }
+    let step = if reduce {
+        format!("{name}/partials")
+    } else {
+        name.clone()
+    };
+    lw.superstep(&step, Some(id), eb.finish(), work);
+    if let Some(ptensor) = ptensor {
+        let sources = Sources {
+            tensor: ptensor,
+            at: &partial_at,
+            tile_of: &tile_of,
+        };
+        reduce_partials(
+            lw,
+            (id, kind),
+            &name,
+            (&g, gr, &blocks, &reduction),
+            sources,
+            (out, partials, output),
+        );
+    }
+    lw.set_grouped(id, out, gr.out);
+    Ok(())
+}
+
+/// Node `id`'s feature map and its channel group when `accept` takes the group, else its
+/// row-major copy (group 1).
+fn feature_map(
+    lw: &mut Lowerer,
+    id: NodeId,
+    accept: impl Fn(u32) -> bool,
+) -> Result<(crate::executable::TensorId, u32), CompileError> {
+    let (t, group) = grouped(lw, id)?;
+    if group <= 1 || accept(group) {
+        return Ok((t, group));
+    }
+    Ok((materialized(lw, id)?, 1))
+}
+
+/// Where the partial blocks of a split reduction are.
+struct Sources<'a> {
+    tensor: crate::executable::TensorId,
+    /// Each block's partials position on its tile.
+    at: &'a [u64],
+    tile_of: &'a dyn Fn(usize) -> u32,
+}
+
+/// The element ranges `[c0, c1)` of a block whose elements are `ranges` (in order).
+fn sub_ranges(ranges: &[(u64, u64)], c0: u64, c1: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut at = 0u64;
+    for &(b, l) in ranges {
+        let (lo, hi) = (c0.max(at), c1.min(at + l));
+        if lo < hi {
+            out.push((b + lo - at, hi - lo));
+        }
+        at += l;
+    }
+    out
+}
+
+/// Sums the partial blocks of a split reduction: chunk `j` of every output block's elements
+/// is gathered from the block's partial tiles onto its `j`-th tile and summed by a `Reduce`
+/// vertex in ascending reduction-block order, in the partials type, then written in the
+/// output type (the order the matmul's split reductions use).
+fn reduce_partials(
+    lw: &mut Lowerer,
+    (id, kind): (NodeId, Kind),
+    name: &str,
+    (g, gr, blocks, reduction): (&WindowGeometry, Groups, &[Block], &Reduction),
+    src: Sources,
+    (out, partials, output): (crate::executable::TensorId, DType, DType),
+) {
+    let mut eb = ExchangeBuilder::default();
+    let mut inbox = TileScratch::new(lw, format!("{name}/reduce_in"), Some(id), partials);
+    let mut tiles = Vec::new();
+    for members in reduction.values() {
+        let ranges = output_ranges(kind, g, &blocks[members[0]], gr);
+        let e: u64 = ranges.iter().map(|r| r.1).sum();
+        let count = members.len() as u64;
+        let chunk = e.div_ceil(count);
+        for (j, &rj) in members.iter().enumerate() {
+            let (c0, c1) = ((j as u64 * chunk).min(e), ((j as u64 + 1) * chunk).min(e));
+            if c0 == c1 {
+                continue;
+            }
+            let width = c1 - c0;
+            let rt = (src.tile_of)(rj);
+            let at = inbox.alloc(rt, width * count);
+            for (k, &i) in members.iter().enumerate() {
+                let st = (src.tile_of)(i);
+                let from = lw.slice_begin(src.tensor, st) + src.at[i] + c0;
+                eb.copy_elems(
+                    lw,
+                    src.tensor,
+                    from,
+                    width,
+                    inbox.tensor,
+                    rt,
+                    at + k as u64 * width,
+                );
+            }
+            let first = sub_ranges(&ranges, c0, c1).first().map_or(0, |r| r.0);
+            let out_pos = lw.position(out, first);
+            let vertices = block_vertices(
+                lw,
+                (inbox.tensor, at),
+                (out, out_pos),
+                (1, count, width),
+                1.0,
+            );
+            let sum = Codelet::Reduce {
+                op: ReduceOp::Sum,
+                input: partials,
+                acc: partials,
+                output,
+            };
+            tiles.push(TileWork::one_group(lw.tile_id(rt), sum, vertices));
+        }
+    }
+    inbox.finish(lw);
+    lw.superstep(&format!("{name}/reduce"), Some(id), eb.finish(), tiles);
+}
+
+fn second_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Conv(WindowPass::WeightGrad) | Kind::Pool { grad: true } => "dy",
+        _ => "weights",
+    }
+}
+
+fn window_geometry(c: &ConvGeometry) -> WindowGeometry {
+    let u = |v: usize| v as u32;
+    WindowGeometry {
+        n: u(c.n),
+        c: u(c.c),
+        h: u(c.h),
+        w: u(c.w),
+        o: u(c.o),
+        kh: u(c.kh),
+        kw: u(c.kw),
+        stride: c.stride.map(u),
+        padding: c.padding.map(u),
+        dilation: c.dilation.map(u),
+        groups: u(c.groups),
+        oh: u(c.oh),
+        ow: u(c.ow),
+    }
+}

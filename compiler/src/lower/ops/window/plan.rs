@@ -1,0 +1,678 @@
+//! The convolution planner: how a window pass's output and reduction are partitioned over
+//! tiles, the blocks a partition gives, the element ranges each block reads and writes in
+//! its operands' channel-grouped layouts, and the planner's cost of a partition.
+//!
+//! In the spirit of PopLibs' convolution planner (ipu-hardware.md §8): the output is
+//! partitioned into blocks over convolution groups (every group its own blocks), batch,
+//! output channels and output rows (the input gradient: input channels and input rows; the
+//! weight gradient: output and input channels), and the reduction is split too: input
+//! channels for the forward pass, output channels for the input gradient, the batch and the
+//! rows of the output field for the weight gradient (PopLibs plans the weight-update pass as
+//! a convolution whose input channels are the field, which its partition splits). Channel
+//! splits fall on whole channel groups of the operands they cut, so that a block's part of a
+//! feature map is a few contiguous regions (`[C/g][rows][W][g]` runs).
+//!
+//! The plan of fewest estimated cycles is kept among those whose per-tile operand and output
+//! bytes fit in the op's memory proportion (`CompileOptions::memory_proportion`: its own
+//! entry, else the program's `available_memory_proportion`); when none fits, the one of
+//! fewest bytes (the memory plan then reports the out-of-memory tiles). A candidate's cost is
+//! the registry's estimate of its first (largest) block's vertex group
+//! (`ipusim_exe::cycles::window`, the function that charges the built vertices) plus its
+//! operand bytes at the exchange rate, [`REGION_CYCLES`] per exchange region its operands
+//! need, and for a split reduction the partials' exchange and sum (our proxy).
+
+use crate::codelets::{Codelet, WindowGeometry, WindowParams, WindowPass};
+use crate::lower::core::Lowerer;
+use ipusim_exe::cycles::window::window_group_cycles;
+use ipusim_ir::{DType, NodeId};
+
+/// `(begin, len)` element ranges of a tensor.
+pub(super) type Ranges = Vec<(u64, u64)>;
+
+/// An output block: group, batch, channel and row ranges.
+pub(super) type OutputKey = (u32, (u32, u32), (u32, u32), (u32, u32));
+
+/// Which op of the family a node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Conv(WindowPass),
+    Pool { grad: bool },
+}
+
+/// The channel groups ([`ipusim_exe::layout`]) of a pass's feature maps: operand 0, operand
+/// 1 when it is a feature map (`dy` of the weight gradient and of the pooling gradient),
+/// and the output. 1 is the plain NCHW layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Groups {
+    pub x: u32,
+    pub aux: u32,
+    pub out: u32,
+}
+
+impl Groups {
+    /// The granularity of the splits of (output channels, rows, reduction): a split of a
+    /// dimension that indexes a grouped feature map's channels falls on whole groups.
+    pub fn granularity(&self, kind: Kind) -> (u32, u32, u32) {
+        match kind {
+            Kind::Conv(WindowPass::Forward | WindowPass::InputGrad) => (self.out, 1, self.x),
+            // Output channels index dy, the "rows" (input channels) index x.
+            Kind::Conv(WindowPass::WeightGrad) => (self.aux, self.x, 1),
+            Kind::Pool { grad } => {
+                let aux = if grad { self.aux } else { 1 };
+                // Powers of two: the largest is their least common multiple.
+                (self.x.max(self.out).max(aux), 1, 1)
+            }
+        }
+    }
+}
+
+/// One tile's block: the group, and the ranges of the partitioned dimensions.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Block {
+    pub group: u32,
+    /// Batch range (weight gradient: a part of the reduction).
+    pub batch: (u32, u32),
+    /// Output channel range within the group (pools: plane channels).
+    pub channels: (u32, u32),
+    /// Output rows (weight gradient: the input-channel range).
+    pub rows: (u32, u32),
+    /// The part of the reduction: input channels (`Forward`) or output channels
+    /// (`InputGrad`) within the group, the rows of the output field (`WeightGrad`); unused
+    /// (`(0, 0)`) by pools.
+    pub red: (u32, u32),
+}
+
+impl Block {
+    /// The output block this block computes (a part of, when the reduction is split).
+    pub fn output_key(&self, kind: Kind) -> OutputKey {
+        let batch = match kind {
+            Kind::Conv(WindowPass::WeightGrad) => (0, 0),
+            _ => self.batch,
+        };
+        (self.group, batch, self.channels, self.rows)
+    }
+}
+
+/// Splits of the partitioned dimensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Split {
+    pub batch: u32,
+    pub channels: u32,
+    pub rows: u32,
+    /// Splits of the reduction (`Forward`, `InputGrad`: channels; `WeightGrad`: field rows;
+    /// 1 for pools).
+    pub red: u32,
+}
+
+impl Split {
+    /// True when partial results of several blocks are summed into each output block.
+    pub fn reduces(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Conv(WindowPass::WeightGrad) => self.batch > 1 || self.red > 1,
+            Kind::Conv(_) => self.red > 1,
+            Kind::Pool { .. } => false,
+        }
+    }
+}
+
+pub(super) fn span(r: (u32, u32)) -> u32 {
+    r.1.saturating_sub(r.0)
+}
+
+/// The sizes of the three partitioned output dimensions: batch, channels, rows (the weight
+/// gradient: batch — a split of the reduction —, output channels, input channels).
+pub(super) fn extents(kind: Kind, g: &WindowGeometry) -> (u32, u32, u32) {
+    match kind {
+        Kind::Conv(WindowPass::Forward) => (g.n, g.o_per_group(), g.oh),
+        Kind::Conv(WindowPass::InputGrad) => (g.n, g.c_per_group(), g.h),
+        Kind::Conv(WindowPass::WeightGrad) => (g.n, g.o_per_group(), g.c_per_group()),
+        Kind::Pool { grad: false } => (g.n, g.c, g.oh),
+        Kind::Pool { grad: true } => (g.n, g.c, g.h),
+    }
+}
+
+/// The size of the reduction split besides the batch (0 for pools): input channels
+/// (`Forward`), output channels (`InputGrad`), rows of the output field (`WeightGrad`).
+pub(super) fn reduction_extent(kind: Kind, g: &WindowGeometry) -> u32 {
+    match kind {
+        Kind::Conv(WindowPass::Forward) => g.c_per_group(),
+        Kind::Conv(WindowPass::InputGrad) => g.o_per_group(),
+        Kind::Conv(WindowPass::WeightGrad) => g.oh,
+        Kind::Pool { .. } => 0,
+    }
+}
+
+/// The splits `s` of an extent `d` (in units of `gran` elements) that give distinct block
+/// sizes, each the fewest splits for its block size.
+fn candidates(d: u32, gran: u32) -> Vec<u32> {
+    let d = d.div_ceil(gran.max(1));
+    let mut out = Vec::new();
+    let mut s = 1u32;
+    while s <= d.max(1) {
+        out.push(s);
+        let block = d.div_ceil(s);
+        if block <= 1 {
+            break;
+        }
+        // The next block size down, and the fewest splits that give it.
+        s = d.div_ceil(block - 1);
+    }
+    out
+}
+
+/// `n` ranges splitting `[0, d)` in blocks of whole units of `gran`, empty ones dropped.
+fn ranges(d: u32, n: u32, gran: u32) -> Vec<(u32, u32)> {
+    let gran = gran.max(1);
+    let b = d.div_ceil(gran).div_ceil(n.max(1)).max(1) * gran;
+    (0..n.max(1))
+        .map(|i| ((i * b).min(d), ((i + 1) * b).min(d)))
+        .filter(|r| r.0 < r.1)
+        .collect()
+}
+
+/// The blocks of a split, in block order (group, batch, channels, rows, reduction).
+pub(super) fn blocks(
+    groups: u32,
+    (kind, gr): (Kind, Groups),
+    e: (u32, u32, u32),
+    red: u32,
+    s: Split,
+) -> Vec<Block> {
+    let (gc, gro, gred) = gr.granularity(kind);
+    let mut out = Vec::new();
+    for group in 0..groups {
+        for &batch in &ranges(e.0, s.batch, 1) {
+            for &channels in &ranges(e.1, s.channels, gc) {
+                for &rows in &ranges(e.2, s.rows, gro) {
+                    let parts = if red == 0 {
+                        vec![(0, 0)]
+                    } else {
+                        ranges(red, s.red, gred)
+                    };
+                    for red in parts {
+                        out.push(Block {
+                            group,
+                            batch,
+                            channels,
+                            rows,
+                            red,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The input rows `[lo, hi)` output rows `rows` read (forward windows), at least one row.
+pub(super) fn input_rows(g: &WindowGeometry, rows: (u32, u32)) -> (u32, u32) {
+    let lo = (rows.0 * g.stride[0]).saturating_sub(g.padding[0]);
+    let hi = ((rows.1.saturating_sub(1)) * g.stride[0] + (g.kh - 1) * g.dilation[0] + 1)
+        .saturating_sub(g.padding[0])
+        .min(g.h);
+    clamp_rows(lo, hi, g.h)
+}
+
+/// The output rows `[lo, hi)` whose windows reach input rows `rows`.
+fn output_rows_of(g: &WindowGeometry, rows: (u32, u32)) -> (u32, u32) {
+    let reach = (g.kh - 1) * g.dilation[0];
+    let lo = (rows.0 + g.padding[0])
+        .saturating_sub(reach)
+        .div_ceil(g.stride[0]);
+    let hi = ((rows.1.saturating_sub(1) + g.padding[0]) / g.stride[0] + 1).min(g.oh);
+    clamp_rows(lo.min(hi), hi, g.oh)
+}
+
+/// A non-empty row range inside `[0, n)`.
+fn clamp_rows(lo: u32, hi: u32, n: u32) -> (u32, u32) {
+    let lo = lo.min(n.saturating_sub(1));
+    (lo, hi.max(lo + 1).min(n.max(1)))
+}
+
+/// The vertex parameters of a block (the units are set per vertex).
+pub(super) fn block_params(
+    kind: Kind,
+    g: &WindowGeometry,
+    b: &Block,
+    amp: u32,
+    gr: Groups,
+) -> WindowParams {
+    let mut p = WindowParams {
+        geometry: *g,
+        group: b.group,
+        batch: b.batch,
+        out_channels: b.channels,
+        in_channels: (0, 0),
+        out_rows: b.rows,
+        in_rows: (0, 0),
+        aux_rows: (0, 0),
+        units: (0, 0),
+        input_channels: amp,
+        in_group: gr.x,
+        aux_group: 1,
+        out_group: gr.out,
+    };
+    match kind {
+        Kind::Conv(WindowPass::Forward) => {
+            p.in_rows = input_rows(g, b.rows);
+            p.in_channels = b.red;
+        }
+        Kind::Pool { grad: false } => {
+            p.in_rows = input_rows(g, b.rows);
+        }
+        Kind::Conv(WindowPass::InputGrad) => {
+            p.in_rows = output_rows_of(g, b.rows);
+            p.in_channels = b.red;
+        }
+        Kind::Conv(WindowPass::WeightGrad) => {
+            p.in_channels = b.rows;
+            p.out_rows = b.red;
+            p.in_rows = input_rows(g, b.red);
+            p.aux_group = gr.aux;
+            p.out_group = 1;
+        }
+        Kind::Pool { grad: true } => {
+            let dy = output_rows_of(g, b.rows);
+            let reach = input_rows(g, dy);
+            p.aux_rows = dy;
+            p.in_rows = (reach.0.min(b.rows.0), reach.1.max(b.rows.1));
+            p.aux_group = gr.aux;
+        }
+    }
+    if matches!(kind, Kind::Pool { .. }) {
+        p.group = 0;
+    }
+    p
+}
+
+/// Merges touching `(begin, len)` ranges.
+fn coalesce(ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (b, l) in ranges {
+        match out.last_mut() {
+            Some(last) if last.0 + last.1 == b => last.1 += l,
+            _ => out.push((b, l)),
+        }
+    }
+    out
+}
+
+/// Rows `rows` of the planes `(n, channel)` for `n` in `batch`, `channel` in `channels`
+/// (absolute channel indices, on whole groups of `group`) of a feature map with `chans`
+/// channels, `h` rows and `w` columns held grouped by `group`: one run of
+/// `rows × w × group` elements per batch element and channel group.
+fn plane_rows(
+    batch: (u32, u32),
+    channels: (u32, u32),
+    rows: (u32, u32),
+    (chans, h, w): (u32, u32, u32),
+    group: u32,
+) -> Ranges {
+    let g = u64::from(group.max(1));
+    let (h, w) = (u64::from(h), u64::from(w));
+    let groups = u64::from(chans) / g;
+    let mut out = Vec::new();
+    for n in batch.0..batch.1 {
+        for cg in u64::from(channels.0) / g..u64::from(channels.1).div_ceil(g) {
+            let plane = (u64::from(n) * groups + cg) * h;
+            out.push((
+                (plane + u64::from(rows.0)) * w * g,
+                u64::from(span(rows)) * w * g,
+            ));
+        }
+    }
+    coalesce(out)
+}
+
+/// The element ranges of the OIHW weights `[o, c, :, :]` for `o` in `outs` (absolute) and
+/// `c` in `ins` (within the group), in order.
+fn weight_block(g: &WindowGeometry, outs: (u32, u32), ins: (u32, u32)) -> Ranges {
+    let kernel = u64::from(g.kh) * u64::from(g.kw);
+    let cg = u64::from(g.c_per_group());
+    coalesce(
+        (outs.0..outs.1)
+            .map(|o| {
+                (
+                    (u64::from(o) * cg + u64::from(ins.0)) * kernel,
+                    u64::from(span(ins)) * kernel,
+                )
+            })
+            .collect(),
+    )
+}
+
+/// The element ranges of the block's output, in the block's order.
+pub(super) fn output_ranges(kind: Kind, g: &WindowGeometry, b: &Block, gr: Groups) -> Ranges {
+    let (o0, c0) = (b.group * g.o_per_group(), b.group * g.c_per_group());
+    match kind {
+        Kind::Conv(WindowPass::Forward) => plane_rows(
+            b.batch,
+            (o0 + b.channels.0, o0 + b.channels.1),
+            b.rows,
+            (g.o, g.oh, g.ow),
+            gr.out,
+        ),
+        Kind::Conv(WindowPass::InputGrad) => plane_rows(
+            b.batch,
+            (c0 + b.channels.0, c0 + b.channels.1),
+            b.rows,
+            (g.c, g.h, g.w),
+            gr.out,
+        ),
+        Kind::Conv(WindowPass::WeightGrad) => {
+            weight_block(g, (o0 + b.channels.0, o0 + b.channels.1), b.rows)
+        }
+        Kind::Pool { grad: false } => {
+            plane_rows(b.batch, b.channels, b.rows, (g.c, g.oh, g.ow), gr.out)
+        }
+        Kind::Pool { grad: true } => {
+            plane_rows(b.batch, b.channels, b.rows, (g.c, g.h, g.w), gr.out)
+        }
+    }
+}
+
+/// The element ranges of the block's two input operands, in the order the vertex reads them.
+pub(super) fn operand_ranges(
+    kind: Kind,
+    g: &WindowGeometry,
+    b: &Block,
+    p: &WindowParams,
+    gr: Groups,
+) -> (Ranges, Ranges) {
+    let (o0, c0) = (b.group * g.o_per_group(), b.group * g.c_per_group());
+    match kind {
+        Kind::Conv(WindowPass::Forward) => {
+            let x = plane_rows(
+                b.batch,
+                (c0 + b.red.0, c0 + b.red.1),
+                p.in_rows,
+                (g.c, g.h, g.w),
+                gr.x,
+            );
+            let w = weight_block(g, (o0 + b.channels.0, o0 + b.channels.1), b.red);
+            (x, w)
+        }
+        Kind::Conv(WindowPass::InputGrad) => {
+            let dy = plane_rows(
+                b.batch,
+                (o0 + b.red.0, o0 + b.red.1),
+                p.in_rows,
+                (g.o, g.oh, g.ow),
+                gr.x,
+            );
+            let w = weight_block(g, (o0 + b.red.0, o0 + b.red.1), b.channels);
+            (dy, w)
+        }
+        Kind::Conv(WindowPass::WeightGrad) => {
+            let x = plane_rows(
+                b.batch,
+                (c0 + b.rows.0, c0 + b.rows.1),
+                p.in_rows,
+                (g.c, g.h, g.w),
+                gr.x,
+            );
+            let dy = plane_rows(
+                b.batch,
+                (o0 + b.channels.0, o0 + b.channels.1),
+                p.out_rows,
+                (g.o, g.oh, g.ow),
+                gr.aux,
+            );
+            (x, dy)
+        }
+        Kind::Pool { grad } => {
+            let x = plane_rows(b.batch, b.channels, p.in_rows, (g.c, g.h, g.w), gr.x);
+            let dy = if grad {
+                plane_rows(b.batch, b.channels, p.aux_rows, (g.c, g.oh, g.ow), gr.aux)
+            } else {
+                Vec::new()
+            };
+            (x, dy)
+        }
+    }
+}
+
+/// Cycles our planner charges per exchange region (one contiguous range a tile sends or
+/// receives): the two instructions of its set-up — the 8 bytes of exchange code per endpoint
+/// that the memory plan charges — at one instruction per cycle. Our own proxy (PopLibs'
+/// planner has no per-region term: its channel-grouped layouts keep regions large, as ours
+/// do when a feature map's channels are grouped).
+const REGION_CYCLES: u64 = 2;
+
+/// Exchange regions of `n` batch elements × `c` channels of a feature map grouped by `g`:
+/// one per batch element and channel group when the planes are cut into rows, else one per
+/// batch element, else one.
+fn plane_regions(n: u64, c: u64, g: u32, whole_rows: bool, all_channels: bool) -> u64 {
+    match (whole_rows, all_channels) {
+        (false, _) => n * c.div_ceil(u64::from(g.max(1))),
+        (true, false) => n,
+        (true, true) => 1,
+    }
+}
+
+/// What the planner plans: the pass, its codelet (for the estimate), the geometry, the
+/// channel groups, the dtypes and the extents.
+pub(super) struct Problem<'a> {
+    pub kind: Kind,
+    pub codelet: &'a Codelet,
+    pub geometry: &'a WindowGeometry,
+    pub groups: Groups,
+    pub input: DType,
+    pub partials: DType,
+    pub extents: (u32, u32, u32),
+}
+
+/// The split of fewest estimated cycles that fits the memory budget (else of fewest bytes),
+/// using at most `tiles` blocks per group.
+pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split {
+    let target = lw.target();
+    let proportion = lw.options().memory_proportion(&lw.graph().node(id).name);
+    let budget = (proportion * target.bytes_per_tile as f64) as u64;
+    let (kind, g, e) = (pr.kind, pr.geometry, pr.extents);
+    let (gc, gro, gred) = pr.groups.granularity(kind);
+    let red_extent = reduction_extent(kind, g);
+    let mut best: Option<(bool, u64, u64, Split)> = None;
+    for sb in candidates(e.0, 1) {
+        for sc in candidates(e.1, gc) {
+            if u64::from(sb) * u64::from(sc) > u64::from(tiles) {
+                break;
+            }
+            for sr in candidates(e.2, gro) {
+                if u64::from(sb) * u64::from(sc) * u64::from(sr) > u64::from(tiles) {
+                    break;
+                }
+                let reds = if red_extent == 0 {
+                    vec![1]
+                } else {
+                    candidates(red_extent, gred)
+                };
+                for sred in reds {
+                    let used = u64::from(sb) * u64::from(sc) * u64::from(sr) * u64::from(sred);
+                    if used > u64::from(tiles) {
+                        break;
+                    }
+                    let split = Split {
+                        batch: sb,
+                        channels: sc,
+                        rows: sr,
+                        red: sred,
+                    };
+                    let (cycles, bytes) = cost(lw.target(), pr, split);
+                    let fits = bytes <= budget;
+                    let better = match &best {
+                        None => true,
+                        Some((bf, bc, bbytes, _)) => match (fits, *bf) {
+                            (true, false) => true,
+                            (false, true) => false,
+                            (true, true) => cycles < *bc,
+                            (false, false) => bytes < *bbytes,
+                        },
+                    };
+                    if better {
+                        best = Some((fits, cycles, bytes, split));
+                    }
+                }
+            }
+        }
+    }
+    best.map_or(
+        Split {
+            batch: 1,
+            channels: 1,
+            rows: 1,
+            red: 1,
+        },
+        |b| b.3,
+    )
+}
+
+/// The planner's cost of a split: its cycles (the registry's estimate of the first,
+/// largest block's vertex group plus the proxy's exchange, region and reduction terms) and
+/// the first block's operand and output bytes.
+fn cost(target: &crate::target::Target, pr: &Problem, s: Split) -> (u64, u64) {
+    let (kind, g, e, gr) = (pr.kind, pr.geometry, pr.extents, pr.groups);
+    let es = pr.input.size_bytes() as u64;
+    let ps = pr.partials.size_bytes() as u64;
+    let xbw = u64::from(target.exchange_bytes_per_cycle.max(1));
+    let kernel = u64::from(g.kh) * u64::from(g.kw);
+    let one_group = g.groups <= 1 || matches!(kind, Kind::Pool { .. });
+    let (gc, gro, gred) = gr.granularity(kind);
+    let first =
+        |d: u32, n: u32, gran: u32| -> u32 { ranges(d, n, gran).first().map_or(0, |r| span(*r)) };
+    let (nb, cb, rb) = (
+        u64::from(first(e.0, s.batch, 1)),
+        u64::from(first(e.1, s.channels, gc)),
+        u64::from(first(e.2, s.rows, gro)),
+    );
+    let red_extent = reduction_extent(kind, g);
+    let red = u64::from(first(red_extent, s.red.max(1), gred));
+    let rows = (rb as u32).min(e.2);
+    // The summation of split partials: they cross the exchange and are summed (our proxy).
+    let sum = |elems: u64, parts: u64| -> u64 {
+        if parts > 1 {
+            let per = elems.div_ceil(parts);
+            per * parts * ps / xbw + per * parts / 2 + 100
+        } else {
+            0
+        }
+    };
+    let whole_batch = nb == u64::from(e.0);
+    let (bytes, cycles, regions) = match kind {
+        Kind::Conv(pass @ (WindowPass::Forward | WindowPass::InputGrad)) => {
+            let (width, in_w, in_h, in_all, out_all) = match pass {
+                WindowPass::Forward => (g.ow, g.w, g.h, g.c, g.o),
+                _ => (g.w, g.ow, g.oh, g.o, g.c),
+            };
+            let in_rows = u64::from(span(input_rows(g, (0, rows))));
+            let x = nb * red * in_rows * u64::from(in_w) * es;
+            let w = cb * red * kernel * es;
+            let elems = nb * cb * rb * u64::from(width);
+            let out = elems * if s.red > 1 { ps } else { es };
+            let all_red = one_group && red == u64::from(in_all);
+            let all_out = one_group && cb == u64::from(out_all);
+            let regions = plane_regions(
+                nb,
+                red,
+                gr.x,
+                in_rows >= u64::from(in_h),
+                all_red && whole_batch,
+            ) + if red == u64::from(red_extent) { 1 } else { cb }
+                + plane_regions(nb, cb, gr.out, rows >= e.2, all_out && whole_batch)
+                + if s.red > 1 { u64::from(s.red) } else { 0 };
+            (
+                x + w + out,
+                (x + w) / xbw + sum(elems, u64::from(s.red)),
+                regions,
+            )
+        }
+        Kind::Conv(WindowPass::WeightGrad) => {
+            let field_rows = red.min(u64::from(g.oh));
+            let in_rows = u64::from(span(input_rows(g, (0, field_rows as u32))));
+            let x = rb * nb * in_rows * u64::from(g.w) * es;
+            let dy = cb * nb * field_rows * u64::from(g.ow) * es;
+            let out = cb * rb * kernel * 4;
+            let whole_field = field_rows == u64::from(g.oh);
+            let parts = u64::from(s.batch) * u64::from(s.red.max(1));
+            let regions = plane_regions(
+                nb,
+                rb,
+                gr.x,
+                whole_field,
+                one_group && rb == u64::from(g.c) && whole_batch,
+            ) + plane_regions(
+                nb,
+                cb,
+                gr.aux,
+                whole_field,
+                one_group && cb == u64::from(g.o) && whole_batch,
+            ) + if rb == u64::from(e.2) { 1 } else { cb }
+                + if parts > 1 { parts } else { 0 };
+            (
+                x + dy + out * 2,
+                (x + dy) / xbw + sum(cb * rb * kernel, parts),
+                regions,
+            )
+        }
+        Kind::Pool { grad } => {
+            let in_rows = u64::from(span(input_rows(g, (0, rows)))) + rb;
+            let x = nb * cb * in_rows * u64::from(g.w) * es;
+            let out = nb * cb * rb * u64::from(if grad { g.w } else { g.ow }) * es;
+            let all = cb == u64::from(e.1) && whole_batch;
+            let regions = plane_regions(nb, cb, gr.x, in_rows >= u64::from(g.h), all)
+                * (1 + u64::from(grad))
+                + plane_regions(nb, cb, gr.out, rows >= e.2, all);
+            (x + 2 * out, x / xbw, regions)
+        }
+    };
+    let first = Block {
+        group: 0,
+        batch: (0, nb as u32),
+        channels: (0, cb as u32),
+        rows: (0, rb as u32),
+        red: (0, red as u32),
+    };
+    let amp = target.amp(pr.input, pr.partials);
+    let mut params = block_params(kind, g, &first, amp.input_channels, gr);
+    params.units = match kind {
+        Kind::Conv(WindowPass::WeightGrad) => (0, cb as u32),
+        _ => (0, (nb * cb) as u32),
+    };
+    let vertex = window_group_cycles(target, pr.codelet, &params);
+    let cycles = vertex
+        .saturating_add(cycles)
+        .saturating_add(regions.saturating_mul(REGION_CYCLES));
+    (cycles, bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plane_rows_of_a_grouped_map_are_one_run_per_channel_group() {
+        // 2 channel groups of 16 (channels 16..48 of 64), rows 2..4 of 8, width 5.
+        let r = plane_rows((0, 1), (16, 48), (2, 4), (64, 8, 5), 16);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0], ((8 + 2) * 5 * 16, 2 * 5 * 16));
+        assert_eq!(r[1], ((2 * 8 + 2) * 5 * 16, 2 * 5 * 16));
+        // Ungrouped: one run per channel.
+        assert_eq!(
+            plane_rows((0, 1), (16, 48), (2, 4), (64, 8, 5), 1).len(),
+            32
+        );
+        // Whole planes of consecutive groups merge.
+        assert_eq!(plane_rows((0, 1), (0, 32), (0, 8), (64, 8, 5), 16).len(), 1);
+    }
+
+    #[test]
+    fn splits_fall_on_whole_groups() {
+        assert_eq!(ranges(64, 3, 16), vec![(0, 32), (32, 64)]);
+        assert_eq!(
+            ranges(64, 4, 16),
+            vec![(0, 16), (16, 32), (32, 48), (48, 64)]
+        );
+        assert_eq!(ranges(10, 3, 1), vec![(0, 4), (4, 8), (8, 10)]);
+        assert_eq!(candidates(64, 16), vec![1, 2, 4]);
+    }
+}

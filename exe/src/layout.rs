@@ -1,0 +1,117 @@
+//! Channel-grouped layouts of feature maps.
+//!
+//! PopLibs creates a convolution's activations with their channels in groups held innermost
+//! (`createInput`: an `[N][C/g][H][W][g]` variable seen as NCHW through a dim-shuffle), so
+//! that a tile's block of `g` channels over a run of rows is one contiguous region: the
+//! exchange moves few large regions, and the AMP reads `g` input channels per load. ipusim
+//! stores a feature map the same way: a value of logical shape `[N, C, S…]` (rank ≥ 3, the
+//! channel axis 1, spatial axes after it) grouped by `g` is held in a tensor of *storage*
+//! shape `[N, C/g, S…, g]`, row-major. Logical element `(n, c, s…)` is storage element
+//! `(n, c / g, s…, c mod g)`. A group of 1 is the plain row-major (NCHW) layout.
+//!
+//! The compiler decides the group of each value (its producer's choice, [`channel_group`]);
+//! the simulator applies [`ungroup`] when it shows a value in its logical order.
+
+/// Whether a value of logical `dims` can be held grouped by `g`: rank at least 3 and `g`
+/// dividing the channels (axis 1).
+pub fn can_group(dims: &[usize], g: u32) -> bool {
+    g >= 1 && dims.len() >= 3 && dims[1] % g as usize == 0
+}
+
+/// The storage dimensions of a value of logical `dims` grouped by `g`: `[N, C/g, S…, g]`
+/// (`dims` themselves when `g` is 1 or cannot group them).
+pub fn storage_dims(dims: &[usize], g: u32) -> Vec<usize> {
+    if g <= 1 || !can_group(dims, g) {
+        return dims.to_vec();
+    }
+    let g = g as usize;
+    let mut out = Vec::with_capacity(dims.len() + 1);
+    out.push(dims[0]);
+    out.push(dims[1] / g);
+    out.extend_from_slice(&dims[2..]);
+    out.push(g);
+    out
+}
+
+/// The group the compiler gives a feature map of `channels` channels: 16 when 16 divides
+/// them, else the largest of 8, 4 and 2 that does, else 1. Our choice: 16 is the AMP's
+/// input channels per load for half on Mk2 (PopLibs' `inChansPerGroup`, "AMP would like 16
+/// input channels per group", ipu-hardware.md §5.3); one group for every dtype keeps a
+/// value and its casts in one layout.
+pub fn channel_group(channels: usize) -> u32 {
+    [16u32, 8, 4, 2]
+        .into_iter()
+        .find(|&g| channels % g as usize == 0)
+        .unwrap_or(1)
+}
+
+/// The storage index of logical element `(n, c, s)` of a value with `channels` channels and
+/// `spatial` elements per channel plane, grouped by `g`.
+pub fn storage_index(n: u64, c: u64, s: u64, channels: u64, spatial: u64, g: u64) -> u64 {
+    let g = g.max(1);
+    ((n * (channels / g) + c / g) * spatial + s) * g + c % g
+}
+
+/// The elements of a value stored grouped by `g` (`storage`, `es` bytes each, logical
+/// `dims`), in logical row-major order.
+pub fn ungroup(storage: &[u8], es: usize, dims: &[usize], g: u32) -> Vec<u8> {
+    if g <= 1 || !can_group(dims, g) {
+        return storage.to_vec();
+    }
+    let (n, c) = (dims[0] as u64, dims[1] as u64);
+    let spatial: u64 = dims[2..].iter().map(|&d| d as u64).product();
+    let mut out = vec![0u8; storage.len()];
+    let mut at = 0usize;
+    for ni in 0..n {
+        for ci in 0..c {
+            for s in 0..spatial {
+                let from = storage_index(ni, ci, s, c, spatial, u64::from(g)) as usize * es;
+                if let (Some(dst), Some(src)) =
+                    (out.get_mut(at..at + es), storage.get(from..from + es))
+                {
+                    dst.copy_from_slice(src);
+                }
+                at += es;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_dims_split_the_channels_and_hold_the_group_innermost() {
+        assert_eq!(storage_dims(&[2, 32, 5, 7], 16), vec![2, 2, 5, 7, 16]);
+        assert_eq!(storage_dims(&[2, 3, 5, 7], 16), vec![2, 3, 5, 7]);
+        assert_eq!(storage_dims(&[2, 32], 16), vec![2, 32]);
+        assert_eq!(storage_dims(&[2, 32, 5, 7], 1), vec![2, 32, 5, 7]);
+        assert_eq!(channel_group(64), 16);
+        assert_eq!(channel_group(24), 8);
+        assert_eq!(channel_group(3), 1);
+    }
+
+    #[test]
+    fn ungroup_inverts_the_storage_index() {
+        // Logical [2, 4, 3] grouped by 2: storage [2, 2, 3, 2].
+        let dims = [2usize, 4, 3];
+        let n = 24u64;
+        let mut storage = vec![0u8; n as usize];
+        for ni in 0..2 {
+            for ci in 0..4 {
+                for s in 0..3 {
+                    let logical = (ni * 4 + ci) * 3 + s;
+                    storage[storage_index(ni, ci, s, 4, 3, 2) as usize] = logical as u8;
+                }
+            }
+        }
+        let out = ungroup(&storage, 1, &dims, 2);
+        assert_eq!(out, (0..n as u8).collect::<Vec<u8>>());
+        // Every storage index is hit once.
+        let mut seen = storage.clone();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..n as u8).collect::<Vec<u8>>());
+    }
+}
