@@ -236,13 +236,18 @@ pub struct ConvLayerReport {
     /// `ConvPartial1x1Out` for the weight gradient, `MaxPooling`).
     pub vertex: String,
     /// How the output is partitioned over tiles: groups × batch × channels × rows (the
-    /// weight gradient: groups × batch (a split reduction) × output channels × input
-    /// channels).
+    /// weight gradient: groups × 1 × output channels × input channels); the columns'
+    /// split is `column_split`.
     pub partition: [u32; 4],
     /// Splits of the reduction summed across tiles afterwards: input channels (`Forward`),
-    /// output channels (`InputGrad`), the batch (`WeightGrad`); 1 when not split.
+    /// output channels (`InputGrad`), the batch and the rows and columns of the output field
+    /// (`WeightGrad`); 1 when not split.
     #[serde(default = "one")]
     pub reduction_split: u32,
+    /// Splits of the output's columns (`Forward`, `InputGrad`; 1 for the weight gradient,
+    /// whose field splits count in `reduction_split`, and for pools).
+    #[serde(default = "one")]
+    pub column_split: u32,
     /// Tiles with work.
     pub tiles: u32,
     /// Cycles of one execution (one micro-batch; a split reduction: its partials, not their
@@ -326,8 +331,16 @@ fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
             },
         ];
         let reduction_split = match pass.as_str() {
-            "WeightGrad" => distinct(&|p| p.batch),
+            "WeightGrad" => params
+                .iter()
+                .map(|p| (p.batch, p.out_rows, p.out_cols))
+                .collect::<BTreeSet<_>>()
+                .len() as u32,
             "Forward" | "InputGrad" => distinct(&|p| p.in_channels),
+            _ => 1,
+        };
+        let column_split = match pass.as_str() {
+            "Forward" | "InputGrad" => distinct(&|p| p.out_cols),
             _ => 1,
         };
         let g = &p0.geometry;
@@ -360,6 +373,7 @@ fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
             vertex: vertex.to_string(),
             partition,
             reduction_split,
+            column_split,
             tiles: cs.tiles.len() as u32,
             cycles,
             flops,
@@ -647,7 +661,7 @@ impl CompileReport {
                 "name",
                 "pass",
                 "vertex",
-                "partition gxnxcxr",
+                "partition gxnxcxrxw",
                 "reduction",
                 "tiles",
                 "cycles",
@@ -656,13 +670,14 @@ impl CompileReport {
             );
             for c in &self.convolutions {
                 let [g, n, ch, r] = c.partition;
+                let w = c.column_split;
                 let _ = writeln!(
                     s,
                     "{:<36} {:<11} {:<17} {:>17} {:>9} {:>6} {:>12} {:>15} {:>6.1}",
                     truncate(&c.name, 36),
                     c.pass,
                     c.vertex,
-                    format!("{g}x{n}x{ch}x{r}"),
+                    format!("{g}x{n}x{ch}x{r}x{w}"),
                     c.reduction_split,
                     c.tiles,
                     group(c.cycles),

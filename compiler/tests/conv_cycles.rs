@@ -59,9 +59,10 @@ fn cycles_never_fall_as_the_batch_grows() {
     }
 }
 
-/// The convolution rows (`partition`, reduction split) of `x[n, c, h, w] * w[o, c, 3, 3]`
-/// compiled for mk2 with a per-op memory proportion for `y`, if given.
-fn conv_plan(proportion: Option<f64>) -> Vec<([u32; 4], u32)> {
+/// The convolution rows (`partition`, reduction and column splits) of
+/// `x[n, c, h, w] * w[o, c, 3, 3]` compiled for mk2 with a per-op memory proportion for
+/// `y`, if given, and the fullest tile's bytes.
+fn conv_plan(proportion: Option<f64>) -> (Vec<([u32; 4], u32, u32)>, u64) {
     let mut b = GraphBuilder::new();
     let x = b
         .variable("x", DType::F16, [8, 128, 32, 32], Init::Zeros)
@@ -83,21 +84,24 @@ fn conv_plan(proportion: Option<f64>) -> Vec<([u32; 4], u32)> {
         options.memory_proportions.insert("y".into(), p);
     }
     let exe = compile(&g, &Target::mk2(), &options).unwrap();
-    CompileReport::new("conv", None, &exe)
+    let report = CompileReport::new("conv", None, &exe);
+    let rows = report
         .convolutions
         .iter()
-        .map(|c| (c.partition, c.reduction_split))
-        .collect()
+        .map(|c| (c.partition, c.reduction_split, c.column_split))
+        .collect();
+    (rows, report.memory.max_tile_bytes)
 }
 
 #[test]
 fn a_smaller_memory_proportion_for_an_op_gives_it_smaller_blocks() {
-    let default = conv_plan(None);
-    let small = conv_plan(Some(0.02));
-    eprintln!("default {default:?}, 0.02: {small:?}");
-    let blocks = |p: &[([u32; 4], u32)]| -> u32 { p[0].0.iter().product::<u32>() * p[0].1 };
+    let (default, default_bytes) = conv_plan(None);
+    let (small, small_bytes) = conv_plan(Some(0.02));
+    eprintln!("default {default:?} ({default_bytes} B), 0.02: {small:?} ({small_bytes} B)");
+    // Another partition, whose blocks take less of the fullest tile.
+    assert_ne!(small, default);
     assert!(
-        blocks(&small) > blocks(&default),
-        "0.02 of a tile: {small:?}, default: {default:?}"
+        small_bytes < default_bytes,
+        "0.02 of a tile: {small:?} ({small_bytes} B), default: {default:?} ({default_bytes} B)"
     );
 }

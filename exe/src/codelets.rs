@@ -216,9 +216,9 @@ pub enum VertexParams {
 ///
 /// | pass | operand 0 (group `in_group`) | operand 1 | output (group `out_group`) |
 /// |---|---|---|---|
-/// | `Forward` | `x[nb, C/g, in_rows, W]` | `w[ob, C/g, KH, KW]` | `y[nb, ob, out_rows, OW]`; reduction `(kh, kw, c)` |
-/// | `InputGrad` | `dy[nb, O/g, in_rows, OW]` | `w[O/g, cb, KH, KW]` | `dx[nb, cb, out_rows, W]`; reduction `(kh, kw, o)` |
-/// | `WeightGrad` | `x[nb, cb, in_rows, W]` | `dy[nb, ob, out_rows, OW]` (group `aux_group`) | `dw[ob, cb, KH, KW]` row-major: the partial over the block's batch and output rows; reduction `(n, oh, ow)` |
+/// | `Forward` | `x[nb, C/g, in_rows, in_cols]` | `w[ob, C/g, KH, KW]` | `y[nb, ob, out_rows, out_cols]`; reduction `(kh, kw, c)` |
+/// | `InputGrad` | `dy[nb, O/g, in_rows, in_cols]` | `w[O/g, cb, KH, KW]` | `dx[nb, cb, out_rows, out_cols]`; reduction `(kh, kw, o)` |
+/// | `WeightGrad` | `x[nb, cb, in_rows, in_cols]` | `dy[nb, ob, out_rows, out_cols]` (group `aux_group`) | `dw[ob, cb, KH, KW]` row-major: the partial over the block's batch, rows and columns of the field; reduction `(n, oh, ow)` |
 ///
 /// Units are `(batch element, channel)` pairs of the output in block order (`WeightGrad`:
 /// output channels); the output operand is the whole block and each vertex writes the
@@ -328,6 +328,12 @@ pub struct WindowParams {
     pub in_rows: (u32, u32),
     /// Rows held by `dy` for `MaxPoolGrad` (else unused).
     pub aux_rows: (u32, u32),
+    /// Output columns of the block: `ow` (`Forward`, `MaxPool`), `w` (`InputGrad`,
+    /// `MaxPoolGrad`); `WeightGrad`: the columns `ow` of the field the block sums over.
+    pub out_cols: (u32, u32),
+    /// Columns held by operand 0 (of `x`, or of `dy` for `InputGrad`); `dy` of
+    /// `WeightGrad` holds `out_cols`, of `MaxPoolGrad` every column.
+    pub in_cols: (u32, u32),
     /// The vertex's units `[begin, end)` in block order (`(batch, channel)` pairs, or output
     /// channels for `WeightGrad`); it writes exactly their elements of the output block.
     pub units: (u32, u32),
@@ -482,42 +488,45 @@ impl WindowParams {
         let len = |r: (u32, u32)| u64::from(r.1.saturating_sub(r.0));
         let (nb, ob) = (self.batch_count(), self.out_channel_count());
         let (rows, in_rows) = (len(self.out_rows), len(self.in_rows));
+        let (cols, in_cols) = (len(self.out_cols), len(self.in_cols));
         let kernel = u64::from(g.kh) * u64::from(g.kw);
-        let (w, ow) = (u64::from(g.w), u64::from(g.ow));
+        let red = len(self.in_channels);
         Some(match codelet {
             Codelet::Conv { pass, .. } => match pass {
                 WindowPass::Forward => vec![
-                    nb * len(self.in_channels) * in_rows * w,
-                    ob * len(self.in_channels) * kernel,
-                    nb * ob * rows * ow,
+                    nb * red * in_rows * in_cols,
+                    ob * red * kernel,
+                    nb * ob * rows * cols,
                 ],
                 WindowPass::InputGrad => vec![
-                    nb * len(self.in_channels) * in_rows * ow,
-                    len(self.in_channels) * ob * kernel,
-                    nb * ob * rows * w,
+                    nb * red * in_rows * in_cols,
+                    red * ob * kernel,
+                    nb * ob * rows * cols,
                 ],
-                WindowPass::WeightGrad => {
-                    let cb = len(self.in_channels);
-                    vec![nb * cb * in_rows * w, nb * ob * rows * ow, ob * cb * kernel]
-                }
+                WindowPass::WeightGrad => vec![
+                    nb * red * in_rows * in_cols,
+                    nb * ob * rows * cols,
+                    ob * red * kernel,
+                ],
             },
             Codelet::MaxPool { grad: false, .. } => {
-                vec![nb * ob * in_rows * w, nb * ob * rows * ow]
+                vec![nb * ob * in_rows * in_cols, nb * ob * rows * cols]
             }
             Codelet::MaxPool { grad: true, .. } => vec![
-                nb * ob * in_rows * w,
-                nb * ob * len(self.aux_rows) * ow,
-                nb * ob * rows * w,
+                nb * ob * in_rows * in_cols,
+                nb * ob * len(self.aux_rows) * u64::from(g.ow),
+                nb * ob * rows * cols,
             ],
             _ => return None,
         })
     }
 
-    /// The position in the output block of element `(row, col)` (block-relative row) of
-    /// unit `u`'s plane, for a pass whose output rows are `width` wide (not `WeightGrad`).
-    pub fn out_position(&self, u: u32, row: u64, col: u64, width: u64) -> u64 {
+    /// The position in the output block of element `(row, col)` (block-relative) of unit
+    /// `u`'s plane (not `WeightGrad`).
+    pub fn out_position(&self, u: u32, row: u64, col: u64) -> u64 {
         let (n, ch) = self.unit(u);
         let rows = u64::from(self.out_rows.1.saturating_sub(self.out_rows.0));
+        let width = u64::from(self.out_cols.1.saturating_sub(self.out_cols.0));
         let nl = u64::from(n - self.batch.0);
         let cl = u64::from(ch - self.out_channels.0);
         crate::layout::storage_index(

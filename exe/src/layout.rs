@@ -15,7 +15,7 @@
 /// Whether a value of logical `dims` can be held grouped by `g`: rank at least 3 and `g`
 /// dividing the channels (axis 1).
 pub fn can_group(dims: &[usize], g: u32) -> bool {
-    g >= 1 && dims.len() >= 3 && dims[1] % g as usize == 0
+    g >= 1 && dims.len() >= 3 && dims[1].is_multiple_of(g as usize)
 }
 
 /// The storage dimensions of a value of logical `dims` grouped by `g`: `[N, C/g, S…, g]`
@@ -33,16 +33,17 @@ pub fn storage_dims(dims: &[usize], g: u32) -> Vec<usize> {
     out
 }
 
-/// The group the compiler gives a feature map of `channels` channels: 16 when 16 divides
-/// them, else the largest of 8, 4 and 2 that does, else 1. Our choice: 16 is the AMP's
-/// input channels per load for half on Mk2 (PopLibs' `inChansPerGroup`, "AMP would like 16
-/// input channels per group", ipu-hardware.md §5.3); one group for every dtype keeps a
-/// value and its casts in one layout.
-pub fn channel_group(channels: usize) -> u32 {
-    [16u32, 8, 4, 2]
-        .into_iter()
-        .find(|&g| channels % g as usize == 0)
-        .unwrap_or(1)
+/// The group the compiler gives a feature map of `channels` channels written by a vertex
+/// that produces `preferred` channels per pass: the largest power of two up to `preferred`
+/// that divides them (1 when none does). A convolution passes its AMP's output channels
+/// (conv units), as PopLibs groups a convolution's output by its `outChansPerGroup`
+/// (ipu-hardware.md §5.3, §8); a value keeps its group through element-wise ops and casts.
+pub fn channel_group(channels: usize, preferred: u32) -> u32 {
+    let mut g = 1u32;
+    while g * 2 <= preferred.max(1) && channels.is_multiple_of(g as usize * 2) {
+        g *= 2;
+    }
+    g
 }
 
 /// The storage index of logical element `(n, c, s)` of a value with `channels` channels and
@@ -88,9 +89,10 @@ mod tests {
         assert_eq!(storage_dims(&[2, 3, 5, 7], 16), vec![2, 3, 5, 7]);
         assert_eq!(storage_dims(&[2, 32], 16), vec![2, 32]);
         assert_eq!(storage_dims(&[2, 32, 5, 7], 1), vec![2, 32, 5, 7]);
-        assert_eq!(channel_group(64), 16);
-        assert_eq!(channel_group(24), 8);
-        assert_eq!(channel_group(3), 1);
+        assert_eq!(channel_group(64, 16), 16);
+        assert_eq!(channel_group(64, 8), 8);
+        assert_eq!(channel_group(24, 16), 8);
+        assert_eq!(channel_group(3, 16), 1);
     }
 
     #[test]

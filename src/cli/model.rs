@@ -37,10 +37,11 @@ pub struct ModelArgs {
     #[arg(long, value_parser = parse_precision, default_value = "16.16")]
     pub precision: Precision,
     /// The training spec's optimizer: `momentum` (SGD with momentum 0.9, lr 0.01, loss
-    /// scaling 128) or `adamw` (the hands-on day's `poptorch.optim.AdamW(lr=0.001,
+    /// scaling 128), `sgd` (the same without momentum: the CNN README's default optimiser)
+    /// or `adamw` (the hands-on day's `poptorch.optim.AdamW(lr=0.001,
     /// loss_scaling=1000, accum_type=float16, first_order_momentum_accum_type=float16,
     /// second_order_momentum_accum_type=float32)`, PyTorch's weight decay 0.01, epsilon 1e-8).
-    #[arg(long, default_value = "momentum", value_parser = ["momentum", "adamw"])]
+    #[arg(long, default_value = "momentum", value_parser = ["momentum", "sgd", "adamw"])]
     pub optimizer: String,
     /// Write the program here instead of stdout.
     #[arg(short = 'o', long = "output")]

@@ -25,8 +25,9 @@ pub struct ImportArgs {
     #[arg(long, value_name = "NAME", default_value = "labels")]
     pub labels: String,
     /// The optimizer of `--training`: `momentum` (SGD with momentum 0.9, lr 0.01, loss
-    /// scaling 128, as `ipusim model`) or `adamw` (the hands-on day's).
-    #[arg(long, default_value = "momentum", value_parser = ["momentum", "adamw"])]
+    /// scaling 128, as `ipusim model`), `sgd` (without momentum) or `adamw` (the hands-on
+    /// day's).
+    #[arg(long, default_value = "momentum", value_parser = ["momentum", "sgd", "adamw"])]
     pub optimizer: String,
     /// The loss scaling of `--training`, replacing the optimizer's default (128 for
     /// `momentum`, 1000 for `adamw`).
@@ -85,6 +86,14 @@ pub(super) fn optimizer(name: &str, default: (Optimizer, f64)) -> (Optimizer, f6
                 second_order_momentum_accum_type: Some(DType::F32),
             },
             1000.0,
+        ),
+        // Graphcore's CNN training default (`--optimiser SGD`, no momentum), at the zoo's
+        // learning rate.
+        "sgd" => (
+            Optimizer::Sgd {
+                learning_rate: 0.01,
+            },
+            default.1,
         ),
         _ => default,
     }

@@ -38,7 +38,8 @@ pub fn window_group_cycles(target: &Target, codelet: &Codelet, p: &WindowParams)
         } => {
             let g = &p.geometry;
             let field_rows = u64::from(p.out_rows.1.saturating_sub(p.out_rows.0));
-            let k = p.batch_count() * field_rows * u64::from(g.ow);
+            let field_cols = u64::from(p.out_cols.1.saturating_sub(p.out_cols.0));
+            let k = p.batch_count() * field_rows * field_cols;
             let cols = u64::from(p.in_channels.1.saturating_sub(p.in_channels.0))
                 * u64::from(g.kh)
                 * u64::from(g.kw);
@@ -79,10 +80,12 @@ pub fn window_group_cycles(target: &Target, codelet: &Codelet, p: &WindowParams)
     }
 }
 
-/// The block's output row segments `(batch element, row, first column, end column)` in
-/// position order, split into `workers` contiguous chunks of positions.
-fn worker_segments(p: &WindowParams, width: u32, workers: usize) -> Vec<Vec<(u32, u32, u32)>> {
+/// The block's output row segments `(row, first column, end column)` in position order
+/// (columns absolute, within the block's `out_cols`), split into `workers` contiguous chunks
+/// of positions.
+fn worker_segments(p: &WindowParams, workers: usize) -> Vec<Vec<(u32, u32, u32)>> {
     let rows = p.out_rows.1.saturating_sub(p.out_rows.0) as u64;
+    let width = p.out_cols.1.saturating_sub(p.out_cols.0);
     let total = p.batch_count() * rows * u64::from(width);
     let chunk = total.div_ceil(workers.max(1) as u64).max(1);
     let mut out = vec![Vec::new(); workers.max(1)];
@@ -94,7 +97,8 @@ fn worker_segments(p: &WindowParams, width: u32, workers: usize) -> Vec<Vec<(u32
         let col = (pos % u64::from(width)) as u32;
         let take = (u64::from(width - col)).min(end - pos) as u32;
         let row = p.out_rows.0 + (line % rows) as u32;
-        out[worker].push((row, col, col + take));
+        let c0 = p.out_cols.0 + col;
+        out[worker].push((row, c0, c0 + take));
         pos += u64::from(take);
     }
     out
@@ -110,13 +114,10 @@ fn nx1_params(
     let g = &p.geometry;
     let amp = target.amp(input, partials);
     let reduction = p.in_channels.1.saturating_sub(p.in_channels.0);
-    let width = match pass {
-        WindowPass::InputGrad => g.w,
-        _ => g.ow,
-    };
+    let width = p.out_cols.1.saturating_sub(p.out_cols.0);
     let units = amp.output_channels.max(1);
     let in_chans = amp.input_channels.max(1);
-    let segments = worker_segments(p, width, target.worker_contexts.max(1) as usize);
+    let segments = worker_segments(p, target.worker_contexts.max(1) as usize);
     let worklists = segments
         .iter()
         .map(|segs| {
@@ -170,13 +171,12 @@ fn nx1_params(
 
 fn pool_cycles(target: &Target, grad: bool, dtype: DType, p: &WindowParams) -> u64 {
     let g = &p.geometry;
-    let width = if grad { g.w } else { g.ow };
     let nw = target.worker_contexts.max(1) as usize;
     let vw = target.vector_width(dtype).max(1);
     let per_vector = if grad { 4 } else { 2 };
     let kernel = u64::from(g.kh) * u64::from(g.kw);
     let planes = p.out_channel_count();
-    let max_worker = worker_segments(p, width, nw)
+    let max_worker = worker_segments(p, nw)
         .iter()
         .map(|segs| {
             10u64.saturating_add(segs.iter().fold(0u64, |acc, &(_, c0, c1)| {

@@ -105,7 +105,7 @@ pub(crate) fn check(
     // Channel groups divide the channels of the blocks they group.
     let red = u64::from(p.in_channels.1.saturating_sub(p.in_channels.0));
     let ob = p.out_channel_count();
-    let divides = |g: u32, n: u64| g >= 1 && n % u64::from(g) == 0;
+    let divides = |g: u32, n: u64| g >= 1 && n.is_multiple_of(u64::from(g));
     let (in_chans, aux_chans) = match pass {
         Some(_) => (red, ob),
         None => (ob, ob),
@@ -122,6 +122,20 @@ pub(crate) fn check(
             "channel groups (in {}, aux {}, out {}) do not divide the block's channels",
             p.in_group, p.aux_group, p.out_group
         ));
+    }
+    // Columns: a convolution's block holds a range of them; a pool's every column.
+    let (out_width, in_width) = match pass {
+        Some(WindowPass::InputGrad) => (g.w, g.ow),
+        Some(_) => (g.ow, g.w),
+        None if matches!(codelet, Codelet::MaxPool { grad: true, .. }) => (g.w, g.w),
+        None => (g.ow, g.w),
+    };
+    let cols_ok = match pass {
+        Some(_) => inside(p.out_cols, out_width) && inside(p.in_cols, in_width),
+        None => p.out_cols == (0, out_width) && p.in_cols == (0, in_width),
+    };
+    if !cols_ok {
+        return Err("window columns outside the geometry".into());
     }
     Ok(())
 }
@@ -291,13 +305,12 @@ fn conv(
         }
         let rows = (end - u) as usize;
         let (k, cols) = match pass {
-            WindowPass::Forward => (
+            WindowPass::Forward | WindowPass::InputGrad => (
                 kh * kw * len(p.in_channels),
-                len(p.out_rows) * g.ow as usize,
+                len(p.out_rows) * len(p.out_cols),
             ),
-            WindowPass::InputGrad => (kh * kw * len(p.in_channels), len(p.out_rows) * g.w as usize),
             WindowPass::WeightGrad => (
-                len(p.batch) * len(p.out_rows) * g.ow as usize,
+                len(p.batch) * len(p.out_rows) * len(p.out_cols),
                 len(p.in_channels) * kh * kw,
             ),
         };
@@ -335,8 +348,7 @@ fn conv(
         // The units' elements: consecutive in the block unless its channels are grouped.
         let first = match pass {
             WindowPass::WeightGrad => u as usize * cols,
-            WindowPass::Forward => p.out_position(u, 0, 0, u64::from(g.ow)) as usize,
-            WindowPass::InputGrad => p.out_position(u, 0, 0, u64::from(g.w)) as usize,
+            _ => p.out_position(u, 0, 0) as usize,
         };
         if p.out_group <= 1 || pass == WindowPass::WeightGrad {
             let out = ops
@@ -349,14 +361,11 @@ fn conv(
             staged.clear();
             staged.resize(out_len, 0);
             flags |= product(types, shape, a, b, chunk, staged, (pbuf, qbuf), reborrow)?;
-            let width = u64::from(if pass == WindowPass::Forward {
-                g.ow
-            } else {
-                g.w
-            });
+            let width = len(p.out_cols) as u64;
             for r in 0..rows {
                 for j in 0..cols {
-                    let at = p.out_position(u + r as u32, 0, j as u64, width) as usize * es;
+                    let (row, col) = (j as u64 / width, j as u64 % width);
+                    let at = p.out_position(u + r as u32, row, col) as usize * es;
                     let from = (r * cols + j) * es;
                     let dst = ops.output.get_mut(at..at + es).ok_or_else(|| {
                         EngineError::invalid("window units outside the output block")
@@ -372,21 +381,18 @@ fn conv(
 
 /// The channel-grouped layouts of a conv vertex's two operand blocks.
 fn operand_layouts(pass: WindowPass, p: &WindowParams) -> (BlockLayout, BlockLayout) {
-    let g = &p.geometry;
-    let rows = |r: (u32, u32), w: u32| u64::from(r.1.saturating_sub(r.0)) * u64::from(w);
-    let red = u64::from(p.in_channels.1.saturating_sub(p.in_channels.0));
+    let plane = |r: (u32, u32), c: (u32, u32)| (len(r) * len(c)) as u64;
+    let red = len(p.in_channels) as u64;
+    let x = BlockLayout::new(p.in_group, red, plane(p.in_rows, p.in_cols));
     match pass {
-        WindowPass::Forward => (
-            BlockLayout::new(p.in_group, red, rows(p.in_rows, g.w)),
-            BlockLayout::PLAIN,
-        ),
-        WindowPass::InputGrad => (
-            BlockLayout::new(p.in_group, red, rows(p.in_rows, g.ow)),
-            BlockLayout::PLAIN,
-        ),
+        WindowPass::Forward | WindowPass::InputGrad => (x, BlockLayout::PLAIN),
         WindowPass::WeightGrad => (
-            BlockLayout::new(p.in_group, red, rows(p.in_rows, g.w)),
-            BlockLayout::new(p.aux_group, p.out_channel_count(), rows(p.out_rows, g.ow)),
+            x,
+            BlockLayout::new(
+                p.aux_group,
+                p.out_channel_count(),
+                plane(p.out_rows, p.out_cols),
+            ),
         ),
     }
 }
@@ -397,6 +403,20 @@ fn reads(k: u32, out: u32, f: impl Fn(u32, u32) -> Option<u32>) -> Vec<Option<u3
     (0..k)
         .flat_map(|ki| (0..out).map(move |o| (ki, o)))
         .map(|(ki, o)| f(o, ki))
+        .collect()
+}
+
+/// [`reads`] along the columns of a block: for kernel column `k` and each output column of
+/// `out` (absolute), the column it reads relative to `first`, the block's first held column.
+fn block_reads(
+    k: u32,
+    out: (u32, u32),
+    first: u32,
+    f: impl Fn(u32, u32) -> Option<u32>,
+) -> Vec<Option<u32>> {
+    (0..k)
+        .flat_map(|ki| (out.0..out.1).map(move |o| (ki, o)))
+        .map(|(ki, o)| f(o, ki).and_then(|c| c.checked_sub(first)))
         .collect()
 }
 
@@ -459,9 +479,9 @@ fn forward(
         }
     }
     let Some(b) = b else { return };
-    let (in_rows, width, ow) = (len(p.in_rows), g.w as usize, g.ow as usize);
+    let (in_rows, width, ow) = (len(p.in_rows), len(p.in_cols), len(p.out_cols));
     let row_of = reads(g.kh, g.oh, |o, k| g.input_row(o, k));
-    let col_of = reads(g.kw, g.ow, |o, k| g.input_col(o, k));
+    let col_of = block_reads(g.kw, p.out_cols, p.in_cols.0, |o, k| g.input_col(o, k));
     let nl = (n - p.batch.0) as usize;
     let mut i = 0;
     for khi in 0..kh {
@@ -511,9 +531,9 @@ fn input_grad(
         }
     }
     let Some(b) = b else { return };
-    let (in_rows, ow, width) = (len(p.in_rows), g.ow as usize, g.w as usize);
+    let (in_rows, ow, width) = (len(p.in_rows), len(p.in_cols), len(p.out_cols));
     let row_of = reads(g.kh, g.h, |h, k| g.output_row(h, k));
-    let col_of = reads(g.kw, g.w, |wc, k| g.output_col(wc, k));
+    let col_of = block_reads(g.kw, p.out_cols, p.in_cols.0, |wc, k| g.output_col(wc, k));
     let nl = (n - p.batch.0) as usize;
     let mut i = 0;
     for khi in 0..kh {
@@ -550,7 +570,7 @@ fn weight_grad(
     let g = &p.geometry;
     let ob = p.out_channel_count() as usize;
     let cb = len(p.in_channels);
-    let (out_rows, ow) = (len(p.out_rows), g.ow as usize);
+    let (out_rows, ow) = (len(p.out_rows), len(p.out_cols));
     let nb = len(p.batch);
     let k = nb * out_rows * ow;
     let plane = out_rows * ow;
@@ -561,10 +581,10 @@ fn weight_grad(
         }
     }
     let Some(b) = b else { return };
-    let (in_rows, w) = (len(p.in_rows), g.w as usize);
+    let (in_rows, w) = (len(p.in_rows), len(p.in_cols));
     let (kh, kw, oh) = (g.kh as usize, g.kw as usize, g.oh as usize);
     let row_of = reads(g.kh, g.oh, |o, k| g.input_row(o, k));
-    let col_of = reads(g.kw, g.ow, |o, k| g.input_col(o, k));
+    let col_of = block_reads(g.kw, p.out_cols, p.in_cols.0, |o, k| g.input_col(o, k));
     let mut i = 0;
     for n in 0..nb {
         for ohi in p.out_rows.0 as usize..p.out_rows.1 as usize {
@@ -705,12 +725,7 @@ fn pool_typed<T: Copy + PartialEq>(
                 for ow in 0..g.ow {
                     let (m, f) = window_max(g, (x, x_layout), nc, p.in_rows.0, (oh, ow), max);
                     flags |= f;
-                    let at = p.out_position(
-                        u,
-                        u64::from(oh - p.out_rows.0),
-                        u64::from(ow),
-                        u64::from(g.ow),
-                    );
+                    let at = p.out_position(u, u64::from(oh - p.out_rows.0), u64::from(ow));
                     *out.get_mut(at as usize).ok_or_else(outside)? = m.ok_or_else(inside)?;
                 }
             }
@@ -737,12 +752,7 @@ fn pool_typed<T: Copy + PartialEq>(
                 }
                 let (v, f) = narrow(acc);
                 flags |= f;
-                let at = p.out_position(
-                    u,
-                    u64::from(h - p.out_rows.0),
-                    u64::from(wc),
-                    u64::from(g.w),
-                );
+                let at = p.out_position(u, u64::from(h - p.out_rows.0), u64::from(wc));
                 *out.get_mut(at as usize).ok_or_else(outside)? = v;
             }
         }

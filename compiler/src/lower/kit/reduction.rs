@@ -451,6 +451,10 @@ fn intermediate(
         let min = min_elements_per_tile(lw.target(), spec.acc);
         let dest_tiles = total.div_ceil(min).clamp(1, gt.len() as u64);
         let chunk = total.div_ceil(dest_tiles).max(1);
+        // The receiving tiles spread over the group, starting where the rotation of the chip
+        // stands, so that reductions do not all gather on the first tile of each group.
+        let stride = (gt.len() as u64 / dest_tiles).max(1) as usize;
+        let first = lw.peek_start() as usize % stride;
         let mut dests = Vec::new();
         let mut done = 0u64;
         for (b, e) in merged {
@@ -458,7 +462,7 @@ fn intermediate(
             while at < e {
                 let ti = (done / chunk) as usize;
                 let take = (e - at).min(chunk - done % chunk);
-                let tile = gt[ti.min(gt.len() - 1)];
+                let tile = gt[(first + ti * stride).min(gt.len() - 1)];
                 let pos = out.alloc(tile, take);
                 dests.push(Dest {
                     o_begin: at,

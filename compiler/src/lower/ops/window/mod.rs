@@ -29,8 +29,8 @@ use ipusim_exe::layout::{channel_group, storage_dims};
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
 use ipusim_ir::{DType, NodeId, Op, Shape};
 use plan::{
-    block_params, blocks, extents, operand_ranges, output_ranges, reduction_extent, span, Block,
-    Groups, Kind, OutputKey, Problem,
+    block_params, blocks, extents, operand_ranges, output_ranges, span, Block, Groups, Kind,
+    OutputKey, Problem,
 };
 
 /// The blocks of each output block of a split reduction, keyed by the output block (group,
@@ -79,7 +79,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     } else {
         g.groups.max(1)
     };
-    let fits = |group: u32, per_group: u32| conv_groups == 1 || per_group % group == 0;
+    let fits = |group: u32, per_group: u32| conv_groups == 1 || per_group.is_multiple_of(group);
     let (x_per_group, aux_per_group) = match kind {
         Kind::Conv(WindowPass::Forward) => (g.c_per_group(), 0),
         Kind::Conv(WindowPass::InputGrad) => (g.o_per_group(), 0),
@@ -94,15 +94,27 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         _ if inputs.len() > 1 => (materialized(lw, inputs[1])?, 1),
         _ => (a, 1),
     };
+    // The output's group: the AMP's output channels per pass for a convolution, the
+    // input's for a pool (which keeps its channels).
+    let units = lw
+        .target()
+        .amp(
+            lw.tensor(a).dtype,
+            lw.options()
+                .partials_type
+                .accumulator_for(lw.tensor(a).dtype),
+        )
+        .output_channels;
     let out_group = match kind {
         Kind::Conv(WindowPass::WeightGrad) => 1,
+        Kind::Pool { .. } if ga > 1 => ga,
         _ => {
             let (chans, per_group) = match kind {
                 Kind::Conv(WindowPass::InputGrad) => (g.c, g.c_per_group()),
                 Kind::Conv(_) => (g.o, g.o_per_group()),
                 Kind::Pool { .. } => (g.c, g.c),
             };
-            Some(channel_group(chans as usize))
+            Some(channel_group(chans as usize, units))
                 .filter(|&gr| fits(gr, per_group) && out_dims.len() == 4)
                 .unwrap_or(1)
         }
@@ -157,13 +169,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     };
     let name = node.name.clone();
     let total: u64 = out_dims.iter().map(|&d| d as u64).product();
-    let blocks = blocks(
-        conv_groups,
-        (kind, gr),
-        extents,
-        reduction_extent(kind, &g),
-        split,
-    );
+    let blocks = blocks(conv_groups, (kind, gr), &g, extents, split);
     let start = lw.rotate_start(blocks.len() as u32);
     let tile_of = |i: usize| (start + i as u32) % tiles;
     // A split reduction (input channels, output channels for the input gradient, the batch

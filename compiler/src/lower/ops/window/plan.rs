@@ -30,7 +30,7 @@ use ipusim_ir::{DType, NodeId};
 pub(super) type Ranges = Vec<(u64, u64)>;
 
 /// An output block: group, batch, channel and row ranges.
-pub(super) type OutputKey = (u32, (u32, u32), (u32, u32), (u32, u32));
+pub(super) type OutputKey = (u32, (u32, u32), (u32, u32), (u32, u32), (u32, u32));
 
 /// Which op of the family a node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +76,9 @@ pub(super) struct Block {
     pub channels: (u32, u32),
     /// Output rows (weight gradient: the input-channel range).
     pub rows: (u32, u32),
+    /// Output columns (weight gradient: the field's columns, a part of the reduction; pools:
+    /// every column).
+    pub cols: (u32, u32),
     /// The part of the reduction: input channels (`Forward`) or output channels
     /// (`InputGrad`) within the group, the rows of the output field (`WeightGrad`); unused
     /// (`(0, 0)`) by pools.
@@ -85,11 +88,12 @@ pub(super) struct Block {
 impl Block {
     /// The output block this block computes (a part of, when the reduction is split).
     pub fn output_key(&self, kind: Kind) -> OutputKey {
-        let batch = match kind {
-            Kind::Conv(WindowPass::WeightGrad) => (0, 0),
-            _ => self.batch,
-        };
-        (self.group, batch, self.channels, self.rows)
+        match kind {
+            Kind::Conv(WindowPass::WeightGrad) => {
+                (self.group, (0, 0), self.channels, self.rows, (0, 0))
+            }
+            _ => (self.group, self.batch, self.channels, self.rows, self.cols),
+        }
     }
 }
 
@@ -99,6 +103,9 @@ pub(super) struct Split {
     pub batch: u32,
     pub channels: u32,
     pub rows: u32,
+    /// Splits of the output columns (the weight gradient: of the field's columns, a part of
+    /// its reduction; 1 for pools).
+    pub cols: u32,
     /// Splits of the reduction (`Forward`, `InputGrad`: channels; `WeightGrad`: field rows;
     /// 1 for pools).
     pub red: u32,
@@ -108,7 +115,7 @@ impl Split {
     /// True when partial results of several blocks are summed into each output block.
     pub fn reduces(&self, kind: Kind) -> bool {
         match kind {
-            Kind::Conv(WindowPass::WeightGrad) => self.batch > 1 || self.red > 1,
+            Kind::Conv(WindowPass::WeightGrad) => self.batch > 1 || self.red > 1 || self.cols > 1,
             Kind::Conv(_) => self.red > 1,
             Kind::Pool { .. } => false,
         }
@@ -128,6 +135,16 @@ pub(super) fn extents(kind: Kind, g: &WindowGeometry) -> (u32, u32, u32) {
         Kind::Conv(WindowPass::WeightGrad) => (g.n, g.o_per_group(), g.c_per_group()),
         Kind::Pool { grad: false } => (g.n, g.c, g.oh),
         Kind::Pool { grad: true } => (g.n, g.c, g.h),
+    }
+}
+
+/// The columns a split may divide: the output's (the weight gradient: the field's); 0 for
+/// pools, whose blocks hold whole rows.
+pub(super) fn col_extent(kind: Kind, g: &WindowGeometry) -> u32 {
+    match kind {
+        Kind::Conv(WindowPass::Forward | WindowPass::WeightGrad) => g.ow,
+        Kind::Conv(WindowPass::InputGrad) => g.w,
+        Kind::Pool { .. } => 0,
     }
 }
 
@@ -170,39 +187,56 @@ fn ranges(d: u32, n: u32, gran: u32) -> Vec<(u32, u32)> {
         .collect()
 }
 
-/// The blocks of a split, in block order (group, batch, channels, rows, reduction).
+/// The blocks of a split, in block order (group, batch, channels, rows, columns,
+/// reduction).
 pub(super) fn blocks(
     groups: u32,
     (kind, gr): (Kind, Groups),
+    g: &WindowGeometry,
     e: (u32, u32, u32),
-    red: u32,
     s: Split,
 ) -> Vec<Block> {
     let (gc, gro, gred) = gr.granularity(kind);
+    let red = reduction_extent(kind, g);
+    let cols = match col_extent(kind, g) {
+        0 => vec![(0, pool_width(kind, g))],
+        w => ranges(w, s.cols, 1),
+    };
+    let parts = if red == 0 {
+        vec![(0, 0)]
+    } else {
+        ranges(red, s.red, gred)
+    };
     let mut out = Vec::new();
     for group in 0..groups {
         for &batch in &ranges(e.0, s.batch, 1) {
             for &channels in &ranges(e.1, s.channels, gc) {
                 for &rows in &ranges(e.2, s.rows, gro) {
-                    let parts = if red == 0 {
-                        vec![(0, 0)]
-                    } else {
-                        ranges(red, s.red, gred)
-                    };
-                    for red in parts {
-                        out.push(Block {
-                            group,
-                            batch,
-                            channels,
-                            rows,
-                            red,
-                        });
+                    for &cols in &cols {
+                        for &red in &parts {
+                            out.push(Block {
+                                group,
+                                batch,
+                                channels,
+                                rows,
+                                cols,
+                                red,
+                            });
+                        }
                     }
                 }
             }
         }
     }
     out
+}
+
+/// The output width of a pool (its blocks hold whole rows).
+fn pool_width(kind: Kind, g: &WindowGeometry) -> u32 {
+    match kind {
+        Kind::Pool { grad: true } => g.w,
+        _ => g.ow,
+    }
 }
 
 /// The input rows `[lo, hi)` output rows `rows` read (forward windows), at least one row.
@@ -212,6 +246,25 @@ pub(super) fn input_rows(g: &WindowGeometry, rows: (u32, u32)) -> (u32, u32) {
         .saturating_sub(g.padding[0])
         .min(g.h);
     clamp_rows(lo, hi, g.h)
+}
+
+/// The input columns `[lo, hi)` output columns `cols` read, at least one column.
+fn input_cols(g: &WindowGeometry, cols: (u32, u32)) -> (u32, u32) {
+    let lo = (cols.0 * g.stride[1]).saturating_sub(g.padding[1]);
+    let hi = ((cols.1.saturating_sub(1)) * g.stride[1] + (g.kw - 1) * g.dilation[1] + 1)
+        .saturating_sub(g.padding[1])
+        .min(g.w);
+    clamp_rows(lo, hi, g.w)
+}
+
+/// The output columns `[lo, hi)` whose windows reach input columns `cols`.
+fn output_cols_of(g: &WindowGeometry, cols: (u32, u32)) -> (u32, u32) {
+    let reach = (g.kw - 1) * g.dilation[1];
+    let lo = (cols.0 + g.padding[1])
+        .saturating_sub(reach)
+        .div_ceil(g.stride[1]);
+    let hi = ((cols.1.saturating_sub(1) + g.padding[1]) / g.stride[1] + 1).min(g.ow);
+    clamp_rows(lo.min(hi), hi, g.ow)
 }
 
 /// The output rows `[lo, hi)` whose windows reach input rows `rows`.
@@ -247,6 +300,8 @@ pub(super) fn block_params(
         out_rows: b.rows,
         in_rows: (0, 0),
         aux_rows: (0, 0),
+        out_cols: b.cols,
+        in_cols: (0, g.w),
         units: (0, 0),
         input_channels: amp,
         in_group: gr.x,
@@ -256,6 +311,7 @@ pub(super) fn block_params(
     match kind {
         Kind::Conv(WindowPass::Forward) => {
             p.in_rows = input_rows(g, b.rows);
+            p.in_cols = input_cols(g, b.cols);
             p.in_channels = b.red;
         }
         Kind::Pool { grad: false } => {
@@ -263,12 +319,14 @@ pub(super) fn block_params(
         }
         Kind::Conv(WindowPass::InputGrad) => {
             p.in_rows = output_rows_of(g, b.rows);
+            p.in_cols = output_cols_of(g, b.cols);
             p.in_channels = b.red;
         }
         Kind::Conv(WindowPass::WeightGrad) => {
             p.in_channels = b.rows;
             p.out_rows = b.red;
             p.in_rows = input_rows(g, b.red);
+            p.in_cols = input_cols(g, b.cols);
             p.aux_group = gr.aux;
             p.out_group = 1;
         }
@@ -298,28 +356,38 @@ fn coalesce(ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     out
 }
 
-/// Rows `rows` of the planes `(n, channel)` for `n` in `batch`, `channel` in `channels`
-/// (absolute channel indices, on whole groups of `group`) of a feature map with `chans`
-/// channels, `h` rows and `w` columns held grouped by `group`: one run of
-/// `rows × w × group` elements per batch element and channel group.
-fn plane_rows(
-    batch: (u32, u32),
-    channels: (u32, u32),
-    rows: (u32, u32),
+/// Rows `rows` and columns `cols` of the planes `(n, channel)` for `n` in `batch`,
+/// `channel` in `channels` (absolute channel indices, on whole groups of `group`) of a
+/// feature map with `chans` channels, `h` rows and `w` columns held grouped by `group`: one
+/// run of `rows × w × group` elements per batch element and channel group when the columns
+/// are all of them, else one run of `cols × group` per row.
+fn plane_rect(
+    (batch, channels): ((u32, u32), (u32, u32)),
+    (rows, cols): ((u32, u32), (u32, u32)),
     (chans, h, w): (u32, u32, u32),
     group: u32,
 ) -> Ranges {
     let g = u64::from(group.max(1));
-    let (h, w) = (u64::from(h), u64::from(w));
+    let (h64, w64) = (u64::from(h), u64::from(w));
     let groups = u64::from(chans) / g;
+    let whole = cols.0 == 0 && cols.1 >= w;
     let mut out = Vec::new();
     for n in batch.0..batch.1 {
         for cg in u64::from(channels.0) / g..u64::from(channels.1).div_ceil(g) {
-            let plane = (u64::from(n) * groups + cg) * h;
-            out.push((
-                (plane + u64::from(rows.0)) * w * g,
-                u64::from(span(rows)) * w * g,
-            ));
+            let plane = (u64::from(n) * groups + cg) * h64;
+            if whole {
+                out.push((
+                    (plane + u64::from(rows.0)) * w64 * g,
+                    u64::from(span(rows)) * w64 * g,
+                ));
+                continue;
+            }
+            for r in rows.0..rows.1 {
+                out.push((
+                    ((plane + u64::from(r)) * w64 + u64::from(cols.0)) * g,
+                    u64::from(span(cols)) * g,
+                ));
+            }
         }
     }
     coalesce(out)
@@ -346,29 +414,33 @@ fn weight_block(g: &WindowGeometry, outs: (u32, u32), ins: (u32, u32)) -> Ranges
 pub(super) fn output_ranges(kind: Kind, g: &WindowGeometry, b: &Block, gr: Groups) -> Ranges {
     let (o0, c0) = (b.group * g.o_per_group(), b.group * g.c_per_group());
     match kind {
-        Kind::Conv(WindowPass::Forward) => plane_rows(
-            b.batch,
-            (o0 + b.channels.0, o0 + b.channels.1),
-            b.rows,
+        Kind::Conv(WindowPass::Forward) => plane_rect(
+            (b.batch, (o0 + b.channels.0, o0 + b.channels.1)),
+            (b.rows, b.cols),
             (g.o, g.oh, g.ow),
             gr.out,
         ),
-        Kind::Conv(WindowPass::InputGrad) => plane_rows(
-            b.batch,
-            (c0 + b.channels.0, c0 + b.channels.1),
-            b.rows,
+        Kind::Conv(WindowPass::InputGrad) => plane_rect(
+            (b.batch, (c0 + b.channels.0, c0 + b.channels.1)),
+            (b.rows, b.cols),
             (g.c, g.h, g.w),
             gr.out,
         ),
         Kind::Conv(WindowPass::WeightGrad) => {
             weight_block(g, (o0 + b.channels.0, o0 + b.channels.1), b.rows)
         }
-        Kind::Pool { grad: false } => {
-            plane_rows(b.batch, b.channels, b.rows, (g.c, g.oh, g.ow), gr.out)
-        }
-        Kind::Pool { grad: true } => {
-            plane_rows(b.batch, b.channels, b.rows, (g.c, g.h, g.w), gr.out)
-        }
+        Kind::Pool { grad: false } => plane_rect(
+            (b.batch, b.channels),
+            (b.rows, b.cols),
+            (g.c, g.oh, g.ow),
+            gr.out,
+        ),
+        Kind::Pool { grad: true } => plane_rect(
+            (b.batch, b.channels),
+            (b.rows, b.cols),
+            (g.c, g.h, g.w),
+            gr.out,
+        ),
     }
 }
 
@@ -383,10 +455,9 @@ pub(super) fn operand_ranges(
     let (o0, c0) = (b.group * g.o_per_group(), b.group * g.c_per_group());
     match kind {
         Kind::Conv(WindowPass::Forward) => {
-            let x = plane_rows(
-                b.batch,
-                (c0 + b.red.0, c0 + b.red.1),
-                p.in_rows,
+            let x = plane_rect(
+                (b.batch, (c0 + b.red.0, c0 + b.red.1)),
+                (p.in_rows, p.in_cols),
                 (g.c, g.h, g.w),
                 gr.x,
             );
@@ -394,10 +465,9 @@ pub(super) fn operand_ranges(
             (x, w)
         }
         Kind::Conv(WindowPass::InputGrad) => {
-            let dy = plane_rows(
-                b.batch,
-                (o0 + b.red.0, o0 + b.red.1),
-                p.in_rows,
+            let dy = plane_rect(
+                (b.batch, (o0 + b.red.0, o0 + b.red.1)),
+                (p.in_rows, p.in_cols),
                 (g.o, g.oh, g.ow),
                 gr.x,
             );
@@ -405,26 +475,34 @@ pub(super) fn operand_ranges(
             (dy, w)
         }
         Kind::Conv(WindowPass::WeightGrad) => {
-            let x = plane_rows(
-                b.batch,
-                (c0 + b.rows.0, c0 + b.rows.1),
-                p.in_rows,
+            let x = plane_rect(
+                (b.batch, (c0 + b.rows.0, c0 + b.rows.1)),
+                (p.in_rows, p.in_cols),
                 (g.c, g.h, g.w),
                 gr.x,
             );
-            let dy = plane_rows(
-                b.batch,
-                (o0 + b.channels.0, o0 + b.channels.1),
-                p.out_rows,
+            let dy = plane_rect(
+                (b.batch, (o0 + b.channels.0, o0 + b.channels.1)),
+                (p.out_rows, p.out_cols),
                 (g.o, g.oh, g.ow),
                 gr.aux,
             );
             (x, dy)
         }
         Kind::Pool { grad } => {
-            let x = plane_rows(b.batch, b.channels, p.in_rows, (g.c, g.h, g.w), gr.x);
+            let x = plane_rect(
+                (b.batch, b.channels),
+                (p.in_rows, (0, g.w)),
+                (g.c, g.h, g.w),
+                gr.x,
+            );
             let dy = if grad {
-                plane_rows(b.batch, b.channels, p.aux_rows, (g.c, g.oh, g.ow), gr.aux)
+                plane_rect(
+                    (b.batch, b.channels),
+                    (p.aux_rows, (0, g.ow)),
+                    (g.c, g.oh, g.ow),
+                    gr.aux,
+                )
             } else {
                 Vec::new()
             };
@@ -439,17 +517,6 @@ pub(super) fn operand_ranges(
 /// planner has no per-region term: its channel-grouped layouts keep regions large, as ours
 /// do when a feature map's channels are grouped).
 const REGION_CYCLES: u64 = 2;
-
-/// Exchange regions of `n` batch elements × `c` channels of a feature map grouped by `g`:
-/// one per batch element and channel group when the planes are cut into rows, else one per
-/// batch element, else one.
-fn plane_regions(n: u64, c: u64, g: u32, whole_rows: bool, all_channels: bool) -> u64 {
-    match (whole_rows, all_channels) {
-        (false, _) => n * c.div_ceil(u64::from(g.max(1))),
-        (true, false) => n,
-        (true, true) => 1,
-    }
-}
 
 /// What the planner plans: the pass, its codelet (for the estimate), the geometry, the
 /// channel groups, the dtypes and the extents.
@@ -487,15 +554,27 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
                 } else {
                     candidates(red_extent, gred)
                 };
-                for sred in reds {
-                    let used = u64::from(sb) * u64::from(sc) * u64::from(sr) * u64::from(sred);
+                // Columns are split only once every block is one row (our pruning of the
+                // search: whole rows are fewer exchange regions).
+                let one_row = e.2.div_ceil(sr.max(1)) <= 1;
+                let cols = match col_extent(kind, g) {
+                    c if c > 1 && one_row => candidates(c, 1),
+                    _ => vec![1],
+                };
+                for (sred, scol) in reds.iter().flat_map(|&r| cols.iter().map(move |&c| (r, c))) {
+                    let used = u64::from(sb)
+                        * u64::from(sc)
+                        * u64::from(sr)
+                        * u64::from(sred)
+                        * u64::from(scol);
                     if used > u64::from(tiles) {
-                        break;
+                        continue;
                     }
                     let split = Split {
                         batch: sb,
                         channels: sc,
                         rows: sr,
+                        cols: scol,
                         red: sred,
                     };
                     let (cycles, bytes) = cost(lw.target(), pr, split);
@@ -521,6 +600,7 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
             batch: 1,
             channels: 1,
             rows: 1,
+            cols: 1,
             red: 1,
         },
         |b| b.3,
@@ -528,141 +608,91 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
 }
 
 /// The planner's cost of a split: its cycles (the registry's estimate of the first,
-/// largest block's vertex group plus the proxy's exchange, region and reduction terms) and
-/// the first block's operand and output bytes.
+/// largest block's vertex group, plus the proxy's exchange of its operand bytes, the
+/// exchange regions its operands and output are cut into, and for a split reduction the
+/// partials' exchange and sum) and the first block's operand and output bytes.
 fn cost(target: &crate::target::Target, pr: &Problem, s: Split) -> (u64, u64) {
-    let (kind, g, e, gr) = (pr.kind, pr.geometry, pr.extents, pr.groups);
+    let (kind, g, gr) = (pr.kind, pr.geometry, pr.groups);
     let es = pr.input.size_bytes() as u64;
     let ps = pr.partials.size_bytes() as u64;
     let xbw = u64::from(target.exchange_bytes_per_cycle.max(1));
-    let kernel = u64::from(g.kh) * u64::from(g.kw);
-    let one_group = g.groups <= 1 || matches!(kind, Kind::Pool { .. });
     let (gc, gro, gred) = gr.granularity(kind);
-    let first =
-        |d: u32, n: u32, gran: u32| -> u32 { ranges(d, n, gran).first().map_or(0, |r| span(*r)) };
-    let (nb, cb, rb) = (
-        u64::from(first(e.0, s.batch, 1)),
-        u64::from(first(e.1, s.channels, gc)),
-        u64::from(first(e.2, s.rows, gro)),
-    );
-    let red_extent = reduction_extent(kind, g);
-    let red = u64::from(first(red_extent, s.red.max(1), gred));
-    let rows = (rb as u32).min(e.2);
-    // The summation of split partials: they cross the exchange and are summed (our proxy).
-    let sum = |elems: u64, parts: u64| -> u64 {
-        if parts > 1 {
-            let per = elems.div_ceil(parts);
-            per * parts * ps / xbw + per * parts / 2 + 100
-        } else {
-            0
-        }
+    let first_range = |d: u32, n: u32, gran: u32| -> (u32, u32) {
+        ranges(d, n, gran).first().copied().unwrap_or((0, 0))
     };
-    let whole_batch = nb == u64::from(e.0);
-    let (bytes, cycles, regions) = match kind {
-        Kind::Conv(pass @ (WindowPass::Forward | WindowPass::InputGrad)) => {
-            let (width, in_w, in_h, in_all, out_all) = match pass {
-                WindowPass::Forward => (g.ow, g.w, g.h, g.c, g.o),
-                _ => (g.w, g.ow, g.oh, g.o, g.c),
-            };
-            let in_rows = u64::from(span(input_rows(g, (0, rows))));
-            let x = nb * red * in_rows * u64::from(in_w) * es;
-            let w = cb * red * kernel * es;
-            let elems = nb * cb * rb * u64::from(width);
-            let out = elems * if s.red > 1 { ps } else { es };
-            let all_red = one_group && red == u64::from(in_all);
-            let all_out = one_group && cb == u64::from(out_all);
-            let regions = plane_regions(
-                nb,
-                red,
-                gr.x,
-                in_rows >= u64::from(in_h),
-                all_red && whole_batch,
-            ) + if red == u64::from(red_extent) { 1 } else { cb }
-                + plane_regions(nb, cb, gr.out, rows >= e.2, all_out && whole_batch)
-                + if s.red > 1 { u64::from(s.red) } else { 0 };
-            (
-                x + w + out,
-                (x + w) / xbw + sum(elems, u64::from(s.red)),
-                regions,
-            )
-        }
-        Kind::Conv(WindowPass::WeightGrad) => {
-            let field_rows = red.min(u64::from(g.oh));
-            let in_rows = u64::from(span(input_rows(g, (0, field_rows as u32))));
-            let x = rb * nb * in_rows * u64::from(g.w) * es;
-            let dy = cb * nb * field_rows * u64::from(g.ow) * es;
-            let out = cb * rb * kernel * 4;
-            let whole_field = field_rows == u64::from(g.oh);
-            let parts = u64::from(s.batch) * u64::from(s.red.max(1));
-            let regions = plane_regions(
-                nb,
-                rb,
-                gr.x,
-                whole_field,
-                one_group && rb == u64::from(g.c) && whole_batch,
-            ) + plane_regions(
-                nb,
-                cb,
-                gr.aux,
-                whole_field,
-                one_group && cb == u64::from(g.o) && whole_batch,
-            ) + if rb == u64::from(e.2) { 1 } else { cb }
-                + if parts > 1 { parts } else { 0 };
-            (
-                x + dy + out * 2,
-                (x + dy) / xbw + sum(cb * rb * kernel, parts),
-                regions,
-            )
-        }
-        Kind::Pool { grad } => {
-            let in_rows = u64::from(span(input_rows(g, (0, rows)))) + rb;
-            let x = nb * cb * in_rows * u64::from(g.w) * es;
-            let out = nb * cb * rb * u64::from(if grad { g.w } else { g.ow }) * es;
-            let all = cb == u64::from(e.1) && whole_batch;
-            let regions = plane_regions(nb, cb, gr.x, in_rows >= u64::from(g.h), all)
-                * (1 + u64::from(grad))
-                + plane_regions(nb, cb, gr.out, rows >= e.2, all);
-            (x + 2 * out, x / xbw, regions)
-        }
+    let e = pr.extents;
+    let cols = match col_extent(kind, g) {
+        0 => (0, pool_width(kind, g)),
+        w => first_range(w, s.cols, 1),
     };
     let first = Block {
         group: 0,
-        batch: (0, nb as u32),
-        channels: (0, cb as u32),
-        rows: (0, rb as u32),
-        red: (0, red as u32),
+        batch: first_range(e.0, s.batch, 1),
+        channels: first_range(e.1, s.channels, gc),
+        rows: first_range(e.2, s.rows, gro),
+        cols,
+        red: first_range(reduction_extent(kind, g), s.red.max(1), gred),
     };
     let amp = target.amp(pr.input, pr.partials);
     let mut params = block_params(kind, g, &first, amp.input_channels, gr);
     params.units = match kind {
-        Kind::Conv(WindowPass::WeightGrad) => (0, cb as u32),
-        _ => (0, (nb * cb) as u32),
+        Kind::Conv(WindowPass::WeightGrad) => (0, span(first.channels)),
+        _ => (0, span(first.batch) * span(first.channels)),
+    };
+    let lens = params.operand_lens(pr.codelet).unwrap_or_default();
+    let reduce = s.reduces(kind);
+    let input_bytes: u64 = lens.iter().rev().skip(1).map(|&l| l * es).sum();
+    let out_elems = lens.last().copied().unwrap_or(0);
+    let out_bytes = out_elems * if reduce { ps } else { es };
+    // The exchange regions of the block: its operands' runs and its output's.
+    let (ra, rb) = operand_ranges(kind, g, &first, &params, gr);
+    let regions = (ra.len() + rb.len() + output_ranges(kind, g, &first, gr).len()) as u64;
+    // The summation of split partials: they cross the exchange and are summed (our proxy).
+    let parts = match kind {
+        Kind::Conv(WindowPass::WeightGrad) => {
+            u64::from(s.batch) * u64::from(s.red.max(1)) * u64::from(s.cols.max(1))
+        }
+        Kind::Conv(_) => u64::from(s.red.max(1)),
+        Kind::Pool { .. } => 1,
+    };
+    let sum = if parts > 1 {
+        let per = out_elems.div_ceil(parts);
+        per * parts * ps / xbw + per * parts / 2 + 100 + parts * REGION_CYCLES
+    } else {
+        0
     };
     let vertex = window_group_cycles(target, pr.codelet, &params);
     let cycles = vertex
-        .saturating_add(cycles)
+        .saturating_add(input_bytes / xbw)
+        .saturating_add(sum)
         .saturating_add(regions.saturating_mul(REGION_CYCLES));
-    (cycles, bytes)
+    (cycles, input_bytes + out_bytes * (1 + u64::from(reduce)))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::lower::ops::window::plan::{candidates, plane_rect, ranges};
 
     #[test]
-    fn plane_rows_of_a_grouped_map_are_one_run_per_channel_group() {
+    fn plane_rects_of_a_grouped_map_are_one_run_per_channel_group_and_row() {
         // 2 channel groups of 16 (channels 16..48 of 64), rows 2..4 of 8, width 5.
-        let r = plane_rows((0, 1), (16, 48), (2, 4), (64, 8, 5), 16);
+        let r = plane_rect(((0, 1), (16, 48)), ((2, 4), (0, 5)), (64, 8, 5), 16);
         assert_eq!(r.len(), 2);
         assert_eq!(r[0], ((8 + 2) * 5 * 16, 2 * 5 * 16));
         assert_eq!(r[1], ((2 * 8 + 2) * 5 * 16, 2 * 5 * 16));
         // Ungrouped: one run per channel.
         assert_eq!(
-            plane_rows((0, 1), (16, 48), (2, 4), (64, 8, 5), 1).len(),
+            plane_rect(((0, 1), (16, 48)), ((2, 4), (0, 5)), (64, 8, 5), 1).len(),
             32
         );
         // Whole planes of consecutive groups merge.
-        assert_eq!(plane_rows((0, 1), (0, 32), (0, 8), (64, 8, 5), 16).len(), 1);
+        assert_eq!(
+            plane_rect(((0, 1), (0, 32)), ((0, 8), (0, 5)), (64, 8, 5), 16).len(),
+            1
+        );
+        // A range of columns: one run per row and channel group.
+        let r = plane_rect(((0, 1), (0, 16)), ((1, 3), (2, 4)), (64, 8, 5), 16);
+        assert_eq!(r, vec![((5 + 2) * 16, 2 * 16), ((2 * 5 + 2) * 16, 2 * 16)]);
     }
 
     #[test]
