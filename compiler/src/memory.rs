@@ -33,8 +33,9 @@ const EXCHANGE_CODE_BYTES: u64 = 8;
 /// Vertex state of one tile's vertex group. A codelet whose PopLibs vertex is one per tile
 /// ([`crate::codelets::Codelet::is_multi_vertex`]) holds one vertex's state plus, for every
 /// further operand region, a pointer and a length per operand (a 2D vertex's region list);
-/// a worker's vertex whose operands continue the previous one's (the next elements, or the
-/// same shared operand) is the same region, split among the workers by the vertex itself.
+/// a worker's vertex whose operands continue the previous one's (the next elements, the
+/// same shared operand, or an overlapping or adjacent part of it, as workers read a staged
+/// broadcast input) is the same region, split among the workers by the vertex itself.
 /// Other codelets hold the state of each vertex.
 fn group_state_bytes(tensors: &[Tensor], g: &crate::executable::VertexGroup) -> u64 {
     let each = |v: &crate::executable::Vertex| vertex_state_bytes(v.operands.len(), &v.params);
@@ -45,9 +46,10 @@ fn group_state_bytes(tensors: &[Tensor], g: &crate::executable::VertexGroup) -> 
         let es = tensors
             .get(op.tensor.0 as usize)
             .map_or(0, |t| t.dtype.size_bytes() as u64);
+        let prev_end = u64::from(prev.offset) + u64::from(prev.len) * es;
         op.tensor == prev.tensor
-            && ((op.offset == prev.offset && op.len == prev.len)
-                || u64::from(op.offset) == u64::from(prev.offset) + u64::from(prev.len) * es)
+            && u64::from(op.offset) >= u64::from(prev.offset)
+            && u64::from(op.offset) <= prev_end
     };
     let mut bytes = g.vertices.iter().map(each).max().map_or(0, u64::from);
     for w in g.vertices.windows(2) {

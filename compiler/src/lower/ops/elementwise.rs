@@ -195,14 +195,24 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             .map(|iv| (iv.begin, iv.end - iv.begin))
             .collect();
         let n_t: u64 = ranges.iter().map(|r| r.1).sum();
-        // A tile holding several equal rows of a row-broadcast (a matmul output split by
-        // columns) reads each broadcast input through one block pattern: no vertex splits.
-        let block = if needs_positions && !is_onehot && ranges.len() > 1 {
-            block_pattern(&reads, &ranges)
-        } else {
-            None
-        };
-        let row_len = ranges.first().map_or(0, |r| r.1);
+        // A tile whose intervals each read a broadcast input through one box of its pattern,
+        // the boxes' origins stepping regularly (a matmul output split by columns; a grouped
+        // feature map's channel groups and batch elements), reads it through one pattern
+        // over the tile's positions: no vertex splits at its intervals.
+        let block: Option<Vec<Option<LocalPattern>>> =
+            if needs_positions && !is_onehot && ranges.len() > 1 {
+                reads
+                    .iter()
+                    .map(|r| match r {
+                        Read::Aligned => Some(None),
+                        Read::Broadcast { dims, strides } => {
+                            tile_pattern(dims, strides, &ranges).map(Some)
+                        }
+                    })
+                    .collect()
+            } else {
+                None
+            };
         // Tile-level operands and, for broadcast inputs, the staged input range.
         let mut tile_ops: Vec<(Operand, u64)> = Vec::with_capacity(reads.len());
         for (k, read) in reads.iter().enumerate() {
@@ -212,10 +222,10 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                     tile_ops.push((op, 0));
                 }
                 Read::Broadcast { dims, strides } => {
-                    let (lo, hi) = match &block {
-                        Some(bp) => {
-                            let (f, st) = bp[k];
-                            (f, f + st * (row_len - 1))
+                    let (lo, hi) = match block.as_ref().and_then(|b| b[k].as_ref()) {
+                        Some(lp) => {
+                            let (a, b) = pattern_range(&lp.dims, &lp.strides, 0, n_t);
+                            (lp.origin + a, lp.origin + b)
                         }
                         None => ranges
                             .iter()
@@ -264,15 +274,11 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                     }
                     Read::Broadcast { dims, strides } => {
                         // The pattern, where it is evaluated, and the input index of bidx 0.
-                        let (dims, strides, start, origin) = match &block {
-                            Some(bp) => (
-                                vec![ranges.len() as u64, row_len],
-                                vec![0, bp[k].1],
-                                p0,
-                                bp[k].0,
-                            ),
-                            None => (dims.clone(), strides.clone(), out_begin.unwrap_or(0), 0),
-                        };
+                        let (dims, strides, start, origin) =
+                            match block.as_ref().and_then(|b| b[k].as_ref()) {
+                                Some(lp) => (lp.dims.clone(), lp.strides.clone(), p0, lp.origin),
+                                None => (dims.clone(), strides.clone(), out_begin.unwrap_or(0), 0),
+                            };
                         let (vlo, vhi) = pattern_range(&dims, &strides, start, start + len);
                         operands.push(Operand {
                             tensor: op.tensor,
@@ -381,38 +387,90 @@ fn read_in(dims_strides: &[(u64, u64)]) -> Read {
     Read::Broadcast { dims, strides: st }
 }
 
-/// For a tile whose intervals all have one length and lie within one innermost row of every
-/// broadcast input's pattern, `(input index of the row's first element, innermost stride)`
-/// per input (unused for aligned inputs), when equal for every interval.
-fn block_pattern(reads: &[Read], ranges: &[(u64, u64)]) -> Option<Vec<(u64, u64)>> {
-    let len = ranges[0].1;
-    if ranges.iter().any(|r| r.1 != len) || len == 0 {
+/// A broadcast input's pattern over a tile's own element positions (its slice's intervals
+/// one after the other): output position `p` of the tile reads input index
+/// `origin + Σ coord_d(p) · strides[d]`, `coord` in `dims`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct LocalPattern {
+    dims: Vec<u64>,
+    strides: Vec<u64>,
+    origin: u64,
+}
+
+/// The pattern of the global broadcast `(dims, strides)` over the interval `[b, b + l)`
+/// when the interval is a box of it: whole inner dimensions under a run of one dimension.
+fn interval_pattern(dims: &[u64], strides: &[u64], b: u64, l: u64) -> Option<LocalPattern> {
+    let n = dims.len();
+    let mut coords = vec![0u64; n];
+    let mut rem = b;
+    for d in (0..n).rev() {
+        let size = dims[d].max(1);
+        coords[d] = rem % size;
+        rem /= size;
+    }
+    let origin: u64 = coords.iter().zip(strides).map(|(c, s)| c * s).sum();
+    let mut inner = 1u64;
+    for k in (0..n).rev() {
+        let aligned = coords[k + 1..].iter().all(|&c| c == 0);
+        if aligned && inner > 0 && l.is_multiple_of(inner) && coords[k] + l / inner <= dims[k] {
+            let mut d = vec![l / inner];
+            let mut s = vec![strides[k]];
+            d.extend_from_slice(&dims[k + 1..]);
+            s.extend_from_slice(&strides[k + 1..]);
+            return Some(LocalPattern {
+                dims: d,
+                strides: s,
+                origin,
+            });
+        }
+        inner *= dims[k].max(1);
+    }
+    None
+}
+
+/// The pattern of the global broadcast `(dims, strides)` over a tile's positions, when its
+/// intervals (`ranges`, in slice order) all have one box pattern whose origins step
+/// regularly (one or two levels: `origin_i = o_0 + (i mod P)·s1 + (i div P)·s2`): one
+/// vertex per worker then reads the tile's whole slice, as PopLibs' 2-D broadcast vertices
+/// (`BroadcastVectorInner2D`) read many regions.
+fn tile_pattern(dims: &[u64], strides: &[u64], ranges: &[(u64, u64)]) -> Option<LocalPattern> {
+    let first = interval_pattern(dims, strides, ranges.first()?.0, ranges.first()?.1)?;
+    let mut origins = Vec::with_capacity(ranges.len());
+    for &(b, l) in ranges {
+        let p = interval_pattern(dims, strides, b, l)?;
+        if p.dims != first.dims || p.strides != first.strides {
+            return None;
+        }
+        origins.push(p.origin);
+    }
+    let k = origins.len();
+    if k == 1 {
+        return Some(first);
+    }
+    let step = |i: usize| origins[i].checked_sub(origins[i - 1]);
+    let s1 = step(1)?;
+    let period = (1..k).find(|&i| step(i) != Some(s1)).unwrap_or(k);
+    let s2 = if period < k {
+        origins[period].checked_sub(origins[0])?
+    } else {
+        0
+    };
+    if !k.is_multiple_of(period) {
         return None;
     }
-    let mut out = Vec::with_capacity(reads.len());
-    for read in reads {
-        match read {
-            Read::Aligned => out.push((0, 0)),
-            Read::Broadcast { dims, strides } => {
-                let inner = *dims.last()?;
-                let st = *strides.last()?;
-                let acc = BroadcastAccess {
-                    dims: dims.clone(),
-                    strides: strides.clone(),
-                    start: 0,
-                    base: 0,
-                };
-                let first = acc.index(ranges[0].0);
-                for &(b, l) in ranges {
-                    if b % inner + l > inner || acc.index(b) != first {
-                        return None;
-                    }
-                }
-                out.push((first, st));
-            }
-        }
+    let fits = (0..k)
+        .all(|i| origins[i] == origins[0] + (i % period) as u64 * s1 + (i / period) as u64 * s2);
+    if !fits {
+        return None;
     }
-    Some(out)
+    let (mut d, mut s) = (vec![(k / period) as u64, period as u64], vec![s2, s1]);
+    d.extend_from_slice(&first.dims);
+    s.extend_from_slice(&first.strides);
+    Some(LocalPattern {
+        dims: d,
+        strides: s,
+        origin: origins[0],
+    })
 }
 
 /// The mapping of an existing tensor.
@@ -547,6 +605,48 @@ mod tests {
             read_of(&Shape::new([1, 6]), &Shape::new([6])),
             Read::Aligned
         ));
+    }
+
+    /// The input index a tile position reads through `lp`.
+    fn local_index(lp: &LocalPattern, p: u64) -> u64 {
+        let acc = BroadcastAccess {
+            dims: lp.dims.clone(),
+            strides: lp.strides.clone(),
+            start: 0,
+            base: 0,
+        };
+        lp.origin + acc.index(p)
+    }
+
+    #[test]
+    fn a_tile_of_channel_groups_reads_per_channel_inputs_through_one_pattern() {
+        // mean [1, 32, 1, 1] over [2, 32, 3, 3] grouped by 8: storage [2, 4, 3, 3, 8].
+        let (dims, strides) = match read_in(&storage_strides(&[1, 32, 1, 1], &[2, 32, 3, 3], 8)) {
+            Read::Broadcast { dims, strides } => (dims, strides),
+            Read::Aligned => panic!("expected broadcast"),
+        };
+        let acc = BroadcastAccess {
+            dims: dims.clone(),
+            strides: strides.clone(),
+            start: 0,
+            base: 0,
+        };
+        // A tile holding rows 1..3 of channel groups 1 and 2 of both batch elements.
+        let plane = 9 * 8;
+        let ranges: Vec<(u64, u64)> = [(0u64, 1u64), (0, 2), (1, 1), (1, 2)]
+            .iter()
+            .map(|&(n, cg)| ((n * 4 + cg) * plane + 3 * 8, 6 * 8))
+            .collect();
+        let lp = tile_pattern(&dims, &strides, &ranges).expect("one pattern");
+        let mut p = 0;
+        for &(b, l) in &ranges {
+            for o in 0..l {
+                assert_eq!(local_index(&lp, p), acc.index(b + o), "position {p}");
+                p += 1;
+            }
+        }
+        // Intervals whose boxes differ have no common pattern.
+        assert!(tile_pattern(&dims, &strides, &[(0, 16), (plane, 8)]).is_none());
     }
 
     #[test]
