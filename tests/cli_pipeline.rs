@@ -179,14 +179,16 @@ fn bad_placements_name_the_option_and_the_value() {
     );
     let grouped = dir.join("grouped.ron");
     std::fs::write(&grouped, text.replace("Sequential", "Grouped")).unwrap();
+    let interleaved = dir.join("interleaved.ron");
+    std::fs::write(&interleaved, text.replace("Sequential", "Interleaved")).unwrap();
     fails(
         &ipusim(&[
             "compile",
-            grouped.to_str().unwrap(),
+            interleaved.to_str().unwrap(),
             "--gradient-accumulation",
             "5",
         ]),
-        "pipeline.schedule Grouped: overlapping stages are not modelled yet",
+        "pipeline.schedule Interleaved: overlapping stages are not modelled yet",
     );
     // Three stages keep 5 micro-batches in flight: a depth of 2 cannot fill the pipeline.
     fails(

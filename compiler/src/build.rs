@@ -47,6 +47,8 @@ pub struct BuildOptions {
     /// Replaces the program's pipeline split points (`--pipeline-splits`); stage `i` then runs
     /// on IPU `i` unless the program's `pipeline.ipus` has one entry per new stage.
     pub pipeline_splits: Option<Vec<String>>,
+    /// Replaces the program's pipeline schedule (`--pipeline-schedule`).
+    pub pipeline_schedule: Option<Schedule>,
     /// IPUs in the system (`--ipus`); default: as many as the stages' IPUs need.
     pub ipus: Option<u32>,
     /// Recompute forward activations in the backward pass (`--recompute`), besides the
@@ -73,6 +75,7 @@ impl Default for BuildOptions {
             available_memory_proportion: None,
             gradient_accumulation: None,
             pipeline_splits: None,
+            pipeline_schedule: None,
             ipus: None,
             recompute: false,
             eight_bit_io: false,
@@ -190,9 +193,13 @@ pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph
 }
 
 /// The pipeline to place: the program's, with `--pipeline-splits` replacing its split points
-/// (its stage IPUs still apply when they fit the new stages), and where it came from.
+/// (its stage IPUs still apply when they fit the new stages) and `--pipeline-schedule` its
+/// schedule, and where it came from.
 fn pipeline_spec(program: &Program, options: &BuildOptions) -> (PipelineSpec, Origin) {
-    let written = program.pipeline.clone().unwrap_or_default();
+    let mut written = program.pipeline.clone().unwrap_or_default();
+    if let Some(s) = options.pipeline_schedule {
+        written.schedule = s;
+    }
     match &options.pipeline_splits {
         Some(splits) => {
             let ipus = if written.ipus.len() == splits.len() + 1 {
@@ -211,8 +218,8 @@ fn pipeline_spec(program: &Program, options: &BuildOptions) -> (PipelineSpec, Or
     }
 }
 
-/// Several stages run `Sequential`ly: an overlapping schedule needs a pipeline deep enough
-/// for its stages, and is not modelled yet.
+/// An overlapping schedule needs a pipeline deep enough for its stages; `Grouped` is
+/// modelled (`lower::pipeline`), `Interleaved` not yet.
 fn check_schedule(
     step: &StepGraph,
     schedule: Schedule,
@@ -234,6 +241,9 @@ fn check_schedule(
             stages,
             needed,
         });
+    }
+    if schedule == Schedule::Grouped {
+        return Ok(());
     }
     Err(PlacementError::ScheduleNotModelled { schedule })
 }

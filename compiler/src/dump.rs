@@ -100,6 +100,28 @@ fn walk(exe: &Executable, p: &Program, depth: usize, s: &mut String) {
             let _ = writeln!(s, "{pad}Repeat x{count}");
             walk(exe, body, depth + 1, s);
         }
+        Program::Pipeline(pl) => {
+            let _ = writeln!(
+                s,
+                "{pad}Pipeline: {} micro-batches, {} ticks",
+                pl.micro_batches,
+                pl.ticks()
+            );
+            for seg in &pl.segments {
+                let _ = writeln!(
+                    s,
+                    "{pad}  Segment '{}' on IPU {} from tick {} ({} stash slots)",
+                    seg.name,
+                    seg.ipu,
+                    seg.offset,
+                    seg.save.len()
+                );
+                for x in seg.restore.iter().chain([&seg.body]).chain(&seg.save) {
+                    walk(exe, x, depth + 2, s);
+                }
+                walk(exe, &seg.send, depth + 2, s);
+            }
+        }
         Program::Execute(id) => {
             let cs = exe.compute_set(*id);
             let mut per: BTreeMap<String, usize> = BTreeMap::new();

@@ -15,6 +15,7 @@ pub mod build;
 pub mod dump;
 pub mod lower;
 pub mod memory;
+pub mod pipeline_report;
 pub mod program_tree;
 pub mod report;
 

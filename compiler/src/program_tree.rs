@@ -12,7 +12,9 @@ fn is_zero(v: &u64) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProgramNode {
     /// `Sequence`, `Repeat`, `Execute`, `Exchange`, `StreamCopy`, `Sync`, `IpuCopy`,
-    /// `CrossReplica` or `If`.
+    /// `CrossReplica`, `If`, `Pipeline` (its micro-batches in `count`, its segments as
+    /// children) or `Segment` (its stash pops, body, stash pushes and sends as children;
+    /// its IPU in `name`).
     pub kind: String,
     /// The compute set, exchange or stream run; the sync's scope; the collective.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -78,6 +80,25 @@ impl ProgramNode {
             } => ProgramNode {
                 children: vec![ProgramNode::of(exe, then), ProgramNode::of(exe, otherwise)],
                 ..node("If", String::new(), 0)
+            },
+            P::Pipeline(pl) => ProgramNode {
+                count: u64::from(pl.micro_batches),
+                children: pl
+                    .segments
+                    .iter()
+                    .map(|s| ProgramNode {
+                        children: s
+                            .restore
+                            .iter()
+                            .chain([&s.body])
+                            .chain(&s.save)
+                            .chain([&s.send])
+                            .map(|x| ProgramNode::of(exe, x))
+                            .collect(),
+                        ..node("Segment", format!("{} (IPU {})", s.name, s.ipu), 0)
+                    })
+                    .collect(),
+                ..node("Pipeline", String::new(), 0)
             },
         }
     }

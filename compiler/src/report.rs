@@ -168,6 +168,10 @@ pub struct CompileReport {
     /// sequences and repeats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program_tree: Option<ProgramNode>,
+    /// The pipeline of a pipelined schedule (absent otherwise): its segments, stashes, the
+    /// cycles of each tick, the ramp's share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<crate::pipeline_report::PipelineReport>,
     /// The execution trace of one run (PopVision's Execution Trace): present when asked
     /// for (`--html`, `--execution-trace`), from the static walk on `compile` and from the
     /// recorded run on `run`.
@@ -493,6 +497,7 @@ impl CompileReport {
             convolution_flops: 0,
             batch: BatchReport::of(exe),
             program_tree: Some(ProgramNode::of(exe, &exe.program)),
+            pipeline: crate::pipeline_report::PipelineReport::of(exe),
             execution: None,
         }
         .with_flop_total()
@@ -622,6 +627,9 @@ impl CompileReport {
                 group(r.execute_cycles),
                 group(r.exchange_cycles)
             );
+        }
+        if let Some(p) = &self.pipeline {
+            s += &p.text(group);
         }
         let _ = writeln!(s);
         let mut sets: Vec<&ComputeSetReport> = self.compute_sets.iter().collect();

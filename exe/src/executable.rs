@@ -425,6 +425,9 @@ pub enum Program {
     /// `op` of all replicas' `tensor` (in replica order). With one replica it leaves the
     /// tensor as it is. Not produced by the current lowering.
     CrossReplica { op: CollectiveOp, tensor: TensorId },
+    /// Micro-batches through the stages of a pipeline, the IPUs working on different
+    /// micro-batches at once ([`Pipeline`]).
+    Pipeline(Box<Pipeline>),
     /// Run `then` if the first element of `condition` (Bool, on one tile) is non-zero, else
     /// `otherwise`. Not produced by the current lowering (the IR has no control flow); the
     /// static estimate charges a sync plus the slower branch.
@@ -433,6 +436,134 @@ pub enum Program {
         then: Box<Program>,
         otherwise: Box<Program>,
     },
+}
+
+/// A pipeline ([`Program::Pipeline`]): PopTorch's pipelined execution (the TF-IPU training
+/// guide §6.5), where the stages of a model on different IPUs work on different
+/// micro-batches at once.
+///
+/// Micro-batch `m` (`0..micro_batches`) runs segment `s` in tick `s.offset + m`; there are
+/// `micro_batches + max offset` ticks ([`Pipeline::ticks`], [`Pipeline::tick`]). In a tick,
+/// every IPU runs its due segments at the same time as the other IPUs, each segment as
+/// `restore[m % restore.len()]` (the stash pop of micro-batch `m`, when it has a stash),
+/// `body`, `save[m % save.len()]` (its stash push); an IPU runs its segments in the order
+/// they are listed, and the tick's compute lasts as long as its busiest IPU. Then the
+/// `send`s (inter-IPU copies, each after an external sync) of the segments that ran, in the
+/// order listed: what one stage sends in a tick, the next stage reads in the next.
+///
+/// The pipeline's leaves, in program order, are each segment's restores, body, saves and
+/// send, segment by segment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pipeline {
+    /// Micro-batches (the gradient accumulation count).
+    pub micro_batches: u32,
+    /// The segments.
+    pub segments: Vec<Segment>,
+}
+
+/// One stage's forward or backward part on its IPU ([`Pipeline`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Segment {
+    /// Its name (`stage 0 forward`).
+    pub name: String,
+    /// The IPU it runs on.
+    pub ipu: u32,
+    /// The tick in which micro-batch 0 runs it.
+    pub offset: u32,
+    /// Stash pops, one per stash slot (empty: no stash).
+    pub restore: Vec<Program>,
+    /// The segment's work for one micro-batch.
+    pub body: Program,
+    /// Stash pushes, one per stash slot (empty: no stash).
+    pub save: Vec<Program>,
+    /// Its inter-IPU copies, run at the end of a tick in which it ran.
+    pub send: Program,
+}
+
+/// One part of a segment in a tick ([`Pipeline::tick`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentPart {
+    /// `restore[slot]` of segment `segment`.
+    Restore { segment: usize, slot: usize },
+    /// The body of segment `segment`.
+    Body { segment: usize },
+    /// `save[slot]` of segment `segment`.
+    Save { segment: usize, slot: usize },
+}
+
+/// What runs in one tick of a [`Pipeline`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tick {
+    /// Per IPU (ascending), its parts in order.
+    pub ipus: Vec<(u32, Vec<SegmentPart>)>,
+    /// The segments whose sends run after the compute, in order.
+    pub sends: Vec<usize>,
+}
+
+impl Pipeline {
+    /// Ticks of the pipeline: `micro_batches` plus the largest offset (none without
+    /// micro-batches).
+    pub fn ticks(&self) -> u32 {
+        if self.micro_batches == 0 {
+            return 0;
+        }
+        let depth = self.segments.iter().map(|s| s.offset).max().unwrap_or(0);
+        self.micro_batches.saturating_add(depth)
+    }
+
+    /// What runs in tick `t`.
+    pub fn tick(&self, t: u32) -> Tick {
+        let mut tick = Tick::default();
+        for (i, s) in self.segments.iter().enumerate() {
+            let Some(m) = t.checked_sub(s.offset).filter(|&m| m < self.micro_batches) else {
+                continue;
+            };
+            let mut parts = Vec::with_capacity(3);
+            if !s.restore.is_empty() {
+                parts.push(SegmentPart::Restore {
+                    segment: i,
+                    slot: m as usize % s.restore.len(),
+                });
+            }
+            parts.push(SegmentPart::Body { segment: i });
+            if !s.save.is_empty() {
+                parts.push(SegmentPart::Save {
+                    segment: i,
+                    slot: m as usize % s.save.len(),
+                });
+            }
+            match tick.ipus.iter_mut().find(|(ipu, _)| *ipu == s.ipu) {
+                Some((_, p)) => p.extend(parts),
+                None => tick.ipus.push((s.ipu, parts)),
+            }
+            if !matches!(&s.send, Program::Sequence(c) if c.is_empty()) {
+                tick.sends.push(i);
+            }
+        }
+        tick.ipus.sort_by_key(|(ipu, _)| *ipu);
+        tick
+    }
+
+    /// The program of a part.
+    pub fn part(&self, p: SegmentPart) -> &Program {
+        match p {
+            SegmentPart::Restore { segment, slot } => &self.segments[segment].restore[slot],
+            SegmentPart::Body { segment } => &self.segments[segment].body,
+            SegmentPart::Save { segment, slot } => &self.segments[segment].save[slot],
+        }
+    }
+
+    /// The pipeline's subprograms in program order (restores, body, saves and send of each
+    /// segment).
+    pub fn children(&self) -> impl Iterator<Item = &Program> {
+        self.segments.iter().flat_map(|s| {
+            s.restore
+                .iter()
+                .chain(std::iter::once(&s.body))
+                .chain(s.save.iter())
+                .chain(std::iter::once(&s.send))
+        })
+    }
 }
 
 /// The operation of a [`Program::CrossReplica`] collective.
@@ -445,7 +576,7 @@ pub enum CollectiveOp {
 }
 
 /// What a program step (a leaf of the program tree) does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum StepKind {
     /// `Execute`.
     Execute(ComputeSetId),
@@ -524,5 +655,73 @@ impl Executable {
             .flat_map(|t| &t.groups)
             .map(|g| g.vertices.len())
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(name: &str, ipu: u32, offset: u32, slots: usize) -> Segment {
+        let empty = || Program::Sequence(Vec::new());
+        Segment {
+            name: name.into(),
+            ipu,
+            offset,
+            restore: vec![empty(); slots],
+            body: Program::Execute(ComputeSetId(0)),
+            save: vec![empty(); slots],
+            send: Program::Sequence(vec![Program::IpuCopy(ExchangeId(0))]),
+        }
+    }
+
+    #[test]
+    fn a_two_stage_pipeline_ramps_up_and_down_and_rotates_its_stash() {
+        // Grouped, 2 stages: F0 at m, F1 and B1 at m + 1, B0 at m + 2 (3 stash slots).
+        let pl = Pipeline {
+            micro_batches: 4,
+            segments: vec![
+                segment("f0", 0, 0, 3),
+                segment("f1", 1, 1, 0),
+                segment("b1", 1, 1, 0),
+                segment("b0", 0, 2, 0),
+            ],
+        };
+        assert_eq!(pl.ticks(), 6);
+        // Tick 0: stage 0's forward alone, saving micro-batch 0 in slot 0.
+        let t0 = pl.tick(0);
+        assert_eq!(
+            t0.ipus,
+            vec![(
+                0,
+                vec![
+                    SegmentPart::Restore {
+                        segment: 0,
+                        slot: 0
+                    },
+                    SegmentPart::Body { segment: 0 },
+                    SegmentPart::Save {
+                        segment: 0,
+                        slot: 0
+                    }
+                ]
+            )]
+        );
+        assert_eq!(t0.sends, vec![0]);
+        // Tick 3: every segment; stage 0 saves micro-batch 3 in slot 0 again.
+        let t3 = pl.tick(3);
+        assert_eq!(t3.ipus.len(), 2);
+        assert_eq!(t3.ipus[0].1.len(), 4);
+        assert!(t3.ipus[0].1.contains(&SegmentPart::Save {
+            segment: 0,
+            slot: 0
+        }));
+        assert_eq!(t3.sends, vec![0, 1, 2, 3]);
+        // The last tick: stage 0's backward of the last micro-batch only.
+        let t5 = pl.tick(5);
+        assert_eq!(t5.ipus, vec![(0, vec![SegmentPart::Body { segment: 3 }])]);
+        assert_eq!(pl.tick(6), Tick::default());
+        // Leaves in program order: each segment's restores, body, saves and send.
+        assert_eq!(pl.children().count(), (3 + 1 + 3 + 1) + 3 * 2);
     }
 }

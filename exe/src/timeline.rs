@@ -104,6 +104,9 @@ fn is_zero(v: &u32) -> bool {
 #[derive(Debug)]
 pub struct TimelineBuilder {
     trace: ExecutionTrace,
+    /// The IPU whose work is being recorded, while the IPUs of a pipeline tick run their
+    /// parts at the same time: its syncs are its own.
+    scope: Option<u32>,
 }
 
 impl TimelineBuilder {
@@ -125,7 +128,14 @@ impl TimelineBuilder {
                     })
                     .collect(),
             },
+            scope: None,
         }
+    }
+
+    /// Records the steps that follow as one IPU's own (`Some`: a pipeline tick's part on
+    /// that IPU, whose syncs are its own) or the whole system's (`None`).
+    pub fn set_scope(&mut self, ipu: Option<u32>) {
+        self.scope = ipu;
     }
 
     /// Counts one step; true when it is kept.
@@ -210,12 +220,16 @@ impl TimelineBuilder {
         }
     }
 
-    /// A sync of every IPU.
+    /// A sync of every IPU (of the scoped IPU only, inside a pipeline tick).
     pub fn sync(&mut self, start: u64, cycles: u64) {
         if !self.keep(start, cycles) {
             return;
         }
-        for ipu in 0..self.trace.ipus.len() as u32 {
+        let ipus: Vec<u32> = match self.scope {
+            Some(ipu) => vec![ipu],
+            None => (0..self.trace.ipus.len() as u32).collect(),
+        };
+        for ipu in ipus {
             self.push(ipu, Self::slice("Sync", "", start, cycles));
         }
     }
@@ -328,6 +342,26 @@ fn walk(exe: &Executable, p: &Program, b: &mut TimelineBuilder, cycle: &mut u64)
             *cycle = cycle.saturating_add(c);
             walk(exe, slower(exe, then, otherwise), b, cycle);
         }
+        Program::Pipeline(pl) => {
+            for t in 0..pl.ticks() {
+                let tick = pl.tick(t);
+                let start = *cycle;
+                let mut end = start;
+                for (ipu, parts) in &tick.ipus {
+                    b.set_scope(Some(*ipu));
+                    let mut c = start;
+                    for &p in parts {
+                        walk(exe, pl.part(p), b, &mut c);
+                    }
+                    end = end.max(c);
+                }
+                b.set_scope(None);
+                *cycle = end;
+                for &s in &tick.sends {
+                    walk(exe, &pl.segments[s].send, b, cycle);
+                }
+            }
+        }
     }
 }
 
@@ -360,6 +394,29 @@ fn steps_and_cycles(exe: &Executable, p: &Program) -> (u64, u64) {
         }
         Program::Sync(scope) => (1, exe.system.sync_cycles(&exe.target, *scope)),
         Program::CrossReplica { tensor, .. } => (0, cross_replica_cycles(exe, *tensor)),
+        Program::Pipeline(pl) => {
+            let (mut steps, mut cycles) = (0u64, 0u64);
+            for t in 0..pl.ticks() {
+                let tick = pl.tick(t);
+                let mut busiest = 0u64;
+                for (_, parts) in &tick.ipus {
+                    let mut c = 0u64;
+                    for &p in parts {
+                        let (ps, pc) = steps_and_cycles(exe, pl.part(p));
+                        steps = steps.saturating_add(ps);
+                        c = c.saturating_add(pc);
+                    }
+                    busiest = busiest.max(c);
+                }
+                cycles = cycles.saturating_add(busiest);
+                for &s in &tick.sends {
+                    let (ss, sc) = steps_and_cycles(exe, &pl.segments[s].send);
+                    steps = steps.saturating_add(ss);
+                    cycles = cycles.saturating_add(sc);
+                }
+            }
+            (steps, cycles)
+        }
         Program::If {
             then, otherwise, ..
         } => {

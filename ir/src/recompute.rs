@@ -31,8 +31,11 @@ pub fn is_forward(g: &Graph, id: NodeId) -> bool {
 }
 
 /// The checkpoints of a training-step graph: the forward nodes named in `names` (a name no
-/// node of `step` has is returned as the error), and the forward values a forward node of a
-/// later stage reads (each pipeline stage is an implicit checkpoint).
+/// node of `step` has is returned as the error), the forward values a forward node of a
+/// later stage reads (each pipeline stage is an implicit checkpoint), and with several
+/// stages every forward value of the last stage: its backward runs right after its forward,
+/// so nothing waits to be recomputed (RecomputeThenBackpropagate recomputes the stages
+/// whose activations would wait in the stash).
 pub fn checkpoints(
     step: &Graph,
     placement: &Placement,
@@ -42,9 +45,13 @@ pub fn checkpoints(
     for name in names {
         out.insert(step.find(name).ok_or_else(|| name.clone())?);
     }
+    let last = placement.stages().saturating_sub(1);
     for (id, node) in step.nodes() {
         if !is_forward(step, id) {
             continue;
+        }
+        if last > 0 && placement.stage_of(id) == last {
+            out.insert(id);
         }
         for &i in &node.inputs {
             if is_forward(step, i) && placement.stage_of(i) < placement.stage_of(id) {

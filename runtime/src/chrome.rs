@@ -178,9 +178,10 @@ pub fn to_chrome_json(
                     push(slice(p, 2, name, *cycle, *cycles, &args));
                 }
             }
-            Event::Sync { cycle, cycles } => {
+            Event::Sync { cycle, cycles, ipu } => {
                 let args = json!({ "cycles": cycles });
-                for &p in &every {
+                let own = ipu.map(|i| vec![i]);
+                for &p in own.as_ref().unwrap_or(&every) {
                     push(slice(p, 3, "sync", *cycle, *cycles, &args));
                 }
             }

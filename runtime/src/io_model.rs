@@ -164,6 +164,23 @@ fn count_copies(p: &Program, times: u64, copies: &mut [u64]) {
                 *c = c.saturating_add(times);
             }
         }
+        // Every segment runs once per micro-batch (a stash slot for every `n`-th of them).
+        Program::Pipeline(pl) => {
+            let mb = u64::from(pl.micro_batches);
+            let slot_runs = |n: usize, slot: usize| (mb + (n - slot) as u64 - 1) / n as u64;
+            for s in &pl.segments {
+                count_copies(&s.body, times.saturating_mul(mb), copies);
+                count_copies(&s.send, times.saturating_mul(mb), copies);
+                for (slot, p) in s.restore.iter().enumerate() {
+                    let runs = slot_runs(s.restore.len(), slot);
+                    count_copies(p, times.saturating_mul(runs), copies);
+                }
+                for (slot, p) in s.save.iter().enumerate() {
+                    let runs = slot_runs(s.save.len(), slot);
+                    count_copies(p, times.saturating_mul(runs), copies);
+                }
+            }
+        }
         Program::If {
             then, otherwise, ..
         } => {

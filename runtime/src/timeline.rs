@@ -43,7 +43,11 @@ pub fn of_first_run(trace: &Trace, ipus: &TraceIpus, tiles_per_ipu: u32) -> Opti
             } => {
                 b.exchange(name, cycle - origin, *cycles, ipus.exchange_ipus(*id));
             }
-            Event::Sync { cycle, cycles } => b.sync(cycle - origin, *cycles),
+            Event::Sync { cycle, cycles, ipu } => {
+                b.set_scope(*ipu);
+                b.sync(cycle - origin, *cycles);
+                b.set_scope(None);
+            }
             Event::StreamCopy {
                 stream,
                 cycle,

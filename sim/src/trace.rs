@@ -120,6 +120,10 @@ pub enum Event {
         cycle: u64,
         /// Its cycles.
         cycles: u64,
+        /// The IPU it syncs, inside a pipeline tick (where each IPU syncs its own tiles);
+        /// absent elsewhere.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ipu: Option<u32>,
     },
     /// A host stream copy ran.
     StreamCopy {

@@ -71,6 +71,11 @@ pub struct BuildArgs {
     /// (or module path, e.g. layer3.8) that begins the next stage; stage i runs on IPU i.
     #[arg(long, value_name = "NODE,...", value_delimiter = ',')]
     pub pipeline_splits: Option<Vec<String>>,
+    /// How the pipeline's stages share time, overriding the program's (the CNN README's
+    /// flag): Sequential (one stage at a time), Grouped (the IPUs on different micro-batches
+    /// at once, forward then backward in each tick) or Interleaved (not modelled yet).
+    #[arg(long, value_name = "SCHEDULE", value_parser = parse_schedule)]
+    pub pipeline_schedule: Option<ipusim_ir::pipeline::Schedule>,
     /// IPUs in the system (default: as many as the pipeline's stages need).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub ipus: Option<u32>,
@@ -165,6 +170,7 @@ impl BuildArgs {
             gradient_accumulation: self.gradient_accumulation,
             device_iterations: self.device_iterations,
             pipeline_splits: self.pipeline_splits.clone(),
+            pipeline_schedule: self.pipeline_schedule,
             ipus: self.ipus,
             recompute: self.recompute,
             eight_bit_io: self.eight_bit_io,
@@ -173,6 +179,12 @@ impl BuildArgs {
             ..BuildOptions::default()
         })
     }
+}
+
+/// Parses `--pipeline-schedule`.
+fn parse_schedule(s: &str) -> Result<ipusim_ir::pipeline::Schedule, String> {
+    s.parse()
+        .map_err(|e: ipusim_ir::UnknownValue| e.to_string())
 }
 
 /// Parses `--precision`.

@@ -35,6 +35,16 @@ pub(crate) struct Value {
     pub group: u32,
 }
 
+/// Which part of a pipeline an emitted program node belongs to (a pipelined schedule's
+/// segments: `crate::lower::pipeline`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// The work of segment `s`.
+    Body(u32),
+    /// An inter-IPU copy of a value segment `s` produced (with its external sync).
+    Send(u32),
+}
+
 /// Everything lowering produces, before the memory plan assigns byte offsets. Operand and
 /// copy offsets are still relative to their tensor's slice on the tile.
 pub(crate) struct Lowered {
@@ -77,6 +87,15 @@ pub(crate) struct Lowerer<'a> {
     steps: Vec<ProgramStep>,
     usage: Vec<Usage>,
     body: Vec<Program>,
+    /// The part of each entry of `body` (kept only when the program is pipelined).
+    parts: Vec<Part>,
+    /// Each node's pipeline segment (indexed by node id); empty when not pipelined.
+    node_segment: Vec<u32>,
+    /// The segment of the node being lowered.
+    segment: u32,
+    /// Values read on another IPU than their own, with the reading segment (pipelined
+    /// programs only).
+    crossings: Vec<(NodeId, u32)>,
     next_start: u32,
     /// Value nodes computed in place into a variable: value node -> variable node.
     inplace: HashMap<NodeId, NodeId>,
@@ -114,6 +133,10 @@ impl<'a> Lowerer<'a> {
             steps: Vec::new(),
             usage: Vec::new(),
             body: Vec::new(),
+            parts: Vec::new(),
+            node_segment: Vec::new(),
+            segment: 0,
+            crossings: Vec::new(),
             next_start: 0,
             inplace: HashMap::new(),
             plans: HashMap::new(),
@@ -186,9 +209,160 @@ impl<'a> Lowerer<'a> {
         std::mem::take(&mut self.body)
     }
 
-    /// Lowers what follows on the IPU node `id` is placed on.
+    /// Lowers what follows on the IPU node `id` is placed on (and, when the program is
+    /// pipelined, as part of its segment).
     pub fn set_ipu_of(&mut self, id: NodeId) {
         self.ipu = self.placement.ipu_of(id);
+        self.segment = self.segment_of(id);
+    }
+
+    /// Gives every node its pipeline segment (indexed by node id): the body's program nodes
+    /// are then tagged with their [`Part`].
+    pub fn set_segments(&mut self, segments: Vec<u32>) {
+        self.node_segment = segments;
+    }
+
+    /// Lowers what follows as part of pipeline segment `segment`.
+    pub fn set_segment(&mut self, segment: u32) {
+        self.segment = segment;
+    }
+
+    /// The pipeline segment of node `id` (0 when not pipelined).
+    pub fn segment_of(&self, id: NodeId) -> u32 {
+        self.node_segment.get(id.as_usize()).copied().unwrap_or(0)
+    }
+
+    /// Compute set `id`.
+    pub fn compute_set(&self, id: ComputeSetId) -> &ComputeSet {
+        &self.compute_sets[id.0 as usize]
+    }
+
+    /// Exchange `id`.
+    pub fn exchange(&self, id: ExchangeId) -> &Exchange {
+        &self.exchanges[id.0 as usize]
+    }
+
+    /// The IPU of pipeline stage `stage`.
+    pub fn stage_ipu(&self, stage: u32) -> u32 {
+        self.placement
+            .stage_ipus
+            .get(stage as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// A tensor on IPU `ipu` (see [`Lowerer::new_tensor`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_tensor_on(
+        &mut self,
+        ipu: u32,
+        name: String,
+        node: Option<NodeId>,
+        kind: TensorKind,
+        dtype: DType,
+        shape: Shape,
+        mapping: Mapping,
+    ) -> TensorId {
+        let here = std::mem::replace(&mut self.ipu, ipu);
+        let t = self.new_tensor(name, node, kind, dtype, shape, mapping);
+        self.ipu = here;
+        t
+    }
+
+    /// An exchange of `copies` named `name`, as a program node of its own (not in the body
+    /// being lowered; its step is listed last until [`Lowerer::rebuild_steps`]).
+    pub fn exchange_program(&mut self, name: String, copies: Vec<ByteCopy>) -> Program {
+        let id = ExchangeId(self.exchanges.len() as u32);
+        self.exchanges.push(Exchange {
+            name: name.clone(),
+            node: None,
+            copies,
+            cycles: 0,
+        });
+        self.steps.push(ProgramStep {
+            kind: StepKind::Exchange(id),
+            name,
+        });
+        Program::Exchange(id)
+    }
+
+    /// Lists the steps again as `kinds`, the leaves of a program that runs every step lowered
+    /// so far in another order, and recomputes every tensor's usage over them; the tensors
+    /// of `persistent` are live over every step.
+    pub fn rebuild_steps(&mut self, kinds: Vec<StepKind>, persistent: &[TensorId]) {
+        let names: HashMap<StepKind, String> =
+            self.steps.drain(..).map(|s| (s.kind, s.name)).collect();
+        self.steps = kinds
+            .into_iter()
+            .map(|kind| ProgramStep {
+                name: names.get(&kind).cloned().unwrap_or_default(),
+                kind,
+            })
+            .collect();
+        for u in &mut self.usage {
+            *u = Usage::default();
+        }
+        for k in 0..self.steps.len() {
+            let step = k as u32;
+            let touched: Vec<TensorId> = match self.steps[k].kind {
+                StepKind::Execute(cs) => {
+                    let mut ts: Vec<TensorId> = self.compute_sets[cs.0 as usize]
+                        .tiles
+                        .iter()
+                        .flat_map(|t| &t.groups)
+                        .flat_map(|g| &g.vertices)
+                        .flat_map(|v| v.operands.iter().map(|o| o.tensor))
+                        .collect();
+                    ts.sort_unstable();
+                    ts.dedup();
+                    ts
+                }
+                StepKind::Exchange(ex) | StepKind::IpuCopy(ex) => self.exchanges[ex.0 as usize]
+                    .copies
+                    .iter()
+                    .flat_map(|c| [c.src_tensor, c.dst_tensor])
+                    .collect(),
+                StepKind::StreamCopy(s) => vec![self.streams[s.0 as usize].tensor],
+                StepKind::CrossReplica(t) => vec![t],
+            };
+            for t in touched {
+                self.touch(t, step);
+            }
+        }
+        let last = self.steps.len().saturating_sub(1) as u32;
+        for &t in persistent {
+            if let Some(u) = self.usage.get_mut(t.0 as usize) {
+                *u = Usage {
+                    first: Some(0),
+                    last: Some(last),
+                };
+            }
+        }
+    }
+
+    /// The values read on another IPU than their own, each with the segment that read it
+    /// (pipelined programs only).
+    pub fn crossings(&self) -> &[(NodeId, u32)] {
+        &self.crossings
+    }
+
+    /// The program nodes emitted since the last call, each with its [`Part`] (see
+    /// [`Lowerer::take_body`]).
+    pub fn take_parts(&mut self) -> Vec<(Part, Program)> {
+        let parts = std::mem::take(&mut self.parts);
+        self.take_body()
+            .into_iter()
+            .zip(parts)
+            .map(|(p, b)| (b, p))
+            .collect()
+    }
+
+    /// Appends a program node to the body, as part `part`.
+    fn push_body(&mut self, program: Program, part: Part) {
+        self.body.push(program);
+        if !self.node_segment.is_empty() {
+            self.parts.push(part);
+        }
     }
 
     /// Replicas of the program.
@@ -201,7 +375,7 @@ impl<'a> Lowerer<'a> {
     pub fn all_reduce_mean(&mut self, id: NodeId, t: TensorId) {
         let step = self.steps.len() as u32;
         self.touch(t, step);
-        self.body.push(Program::Sync(SyncScope::External));
+        self.push_body(Program::Sync(SyncScope::External), Part::Body(self.segment));
         let name = format!("{}/all_reduce", self.g.node(id).name);
         self.push_step(
             StepKind::CrossReplica(t),
@@ -288,6 +462,9 @@ impl<'a> Lowerer<'a> {
         if self.tensor_ipu(v.tensor) == self.ipu {
             return Ok(v);
         }
+        if !self.node_segment.is_empty() {
+            self.crossings.push((id, self.segment));
+        }
         Ok(Value {
             tensor: self.copy_to_ipu(id, v.tensor),
             ..v
@@ -351,7 +528,8 @@ impl<'a> Lowerer<'a> {
         let step = self.steps.len() as u32;
         self.touch(src, step);
         self.touch(copy, step);
-        self.body.push(Program::Sync(SyncScope::External));
+        let send = Part::Send(self.segment_of(id));
+        self.push_body(Program::Sync(SyncScope::External), send);
         let ex = ExchangeId(self.exchanges.len() as u32);
         let ex_name = format!("{name}/ipu_copy");
         self.exchanges.push(Exchange {
@@ -360,7 +538,11 @@ impl<'a> Lowerer<'a> {
             copies,
             cycles: 0,
         });
-        self.push_step(StepKind::IpuCopy(ex), ex_name, Program::IpuCopy(ex));
+        self.steps.push(ProgramStep {
+            kind: StepKind::IpuCopy(ex),
+            name: ex_name,
+        });
+        self.push_body(Program::IpuCopy(ex), send);
         self.ipu_copies.insert((src, self.ipu), copy);
         copy
     }
@@ -606,7 +788,7 @@ impl<'a> Lowerer<'a> {
     /// Appends a program step and its program node.
     fn push_step(&mut self, kind: StepKind, name: String, program: Program) {
         self.steps.push(ProgramStep { kind, name });
-        self.body.push(program);
+        self.push_body(program, Part::Body(self.segment));
     }
 
     fn touch(&mut self, t: TensorId, step: u32) {
@@ -633,7 +815,7 @@ impl<'a> Lowerer<'a> {
         if copies.is_empty() && tiles.is_empty() {
             return;
         }
-        self.body.push(Program::Sync(SyncScope::Internal));
+        self.push_body(Program::Sync(SyncScope::Internal), Part::Body(self.segment));
         if !copies.is_empty() {
             let step = self.steps.len() as u32;
             for c in &copies {

@@ -25,6 +25,7 @@
 pub(crate) mod core;
 pub(crate) mod kit;
 pub(crate) mod ops;
+pub(crate) mod pipeline;
 
 use crate::error::CompileError;
 use crate::executable::{Program, StreamDirection, TensorId, TensorKind};
@@ -53,8 +54,16 @@ pub(crate) fn lower(
         operand_layout: ops::operand_layout,
     };
     let mut lw = Lowerer::new(g, target, options, hooks, placement);
+    let segments = match pipeline::Segments::of(g, placement)? {
+        Some((segs, node_segment)) => {
+            lw.set_segments(node_segment);
+            Some(segs)
+        }
+        None => None,
+    };
     plan_inplace(&mut lw, &order, &live);
     let mut phases = Vec::new();
+    let mut pipelined = None;
     for phase in [Phase::Step, Phase::Update] {
         let nodes: Vec<NodeId> = order
             .iter()
@@ -81,18 +90,35 @@ pub(crate) fn lower(
                 op => (ops::lowering(op).lower)(&mut lw, id)?,
             }
         }
-        // The assigns of each IPU, IPU by IPU (each is one superstep on its IPU).
-        let mut by_ipu: Vec<(u32, NodeId)> = assigns
+        // The assigns of each IPU, IPU by IPU (each is one superstep on its IPU; in a
+        // pipeline, one per segment of the values assigned).
+        let mut by_ipu: Vec<(u32, u32, NodeId)> = assigns
             .iter()
-            .map(|&a| (placement.ipu_of(g.node(a).inputs[0]), a))
+            .map(|&a| {
+                let n = g.node(a);
+                (placement.ipu_of(n.inputs[0]), lw.segment_of(n.inputs[1]), a)
+            })
             .collect();
-        by_ipu.sort_by_key(|&(ipu, _)| ipu);
-        for chunk in by_ipu.chunk_by(|a, b| a.0 == b.0) {
-            let ids: Vec<NodeId> = chunk.iter().map(|&(_, a)| a).collect();
+        by_ipu.sort_by_key(|&(ipu, seg, _)| (ipu, seg));
+        for chunk in by_ipu.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            let ids: Vec<NodeId> = chunk.iter().map(|&(_, _, a)| a).collect();
             lw.set_ipu_of(g.node(ids[0]).inputs[0]);
+            lw.set_segment(chunk[0].1);
             lower_assigns(&mut lw, phase, &ids)?;
         }
-        phases.push(lw.take_body());
+        match (&segments, phase) {
+            (Some(segs), Phase::Step) => {
+                let parts = lw.take_parts();
+                pipelined = Some(pipeline::build(
+                    &mut lw,
+                    segs,
+                    parts,
+                    options.gradient_accumulation,
+                )?);
+                phases.push(Vec::new());
+            }
+            _ => phases.push(lw.take_body()),
+        }
     }
     // Variables no op read still hold model state: place them too.
     for &id in &order {
@@ -103,10 +129,13 @@ pub(crate) fn lower(
     }
     let update = phases.pop().unwrap_or_default();
     let step = phases.pop().unwrap_or_default();
-    let mut iteration = vec![Program::Repeat {
-        count: options.gradient_accumulation,
-        body: Box::new(Program::Sequence(step)),
-    }];
+    let mut iteration = match &pipelined {
+        Some((p, _)) => vec![p.clone()],
+        None => vec![Program::Repeat {
+            count: options.gradient_accumulation,
+            body: Box::new(Program::Sequence(step)),
+        }],
+    };
     if !update.is_empty() {
         iteration.push(Program::Sequence(update));
     }
@@ -114,6 +143,11 @@ pub(crate) fn lower(
         count: options.device_iterations,
         body: Box::new(Program::Sequence(iteration)),
     }]);
+    if let Some((_, persistent)) = &pipelined {
+        let mut kinds = Vec::new();
+        pipeline::leaves(&program, &mut kinds);
+        lw.rebuild_steps(kinds, persistent);
+    }
     let values = lw.node_values(
         order
             .iter()

@@ -323,6 +323,145 @@ struct Counts {
     cross_replica: Vec<(crate::executable::TensorId, u64)>,
 }
 
+/// The static cycles of one run of each part of a pipeline.
+struct PartCycles {
+    body: Vec<Totals>,
+    send: Vec<Totals>,
+    restore: Vec<Vec<Totals>>,
+    save: Vec<Vec<Totals>>,
+}
+
+impl PartCycles {
+    fn of(exe: &Executable, pl: &crate::executable::Pipeline, like: &Counts) -> PartCycles {
+        let mut scratch = Counts {
+            cs: vec![0; like.cs.len()],
+            ex: vec![0; like.ex.len()],
+            st: vec![0; like.st.len()],
+            cross_replica: Vec::new(),
+        };
+        let mut once = |p: &Program| walk(exe, p, 1, &mut scratch);
+        let segs = &pl.segments;
+        PartCycles {
+            body: segs.iter().map(|s| once(&s.body)).collect(),
+            send: segs.iter().map(|s| once(&s.send)).collect(),
+            restore: segs
+                .iter()
+                .map(|s| s.restore.iter().map(&mut once).collect())
+                .collect(),
+            save: segs
+                .iter()
+                .map(|s| s.save.iter().map(&mut once).collect())
+                .collect(),
+        }
+    }
+
+    fn part(&self, p: crate::executable::SegmentPart) -> Totals {
+        use crate::executable::SegmentPart as P;
+        match p {
+            P::Restore { segment, slot } => self.restore[segment][slot],
+            P::Body { segment } => self.body[segment],
+            P::Save { segment, slot } => self.save[segment][slot],
+        }
+    }
+
+    /// A tick: its busiest IPU's parts (the first of the busiest in IPU order), then the
+    /// sends of the segments that ran.
+    fn tick(&self, tick: &crate::executable::Tick) -> Totals {
+        let mut busiest = Totals::default();
+        for (_, parts) in &tick.ipus {
+            let sum = parts
+                .iter()
+                .fold(Totals::default(), |a, &p| add(a, self.part(p)));
+            if sum.total() > busiest.total() {
+                busiest = sum;
+            }
+        }
+        tick.sends
+            .iter()
+            .fold(busiest, |a, &s| add(a, self.send[s]))
+    }
+}
+
+/// The static cycles of one run of program `p` of `exe`.
+pub fn program_cycles(exe: &Executable, p: &Program) -> u64 {
+    let mut n = Counts {
+        cs: vec![0; exe.compute_sets.len()],
+        ex: vec![0; exe.exchanges.len()],
+        st: vec![0; exe.streams.len()],
+        cross_replica: Vec::new(),
+    };
+    walk(exe, p, 1, &mut n).total()
+}
+
+/// The cycles of each tick of a pipeline of `exe` (the static estimate's).
+pub fn pipeline_tick_cycles(exe: &Executable, pl: &crate::executable::Pipeline) -> Vec<u64> {
+    let like = Counts {
+        cs: vec![0; exe.compute_sets.len()],
+        ex: vec![0; exe.exchanges.len()],
+        st: vec![0; exe.streams.len()],
+        cross_replica: Vec::new(),
+    };
+    let pc = PartCycles::of(exe, pl, &like);
+    (0..pl.ticks())
+        .map(|t| pc.tick(&pl.tick(t)).total())
+        .collect()
+}
+
+/// The cycles of a pipeline ([`crate::executable::Pipeline`]): per tick, its busiest IPU's
+/// parts (their categories) and then the sends; every part counted as often as it runs.
+fn walk_pipeline(
+    exe: &Executable,
+    pl: &crate::executable::Pipeline,
+    times: u64,
+    n: &mut Counts,
+) -> Totals {
+    use crate::executable::SegmentPart;
+    let pc = PartCycles::of(exe, pl, n);
+    let mut runs: std::collections::BTreeMap<(usize, u8, usize), u64> = Default::default();
+    let mut t = Totals::default();
+    for tick in 0..pl.ticks() {
+        let plan = pl.tick(tick);
+        t = add(t, pc.tick(&plan));
+        for &p in plan.ipus.iter().flat_map(|(_, parts)| parts) {
+            let key = match p {
+                SegmentPart::Restore { segment, slot } => (segment, 0, slot),
+                SegmentPart::Body { segment } => (segment, 1, 0),
+                SegmentPart::Save { segment, slot } => (segment, 2, slot),
+            };
+            *runs.entry(key).or_default() += 1;
+        }
+        for &s in &plan.sends {
+            *runs.entry((s, 3, 0)).or_default() += 1;
+        }
+    }
+    // Count every part's executions.
+    let segs = &pl.segments;
+    for (&(s, kind, slot), &r) in &runs {
+        let p = match kind {
+            0 => &segs[s].restore[slot],
+            1 => &segs[s].body,
+            2 => &segs[s].save[slot],
+            _ => &segs[s].send,
+        };
+        walk(exe, p, times.saturating_mul(r), n);
+    }
+    Totals {
+        execute: t.execute.saturating_mul(times),
+        exchange: t.exchange.saturating_mul(times),
+        sync: t.sync.saturating_mul(times),
+        stream: t.stream.saturating_mul(times),
+    }
+}
+
+fn add(a: Totals, b: Totals) -> Totals {
+    Totals {
+        execute: a.execute.saturating_add(b.execute),
+        exchange: a.exchange.saturating_add(b.exchange),
+        sync: a.sync.saturating_add(b.sync),
+        stream: a.stream.saturating_add(b.stream),
+    }
+}
+
 fn walk(exe: &Executable, p: &Program, times: u64, n: &mut Counts) -> Totals {
     let mut t = Totals::default();
     match p {
@@ -361,6 +500,7 @@ fn walk(exe: &Executable, p: &Program, times: u64, n: &mut Counts) -> Totals {
             n.cross_replica.push((*tensor, times));
             t.exchange = cross_replica_cycles(exe, *tensor).saturating_mul(times);
         }
+        Program::Pipeline(pl) => t = walk_pipeline(exe, pl, times, n),
         Program::If {
             then, otherwise, ..
         } => {

@@ -391,6 +391,7 @@ fn collect_leaves(p: &Program, out: &mut Vec<StepKind>) {
     match p {
         Program::Sequence(c) => c.iter().for_each(|x| collect_leaves(x, out)),
         Program::Repeat { body, .. } => collect_leaves(body, out),
+        Program::Pipeline(pl) => pl.children().for_each(|x| collect_leaves(x, out)),
         Program::If {
             then, otherwise, ..
         } => {

@@ -220,6 +220,7 @@ fn count_leaves(p: &Program, n: &mut usize) {
     match p {
         Program::Sequence(c) => c.iter().for_each(|x| count_leaves(x, n)),
         Program::Repeat { body, .. } => count_leaves(body, n),
+        Program::Pipeline(pl) => pl.children().for_each(|x| count_leaves(x, n)),
         Program::If {
             then, otherwise, ..
         } => {

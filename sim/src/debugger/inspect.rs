@@ -493,6 +493,9 @@ pub fn where_am_i(engine: &Engine) -> String {
                 iteration,
                 count,
             } => format!("repeat (node {node}): iteration {iteration} of {count}"),
+            Place::Pipeline { node, tick, ticks } => {
+                format!("pipeline (node {node}): tick {tick} of {ticks}")
+            }
             Place::If { node, then } => format!(
                 "if (node {node}): {} branch",
                 if *then { "then" } else { "else" }

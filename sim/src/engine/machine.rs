@@ -2,9 +2,10 @@
 //! next program step (starting a run when none is in progress, finishing it when the tree is
 //! done), [`Engine::step`] executes that step. `run` and the debugger are loops over these.
 
-use super::program::{Frame, Node};
+use super::program::{Action, Frame, Node};
 use super::summary::{Category, Leaf, NextStep, RunSummary, Settled, StepReport, TileCycles};
 use super::{Engine, EngineError, Phase};
+use crate::category::CategoryCycles;
 use crate::host::HostIo;
 use crate::trace::{Control, Event};
 use ipusim_exe::cycles;
@@ -26,6 +27,7 @@ impl Engine {
         self.runs += 1;
         self.stack.clear();
         self.stack.push(Frame { node: 0, pos: 0 });
+        self.tick = None;
         self.phase = Phase::Running;
         self.last_step = None;
         let exe = &self.exe;
@@ -113,6 +115,21 @@ impl Engine {
                         self.stack.pop();
                     }
                 }
+                Node::Pipeline { schedule, .. } => {
+                    let action = self.tree.schedules[schedule as usize]
+                        .get(top.pos as usize)
+                        .copied();
+                    match action {
+                        None => {
+                            self.tick = None;
+                            self.stack.pop();
+                        }
+                        Some(a) => {
+                            self.bump();
+                            self.pipeline_action(a);
+                        }
+                    }
+                }
                 Node::If {
                     condition,
                     then,
@@ -131,6 +148,7 @@ impl Engine {
                         self.record(|| Event::Sync {
                             cycle,
                             cycles: sync,
+                            ipu: None,
                         });
                         let cycle = cycle + sync;
                         self.record(|| Event::Entered {
@@ -156,6 +174,46 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Takes one action of a pipeline's schedule: the IPUs of a tick start together (the
+    /// clock and the run's categories rewound to the tick's start for each), and the tick's
+    /// compute ends with its busiest IPU's (the first of the busiest, in IPU order, as the
+    /// static estimate counts it).
+    fn pipeline_action(&mut self, action: Action) {
+        match action {
+            Action::TickStart(_) => {
+                self.tick = Some(TickClock {
+                    start: self.cycle,
+                    base: self.current.cycles,
+                    busiest: None,
+                    ipu: None,
+                });
+            }
+            Action::IpuStart(ipu) => {
+                if let Some(t) = self.tick.as_mut() {
+                    t.end_ipu(self.current.cycles);
+                    t.ipu = Some(ipu);
+                    self.cycle = t.start;
+                    self.current.cycles = t.base;
+                }
+            }
+            Action::Run(node) => self.stack.push(Frame { node, pos: 0 }),
+            Action::ComputeEnd => {
+                if let Some(t) = self.tick.as_mut() {
+                    t.end_ipu(self.current.cycles);
+                    t.ipu = None;
+                    let busiest = t.busiest.unwrap_or(t.base);
+                    self.cycle = t.start + busiest.total.saturating_sub(t.base.total);
+                    self.current.cycles = busiest;
+                }
+            }
+        }
+    }
+
+    /// The IPU whose part of a pipeline tick is running, if any.
+    pub(super) fn tick_ipu(&self) -> Option<u32> {
+        self.tick.as_ref().and_then(|t| t.ipu)
     }
 
     /// Advances the top frame's position.
@@ -219,9 +277,11 @@ impl Engine {
                     _ => SyncScope::Internal,
                 };
                 let cycles = self.exe.system.sync_cycles(&self.exe.target, scope);
+                let ipu = self.tick_ipu();
                 self.record(|| Event::Sync {
                     cycle: start,
                     cycles,
+                    ipu,
                 });
                 Ok((cycles, 0, Category::Sync))
             }
@@ -250,5 +310,30 @@ impl Engine {
             flags,
             bytes,
         }))
+    }
+}
+
+/// The clock of a pipeline tick while its IPUs' parts run one after the other on the host.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct TickClock {
+    /// The cycle the tick started at.
+    start: u64,
+    /// The run's categories at the tick's start.
+    base: CategoryCycles,
+    /// The run's categories at the end of the busiest IPU's parts so far.
+    busiest: Option<CategoryCycles>,
+    /// The IPU whose parts run now.
+    ipu: Option<u32>,
+}
+
+impl TickClock {
+    /// Ends the running IPU's parts, whose end state is `now`.
+    fn end_ipu(&mut self, now: CategoryCycles) {
+        if self.ipu.is_none() {
+            return;
+        }
+        if self.busiest.is_none_or(|b| now.total > b.total) {
+            self.busiest = Some(now);
+        }
     }
 }

@@ -135,6 +135,8 @@ pub struct Engine {
     step_flags: Vec<(TileId, FpSts)>,
     last_step: Option<NextStep>,
     trace: Option<Vec<Event>>,
+    /// The clock of the pipeline tick in progress.
+    tick: Option<machine::TickClock>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -216,6 +218,7 @@ impl Engine {
             staging: Vec::new(),
             step_flags: Vec::new(),
             last_step: None,
+            tick: None,
             trace: options.record_trace.then(Vec::new),
             exe,
         };

@@ -30,6 +30,24 @@ pub(crate) enum Node {
         leaf: Leaf,
         step: Option<u32>,
     },
+    /// A pipeline: its tick-by-tick schedule is `Tree::schedules[schedule]`.
+    Pipeline {
+        schedule: u32,
+        ticks: u32,
+    },
+}
+
+/// One action of a pipeline's schedule, in the order the engine takes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Tick `t` begins: the IPUs start together.
+    TickStart(u32),
+    /// The parts of IPU `ipu` follow (they start at the tick's start).
+    IpuStart(u32),
+    /// Run the subtree at this node.
+    Run(u32),
+    /// The tick's compute ends when its busiest IPU's does; its sends follow.
+    ComputeEnd,
 }
 
 /// The flattened program.
@@ -37,6 +55,7 @@ pub(crate) enum Node {
 pub(crate) struct Tree {
     pub nodes: Vec<Node>,
     pub children: Vec<u32>,
+    pub schedules: Vec<Vec<Action>>,
 }
 
 impl Tree {
@@ -45,6 +64,7 @@ impl Tree {
         let mut tree = Tree {
             nodes: Vec::new(),
             children: Vec::new(),
+            schedules: Vec::new(),
         };
         let mut next_step = 0u32;
         tree.add(program, steps, &mut next_step);
@@ -71,6 +91,7 @@ impl Tree {
                 count: *count,
                 body: self.add(body, steps, next_step),
             },
+            Program::Pipeline(pl) => self.add_pipeline(pl, steps, next_step),
             Program::If {
                 condition,
                 then,
@@ -125,6 +146,71 @@ impl Tree {
         };
         self.nodes[id as usize] = node;
         id
+    }
+
+    /// A pipeline: its parts flattened in program order, and its schedule
+    /// ([`ipusim_exe::executable::Pipeline::tick`]) as actions.
+    fn add_pipeline(
+        &mut self,
+        pl: &ipusim_exe::executable::Pipeline,
+        steps: &[ProgramStep],
+        next_step: &mut u32,
+    ) -> Node {
+        use ipusim_exe::executable::SegmentPart;
+        // Node ids per segment: restores, body, saves, send.
+        let mut ids: Vec<(Vec<u32>, u32, Vec<u32>, u32)> = Vec::new();
+        for s in &pl.segments {
+            let restore = s
+                .restore
+                .iter()
+                .map(|p| self.add(p, steps, next_step))
+                .collect();
+            let body = self.add(&s.body, steps, next_step);
+            let save = s
+                .save
+                .iter()
+                .map(|p| self.add(p, steps, next_step))
+                .collect();
+            let send = self.add(&s.send, steps, next_step);
+            ids.push((restore, body, save, send));
+        }
+        let mut actions = Vec::new();
+        for t in 0..pl.ticks() {
+            let tick = pl.tick(t);
+            actions.push(Action::TickStart(t));
+            for (ipu, parts) in &tick.ipus {
+                actions.push(Action::IpuStart(*ipu));
+                for &p in parts {
+                    actions.push(Action::Run(match p {
+                        SegmentPart::Restore { segment, slot } => ids[segment].0[slot],
+                        SegmentPart::Body { segment } => ids[segment].1,
+                        SegmentPart::Save { segment, slot } => ids[segment].2[slot],
+                    }));
+                }
+            }
+            actions.push(Action::ComputeEnd);
+            for &s in &tick.sends {
+                actions.push(Action::Run(ids[s].3));
+            }
+        }
+        self.schedules.push(actions);
+        Node::Pipeline {
+            schedule: self.schedules.len() as u32 - 1,
+            ticks: pl.ticks(),
+        }
+    }
+
+    /// The tick of a pipeline frame at `pos` (the last tick started before it).
+    pub fn tick_of(&self, schedule: u32, pos: u32) -> u32 {
+        self.schedules[schedule as usize]
+            [..(pos as usize).min(self.schedules[schedule as usize].len())]
+            .iter()
+            .rev()
+            .find_map(|a| match a {
+                Action::TickStart(t) => Some(*t),
+                _ => None,
+            })
+            .unwrap_or(0)
     }
 
     /// Checks every id the tree names against the executable's tables.
@@ -207,6 +293,15 @@ pub enum Place {
         /// The count.
         count: u32,
     },
+    /// In tick `tick` (1-based) of a pipeline of `ticks`.
+    Pipeline {
+        /// Node.
+        node: u32,
+        /// The tick.
+        tick: u32,
+        /// The ticks.
+        ticks: u32,
+    },
     /// In the `then` (true) or `otherwise` branch of an if.
     If {
         /// Node.
@@ -244,6 +339,11 @@ impl Tree {
                 Node::If { .. } => Place::If {
                     node: f.node,
                     then: f.pos == 1,
+                },
+                Node::Pipeline { schedule, ticks } => Place::Pipeline {
+                    node: f.node,
+                    tick: self.tick_of(schedule, f.pos) + 1,
+                    ticks,
                 },
                 Node::Leaf { leaf, step } => Place::Step {
                     node: f.node,

@@ -1,0 +1,170 @@
+//! The pipeline part of the compile report: the schedule of a pipelined program
+//! (`Program::Pipeline`) as a user of PopTorch's pipelining reads it — every segment's IPU,
+//! cycles per micro-batch and stash, the cycles of each tick, the share of the ramp-up and
+//! ramp-down, and the timeline of stages × micro-batches as text.
+
+use crate::executable::{Executable, Pipeline, Program};
+use ipusim_exe::cycles::{pipeline_tick_cycles, program_cycles};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+
+/// One segment (a stage's forward or backward part) of the pipeline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentReport {
+    /// `stage 0 forward`, ...
+    pub name: String,
+    /// Its IPU.
+    pub ipu: u32,
+    /// The tick in which micro-batch 0 runs it.
+    pub offset: u32,
+    /// Cycles of its work for one micro-batch.
+    pub cycles: u64,
+    /// Its stash slots (micro-batches in flight whose values it keeps; 0: no stash).
+    pub stash_slots: u32,
+    /// Bytes of its stash slots over its IPU's tiles.
+    pub stash_bytes: u64,
+}
+
+/// The pipeline of a program (one pass of its micro-batches).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PipelineReport {
+    /// The schedule: `Grouped`.
+    pub schedule: String,
+    /// Stages.
+    pub stages: u32,
+    /// Micro-batches per pass (the gradient accumulation count).
+    pub micro_batches: u32,
+    /// Ticks per pass: the micro-batches plus the ramp.
+    pub ticks: u32,
+    /// Cycles of each tick.
+    pub tick_cycles: Vec<u64>,
+    /// Cycles of the ticks in which some segment has no micro-batch (ramp-up and
+    /// ramp-down).
+    pub ramp_cycles: u64,
+    /// Cycles of the ticks in which every segment runs.
+    pub steady_cycles: u64,
+    /// Bytes of every stash slot.
+    pub stash_bytes: u64,
+    /// The segments, in program order.
+    pub segments: Vec<SegmentReport>,
+}
+
+impl PipelineReport {
+    /// The report of the (first) pipeline of `exe`, if it has one.
+    pub fn of(exe: &Executable) -> Option<PipelineReport> {
+        let pl = find(&exe.program)?;
+        let tick_cycles = pipeline_tick_cycles(exe, pl);
+        let full = |t: u32| {
+            pl.segments
+                .iter()
+                .all(|s| t >= s.offset && t - s.offset < pl.micro_batches)
+        };
+        let (mut ramp, mut steady) = (0u64, 0u64);
+        for (t, &c) in tick_cycles.iter().enumerate() {
+            if full(t as u32) {
+                steady += c;
+            } else {
+                ramp += c;
+            }
+        }
+        let segments: Vec<SegmentReport> = pl
+            .segments
+            .iter()
+            .map(|s| {
+                let mut slots: Vec<crate::executable::TensorId> = Vec::new();
+                for p in &s.save {
+                    if let Program::Exchange(id) = p {
+                        slots.extend(exe.exchange(*id).copies.iter().map(|c| c.dst_tensor));
+                    }
+                }
+                slots.sort_unstable();
+                slots.dedup();
+                SegmentReport {
+                    name: s.name.clone(),
+                    ipu: s.ipu,
+                    offset: s.offset,
+                    cycles: program_cycles(exe, &s.body),
+                    stash_slots: s.save.len() as u32,
+                    stash_bytes: slots.iter().map(|&t| exe.tensor(t).size_bytes()).sum(),
+                }
+            })
+            .collect();
+        let mut stages: Vec<u32> = segments.iter().map(|s| s.ipu).collect();
+        stages.sort_unstable();
+        stages.dedup();
+        Some(PipelineReport {
+            schedule: "Grouped".into(),
+            stages: stages.len() as u32,
+            micro_batches: pl.micro_batches,
+            ticks: pl.ticks(),
+            tick_cycles,
+            ramp_cycles: ramp,
+            steady_cycles: steady,
+            stash_bytes: segments.iter().map(|s| s.stash_bytes).sum(),
+            segments,
+        })
+    }
+
+    /// The report as text: the summary line, then per segment its figures and its row of
+    /// the timeline (the micro-batch it runs in each tick, `.` when it has none).
+    pub fn text(&self, group: fn(u64) -> String) -> String {
+        let total = self.ramp_cycles + self.steady_cycles;
+        let mut s = format!(
+            "\nPipeline ({}): {} stages, {} micro-batches in {} ticks; ramp-up and ramp-down {} \
+             cycles ({:.1}%), steady state {} cycles; stash {} bytes\n",
+            self.schedule,
+            self.stages,
+            self.micro_batches,
+            self.ticks,
+            group(self.ramp_cycles),
+            100.0 * self.ramp_cycles as f64 / total.max(1) as f64,
+            group(self.steady_cycles),
+            group(self.stash_bytes),
+        );
+        let _ = writeln!(
+            s,
+            "{:<22} {:>4} {:>15} {:>6} {:>13}  micro-batch per tick",
+            "segment", "IPU", "cycles (each)", "slots", "stash (bytes)"
+        );
+        let width = self
+            .micro_batches
+            .saturating_sub(1)
+            .to_string()
+            .len()
+            .max(1);
+        for seg in &self.segments {
+            let row: Vec<String> = (0..self.ticks)
+                .map(|t| match t.checked_sub(seg.offset) {
+                    Some(m) if m < self.micro_batches => format!("{m:>width$}"),
+                    _ => format!("{:>width$}", "."),
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "{:<22} {:>4} {:>15} {:>6} {:>13}  {}",
+                seg.name,
+                seg.ipu,
+                group(seg.cycles),
+                seg.stash_slots,
+                group(seg.stash_bytes),
+                row.join(" ")
+            );
+        }
+        let ticks: Vec<String> = self.tick_cycles.iter().map(|&c| group(c)).collect();
+        let _ = writeln!(s, "tick cycles: {}", ticks.join(", "));
+        s
+    }
+}
+
+/// The first pipeline in `p`.
+fn find(p: &Program) -> Option<&Pipeline> {
+    match p {
+        Program::Pipeline(pl) => Some(pl),
+        Program::Sequence(c) => c.iter().find_map(find),
+        Program::Repeat { body, .. } => find(body),
+        Program::If {
+            then, otherwise, ..
+        } => find(then).or_else(|| find(otherwise)),
+        _ => None,
+    }
+}

@@ -1,0 +1,266 @@
+//! The Grouped pipeline schedule (the TF-IPU training guide §6.5–6.7) through the built
+//! binary: the same values as the Sequential schedule with fewer cycles, executed cycles
+//! equal to the static report, the pipeline laws (the ramp's share falls with more
+//! micro-batches; more micro-batches in flight stash more; Sequential has no overlap), the
+//! report's pipeline section and timeline, and the errors of splits it cannot run.
+
+use std::path::Path;
+use std::process::Output;
+
+mod common;
+use common::{ipusim, scratch, stderr, stdout};
+
+const SHARDED: &str = "tests/programs/sim/sharded_mlp.ron";
+const RESNET: &str = "programs/resnet_digits.ron";
+
+fn json(o: &Output) -> serde_json::Value {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
+}
+
+fn compile(program: &str, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["compile", program, "--json"];
+    all.extend_from_slice(args);
+    json(&ipusim(&all))
+}
+
+/// `ipusim run PROGRAM --steps 2 --json --save-variables DIR/TAG.json ARGS` (two device
+/// iterations): the JSON output and the saved variables.
+fn run(program: &str, dir: &Path, tag: &str, args: &[&str]) -> (serde_json::Value, String) {
+    let vars = dir.join(format!("{tag}.json"));
+    let mut all = vec![
+        "run",
+        program,
+        "--steps",
+        "2",
+        "--json",
+        "--save-variables",
+        vars.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let out = json(&ipusim(&all));
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(vars).unwrap()).unwrap();
+    (out, saved["variables"].to_string())
+}
+
+fn cycles(r: &serde_json::Value) -> u64 {
+    r["total_cycles"].as_u64().unwrap()
+}
+
+#[test]
+fn grouped_gives_the_sequential_values_in_fewer_cycles_as_estimated() {
+    let dir = scratch("grouped-values");
+    // Three stages need 2 × 3 − 1 = 5 micro-batches in flight.
+    let common = ["--gradient-accumulation", "5"];
+    let grouped_args = [&common[..], &["--pipeline-schedule", "Grouped"]].concat();
+    let (seq, seq_vars) = run(SHARDED, &dir, "seq", &common);
+    let (grp, grp_vars) = run(SHARDED, &dir, "grp", &grouped_args);
+    // Every micro-batch meets every op in the same order: the same bits.
+    assert_eq!(seq["outfeeds"], grp["outfeeds"]);
+    assert_eq!(seq_vars, grp_vars);
+    let (s, g) = (compile(SHARDED, &common), compile(SHARDED, &grouped_args));
+    assert!(cycles(&g) < cycles(&s), "{} vs {}", cycles(&g), cycles(&s));
+    // Executed cycles equal the static report's (one run of its two device iterations).
+    assert_eq!(
+        grp["report"]["executed"]["total_cycles"].as_u64(),
+        Some(cycles(&g)),
+        "executed vs static"
+    );
+    // A tick of the pipeline lasts its busiest IPU: the run is shorter than every IPU's own
+    // work added up.
+    let own: u64 = g["ipus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["execute_cycles"].as_u64().unwrap())
+        .sum();
+    assert!(g["categories"]["OnTileExecute"].as_u64().unwrap() < own);
+    // The same on the CNN, split in two.
+    let cnn = [
+        "--pipeline-splits",
+        "layer2",
+        "--gradient-accumulation",
+        "3",
+        "--device-iterations",
+        "2",
+    ];
+    let (a, a_vars) = run(RESNET, &dir, "cnn-seq", &cnn);
+    let (b, b_vars) = run(
+        RESNET,
+        &dir,
+        "cnn-grp",
+        &[&cnn[..], &["--pipeline-schedule", "Grouped"]].concat(),
+    );
+    assert_eq!(a["outfeeds"], b["outfeeds"]);
+    assert_eq!(a_vars, b_vars);
+}
+
+#[test]
+fn pipeline_laws_hold() {
+    let grouped = |args: &[&str]| {
+        compile(
+            RESNET,
+            &[
+                args,
+                &["--pipeline-schedule", "Grouped", "--device-iterations", "1"],
+            ]
+            .concat(),
+        )
+    };
+    let ramp_share = |r: &serde_json::Value| {
+        let p = &r["pipeline"];
+        let ramp = p["ramp_cycles"].as_f64().unwrap();
+        ramp / (ramp + p["steady_cycles"].as_f64().unwrap())
+    };
+    let per_sample =
+        |r: &serde_json::Value| cycles(r) as f64 / r["batch"]["samples_per_run"].as_f64().unwrap();
+    // More micro-batches through the same pipeline: the ramp-up and ramp-down are a smaller
+    // share of the cycles, and a sample costs less.
+    let (three, eight) = (
+        grouped(&[
+            "--pipeline-splits",
+            "layer2",
+            "--gradient-accumulation",
+            "3",
+        ]),
+        grouped(&[
+            "--pipeline-splits",
+            "layer2",
+            "--gradient-accumulation",
+            "8",
+        ]),
+    );
+    assert!(ramp_share(&eight) < ramp_share(&three));
+    assert!(per_sample(&eight) < per_sample(&three));
+    assert_eq!(three["pipeline"]["ticks"].as_u64(), Some(3 + 2));
+    assert_eq!(eight["pipeline"]["ticks"].as_u64(), Some(8 + 2));
+    // A deeper pipeline keeps more micro-batches of its first stage in flight (2S − 1
+    // slots): with the same first stage, its stash grows by 5/3.
+    let two = grouped(&[
+        "--pipeline-splits",
+        "layer2",
+        "--gradient-accumulation",
+        "5",
+    ]);
+    let three_stages = grouped(&[
+        "--pipeline-splits",
+        "layer2,fc_mm",
+        "--gradient-accumulation",
+        "5",
+    ]);
+    let first = |r: &serde_json::Value| r["pipeline"]["segments"][0].clone();
+    assert_eq!(first(&two)["stash_slots"].as_u64(), Some(3));
+    assert_eq!(first(&three_stages)["stash_slots"].as_u64(), Some(5));
+    let bytes = |r: &serde_json::Value| first(r)["stash_bytes"].as_u64().unwrap();
+    assert!(bytes(&two) > 0);
+    assert_eq!(bytes(&three_stages) * 3, bytes(&two) * 5);
+    // The stash is memory of the plan: the first IPU holds it.
+    let ipu0 = |r: &serde_json::Value| r["ipus"][0]["memory_bytes"].as_u64().unwrap();
+    assert!(ipu0(&three_stages) >= ipu0(&two) + bytes(&three_stages) - bytes(&two));
+    // Sequential has no overlap (and no pipeline section): every stage waits for the others.
+    let seq = compile(
+        RESNET,
+        &[
+            "--pipeline-splits",
+            "layer2",
+            "--gradient-accumulation",
+            "8",
+            "--device-iterations",
+            "1",
+        ],
+    );
+    assert!(seq.get("pipeline").is_none());
+    assert!(cycles(&seq) > cycles(&eight));
+}
+
+#[test]
+fn the_text_report_shows_the_pipeline_timeline() {
+    let o = ipusim(&[
+        "compile",
+        RESNET,
+        "--pipeline-splits",
+        "layer2",
+        "--gradient-accumulation",
+        "3",
+        "--pipeline-schedule",
+        "Grouped",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("Pipeline (Grouped): 2 stages, 3 micro-batches in 5 ticks"),
+        "{text}"
+    );
+    // Each segment's row: the micro-batch it runs in each tick.
+    for row in [
+        ("stage 0 forward", "0 1 2 . ."),
+        ("stage 1 forward", ". 0 1 2 ."),
+        ("stage 1 backward", ". 0 1 2 ."),
+        ("stage 0 backward", ". . 0 1 2"),
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(row.0))
+            .unwrap_or_else(|| panic!("no row for {}: {text}", row.0));
+        assert!(line.ends_with(row.1), "{line}");
+    }
+}
+
+#[test]
+fn splits_the_grouped_schedule_cannot_run_are_errors() {
+    // The residual add of layer1.0 is two stages after the ReLU it reads: the value would
+    // have to wait a tick on the way.
+    let o = ipusim(&[
+        "compile",
+        RESNET,
+        "--pipeline-splits",
+        "layer1.0.conv2,layer1.0.add",
+        "--gradient-accumulation",
+        "5",
+        "--pipeline-schedule",
+        "Grouped",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("passes a value to the next stage in the next tick only"),
+        "{}",
+        stderr(&o)
+    );
+    // Too few micro-batches for the stages, and the schedule not modelled, name the option.
+    let shallow = ipusim(&[
+        "compile",
+        RESNET,
+        "--pipeline-splits",
+        "layer2",
+        "--gradient-accumulation",
+        "2",
+        "--pipeline-schedule",
+        "Grouped",
+    ]);
+    assert_eq!(shallow.status.code(), Some(1), "{}", stderr(&shallow));
+    assert!(
+        stderr(&shallow).contains("--gradient-accumulation"),
+        "{}",
+        stderr(&shallow)
+    );
+    let interleaved = ipusim(&[
+        "compile",
+        RESNET,
+        "--pipeline-splits",
+        "layer2",
+        "--gradient-accumulation",
+        "3",
+        "--pipeline-schedule",
+        "Interleaved",
+    ]);
+    assert_eq!(interleaved.status.code(), Some(1));
+    assert!(
+        stderr(&interleaved).contains("Interleaved"),
+        "{}",
+        stderr(&interleaved)
+    );
+    let bad = ipusim(&["compile", RESNET, "--pipeline-schedule", "Staggered"]);
+    assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("Staggered"), "{}", stderr(&bad));
+}
