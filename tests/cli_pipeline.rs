@@ -310,8 +310,8 @@ fn replicas_add_an_all_reduce_whose_cost_per_sample_falls_with_gradient_accumula
     // One all-reduce per weight update, amortised over more micro-batches.
     assert!(per_sample[1] < per_sample[0] / 2.0, "{per_sample:?}");
     fails(
-        &ipusim(&["run", SHARDED, "--replicas", "2"]),
-        "--replicas 2: the simulator runs one replica",
+        &ipusim(&["step", SHARDED, "--replicas", "2"]),
+        "--replicas 2: `ipusim step` steps one replica",
     );
     let dir = scratch("pipeline-replicas");
     let bad = dir.join("zero_replicas.ron");

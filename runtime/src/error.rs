@@ -57,6 +57,10 @@ pub enum RuntimeError {
     /// A checkpoint fault.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// The replicas of a run left lockstep (a fault of the simulator, reported with the
+    /// collective where it happened).
+    #[error("error: replicas: {0}")]
+    Replicas(String),
     /// Options that do not fit the program (a stream option naming no stream, ...).
     #[error("error: {0}")]
     Options(#[from] OptionsError),
@@ -108,14 +112,28 @@ pub enum StreamError {
 /// Options of a session that do not fit its program.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum OptionsError {
-    /// Replicas are compiled and costed, not simulated.
+    /// The stepping debugger steps one replica.
     #[error(
-        "--replicas {replicas}: the simulator runs one replica; `ipusim compile` reports what \
-         {replicas} replicas cost (their gradient all-reduce, per-IPU memory and streams)"
+        "--replicas {replicas}: `ipusim step` steps one replica; `ipusim run` runs all {replicas} \
+         (and `ipusim compile` reports what they cost)"
     )]
     Replicas {
         /// The replicas asked for.
         replicas: u32,
+    },
+    /// Replicas share a pass over the data: each takes every R-th micro-batch.
+    #[error(
+        "--replicas {replicas}: the {micro_batches} micro-batches of infeed '{stream}' do not \
+         divide among {replicas} replicas (each takes every {replicas}th micro-batch of one \
+         pass over the data)"
+    )]
+    ReplicasData {
+        /// The replicas.
+        replicas: u32,
+        /// The stream that paces the pass.
+        stream: String,
+        /// Its micro-batches.
+        micro_batches: u64,
     },
     /// A per-stream option names a stream the program does not have.
     #[error(

@@ -35,6 +35,7 @@ use crate::report::{
 use crate::stream::graph_streams;
 use crate::stream::StreamType;
 use ipusim_compiler::build::{self, compile_step, step_graph};
+use ipusim_compiler::executable::{CollectiveOp, TensorId};
 use ipusim_compiler::report::Categories;
 use ipusim_compiler::{CompileReport, Executable};
 use ipusim_ir::text::load_program;
@@ -90,6 +91,10 @@ pub struct Session {
     gradient_accumulation: u32,
     device_iterations: u32,
     engine: Engine,
+    /// The engines of replicas 1.. (replica 0 is `engine`), run in lockstep with it.
+    replicas: Vec<Engine>,
+    /// The operation of every cross-replica collective, by tensor.
+    collectives: BTreeMap<TensorId, CollectiveOp>,
     host: SessionHost,
     infeeds: Vec<StreamType>,
     outfeeds: Vec<StreamType>,
@@ -207,20 +212,28 @@ impl Session {
         build_options = build_options.of_source();
         let step =
             step_graph(program, &build_options).map_err(|e| RuntimeError::build(program, e))?;
-        if step.placement.replicas > 1 {
-            return Err(OptionsError::Replicas {
-                replicas: step.placement.replicas,
-            }
-            .into());
-        }
+        let replicas = step.placement.replicas.max(1);
         let (ins, outs) = graph_streams(&step.graph);
         let host = connect(program, base_dir, &ins, &outs, &options.streams)?;
         if options.build.inference && build_options.device_iterations.is_none() {
             // One pass over the data of the file-backed infeeds.
-            build_options.device_iterations = ins
+            // Replicas share it: each takes every `replicas`-th micro-batch.
+            let data = ins
                 .iter()
-                .filter_map(|s| host.remaining(&s.name))
-                .min()
+                .filter_map(|s| host.remaining(&s.name).map(|n| (s.name.clone(), n)))
+                .min_by_key(|(_, n)| *n);
+            if let Some((stream, n)) = &data {
+                if n % u64::from(replicas) != 0 {
+                    return Err(OptionsError::ReplicasData {
+                        replicas,
+                        stream: stream.clone(),
+                        micro_batches: *n,
+                    }
+                    .into());
+                }
+            }
+            build_options.device_iterations = data
+                .map(|(_, n)| n / u64::from(replicas))
                 .filter(|&n| n > 0)
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
         }
@@ -247,15 +260,30 @@ impl Session {
                 &outfeeds,
             ))));
         }
-        let engine = Engine::new(
-            Arc::new(exe),
-            EngineOptions {
-                fp: options.fp,
-                seed: options.seed,
-                threads: options.threads,
-                record_trace: options.record_trace,
+        let exe = Arc::new(exe);
+        // One engine per replica, run side by side: the host threads shared out among them;
+        // with stochastic rounding on, replica r's streams from seed + r (replica-identical
+        // rounding keeps one seed, so the replicas' weight updates stay identical).
+        let per_replica = options.threads.map(|n| (n / replicas as usize).max(1));
+        let engine_options = |r: u32, record_trace: bool| EngineOptions {
+            fp: options.fp,
+            seed: match options.fp.esr {
+                StochasticRounding::On => options.seed.wrapping_add(u64::from(r)),
+                _ => options.seed,
             },
-        )?;
+            threads: if replicas > 1 {
+                per_replica.or(Some(1))
+            } else {
+                options.threads
+            },
+            record_trace,
+        };
+        let engine = Engine::new(Arc::clone(&exe), engine_options(0, options.record_trace))?;
+        let mut others = Vec::new();
+        for r in 1..replicas {
+            others.push(Engine::new(Arc::clone(&exe), engine_options(r, false))?);
+        }
+        let collectives = collectives(&exe.program);
         Ok(Session {
             name: program.name.clone(),
             mode,
@@ -263,6 +291,8 @@ impl Session {
             gradient_accumulation,
             device_iterations,
             engine,
+            replicas: others,
+            collectives,
             host,
             infeeds,
             outfeeds,
@@ -376,7 +406,14 @@ impl Session {
     /// One device run (see the module docs).
     pub fn run(&mut self) -> Result<RunOutput, RuntimeError> {
         check_connected(&self.host, &self.infeeds)?;
-        self.host.begin_run(&self.io.infeed_needs())?;
+        let replicas = 1 + self.replicas.len() as u64;
+        let needs: BTreeMap<String, u64> = self
+            .io
+            .infeed_needs()
+            .into_iter()
+            .map(|(s, n)| (s, n.saturating_mul(replicas)))
+            .collect();
+        self.host.begin_run(&needs)?;
         let run = self.totals.runs + 1;
         let pace = self
             .io
@@ -393,7 +430,11 @@ impl Session {
             })));
         }
         let start = Instant::now();
-        let result = self.engine.run(&mut self.host);
+        let result = if self.replicas.is_empty() {
+            self.engine.run(&mut self.host).map_err(RuntimeError::from)
+        } else {
+            self.run_replicas(&needs)
+        };
         self.wall += start.elapsed();
         self.host.on_copy(None);
         let summary = result?;
@@ -420,6 +461,117 @@ impl Session {
             outfeeds,
             summary,
         })
+    }
+
+    /// One run of every replica in lockstep: the run's micro-batches of every infeed dealt
+    /// round-robin (replica `r` takes global micro-batch `k·R + r`: disjoint slices of the
+    /// data, as a replicated data loader gives each replica its part of the global batch);
+    /// the replicas run side by side on host threads up to each cross-replica collective,
+    /// whose result ([`ipusim_sim::collective::all_reduce`], in replica order) every replica
+    /// then holds; their outfeed entries go to the host in global micro-batch order. The
+    /// summary is replica 0's (every replica runs the same cycles).
+    fn run_replicas(&mut self, needs: &BTreeMap<String, u64>) -> Result<RunSummary, RuntimeError> {
+        use ipusim_sim::engine::Collective;
+        use ipusim_sim::host::QueueHost;
+        let r = 1 + self.replicas.len();
+        let mut hosts: Vec<QueueHost> = (0..r).map(|_| QueueHost::new()).collect();
+        for s in &self.infeeds {
+            let bytes = s.tensor_type().size_bytes();
+            for k in 0..needs.get(&s.name).copied().unwrap_or(0) {
+                let mut buf = vec![0u8; bytes];
+                self.host.next_infeed(&s.name, &mut buf)?;
+                hosts[k as usize % r]
+                    .infeeds
+                    .entry(s.name.clone())
+                    .or_default()
+                    .push_back(buf);
+            }
+        }
+        let nanoo = self.options.fp.nanoo;
+        let summary = loop {
+            let mut engines: Vec<&mut Engine> = std::iter::once(&mut self.engine)
+                .chain(self.replicas.iter_mut())
+                .collect();
+            type Joined = Result<Result<Collective, ipusim_sim::engine::EngineError>, String>;
+            let reached: Vec<Joined> = std::thread::scope(|scope| {
+                let jobs: Vec<_> = engines
+                    .iter_mut()
+                    .zip(hosts.iter_mut())
+                    .map(|(e, h)| scope.spawn(move || e.run_to_collective(h)))
+                    .collect();
+                jobs.into_iter()
+                    .map(|j| {
+                        j.join()
+                            .map_err(|_| "a replica's thread panicked".to_string())
+                    })
+                    .collect()
+            });
+            let reached: Vec<Collective> = reached
+                .into_iter()
+                .map(|r| {
+                    r.map_err(RuntimeError::Replicas)?
+                        .map_err(RuntimeError::from)
+                })
+                .collect::<Result<_, _>>()?;
+            match &reached[0] {
+                Collective::Finished(summary) => break (**summary).clone(),
+                Collective::At(tensor) => {
+                    if reached.iter().any(|c| c != &reached[0]) {
+                        return Err(RuntimeError::Replicas(format!(
+                            "the replicas left lockstep at the collective of tensor {}",
+                            tensor.0
+                        )));
+                    }
+                    let tensor = *tensor;
+                    let op = self
+                        .collectives
+                        .get(&tensor)
+                        .copied()
+                        .unwrap_or(CollectiveOp::AllReduceMean);
+                    let values: Vec<Vec<u8>> = engines
+                        .iter()
+                        .map(|e| e.read_tensor_id(tensor).map(|t| t.to_bytes()))
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| {
+                            RuntimeError::Replicas(format!(
+                                "the collective's tensor {} cannot be read",
+                                tensor.0
+                            ))
+                        })?;
+                    let dtype = engines[0].executable().tensor(tensor).dtype;
+                    let (reduced, flags) = ipusim_sim::collective::all_reduce(
+                        op, dtype, &values, nanoo,
+                    )
+                    .ok_or_else(|| {
+                        RuntimeError::Replicas(format!(
+                            "a collective over tensor {} of {dtype}, which is not float",
+                            tensor.0
+                        ))
+                    })?;
+                    self.totals.flags |= flags;
+                    for (e, h) in engines.iter_mut().zip(hosts.iter_mut()) {
+                        e.write_tensor_bytes(tensor, &reduced)?;
+                        e.step(h)?;
+                    }
+                }
+            }
+        };
+        // Outfeed entries in global micro-batch order.
+        for s in &self.outfeeds {
+            let per: Vec<Vec<Vec<u8>>> = hosts
+                .iter_mut()
+                .map(|h| h.outfeeds.remove(&s.name).unwrap_or_default())
+                .collect();
+            let most = per.iter().map(Vec::len).max().unwrap_or(0);
+            for k in 0..most {
+                for entries in &per {
+                    if let Some(e) = entries.get(k) {
+                        self.host.receive_outfeed(&s.name, e)?;
+                    }
+                }
+            }
+        }
+        Ok(summary)
     }
 
     /// Flags raised in any run.
@@ -479,6 +631,12 @@ impl Session {
     /// host feeding the data a run would (an infeed without a source is an error here, as
     /// in a run). The debugger drives the runs; this session's report is not kept.
     pub fn into_debugger(self) -> Result<Debugger<SessionHost>, RuntimeError> {
+        if !self.replicas.is_empty() {
+            return Err(OptionsError::Replicas {
+                replicas: 1 + self.replicas.len() as u32,
+            }
+            .into());
+        }
         check_connected(&self.host, &self.infeeds)?;
         Ok(Debugger::new(self.engine, self.host))
     }
@@ -527,4 +685,26 @@ impl Session {
         r.wall_seconds = self.wall.as_secs_f64();
         r
     }
+}
+
+/// The operation of every cross-replica collective in `p`, by tensor.
+fn collectives(p: &ipusim_compiler::executable::Program) -> BTreeMap<TensorId, CollectiveOp> {
+    use ipusim_compiler::executable::Program as P;
+    let mut out = BTreeMap::new();
+    let mut stack = vec![p];
+    while let Some(p) = stack.pop() {
+        match p {
+            P::CrossReplica { op, tensor } => {
+                out.insert(*tensor, *op);
+            }
+            P::Sequence(c) => stack.extend(c),
+            P::Repeat { body, .. } => stack.push(body),
+            P::If {
+                then, otherwise, ..
+            } => stack.extend([&**then, &**otherwise]),
+            P::Pipeline(pl) => stack.extend(pl.children()),
+            _ => {}
+        }
+    }
+    out
 }

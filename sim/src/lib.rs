@@ -11,6 +11,7 @@
 
 pub mod category;
 mod codelets;
+pub mod collective;
 pub mod debugger;
 pub mod display;
 pub mod engine;

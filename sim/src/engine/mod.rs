@@ -60,6 +60,15 @@ use plan::Plan;
 use program::{Frame, Tree};
 use std::sync::Arc;
 
+/// Where [`Engine::run_to_collective`] stopped.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Collective {
+    /// Before the cross-replica collective of this tensor (the next step).
+    At(TensorId),
+    /// The run finished (its summary).
+    Finished(Box<RunSummary>),
+}
+
 /// How an engine runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EngineOptions {
@@ -366,6 +375,39 @@ impl Engine {
         }
         scatter(t, &self.index, &mut self.tiles, &value.to_bytes());
         Ok(())
+    }
+
+    /// Overwrites the bytes of tensor `id` (its whole row-major contents; the length must be
+    /// the tensor's).
+    pub fn write_tensor_bytes(&mut self, id: TensorId, bytes: &[u8]) -> Result<(), EngineError> {
+        let exe = Arc::clone(&self.exe);
+        let t = exe
+            .tensors
+            .get(id.0 as usize)
+            .filter(|t| t.size_bytes() as usize == bytes.len())
+            .ok_or_else(|| EngineError::internal("a tensor write of the wrong size"))?;
+        scatter(t, &self.index, &mut self.tiles, bytes);
+        Ok(())
+    }
+
+    /// Runs until the next program step is a cross-replica collective (returning its tensor,
+    /// not executed yet) or the run finishes: what a host that drives several replicas in
+    /// lockstep runs between collectives.
+    pub fn run_to_collective(&mut self, host: &mut dyn HostIo) -> Result<Collective, EngineError> {
+        loop {
+            match self.settle()? {
+                Settled::Finished(summary) => return Ok(Collective::Finished(summary)),
+                Settled::Step(NextStep {
+                    leaf: Leaf::CrossReplica { tensor },
+                    ..
+                }) => return Ok(Collective::At(tensor)),
+                Settled::Step(_) => {
+                    if let Stepped::Finished(summary) = self.step(host)? {
+                        return Ok(Collective::Finished(summary));
+                    }
+                }
+            }
+        }
     }
 
     /// Every variable (model weights and optimizer state), by name with its type, in tensor
