@@ -438,3 +438,42 @@ fn report_diff_compares_configurations_per_ipu_and_by_batch() {
     // The labels land on IPU 1: 32 bytes per micro-batch, 4 or 16 micro-batches per run.
     assert_eq!(row("ipus[1].stream_bytes_host_to_device "), ["128", "512"]);
 }
+
+#[test]
+fn offloading_optimizer_state_lowers_memory_adds_stream_copies_and_keeps_the_values() {
+    let report = |args: &[&str]| {
+        let mut all = vec!["compile", "programs/resnet_digits.ron", "--json"];
+        all.extend_from_slice(args);
+        json(&ipusim(&all))
+    };
+    let (on_chip, offloaded) = (report(&[]), report(&["--offload-optimizer-state"]));
+    let mem = |r: &serde_json::Value, f: &str| r["memory"][f].as_u64().unwrap();
+    let cat = |r: &serde_json::Value, f: &str| r["categories"][f].as_u64().unwrap();
+    // The momentum lives in streaming memory: no longer always live on the tiles, and the
+    // chip holds fewer bytes in all.
+    assert!(mem(&offloaded, "always_live_bytes") < mem(&on_chip, "always_live_bytes"));
+    assert!(mem(&offloaded, "total_bytes") < mem(&on_chip, "total_bytes"));
+    // Loaded before each weight update and stored after it: StreamCopy, nothing else.
+    assert!(cat(&offloaded, "StreamCopy") > cat(&on_chip, "StreamCopy"));
+    for c in ["OnTileExecute", "DoExchange", "Sync"] {
+        assert_eq!(cat(&offloaded, c), cat(&on_chip, c), "{c}");
+    }
+    // The same values, the momentum read back from its remote buffer; executed cycles equal
+    // the report's.
+    let dir = scratch("pipeline-offload");
+    let (a, a_vars) = run(SINGLE, &dir, "on-chip", &[]);
+    let (b, b_vars) = run(SINGLE, &dir, "offloaded", &["--offload-optimizer-state"]);
+    assert_eq!(a["outfeeds"], b["outfeeds"]);
+    assert_eq!(a_vars, b_vars);
+    assert!(b_vars.contains("w1/momentum"), "{b_vars}");
+    let r = json(&ipusim(&[
+        "compile",
+        SINGLE,
+        "--json",
+        "--offload-optimizer-state",
+    ]));
+    assert_eq!(
+        b["report"]["executed"]["total_cycles"].as_u64(),
+        Some(2 * r["total_cycles"].as_u64().unwrap())
+    );
+}

@@ -57,6 +57,9 @@ pub struct BuildOptions {
     /// Samples per micro-batch (`--batch`): every infeed's leading dimension
     /// (`ipusim_ir::batch`).
     pub batch: Option<u32>,
+    /// Optimizer state in streaming memory (`--offload-optimizer-state`), besides the
+    /// program's `offload_optimizer_state`.
+    pub offload_optimizer_state: bool,
     /// Replicas (`--replicas`), replacing the program's `replication_factor`.
     pub replicas: Option<u32>,
     /// Image infeeds cross the host link as u8 and are cast and normalised on the device
@@ -76,6 +79,7 @@ impl Default for BuildOptions {
             gradient_accumulation: None,
             pipeline_splits: None,
             pipeline_schedule: None,
+            offload_optimizer_state: false,
             ipus: None,
             recompute: false,
             eight_bit_io: false,
@@ -268,6 +272,7 @@ pub fn compile_options(step: &StepGraph, options: &BuildOptions) -> CompileOptio
             .or(step.available_memory_proportion)
             .unwrap_or(CompileOptions::default().available_memory_proportion),
         memory_proportions: step.memory_proportions.clone(),
+        offload_optimizer_state: options.offload_optimizer_state || step.offload_optimizer_state,
         ..CompileOptions::default()
     }
 }

@@ -39,6 +39,7 @@ pub fn tiles(exe: &Executable) -> String {
         let bytes: Vec<u64> = t.slices.iter().map(|x| x.num_elements() * es).collect();
         let kind = match &t.kind {
             TensorKind::Variable => "variable",
+            TensorKind::RemoteVariable => "remote var",
             TensorKind::Constant => "constant",
             TensorKind::StreamBuffer { .. } => "stream",
             TensorKind::Activation => "activation",
@@ -163,6 +164,16 @@ fn walk(exe: &Executable, p: &Program, depth: usize, s: &mut String) {
         }
         Program::Sync(SyncScope::Internal) => {
             let _ = writeln!(s, "{pad}Sync");
+        }
+        Program::RemoteCopy { tensor, store } => {
+            let t = exe.tensor(*tensor);
+            let _ = writeln!(
+                s,
+                "{pad}RemoteCopy '{}' {}: {} bytes",
+                t.name,
+                if *store { "store" } else { "load" },
+                group(t.size_bytes())
+            );
         }
         Program::Sync(SyncScope::External) => {
             let _ = writeln!(s, "{pad}Sync external");

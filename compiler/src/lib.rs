@@ -122,7 +122,7 @@ fn initial_values(graph: &Graph, tensors: &[executable::Tensor]) -> Vec<InitialV
         .enumerate()
         .filter_map(|(i, t)| {
             let source = match (&t.kind, &graph.node(t.node?).op) {
-                (TensorKind::Variable, Op::Variable { init, .. }) => {
+                (TensorKind::Variable | TensorKind::RemoteVariable, Op::Variable { init, .. }) => {
                     SourceValue::Init(init.clone())
                 }
                 (TensorKind::Constant, Op::Constant { value, .. }) => {

@@ -12,7 +12,7 @@ fn is_zero(v: &u64) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProgramNode {
     /// `Sequence`, `Repeat`, `Execute`, `Exchange`, `StreamCopy`, `Sync`, `IpuCopy`,
-    /// `CrossReplica`, `If`, `Pipeline` (its micro-batches in `count`, its segments as
+    /// `CrossReplica`, `RemoteCopy`, `If`, `Pipeline` (its micro-batches in `count`, its segments as
     /// children) or `Segment` (its stash pops, body, stash pushes and sends as children;
     /// its IPU in `name`).
     pub kind: String,
@@ -75,6 +75,15 @@ impl ProgramNode {
             }
             P::Sync(scope) => node("Sync", format!("{scope:?}"), 0),
             P::CrossReplica { op, .. } => node("CrossReplica", format!("{op:?}"), 0),
+            P::RemoteCopy { tensor, store } => node(
+                "RemoteCopy",
+                format!(
+                    "{} ({})",
+                    exe.tensor(*tensor).name,
+                    if *store { "store" } else { "load" }
+                ),
+                0,
+            ),
             P::If {
                 then, otherwise, ..
             } => ProgramNode {

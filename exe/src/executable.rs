@@ -82,6 +82,12 @@ pub enum TensorKind {
     Variable,
     /// A `Constant` node: always live; the simulator materialises its `Literal` from `node`.
     Constant,
+    /// A `Variable` node held in streaming memory (an off-chip remote buffer) between its
+    /// uses: optimizer state offloaded (the TF-IPU guide §6.8). Its tile copy is a
+    /// temporary, loaded by a [`Program::RemoteCopy`] before the weight update reads it and
+    /// stored by one after the update writes it; the simulator materialises its `Init` in the
+    /// remote buffer.
+    RemoteVariable,
     /// The landing buffer of an infeed stream: written by `StreamCopy` each micro-batch.
     StreamBuffer {
         /// The stream.
@@ -417,6 +423,10 @@ pub enum Program {
     /// Sync of all tiles of one IPU ([`SyncScope::Internal`]) or of every IPU of the system
     /// ([`SyncScope::External`]).
     Sync(SyncScope),
+    /// Moves a [`TensorKind::RemoteVariable`] between its remote buffer and its tiles: a load
+    /// (`store` false) before its reads, a store after its writes. Charged as a stream copy
+    /// of its bytes ([`crate::cycles::remote_copy_cycles`]).
+    RemoteCopy { tensor: TensorId, store: bool },
     /// An inter-IPU copy: the exchange's copies move bytes between tiles of different IPUs
     /// over the IPU-Links (all sources are read before any destination is written). Not
     /// produced by the current lowering, which places a program on one IPU.
@@ -588,6 +598,8 @@ pub enum StepKind {
     IpuCopy(ExchangeId),
     /// `CrossReplica` of a tensor.
     CrossReplica(TensorId),
+    /// `RemoteCopy` of a tensor (a load, or a store).
+    RemoteCopy { tensor: TensorId, store: bool },
 }
 
 /// One leaf of the program in program order.

@@ -78,6 +78,11 @@ pub struct CompileOptions {
     /// node and its backward passes (nodes named `bwd/NAME/...`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub memory_proportions: std::collections::BTreeMap<String, f64>,
+    /// Optimizer state (variables only the weight update reads and writes) in streaming
+    /// memory: `TensorKind::RemoteVariable`, loaded before the update and stored after it
+    /// (the TF-IPU guide §6.8).
+    #[serde(default)]
+    pub offload_optimizer_state: bool,
 }
 
 impl Default for CompileOptions {
@@ -89,6 +94,7 @@ impl Default for CompileOptions {
             device_iterations: 1,
             verify: true,
             memory_proportions: std::collections::BTreeMap::new(),
+            offload_optimizer_state: false,
         }
     }
 }

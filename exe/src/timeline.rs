@@ -18,7 +18,7 @@
 //! waiting until the next step begins (the pipeline imbalance a user looks for). Exchanges,
 //! inter-IPU copies and stream copies appear on the IPUs they write to; a sync on every IPU.
 
-use crate::cycles::{cross_replica_cycles, stream_copy_cycles, sync_cycles};
+use crate::cycles::{cross_replica_cycles, remote_copy_cycles, stream_copy_cycles, sync_cycles};
 use crate::executable::{Executable, Program};
 use crate::system::TileId;
 use serde::{Deserialize, Serialize};
@@ -334,6 +334,18 @@ fn walk(exe: &Executable, p: &Program, b: &mut TimelineBuilder, cycle: &mut u64)
             b.gap(*cycle, c);
             *cycle = cycle.saturating_add(c);
         }
+        Program::RemoteCopy { tensor, store } => {
+            let t = exe.tensor(*tensor);
+            let c = remote_copy_cycles(&exe.target, t.size_bytes());
+            let what = if *store { "store" } else { "load" };
+            b.stream_copy(
+                &format!("{}/{what}", t.name),
+                *cycle,
+                c,
+                exe.tensor_ipu(*tensor),
+            );
+            *cycle = cycle.saturating_add(c);
+        }
         Program::If {
             then, otherwise, ..
         } => {
@@ -394,6 +406,10 @@ fn steps_and_cycles(exe: &Executable, p: &Program) -> (u64, u64) {
         }
         Program::Sync(scope) => (1, exe.system.sync_cycles(&exe.target, *scope)),
         Program::CrossReplica { tensor, .. } => (0, cross_replica_cycles(exe, *tensor)),
+        Program::RemoteCopy { tensor, .. } => (
+            1,
+            remote_copy_cycles(&exe.target, exe.tensor(*tensor).size_bytes()),
+        ),
         Program::Pipeline(pl) => {
             let (mut steps, mut cycles) = (0u64, 0u64);
             for t in 0..pl.ticks() {

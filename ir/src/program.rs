@@ -396,6 +396,9 @@ pub struct Program {
     /// Replicas of the program (PopTorch's `replicationFactor`): data-parallel copies whose
     /// gradients are averaged before each weight update.
     pub replication_factor: u32,
+    /// Optimizer state in streaming memory (the TF-IPU guide §6.8): loaded before the weight
+    /// update and stored after it, off the tiles the rest of the time.
+    pub offload_optimizer_state: bool,
 }
 
 impl Program {
@@ -416,6 +419,7 @@ impl Program {
             recompute: self.recompute,
             recompute_checkpoints: self.recompute_checkpoints.clone(),
             replication_factor: self.replication_factor,
+            offload_optimizer_state: self.offload_optimizer_state,
         }
     }
 
@@ -435,6 +439,7 @@ impl Program {
             recompute: false,
             recompute_checkpoints: Vec::new(),
             replication_factor: 1,
+            offload_optimizer_state: false,
         }
     }
 }

@@ -67,6 +67,8 @@ pub struct StepGraph {
     pub available_memory_proportion: Option<f64>,
     /// The program's per-op memory proportions, by node name.
     pub memory_proportions: std::collections::BTreeMap<String, f64>,
+    /// The program's `offload_optimizer_state`.
+    pub offload_optimizer_state: bool,
     /// Where each node runs (one IPU unless the program or the build options place stages;
     /// set by the compiler's `build::step_graph`).
     pub placement: crate::pipeline::Placement,
@@ -111,6 +113,7 @@ pub fn prepare_with(
             precision: Some(spec.precision),
             available_memory_proportion: program.available_memory_proportion,
             memory_proportions: program.memory_proportions.clone(),
+            offload_optimizer_state: program.offload_optimizer_state,
             placement: Default::default(),
         });
     }
@@ -131,6 +134,7 @@ pub fn prepare_with(
         precision,
         available_memory_proportion: program.available_memory_proportion,
         memory_proportions: program.memory_proportions.clone(),
+        offload_optimizer_state: program.offload_optimizer_state,
         placement: Default::default(),
     })
 }

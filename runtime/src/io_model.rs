@@ -197,6 +197,7 @@ fn count_copies(p: &Program, times: u64, copies: &mut [u64]) {
         | Program::Exchange(_)
         | Program::IpuCopy(_)
         | Program::CrossReplica { .. }
+        | Program::RemoteCopy { .. }
         | Program::Sync(_) => {}
     }
 }

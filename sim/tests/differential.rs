@@ -441,6 +441,8 @@ fn run_program_in(
             StepKind::Exchange(ex) | StepKind::IpuCopy(ex) => exe.exchange(ex).node,
             StepKind::StreamCopy(st) => Some(exe.streams[st.0 as usize].node),
             StepKind::CrossReplica(t) => exe.tensor(t).node,
+            // A remote-buffer copy moves a variable's value; no node computes there.
+            StepKind::RemoteCopy { .. } => None,
         };
         node_of_step.push(node);
         if let Some(n) = node {

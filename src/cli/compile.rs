@@ -95,6 +95,11 @@ pub struct BuildArgs {
     /// normalised (ImageNet statistics) on the first IPU.
     #[arg(long)]
     pub eight_bit_io: bool,
+    /// Keep the optimizer state in streaming memory (the TF-IPU guide §6.8): loaded before
+    /// each weight update and stored after it, besides the program's
+    /// offload_optimizer_state.
+    #[arg(long)]
+    pub offload_optimizer_state: bool,
 }
 
 /// Arguments of `ipusim compile`.
@@ -174,6 +179,7 @@ impl BuildArgs {
             ipus: self.ipus,
             recompute: self.recompute,
             eight_bit_io: self.eight_bit_io,
+            offload_optimizer_state: self.offload_optimizer_state,
             replicas: self.replicas,
             batch: self.batch,
             ..BuildOptions::default()

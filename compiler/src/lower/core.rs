@@ -105,6 +105,8 @@ pub(crate) struct Lowerer<'a> {
     row_major: HashMap<NodeId, TensorId>,
     /// The grouped tensor each row-major copy was made from.
     copy_of: HashMap<TensorId, TensorId>,
+    /// Offloaded variables loaded in the phase being lowered, to store at its end.
+    remote: Vec<TensorId>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -142,6 +144,7 @@ impl<'a> Lowerer<'a> {
             plans: HashMap::new(),
             row_major: HashMap::new(),
             copy_of: HashMap::new(),
+            remote: Vec::new(),
         }
     }
 
@@ -324,6 +327,7 @@ impl<'a> Lowerer<'a> {
                     .collect(),
                 StepKind::StreamCopy(s) => vec![self.streams[s.0 as usize].tensor],
                 StepKind::CrossReplica(t) => vec![t],
+                StepKind::RemoteCopy { tensor, .. } => vec![tensor],
             };
             for t in touched {
                 self.touch(t, step);
@@ -556,6 +560,11 @@ impl<'a> Lowerer<'a> {
     ) -> Result<TensorId, CompileError> {
         let node = self.g.node(id);
         let kind = match node.op {
+            Op::Variable { .. }
+                if self.options.offload_optimizer_state && self.is_update_state(id) =>
+            {
+                TensorKind::RemoteVariable
+            }
             Op::Variable { .. } => TensorKind::Variable,
             _ => TensorKind::Constant,
         };
@@ -567,10 +576,52 @@ impl<'a> Lowerer<'a> {
             (Some(m), _) | (None, Some(m)) => m,
             (None, None) => self.fresh_mapping(n, ty.dtype),
         };
+        let remote = kind == TensorKind::RemoteVariable;
         let t = self.new_tensor(node.name.clone(), Some(id), kind, ty.dtype, ty.shape, m);
         self.set_value(id, t);
+        if remote {
+            // Loaded from its remote buffer before the update that reads it first.
+            self.remote_copy(t, false);
+            self.remote.push(t);
+        }
         self.ipu = here;
         Ok(t)
+    }
+
+    /// True for optimizer state: a variable that only the weight update reads (and writes).
+    fn is_update_state(&self, id: NodeId) -> bool {
+        let readers = self.g.consumers(id);
+        !readers.is_empty()
+            && readers
+                .iter()
+                .all(|&c| self.g.node(c).phase == ipusim_ir::Phase::Update)
+    }
+
+    /// A remote-buffer load or store of tensor `t`, in the body being lowered.
+    fn remote_copy(&mut self, t: TensorId, store: bool) {
+        let step = self.steps.len() as u32;
+        self.touch(t, step);
+        let name = format!(
+            "{}/{}",
+            self.tensors[t.0 as usize].name,
+            if store { "store" } else { "load" }
+        );
+        self.push_step(
+            StepKind::RemoteCopy { tensor: t, store },
+            name,
+            Program::RemoteCopy { tensor: t, store },
+        );
+    }
+
+    /// Stores every offloaded variable placed so far back in its remote buffer (after the
+    /// weight update that writes it).
+    pub fn store_remote(&mut self) {
+        for t in std::mem::take(&mut self.remote) {
+            let ipu = self.tensor_ipu(t);
+            let here = std::mem::replace(&mut self.ipu, ipu);
+            self.remote_copy(t, true);
+            self.ipu = here;
+        }
     }
 
     /// The layout the first matmul reading `id`'s elements (through casts, unary ops,

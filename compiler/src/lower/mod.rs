@@ -106,6 +106,8 @@ pub(crate) fn lower(
             lw.set_segment(chunk[0].1);
             lower_assigns(&mut lw, phase, &ids)?;
         }
+        // Offloaded optimizer state back to its remote buffers once the update wrote it.
+        lw.store_remote();
         match (&segments, phase) {
             (Some(segs), Phase::Step) => {
                 let parts = lw.take_parts();

@@ -180,6 +180,13 @@ fn accesses(
             reads.insert(*tensor);
             writes.insert(*tensor);
         }
+        Program::RemoteCopy { tensor, store } => {
+            if *store {
+                reads.insert(*tensor);
+            } else {
+                writes.insert(*tensor);
+            }
+        }
         Program::If {
             then, otherwise, ..
         } => {
@@ -392,6 +399,10 @@ pub(crate) fn leaves(p: &Program, out: &mut Vec<StepKind>) {
         Program::IpuCopy(e) => out.push(StepKind::IpuCopy(*e)),
         Program::StreamCopy { stream, .. } => out.push(StepKind::StreamCopy(*stream)),
         Program::CrossReplica { tensor, .. } => out.push(StepKind::CrossReplica(*tensor)),
+        Program::RemoteCopy { tensor, store } => out.push(StepKind::RemoteCopy {
+            tensor: *tensor,
+            store: *store,
+        }),
         Program::Sync(_) => {}
     }
 }

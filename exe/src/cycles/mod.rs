@@ -147,6 +147,13 @@ pub fn sync_cycles(target: &Target) -> u64 {
     target.sync_cycles as u64
 }
 
+/// Cycles of a remote-buffer copy ([`Program::RemoteCopy`]) of `bytes`: streaming memory is
+/// reached over the chip's host link (our choice: no separate figure for an IPU-M2000's
+/// streaming memory was found), so it costs as a stream copy of as many bytes.
+pub fn remote_copy_cycles(target: &Target, bytes: u64) -> u64 {
+    stream_copy_cycles(target, bytes)
+}
+
 /// Cycles of one stream copy of `bytes`: the host round trip plus the transfer.
 pub fn stream_copy_cycles(target: &Target, bytes: u64) -> u64 {
     (target.stream_copy_latency_cycles as u64).saturating_add(target.host_transfer_cycles(bytes))
@@ -499,6 +506,10 @@ fn walk(exe: &Executable, p: &Program, times: u64, n: &mut Counts) -> Totals {
         Program::CrossReplica { tensor, .. } => {
             n.cross_replica.push((*tensor, times));
             t.exchange = cross_replica_cycles(exe, *tensor).saturating_mul(times);
+        }
+        Program::RemoteCopy { tensor, .. } => {
+            let bytes = exe.tensor(*tensor).size_bytes();
+            t.stream = remote_copy_cycles(&exe.target, bytes).saturating_mul(times);
         }
         Program::Pipeline(pl) => t = walk_pipeline(exe, pl, times, n),
         Program::If {

@@ -26,7 +26,7 @@ mod passes;
 pub use crate::error::{render, Location, VerifierError};
 pub use passes::{lowered, planned};
 
-use crate::executable::{Executable, Program, StepKind, Tensor, TensorId};
+use crate::executable::{Executable, Program, StepKind, Tensor, TensorId, TensorKind};
 use crate::system::TileId;
 
 /// Every violation found in `exe`, in the order of the invariants; empty when it is sound.
@@ -129,6 +129,10 @@ impl Verifier<'_> {
                 }
                 StepKind::StreamCopy(s) => (s.0 as usize) < exe.streams.len(),
                 StepKind::CrossReplica(t) => self.tensor_ok(t),
+                StepKind::RemoteCopy { tensor, .. } => {
+                    self.tensor_ok(tensor)
+                        && exe.tensors[tensor.0 as usize].kind == TensorKind::RemoteVariable
+                }
             };
             if !ok {
                 self.fail(
@@ -403,6 +407,10 @@ fn collect_leaves(p: &Program, out: &mut Vec<StepKind>) {
         Program::IpuCopy(e) => out.push(StepKind::IpuCopy(*e)),
         Program::StreamCopy { stream, .. } => out.push(StepKind::StreamCopy(*stream)),
         Program::CrossReplica { tensor, .. } => out.push(StepKind::CrossReplica(*tensor)),
+        Program::RemoteCopy { tensor, store } => out.push(StepKind::RemoteCopy {
+            tensor: *tensor,
+            store: *store,
+        }),
         Program::Sync(_) => {}
     }
 }

@@ -142,6 +142,20 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
                     }
                 }
             }
+            StepKind::RemoteCopy { tensor, store } => {
+                // A load writes the tile copy; a store reads it.
+                if !store {
+                    written[tensor.0 as usize] = true;
+                } else if !written[tensor.0 as usize] {
+                    return Err(fail(
+                        PASS,
+                        format!(
+                            "a remote-buffer store reads tensor '{}' before it is written",
+                            name(tensor)
+                        ),
+                    ));
+                }
+            }
             StepKind::CrossReplica(t) => {
                 if !written[t.0 as usize] {
                     return Err(fail(
@@ -231,6 +245,7 @@ fn count_leaves(p: &Program, n: &mut usize) {
         | Program::Exchange(_)
         | Program::IpuCopy(_)
         | Program::StreamCopy { .. }
+        | Program::RemoteCopy { .. }
         | Program::CrossReplica { .. } => *n += 1,
         Program::Sync(_) => {}
     }

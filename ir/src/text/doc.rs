@@ -45,6 +45,8 @@ pub(crate) struct ProgramDoc {
     pub recompute_checkpoints: Vec<String>,
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub replication_factor: u32,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub offload_optimizer_state: bool,
 }
 
 fn is_one(n: &u32) -> bool {
@@ -227,6 +229,7 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
         recompute: doc.recompute,
         recompute_checkpoints: doc.recompute_checkpoints,
         replication_factor: doc.replication_factor,
+        offload_optimizer_state: doc.offload_optimizer_state,
     };
     validate_program(&program).map_err(|e| map.ir_error(&e, false))?;
     Ok(program)
@@ -434,6 +437,7 @@ pub(crate) fn from_program(program: &Program) -> ProgramDoc {
         recompute: program.recompute,
         recompute_checkpoints: program.recompute_checkpoints.clone(),
         replication_factor: program.replication_factor,
+        offload_optimizer_state: program.offload_optimizer_state,
     }
 }
 

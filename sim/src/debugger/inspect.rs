@@ -22,7 +22,9 @@ pub fn step_touches_tile(exe: &Executable, leaf: Leaf, tile: TileId) -> bool {
             .copies
             .iter()
             .any(|c| c.src_tile == tile || c.dsts.iter().any(|d| d.tile == tile)),
-        Leaf::StreamCopy { tensor, .. } => exe.tensor(tensor).slice_on(tile).is_some(),
+        Leaf::StreamCopy { tensor, .. } | Leaf::RemoteCopy { tensor, .. } => {
+            exe.tensor(tensor).slice_on(tile).is_some()
+        }
         Leaf::Sync | Leaf::ExternalSync | Leaf::CrossReplica { .. } => false,
     }
 }
@@ -42,7 +44,7 @@ pub fn step_touches_ipu(exe: &Executable, leaf: Leaf, ipu: u32) -> bool {
             .copies
             .iter()
             .any(|c| c.src_tile.ipu() == ipu || c.dsts.iter().any(|d| d.tile.ipu() == ipu)),
-        Leaf::StreamCopy { tensor, .. } => exe
+        Leaf::StreamCopy { tensor, .. } | Leaf::RemoteCopy { tensor, .. } => exe
             .tensor(tensor)
             .slices
             .iter()
@@ -81,6 +83,11 @@ pub fn describe_step(exe: &Executable, next: &NextStep) -> String {
         Leaf::Sync => "sync".to_string(),
         Leaf::ExternalSync => "external sync".to_string(),
         Leaf::CrossReplica { tensor } => format!("cross-replica '{}'", exe.tensor(tensor).name),
+        Leaf::RemoteCopy { tensor, store } => format!(
+            "remote-buffer {} of '{}'{step}",
+            if store { "store" } else { "load" },
+            exe.tensor(tensor).name
+        ),
     }
 }
 
@@ -169,7 +176,9 @@ impl Liveness {
                         }
                     }
                 }
-                StepKind::CrossReplica(t) => touch(t.0 as usize, k),
+                StepKind::CrossReplica(t) | StepKind::RemoteCopy { tensor: t, .. } => {
+                    touch(t.0 as usize, k)
+                }
                 StepKind::Exchange(ex) | StepKind::IpuCopy(ex) => {
                     for c in &exe.exchange(ex).copies {
                         touch(c.src_tensor.0 as usize, k);
@@ -362,6 +371,7 @@ pub fn print_tensor(
 fn kind_name(k: &TensorKind) -> &'static str {
     match k {
         TensorKind::Variable => "variable",
+        TensorKind::RemoteVariable => "variable in a remote buffer",
         TensorKind::Constant => "constant",
         TensorKind::StreamBuffer { .. } => "stream buffer",
         TensorKind::Activation => "activation",

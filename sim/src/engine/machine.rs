@@ -271,6 +271,9 @@ impl Engine {
                 0,
                 Category::DoExchange,
             )),
+            Leaf::RemoteCopy { tensor, store } => self
+                .run_remote_copy(next.step, tensor, store, start)
+                .map(|(c, b)| (c, b, Category::StreamCopy)),
             Leaf::Sync | Leaf::ExternalSync => {
                 let scope = match next.leaf {
                     Leaf::ExternalSync => SyncScope::External,

@@ -146,6 +146,8 @@ pub struct Engine {
     trace: Option<Vec<Event>>,
     /// The clock of the pipeline tick in progress.
     tick: Option<machine::TickClock>,
+    /// The remote buffers of offloaded variables (`TensorKind::RemoteVariable`), by tensor.
+    remote: Vec<Option<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -228,6 +230,7 @@ impl Engine {
             step_flags: Vec::new(),
             last_step: None,
             tick: None,
+            remote: Vec::new(),
             trace: options.record_trace.then(Vec::new),
             exe,
         };
@@ -250,17 +253,25 @@ impl Engine {
                 tensor: t.name.clone(),
                 source,
             })?;
-            scatter(t, &self.index, &mut self.tiles, &value.to_bytes());
+            if t.kind == TensorKind::RemoteVariable {
+                // Offloaded: the initial value waits in its remote buffer.
+                self.remote.resize(exe.tensors.len(), None);
+                self.remote[iv.tensor.0 as usize] = Some(value.to_bytes());
+            } else {
+                scatter(t, &self.index, &mut self.tiles, &value.to_bytes());
+            }
             done[iv.tensor.0 as usize] = true;
         }
         for (t, done) in exe.tensors.iter().zip(done) {
-            if matches!(t.kind, TensorKind::Variable | TensorKind::Constant)
-                && !done
+            if matches!(
+                t.kind,
+                TensorKind::Variable | TensorKind::RemoteVariable | TensorKind::Constant
+            ) && !done
                 && t.num_elements() > 0
             {
                 return Err(EngineError::invalid(format!(
                     "{} '{}' has no initial value",
-                    if t.kind == TensorKind::Variable {
+                    if t.kind != TensorKind::Constant {
                         "variable"
                     } else {
                         "constant"
@@ -349,6 +360,11 @@ impl Engine {
 
     fn gather_as(&self, id: TensorId, shape: &ipusim_ir::Shape) -> Option<Tensor> {
         let t = self.exe.tensors.get(id.0 as usize)?;
+        if t.kind == TensorKind::RemoteVariable {
+            // An offloaded variable's value is its remote buffer's.
+            let bytes = self.remote.get(id.0 as usize)?.as_ref()?;
+            return Tensor::from_bytes(t.dtype, shape.clone(), bytes).ok();
+        }
         let mut bytes = vec![0u8; t.size_bytes() as usize];
         gather(t, &self.index, &self.tiles, &mut bytes);
         Tensor::from_bytes(t.dtype, shape.clone(), &bytes).ok()
@@ -358,10 +374,11 @@ impl Engine {
     /// values are rounded to nearest even).
     pub fn write_variable(&mut self, name: &str, value: &Tensor) -> Result<(), EngineError> {
         let exe = Arc::clone(&self.exe);
-        let t = exe
+        let (i, t) = exe
             .tensors
             .iter()
-            .find(|t| t.kind == TensorKind::Variable && t.name == name)
+            .enumerate()
+            .find(|(_, t)| is_variable(&t.kind) && t.name == name)
             .ok_or_else(|| EngineError::UnknownVariable(name.to_string()))?;
         if value.dtype() != t.dtype
             || value.shape() != &t.shape
@@ -373,7 +390,13 @@ impl Engine {
                 found: value.ty(),
             });
         }
-        scatter(t, &self.index, &mut self.tiles, &value.to_bytes());
+        if t.kind == TensorKind::RemoteVariable {
+            if let Some(slot) = self.remote.get_mut(i) {
+                *slot = Some(value.to_bytes());
+            }
+        } else {
+            scatter(t, &self.index, &mut self.tiles, &value.to_bytes());
+        }
         Ok(())
     }
 
@@ -416,7 +439,7 @@ impl Engine {
         self.exe
             .tensors
             .iter()
-            .filter(|t| t.kind == TensorKind::Variable)
+            .filter(|t| is_variable(&t.kind))
             .map(|t| (t.name.clone(), TensorType::new(t.dtype, t.shape.clone())))
             .collect()
     }
@@ -487,4 +510,9 @@ impl Engine {
             t.push(event());
         }
     }
+}
+
+/// True for a model variable, on chip or offloaded.
+fn is_variable(kind: &TensorKind) -> bool {
+    matches!(kind, TensorKind::Variable | TensorKind::RemoteVariable)
 }

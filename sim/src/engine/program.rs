@@ -143,6 +143,20 @@ impl Tree {
                 leaf: Leaf::CrossReplica { tensor: *tensor },
                 step: step_index(steps, next_step, StepKind::CrossReplica(*tensor)),
             },
+            Program::RemoteCopy { tensor, store } => Node::Leaf {
+                leaf: Leaf::RemoteCopy {
+                    tensor: *tensor,
+                    store: *store,
+                },
+                step: step_index(
+                    steps,
+                    next_step,
+                    StepKind::RemoteCopy {
+                        tensor: *tensor,
+                        store: *store,
+                    },
+                ),
+            },
         };
         self.nodes[id as usize] = node;
         id

@@ -278,6 +278,49 @@ impl Engine {
         Ok((cycles, bytes))
     }
 
+    /// Runs the remote-buffer load or store of an offloaded variable; returns its cycles and
+    /// bytes (recorded as a stream copy named `TENSOR/load` or `TENSOR/store`).
+    pub(super) fn run_remote_copy(
+        &mut self,
+        step: Option<u32>,
+        tensor: TensorId,
+        store: bool,
+        start: u64,
+    ) -> Result<(u64, u64), EngineError> {
+        let exe = Arc::clone(&self.exe);
+        let t = exe.tensor(tensor);
+        let n = t.size_bytes() as usize;
+        let slot = self
+            .remote
+            .get_mut(tensor.0 as usize)
+            .ok_or_else(|| EngineError::invalid(format!("'{}' has no remote buffer", t.name)))?;
+        if store {
+            let mut bytes = vec![0u8; n];
+            gather(t, &self.index, &self.tiles, &mut bytes);
+            *slot = Some(bytes);
+        } else {
+            let bytes = slot.as_ref().ok_or_else(|| {
+                EngineError::invalid(format!("'{}' has no remote buffer", t.name))
+            })?;
+            scatter(t, &self.index, &mut self.tiles, bytes);
+        }
+        let cycles = ipusim_exe::cycles::remote_copy_cycles(&exe.target, n as u64);
+        let (direction, what) = if store {
+            (StreamDirection::DeviceToHost, "store")
+        } else {
+            (StreamDirection::HostToDevice, "load")
+        };
+        self.record(|| Event::StreamCopy {
+            step,
+            stream: format!("{}/{what}", t.name),
+            direction,
+            bytes: n as u64,
+            cycle: start,
+            cycles,
+        });
+        Ok((cycles, n as u64))
+    }
+
     /// Runs one host stream copy; returns its cycles and bytes.
     pub(super) fn run_stream_copy(
         &mut self,

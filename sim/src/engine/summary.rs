@@ -77,6 +77,13 @@ pub enum Leaf {
         /// The tensor.
         tensor: TensorId,
     },
+    /// A remote-buffer load (or store) of an offloaded variable.
+    RemoteCopy {
+        /// The tensor.
+        tensor: TensorId,
+        /// True for a store.
+        store: bool,
+    },
 }
 
 /// The program step the engine will execute next.
