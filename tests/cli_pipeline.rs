@@ -7,15 +7,10 @@ use std::path::Path;
 use std::process::Output;
 
 mod common;
-use common::{ipusim, scratch, stderr, stdout, tiny_resnet};
+use common::{ipusim, json, run_saving, scratch, stderr, stdout, tiny_resnet};
 
 const SHARDED: &str = "tests/programs/sim/sharded_mlp.ron";
 const SINGLE: &str = "tests/programs/sim/train_mlp.ron";
-
-fn json(o: &Output) -> serde_json::Value {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
-    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
-}
 
 /// Asserts that `o` is an error (exit 1) whose message contains `text`.
 fn fails(o: &Output, text: &str) {
@@ -23,24 +18,11 @@ fn fails(o: &Output, text: &str) {
     assert!(stderr(o).contains(text), "{}", stderr(o));
 }
 
-/// `ipusim run PROGRAM --steps 4 --json --save-variables DIR/TAG.json ARGS`: the JSON output
-/// and the saved variables.
+/// `ipusim run PROGRAM --steps 4 ... ARGS` (see [`run_saving`]): the JSON output and the
+/// saved variables as text.
 fn run(program: &str, dir: &Path, tag: &str, args: &[&str]) -> (serde_json::Value, String) {
-    let vars = dir.join(format!("{tag}.json"));
-    let mut all = vec![
-        "run",
-        program,
-        "--steps",
-        "4",
-        "--json",
-        "--save-variables",
-        vars.to_str().unwrap(),
-    ];
-    all.extend_from_slice(args);
-    let out = json(&ipusim(&all));
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(vars).unwrap()).unwrap();
-    (out, saved["variables"].to_string())
+    let (out, saved) = run_saving(program, dir, tag, &[&["--steps", "4"], args].concat());
+    (out, saved.to_string())
 }
 
 #[test]

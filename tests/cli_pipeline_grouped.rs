@@ -5,18 +5,12 @@
 //! report's pipeline section and timeline, and the errors of splits it cannot run.
 
 use std::path::Path;
-use std::process::Output;
 
 mod common;
-use common::{ipusim, scratch, stderr, stdout};
+use common::{ipusim, json, run_saving, scratch, stderr, stdout};
 
 const SHARDED: &str = "tests/programs/sim/sharded_mlp.ron";
 const RESNET: &str = "programs/resnet_digits.ron";
-
-fn json(o: &Output) -> serde_json::Value {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
-    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
-}
 
 fn compile(program: &str, args: &[&str]) -> serde_json::Value {
     let mut all = vec!["compile", program, "--json"];
@@ -24,24 +18,11 @@ fn compile(program: &str, args: &[&str]) -> serde_json::Value {
     json(&ipusim(&all))
 }
 
-/// `ipusim run PROGRAM --steps 2 --json --save-variables DIR/TAG.json ARGS` (two device
-/// iterations): the JSON output and the saved variables.
+/// `ipusim run PROGRAM --steps 2 ... ARGS` (two device iterations, see [`run_saving`]): the
+/// JSON output and the saved variables as text.
 fn run(program: &str, dir: &Path, tag: &str, args: &[&str]) -> (serde_json::Value, String) {
-    let vars = dir.join(format!("{tag}.json"));
-    let mut all = vec![
-        "run",
-        program,
-        "--steps",
-        "2",
-        "--json",
-        "--save-variables",
-        vars.to_str().unwrap(),
-    ];
-    all.extend_from_slice(args);
-    let out = json(&ipusim(&all));
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(vars).unwrap()).unwrap();
-    (out, saved["variables"].to_string())
+    let (out, saved) = run_saving(program, dir, tag, &[&["--steps", "2"], args].concat());
+    (out, saved.to_string())
 }
 
 fn cycles(r: &serde_json::Value) -> u64 {

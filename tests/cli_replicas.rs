@@ -7,37 +7,20 @@
 //! depend on the host thread count.
 
 use std::path::Path;
-use std::process::Output;
 
 mod common;
-use common::{ipusim, scratch, stderr, stdout};
+use common::{ipusim, json, run_saving, scratch, stderr};
 
 const MLP: &str = "tests/programs/sim/train_mlp.ron";
 const SHARDED: &str = "tests/programs/sim/sharded_mlp.ron";
 const RESNET: &str = "programs/resnet_digits.ron";
 
-fn json(o: &Output) -> serde_json::Value {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
-    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
-}
-
-/// `ipusim run PROGRAM --json --save-variables DIR/TAG.json ARGS`: the JSON output and the
-/// saved model weights (the variables that are not gradient accumulators, which hold one
-/// replica's own micro-batches).
+/// `ipusim run PROGRAM ... ARGS` (see [`run_saving`]): the JSON output and the saved model
+/// weights (the variables that are not gradient accumulators, which hold one replica's own
+/// micro-batches).
 fn run(program: &str, dir: &Path, tag: &str, args: &[&str]) -> (serde_json::Value, String) {
-    let vars = dir.join(format!("{tag}.json"));
-    let mut all = vec![
-        "run",
-        program,
-        "--json",
-        "--save-variables",
-        vars.to_str().unwrap(),
-    ];
-    all.extend_from_slice(args);
-    let out = json(&ipusim(&all));
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(vars).unwrap()).unwrap();
-    let weights: Vec<&serde_json::Value> = saved["variables"]
+    let (out, saved) = run_saving(program, dir, tag, args);
+    let weights: Vec<&serde_json::Value> = saved
         .as_array()
         .unwrap()
         .iter()

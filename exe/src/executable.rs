@@ -611,6 +611,39 @@ pub struct ProgramStep {
     pub name: String,
 }
 
+impl Program {
+    /// The program steps of the tree in program order: its leaves (syncs aside), a
+    /// `Repeat` body and each pipeline segment's parts listed once.
+    pub fn leaves(&self) -> Vec<StepKind> {
+        fn walk(p: &Program, out: &mut Vec<StepKind>) {
+            match p {
+                Program::Sequence(c) => c.iter().for_each(|x| walk(x, out)),
+                Program::Repeat { body, .. } => walk(body, out),
+                Program::Pipeline(pl) => pl.children().for_each(|x| walk(x, out)),
+                Program::If {
+                    then, otherwise, ..
+                } => {
+                    walk(then, out);
+                    walk(otherwise, out);
+                }
+                Program::Execute(c) => out.push(StepKind::Execute(*c)),
+                Program::Exchange(e) => out.push(StepKind::Exchange(*e)),
+                Program::IpuCopy(e) => out.push(StepKind::IpuCopy(*e)),
+                Program::StreamCopy { stream, .. } => out.push(StepKind::StreamCopy(*stream)),
+                Program::CrossReplica { tensor, .. } => out.push(StepKind::CrossReplica(*tensor)),
+                Program::RemoteCopy { tensor, store } => out.push(StepKind::RemoteCopy {
+                    tensor: *tensor,
+                    store: *store,
+                }),
+                Program::Sync(_) => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &mut out);
+        out
+    }
+}
+
 impl Executable {
     /// The IPU tensor `id` lives on (0 for an unmapped or unknown tensor).
     pub fn tensor_ipu(&self, id: TensorId) -> u32 {

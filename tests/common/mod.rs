@@ -42,3 +42,32 @@ pub fn scratch(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// The JSON on standard output of a run that succeeded (exit 0).
+pub fn json(o: &Output) -> serde_json::Value {
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(o), stderr(o));
+    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
+}
+
+/// `ipusim run PROGRAM --json --save-variables DIR/TAG.json ARGS`: the JSON output and the
+/// saved variables (the file's `variables` array).
+pub fn run_saving(
+    program: &str,
+    dir: &std::path::Path,
+    tag: &str,
+    args: &[&str],
+) -> (serde_json::Value, serde_json::Value) {
+    let vars = dir.join(format!("{tag}.json"));
+    let mut all = vec![
+        "run",
+        program,
+        "--json",
+        "--save-variables",
+        vars.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let out = json(&ipusim(&all));
+    let mut saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(vars).unwrap()).unwrap();
+    (out, saved["variables"].take())
+}

@@ -146,9 +146,7 @@ pub(crate) fn lower(
         body: Box::new(Program::Sequence(iteration)),
     }]);
     if let Some((_, persistent)) = &pipelined {
-        let mut kinds = Vec::new();
-        pipeline::leaves(&program, &mut kinds);
-        lw.rebuild_steps(kinds, persistent);
+        lw.rebuild_steps(program.leaves(), persistent);
     }
     let values = lw.node_values(
         order

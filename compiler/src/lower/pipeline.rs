@@ -26,7 +26,7 @@ use super::core::{Lowerer, Part};
 use super::kit::stage::ExchangeBuilder;
 use super::ops::elementwise::mapping_of;
 use crate::error::CompileError;
-use crate::executable::{Pipeline, Program, Segment, StepKind, TensorId, TensorKind};
+use crate::executable::{Pipeline, Program, Segment, TensorId, TensorKind};
 use ipusim_ir::pipeline::{Placement, Schedule};
 use ipusim_ir::{Graph, NodeId, Op, Phase};
 use std::collections::{BTreeSet, HashMap};
@@ -380,29 +380,4 @@ fn check_crossings(lw: &Lowerer, segs: &Segments) -> Result<(), CompileError> {
         }
     }
     Ok(())
-}
-
-/// The leaves of `p` in program order.
-pub(crate) fn leaves(p: &Program, out: &mut Vec<StepKind>) {
-    match p {
-        Program::Sequence(c) => c.iter().for_each(|x| leaves(x, out)),
-        Program::Repeat { body, .. } => leaves(body, out),
-        Program::Pipeline(pl) => pl.children().for_each(|x| leaves(x, out)),
-        Program::If {
-            then, otherwise, ..
-        } => {
-            leaves(then, out);
-            leaves(otherwise, out);
-        }
-        Program::Execute(c) => out.push(StepKind::Execute(*c)),
-        Program::Exchange(e) => out.push(StepKind::Exchange(*e)),
-        Program::IpuCopy(e) => out.push(StepKind::IpuCopy(*e)),
-        Program::StreamCopy { stream, .. } => out.push(StepKind::StreamCopy(*stream)),
-        Program::CrossReplica { tensor, .. } => out.push(StepKind::CrossReplica(*tensor)),
-        Program::RemoteCopy { tensor, store } => out.push(StepKind::RemoteCopy {
-            tensor: *tensor,
-            store: *store,
-        }),
-        Program::Sync(_) => {}
-    }
 }

@@ -26,7 +26,7 @@ mod passes;
 pub use crate::error::{render, Location, VerifierError};
 pub use passes::{lowered, planned};
 
-use crate::executable::{Executable, Program, StepKind, Tensor, TensorId, TensorKind};
+use crate::executable::{Executable, StepKind, Tensor, TensorId, TensorKind};
 use crate::system::TileId;
 
 /// Every violation found in `exe`, in the order of the invariants; empty when it is sound.
@@ -96,8 +96,7 @@ impl Verifier<'_> {
     /// Invariant 1.
     fn tables(&mut self) {
         let exe = self.exe;
-        let mut leaves = Vec::new();
-        collect_leaves(&exe.program, &mut leaves);
+        let leaves = exe.program.leaves();
         if leaves.len() != exe.steps.len() {
             self.fail(
                 1,
@@ -387,30 +386,5 @@ impl Verifier<'_> {
                 Some(_) => {}
             }
         }
-    }
-}
-
-/// The leaves of a program in order (a `Repeat` body once, both `If` branches).
-fn collect_leaves(p: &Program, out: &mut Vec<StepKind>) {
-    match p {
-        Program::Sequence(c) => c.iter().for_each(|x| collect_leaves(x, out)),
-        Program::Repeat { body, .. } => collect_leaves(body, out),
-        Program::Pipeline(pl) => pl.children().for_each(|x| collect_leaves(x, out)),
-        Program::If {
-            then, otherwise, ..
-        } => {
-            collect_leaves(then, out);
-            collect_leaves(otherwise, out);
-        }
-        Program::Execute(c) => out.push(StepKind::Execute(*c)),
-        Program::Exchange(e) => out.push(StepKind::Exchange(*e)),
-        Program::IpuCopy(e) => out.push(StepKind::IpuCopy(*e)),
-        Program::StreamCopy { stream, .. } => out.push(StepKind::StreamCopy(*stream)),
-        Program::CrossReplica { tensor, .. } => out.push(StepKind::CrossReplica(*tensor)),
-        Program::RemoteCopy { tensor, store } => out.push(StepKind::RemoteCopy {
-            tensor: *tensor,
-            store: *store,
-        }),
-        Program::Sync(_) => {}
     }
 }

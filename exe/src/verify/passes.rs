@@ -17,7 +17,7 @@
 //! 5. per tile, the categories add up to the total, and the data region is within the total.
 
 use crate::error::CompileError;
-use crate::executable::{Executable, Program, StepKind, TensorId, TensorKind};
+use crate::executable::{Executable, StepKind, TensorId, TensorKind};
 use crate::memory::Usage;
 use crate::system::TileId;
 
@@ -216,8 +216,7 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
         }
     }
     // The program tree lists exactly the steps.
-    let mut leaves = 0usize;
-    count_leaves(&low.program, &mut leaves);
+    let leaves = low.program.leaves().len();
     if leaves != low.steps.len() {
         return Err(fail(
             PASS,
@@ -228,27 +227,6 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
         ));
     }
     Ok(())
-}
-
-fn count_leaves(p: &Program, n: &mut usize) {
-    match p {
-        Program::Sequence(c) => c.iter().for_each(|x| count_leaves(x, n)),
-        Program::Repeat { body, .. } => count_leaves(body, n),
-        Program::Pipeline(pl) => pl.children().for_each(|x| count_leaves(x, n)),
-        Program::If {
-            then, otherwise, ..
-        } => {
-            count_leaves(then, n);
-            count_leaves(otherwise, n);
-        }
-        Program::Execute(_)
-        | Program::Exchange(_)
-        | Program::IpuCopy(_)
-        | Program::StreamCopy { .. }
-        | Program::RemoteCopy { .. }
-        | Program::CrossReplica { .. } => *n += 1,
-        Program::Sync(_) => {}
-    }
 }
 
 /// Checks 4-5 on the planned executable.
