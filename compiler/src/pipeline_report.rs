@@ -8,6 +8,10 @@ use ipusim_exe::cycles::{pipeline_tick_cycles, program_cycles};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
+/// Steady-state ticks the text timeline shows after the ramp-up and before the ramp-down of
+/// a long pass (our choice: enough to see the pattern repeat, short enough for a terminal).
+const STEADY_SHOWN: u32 = 3;
+
 /// One segment (a stage's forward or backward part) of the pipeline.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SegmentReport {
@@ -106,7 +110,9 @@ impl PipelineReport {
     }
 
     /// The report as text: the summary line, then per segment its figures and its row of
-    /// the timeline (the micro-batch it runs in each tick, `.` when it has none).
+    /// the timeline (the micro-batch it runs in each tick, `.` when it has none; a long
+    /// pass's middle as `…`), then the cycles of each tick (a run of equal ticks as one
+    /// entry, `cycles x count`).
     pub fn text(&self, group: fn(u64) -> String) -> String {
         let total = self.ramp_cycles + self.steady_cycles;
         let mut s = format!(
@@ -132,11 +138,14 @@ impl PipelineReport {
             .to_string()
             .len()
             .max(1);
+        let columns = self.timeline_columns();
         for seg in &self.segments {
-            let row: Vec<String> = (0..self.ticks)
-                .map(|t| match t.checked_sub(seg.offset) {
-                    Some(m) if m < self.micro_batches => format!("{m:>width$}"),
-                    _ => format!("{:>width$}", "."),
+            let row: Vec<String> = columns
+                .iter()
+                .map(|c| match c.map(|t| t.checked_sub(seg.offset)) {
+                    None => format!("{:>width$}", "…"),
+                    Some(Some(m)) if m < self.micro_batches => format!("{m:>width$}"),
+                    Some(_) => format!("{:>width$}", "."),
                 })
                 .collect();
             let _ = writeln!(
@@ -150,9 +159,39 @@ impl PipelineReport {
                 row.join(" ")
             );
         }
-        let ticks: Vec<String> = self.tick_cycles.iter().map(|&c| group(c)).collect();
+        // Equal neighbouring ticks (the steady state) as one entry with a count.
+        let mut ticks: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < self.tick_cycles.len() {
+            let c = self.tick_cycles[i];
+            let run = self.tick_cycles[i..]
+                .iter()
+                .take_while(|&&d| d == c)
+                .count();
+            ticks.push(match run {
+                1 => group(c),
+                n => format!("{} x {n}", group(c)),
+            });
+            i += run;
+        }
         let _ = writeln!(s, "tick cycles: {}", ticks.join(", "));
         s
+    }
+
+    /// The ticks the text timeline shows, `None` standing for the ticks it leaves out: every
+    /// tick of a short pass; of a long one the ramp-up, the ramp-down and
+    /// [`STEADY_SHOWN`] steady ticks after and before them.
+    fn timeline_columns(&self) -> Vec<Option<u32>> {
+        let ramp = self.ticks.saturating_sub(self.micro_batches);
+        let lead = ramp + STEADY_SHOWN;
+        if self.ticks <= 2 * lead + 1 {
+            return (0..self.ticks).map(Some).collect();
+        }
+        (0..lead)
+            .map(Some)
+            .chain(std::iter::once(None))
+            .chain((self.ticks - lead..self.ticks).map(Some))
+            .collect()
     }
 }
 
@@ -166,5 +205,75 @@ fn find(p: &Program) -> Option<&Pipeline> {
             then, otherwise, ..
         } => find(then).or_else(|| find(otherwise)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two stages (Grouped offsets 0, 1, 1, 2) over `m` micro-batches, every segment 10
+    /// cycles: ramp ticks of 10 and 20 cycles, steady ticks of 30.
+    fn two_stages(m: u32) -> PipelineReport {
+        let seg = |name: &str, ipu, offset| SegmentReport {
+            name: name.into(),
+            ipu,
+            offset,
+            cycles: 10,
+            stash_slots: 0,
+            stash_bytes: 0,
+        };
+        let ticks = m + 2;
+        let tick_cycles: Vec<u64> = (0..ticks)
+            .map(|t| match t {
+                0 => 10,
+                t if t == ticks - 1 => 10,
+                _ => 30,
+            })
+            .collect();
+        PipelineReport {
+            schedule: "Grouped".into(),
+            stages: 2,
+            micro_batches: m,
+            ticks,
+            ramp_cycles: 20,
+            steady_cycles: tick_cycles.iter().sum::<u64>() - 20,
+            tick_cycles,
+            stash_bytes: 0,
+            segments: vec![
+                seg("stage 0 forward", 0, 0),
+                seg("stage 1 forward", 1, 1),
+                seg("stage 1 backward", 1, 1),
+                seg("stage 0 backward", 0, 2),
+            ],
+        }
+    }
+
+    /// The timeline part of `segment`'s line (after its 66 columns of figures).
+    fn row<'a>(text: &'a str, segment: &str) -> &'a str {
+        let line = text.lines().find(|l| l.starts_with(segment)).unwrap();
+        &line[66..]
+    }
+
+    #[test]
+    fn a_short_pass_shows_every_tick() {
+        let text = two_stages(4).text(|c| c.to_string());
+        assert_eq!(row(&text, "stage 0 backward"), ". . 0 1 2 3");
+        assert!(text.contains("tick cycles: 10, 30 x 4, 10\n"), "{text}");
+    }
+
+    #[test]
+    fn a_long_pass_leaves_out_the_middle_of_its_steady_state() {
+        let text = two_stages(100).text(|c| c.to_string());
+        // The ramp (2 ticks) and 3 steady ticks at each end, the middle left out.
+        assert_eq!(
+            row(&text, "stage 0 forward"),
+            " 0  1  2  3  4  … 97 98 99  .  ."
+        );
+        assert_eq!(
+            row(&text, "stage 0 backward"),
+            " .  .  0  1  2  … 95 96 97 98 99"
+        );
+        assert!(text.contains("tick cycles: 10, 30 x 100, 10\n"), "{text}");
     }
 }
