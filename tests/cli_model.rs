@@ -1,6 +1,7 @@
 //! `ipusim model`: the model zoo through the built binary — the list with torchvision's
 //! parameter counts, a generated ResNet that checks, compiles and trains one step on
-//! synthetic data, and bad flags named in the error (exit 1, never a panic).
+//! synthetic data, the shipped ResNet-50 and the CNN README's two-IPU configurations of it,
+//! and bad flags named in the error (exit 1, never a panic).
 
 use std::process::Output;
 
@@ -143,4 +144,49 @@ fn the_shipped_resnet50_is_the_zoos_and_compiles_to_its_cycle_report() {
         (passes("Forward"), passes("WeightGrad"), passes("InputGrad")),
         (53, 53, 52)
     );
+}
+
+/// The CNN README's multi-IPU ResNet-50 configurations (seed 003) fit, in our names:
+/// `--batch-size 2 --xla-recompute --shards 2 --pipeline-depth 256 --pipeline-splits b3/1/relu
+/// --available-memory-proportion 0.1` (the split after block 1 of stage 3 is where
+/// `layer3.2` begins), and four replicas of `--pipeline-depth 128 --pipeline-splits b3/0/relu
+/// --pipeline-schedule Grouped --available-memory-proportion 0.4 --xla-recompute` on 8 IPUs.
+/// Both pipelined with the Grouped schedule: no tile of either IPU is out of memory.
+#[test]
+fn the_cnn_readmes_two_ipu_resnet50_configurations_fit() {
+    for (split, proportion, depth, replicas) in
+        [("layer3.2", "0.1", 256, 1), ("layer3.1", "0.4", 128, 4)]
+    {
+        let (depth_s, replicas_s) = (depth.to_string(), replicas.to_string());
+        let o = ipusim(&[
+            "compile",
+            "programs/resnet50.ron",
+            "--json",
+            "--batch",
+            "2",
+            "--ipus",
+            "2",
+            "--recompute",
+            "--pipeline-schedule",
+            "Grouped",
+            "--pipeline-splits",
+            split,
+            "--available-memory-proportion",
+            proportion,
+            "--gradient-accumulation",
+            &depth_s,
+            "--replicas",
+            &replicas_s,
+        ]);
+        let r: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
+        assert_eq!(r["memory"]["oom"], false, "{split}");
+        let ipus = r["ipus"].as_array().unwrap();
+        assert_eq!(ipus.len(), 2, "{split}");
+        for ipu in ipus {
+            assert_eq!(ipu["oom_tiles"], 0, "{split}: {ipu}");
+            assert!(ipu["used_tiles"].as_u64().unwrap() > 1000, "{split}: {ipu}");
+        }
+        assert_eq!(r["batch"]["global_batch"], 2 * depth * replicas, "{split}");
+        assert_eq!(r["pipeline"]["micro_batches"], depth, "{split}");
+    }
 }
