@@ -20,6 +20,7 @@ use crate::target::Target;
 pub use ipusim_exe::memory::{MemoryPlan, TensorBytes, TileMemory, Usage, WorstTile};
 use ipusim_exe::system::System;
 use ipusim_exe::system::TileId;
+use rayon::prelude::*;
 use std::collections::BTreeSet;
 
 /// Alignment of every allocation.
@@ -344,24 +345,35 @@ pub(crate) fn resolve_offsets(
             what: "an address beyond 32-bit tile addresses".into(),
         })
     };
-    for cs in compute_sets.iter_mut() {
-        for tw in &mut cs.tiles {
-            for g in &mut tw.groups {
-                for v in &mut g.vertices {
-                    for o in &mut v.operands {
-                        o.offset = add(o.offset, base(o.tensor, tw.tile)?, &cs.name)?;
+    // Compute sets and exchanges on the host's cores; the first failure in program order is
+    // reported.
+    let resolved: Vec<Result<(), CompileError>> = compute_sets
+        .par_iter_mut()
+        .map(|cs| {
+            for tw in &mut cs.tiles {
+                for g in &mut tw.groups {
+                    for v in &mut g.vertices {
+                        for o in &mut v.operands {
+                            o.offset = add(o.offset, base(o.tensor, tw.tile)?, &cs.name)?;
+                        }
                     }
                 }
             }
-        }
-    }
-    for ex in exchanges.iter_mut() {
-        for c in &mut ex.copies {
-            c.src_offset = add(c.src_offset, base(c.src_tensor, c.src_tile)?, &ex.name)?;
-            for d in &mut c.dsts {
-                d.offset = add(d.offset, base(c.dst_tensor, d.tile)?, &ex.name)?;
+            Ok(())
+        })
+        .collect();
+    resolved.into_iter().collect::<Result<(), _>>()?;
+    let resolved: Vec<Result<(), CompileError>> = exchanges
+        .par_iter_mut()
+        .map(|ex| {
+            for c in &mut ex.copies {
+                c.src_offset = add(c.src_offset, base(c.src_tensor, c.src_tile)?, &ex.name)?;
+                for d in &mut c.dsts {
+                    d.offset = add(d.offset, base(c.dst_tensor, d.tile)?, &ex.name)?;
+                }
             }
-        }
-    }
-    Ok(())
+            Ok(())
+        })
+        .collect();
+    resolved.into_iter().collect()
 }

@@ -26,8 +26,9 @@ mod passes;
 pub use crate::error::{render, Location, VerifierError};
 pub use passes::{lowered, planned};
 
-use crate::executable::{Executable, StepKind, Tensor, TensorId, TensorKind};
+use crate::executable::{ComputeSet, Exchange, Executable, StepKind, Tensor, TensorId, TensorKind};
 use crate::system::TileId;
+use rayon::prelude::*;
 
 /// Every violation found in `exe`, in the order of the invariants; empty when it is sound.
 pub fn executable(exe: &Executable) -> Vec<VerifierError> {
@@ -290,76 +291,107 @@ impl Verifier<'_> {
         Ok(())
     }
 
-    /// Invariant 3.
+    /// Invariant 3, every compute set checked on the host's cores, the violations in
+    /// program order.
     fn operands(&mut self) {
-        let exe = self.exe;
-        for cs in &exe.compute_sets {
-            for tw in &cs.tiles {
-                for (gi, g) in tw.groups.iter().enumerate() {
-                    for (vi, v) in g.vertices.iter().enumerate() {
-                        let loc = || Location::Vertex {
-                            compute_set: cs.name.clone(),
-                            tile: tw.tile,
-                            group: gi,
-                            vertex: vi,
-                        };
-                        if v.worker as u32 >= exe.target.worker_contexts {
-                            self.fail(
-                                3,
-                                loc(),
-                                format!(
-                                    "runs on worker {} of {}",
-                                    v.worker, exe.target.worker_contexts
-                                ),
-                            );
-                        }
-                        for (oi, o) in v.operands.iter().enumerate() {
-                            let es = exe
-                                .tensors
-                                .get(o.tensor.0 as usize)
-                                .map_or(1, |t| t.dtype.size_bytes() as u64);
-                            let r =
-                                self.inside(o.tensor, tw.tile, o.offset as u64, o.len as u64 * es);
-                            if let Err(m) = r {
-                                self.fail(
-                                    3,
-                                    loc(),
-                                    format!("operand {oi} ({}): {m}", g.codelet.full_name()),
-                                );
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let found: Vec<Vec<VerifierError>> = self
+            .exe
+            .compute_sets
+            .par_iter()
+            .map(|cs| self.operands_of(cs))
+            .collect();
+        self.errors.extend(found.into_iter().flatten());
     }
 
-    /// Invariant 4.
-    fn copies(&mut self) {
+    /// Invariant 3 in one compute set.
+    fn operands_of(&self, cs: &ComputeSet) -> Vec<VerifierError> {
         let exe = self.exe;
-        for ex in &exe.exchanges {
-            for (ci, c) in ex.copies.iter().enumerate() {
-                let loc = || Location::Copy {
-                    exchange: ex.name.clone(),
-                    copy: ci,
-                };
-                if let Err(m) = self.inside(
-                    c.src_tensor,
-                    c.src_tile,
-                    c.src_offset as u64,
-                    c.bytes as u64,
-                ) {
-                    self.fail(4, loc(), format!("source: {m}"));
-                }
-                for d in &c.dsts {
-                    if let Err(m) =
-                        self.inside(c.dst_tensor, d.tile, d.offset as u64, c.bytes as u64)
-                    {
-                        self.fail(4, loc(), format!("destination: {m}"));
+        let mut errors = Vec::new();
+        let mut fail = |location, message| {
+            errors.push(VerifierError {
+                invariant: 3,
+                location,
+                message,
+            })
+        };
+        for tw in &cs.tiles {
+            for (gi, g) in tw.groups.iter().enumerate() {
+                for (vi, v) in g.vertices.iter().enumerate() {
+                    let loc = || Location::Vertex {
+                        compute_set: cs.name.clone(),
+                        tile: tw.tile,
+                        group: gi,
+                        vertex: vi,
+                    };
+                    if v.worker as u32 >= exe.target.worker_contexts {
+                        fail(
+                            loc(),
+                            format!(
+                                "runs on worker {} of {}",
+                                v.worker, exe.target.worker_contexts
+                            ),
+                        );
+                    }
+                    for (oi, o) in v.operands.iter().enumerate() {
+                        let es = exe
+                            .tensors
+                            .get(o.tensor.0 as usize)
+                            .map_or(1, |t| t.dtype.size_bytes() as u64);
+                        let r = self.inside(o.tensor, tw.tile, o.offset as u64, o.len as u64 * es);
+                        if let Err(m) = r {
+                            fail(
+                                loc(),
+                                format!("operand {oi} ({}): {m}", g.codelet.full_name()),
+                            );
+                        }
                     }
                 }
             }
         }
+        errors
+    }
+
+    /// Invariant 4, every exchange checked on the host's cores, the violations in program
+    /// order.
+    fn copies(&mut self) {
+        let found: Vec<Vec<VerifierError>> = self
+            .exe
+            .exchanges
+            .par_iter()
+            .map(|ex| self.copies_of(ex))
+            .collect();
+        self.errors.extend(found.into_iter().flatten());
+    }
+
+    /// Invariant 4 in one exchange.
+    fn copies_of(&self, ex: &Exchange) -> Vec<VerifierError> {
+        let mut errors = Vec::new();
+        for (ci, c) in ex.copies.iter().enumerate() {
+            let mut fail = |message| {
+                errors.push(VerifierError {
+                    invariant: 4,
+                    location: Location::Copy {
+                        exchange: ex.name.clone(),
+                        copy: ci,
+                    },
+                    message,
+                })
+            };
+            if let Err(m) = self.inside(
+                c.src_tensor,
+                c.src_tile,
+                c.src_offset as u64,
+                c.bytes as u64,
+            ) {
+                fail(format!("source: {m}"));
+            }
+            for d in &c.dsts {
+                if let Err(m) = self.inside(c.dst_tensor, d.tile, d.offset as u64, c.bytes as u64) {
+                    fail(format!("destination: {m}"));
+                }
+            }
+        }
+        errors
     }
 
     /// Invariant 5.

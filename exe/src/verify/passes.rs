@@ -20,6 +20,7 @@ use crate::error::CompileError;
 use crate::executable::{Executable, StepKind, TensorId, TensorKind};
 use crate::memory::Usage;
 use crate::system::TileId;
+use rayon::prelude::*;
 
 fn fail(pass: &'static str, message: String) -> CompileError {
     CompileError::Verify { pass, message }
@@ -58,12 +59,14 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
         }
         Ok(())
     };
-    for cs in &low.compute_sets {
+    // Every compute set and exchange checked on the host's cores; the first violation in
+    // program order is reported.
+    let vertex_error = low.compute_sets.par_iter().find_map_first(|cs| {
         for tw in &cs.tiles {
             for g in &tw.groups {
                 for (vi, v) in g.vertices.iter().enumerate() {
                     if v.worker as u32 >= target.worker_contexts {
-                        return Err(fail(
+                        return Some(fail(
                             PASS,
                             format!(
                                 "compute set '{}', tile {}, vertex {vi}: worker {} of {}",
@@ -73,37 +76,45 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
                     }
                     for o in &v.operands {
                         let es = low.tensors[o.tensor.0 as usize].dtype.size_bytes() as u64;
-                        within(o.tensor, tw.tile, o.offset as u64, o.len as u64 * es).map_err(
-                            |m| {
-                                fail(
-                                    PASS,
-                                    format!(
-                                        "compute set '{}', vertex {vi} ({}): {m}",
-                                        cs.name,
-                                        g.codelet.full_name()
-                                    ),
-                                )
-                            },
-                        )?;
+                        if let Err(m) =
+                            within(o.tensor, tw.tile, o.offset as u64, o.len as u64 * es)
+                        {
+                            return Some(fail(
+                                PASS,
+                                format!(
+                                    "compute set '{}', vertex {vi} ({}): {m}",
+                                    cs.name,
+                                    g.codelet.full_name()
+                                ),
+                            ));
+                        }
                     }
                 }
             }
         }
+        None
+    });
+    if let Some(e) = vertex_error {
+        return Err(e);
     }
-    for ex in &low.exchanges {
-        for c in &ex.copies {
-            within(
+    let copy_error = low.exchanges.par_iter().find_map_first(|ex| {
+        ex.copies.iter().find_map(|c| {
+            let src = within(
                 c.src_tensor,
                 c.src_tile,
                 c.src_offset as u64,
                 c.bytes as u64,
             )
-            .map_err(|m| fail(PASS, format!("exchange '{}' source: {m}", ex.name)))?;
-            for d in &c.dsts {
+            .map_err(|m| fail(PASS, format!("exchange '{}' source: {m}", ex.name)));
+            let dsts = c.dsts.iter().try_for_each(|d| {
                 within(c.dst_tensor, d.tile, d.offset as u64, c.bytes as u64)
-                    .map_err(|m| fail(PASS, format!("exchange '{}' destination: {m}", ex.name)))?;
-            }
-        }
+                    .map_err(|m| fail(PASS, format!("exchange '{}' destination: {m}", ex.name)))
+            });
+            src.and(dsts).err()
+        })
+    });
+    if let Some(e) = copy_error {
+        return Err(e);
     }
     written_before_read(low)
 }
