@@ -80,6 +80,18 @@ struct Request {
     last: u32,
 }
 
+/// One tile's allocations ([`plan`]): its bytes by category and the offset of every slice
+/// on it (`tensor`, `slice`, `offset`).
+#[derive(Default)]
+struct TilePlacement {
+    variables: u64,
+    constants: u64,
+    exchange_buffers: u64,
+    temporaries: u64,
+    always_live: u64,
+    offsets: Vec<(usize, usize, u64)>,
+}
+
 /// Plans the memory of the lowered program: assigns every slice's and interval's byte offset
 /// and returns the plan.
 pub(crate) fn plan(
@@ -149,53 +161,71 @@ pub(crate) fn plan(
             liveness[b + 1] -= total as i128;
         }
     }
+    // Each tile's allocations on the host's cores: its persistent tensors packed from
+    // address 0, then a linear scan of its temporaries above them.
+    let tensors_ro: &[Tensor] = tensors;
+    let placed: Vec<TilePlacement> = persistent
+        .into_par_iter()
+        .zip(temps.into_par_iter())
+        .map(|(mut persistent, mut reqs)| {
+            let mut p = TilePlacement::default();
+            let mut at = 0u64;
+            persistent.sort_by_key(|&(ti, _, _)| {
+                let order = match tensors_ro[ti].kind {
+                    TensorKind::Variable => 0,
+                    TensorKind::Constant => 1,
+                    _ => 2,
+                };
+                (order, ti)
+            });
+            for &(ti, si, size) in &persistent {
+                p.offsets.push((ti, si, at));
+                // Alignment padding counts with the allocation it follows.
+                let padded = align(at + size) - at;
+                match tensors_ro[ti].kind {
+                    TensorKind::Variable => p.variables += padded,
+                    TensorKind::Constant => p.constants += padded,
+                    _ => p.exchange_buffers += padded,
+                }
+                at += padded;
+            }
+            let base = at;
+            p.always_live = base;
+            // Linear scan: requests by first step; active allocations sorted by offset.
+            reqs.sort_by_key(|r| (r.first, r.tensor));
+            let mut active: Vec<(u64, u64, u32)> = Vec::new(); // (offset, end, last step)
+            let mut top = base;
+            for r in &reqs {
+                active.retain(|a| a.2 >= r.first);
+                let size = align(r.size.max(1));
+                let mut off = base;
+                let mut pos = 0;
+                for (i, a) in active.iter().enumerate() {
+                    if a.0 >= off + size {
+                        break;
+                    }
+                    off = off.max(a.1);
+                    pos = i + 1;
+                }
+                active.insert(pos, (off, off + size, r.last));
+                top = top.max(off + size);
+                p.offsets.push((r.tensor, r.slice, off));
+            }
+            p.temporaries = top - base;
+            p
+        })
+        .collect();
     let mut offsets: Vec<Vec<(usize, u64)>> = vec![Vec::new(); tensors.len()];
     let mut always_live = 0u64;
-    for tile in 0..ntiles {
-        let mut at = 0u64;
-        persistent[tile].sort_by_key(|&(ti, _, _)| {
-            let order = match tensors[ti].kind {
-                TensorKind::Variable => 0,
-                TensorKind::Constant => 1,
-                _ => 2,
-            };
-            (order, ti)
-        });
-        for &(ti, si, size) in &persistent[tile] {
-            offsets[ti].push((si, at));
-            // Alignment padding counts with the allocation it follows.
-            let padded = align(at + size) - at;
-            match tensors[ti].kind {
-                TensorKind::Variable => mem[tile].variables += padded,
-                TensorKind::Constant => mem[tile].constants += padded,
-                _ => mem[tile].exchange_buffers += padded,
-            }
-            at += padded;
+    for (m, p) in mem.iter_mut().zip(placed) {
+        m.variables = p.variables;
+        m.constants = p.constants;
+        m.exchange_buffers = p.exchange_buffers;
+        m.temporaries = p.temporaries;
+        always_live += p.always_live;
+        for (ti, si, off) in p.offsets {
+            offsets[ti].push((si, off));
         }
-        let base = at;
-        always_live += base;
-        // Linear scan: requests by first step; active allocations sorted by offset.
-        let reqs = &mut temps[tile];
-        reqs.sort_by_key(|r| (r.first, r.tensor));
-        let mut active: Vec<(u64, u64, u32)> = Vec::new(); // (offset, end, last step)
-        let mut top = base;
-        for r in reqs.iter() {
-            active.retain(|a| a.2 >= r.first);
-            let size = align(r.size.max(1));
-            let mut off = base;
-            let mut pos = 0;
-            for (i, a) in active.iter().enumerate() {
-                if a.0 >= off + size {
-                    break;
-                }
-                off = off.max(a.1);
-                pos = i + 1;
-            }
-            active.insert(pos, (off, off + size, r.last));
-            top = top.max(off + size);
-            offsets[r.tensor].push((r.slice, off));
-        }
-        mem[tile].temporaries = top - base;
     }
     // Assign offsets.
     for (ti, t) in tensors.iter_mut().enumerate() {
