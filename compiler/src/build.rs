@@ -222,8 +222,8 @@ fn pipeline_spec(program: &Program, options: &BuildOptions) -> (PipelineSpec, Or
     }
 }
 
-/// An overlapping schedule needs a pipeline deep enough for its stages; `Grouped` is
-/// modelled (`lower::pipeline`), `Interleaved` not yet.
+/// An overlapping schedule (`Grouped`, `Interleaved`: `lower::pipeline`) needs a pipeline
+/// deep enough for its stages.
 fn check_schedule(
     step: &StepGraph,
     schedule: Schedule,
@@ -246,10 +246,7 @@ fn check_schedule(
             needed,
         });
     }
-    if schedule == Schedule::Grouped {
-        return Ok(());
-    }
-    Err(PlacementError::ScheduleNotModelled { schedule })
+    Ok(())
 }
 
 /// True when the step graph is a training step (a training spec, not `--inference`).

@@ -12,6 +12,10 @@ use std::fmt::Write;
 /// a long pass (our choice: enough to see the pattern repeat, short enough for a terminal).
 const STEADY_SHOWN: u32 = 3;
 
+fn one() -> u32 {
+    1
+}
+
 /// One segment (a stage's forward or backward part) of the pipeline.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SegmentReport {
@@ -32,8 +36,12 @@ pub struct SegmentReport {
 /// The pipeline of a program (one pass of its micro-batches).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PipelineReport {
-    /// The schedule: `Grouped`.
+    /// The schedule: `Grouped` or `Interleaved`.
     pub schedule: String,
+    /// Ticks between a segment's consecutive micro-batches: 1 (`Grouped`) or 2
+    /// (`Interleaved`, where an IPU alternates between its forward and backward segments).
+    #[serde(default = "one")]
+    pub ticks_per_micro_batch: u32,
     /// Stages.
     pub stages: u32,
     /// Micro-batches per pass (the gradient accumulation count).
@@ -42,10 +50,10 @@ pub struct PipelineReport {
     pub ticks: u32,
     /// Cycles of each tick.
     pub tick_cycles: Vec<u64>,
-    /// Cycles of the ticks in which some segment has no micro-batch (ramp-up and
-    /// ramp-down).
+    /// Cycles of the ticks before every segment has started or after one has finished its
+    /// micro-batches (ramp-up and ramp-down).
     pub ramp_cycles: u64,
-    /// Cycles of the ticks in which every segment runs.
+    /// Cycles of the ticks in which every segment is running its micro-batches.
     pub steady_cycles: u64,
     /// Bytes of every stash slot.
     pub stash_bytes: u64,
@@ -58,10 +66,11 @@ impl PipelineReport {
     pub fn of(exe: &Executable) -> Option<PipelineReport> {
         let pl = find(&exe.program)?;
         let tick_cycles = pipeline_tick_cycles(exe, pl);
+        // A steady tick lies within every segment's run of micro-batches.
         let full = |t: u32| {
             pl.segments
                 .iter()
-                .all(|s| t >= s.offset && t - s.offset < pl.micro_batches)
+                .all(|s| t >= s.offset && t - s.offset < pl.span())
         };
         let (mut ramp, mut steady) = (0u64, 0u64);
         for (t, &c) in tick_cycles.iter().enumerate() {
@@ -97,7 +106,8 @@ impl PipelineReport {
         stages.sort_unstable();
         stages.dedup();
         Some(PipelineReport {
-            schedule: "Grouped".into(),
+            schedule: pl.schedule.to_string(),
+            ticks_per_micro_batch: pl.stride(),
             stages: stages.len() as u32,
             micro_batches: pl.micro_batches,
             ticks: pl.ticks(),
@@ -142,10 +152,10 @@ impl PipelineReport {
         for seg in &self.segments {
             let row: Vec<String> = columns
                 .iter()
-                .map(|c| match c.map(|t| t.checked_sub(seg.offset)) {
+                .map(|c| match c.map(|t| self.micro_batch(seg, t)) {
                     None => format!("{:>width$}", "…"),
-                    Some(Some(m)) if m < self.micro_batches => format!("{m:>width$}"),
-                    Some(_) => format!("{:>width$}", "."),
+                    Some(Some(m)) => format!("{m:>width$}"),
+                    Some(None) => format!("{:>width$}", "."),
                 })
                 .collect();
             let _ = writeln!(
@@ -178,12 +188,23 @@ impl PipelineReport {
         s
     }
 
+    /// The micro-batch `seg` runs in tick `t`, if any (`Pipeline::micro_batch`).
+    fn micro_batch(&self, seg: &SegmentReport, t: u32) -> Option<u32> {
+        let d = t.checked_sub(seg.offset)?;
+        let k = self.ticks_per_micro_batch.max(1);
+        (d % k == 0 && d / k < self.micro_batches).then_some(d / k)
+    }
+
     /// The ticks the text timeline shows, `None` standing for the ticks it leaves out: every
     /// tick of a short pass; of a long one the ramp-up, the ramp-down and
-    /// [`STEADY_SHOWN`] steady ticks after and before them.
+    /// the steady ticks of [`STEADY_SHOWN`] micro-batches after and before them.
     fn timeline_columns(&self) -> Vec<Option<u32>> {
-        let ramp = self.ticks.saturating_sub(self.micro_batches);
-        let lead = ramp + STEADY_SHOWN;
+        let span = match self.micro_batches {
+            0 => 0,
+            m => (m - 1) * self.ticks_per_micro_batch + 1,
+        };
+        let ramp = self.ticks.saturating_sub(span);
+        let lead = ramp + STEADY_SHOWN * self.ticks_per_micro_batch;
         if self.ticks <= 2 * lead + 1 {
             return (0..self.ticks).map(Some).collect();
         }
@@ -233,6 +254,7 @@ mod tests {
             .collect();
         PipelineReport {
             schedule: "Grouped".into(),
+            ticks_per_micro_batch: 1,
             stages: 2,
             micro_batches: m,
             ticks,

@@ -35,6 +35,7 @@ use crate::memory::MemoryPlan;
 use crate::options::CompileOptions;
 use crate::system::System;
 use crate::target::Target;
+use ipusim_ir::pipeline::Schedule;
 use ipusim_ir::{DType, Init, Literal, NodeId, Shape};
 use serde::{Deserialize, Serialize};
 
@@ -452,8 +453,11 @@ pub enum Program {
 /// guide §6.5), where the stages of a model on different IPUs work on different
 /// micro-batches at once.
 ///
-/// Micro-batch `m` (`0..micro_batches`) runs segment `s` in tick `s.offset + m`; there are
-/// `micro_batches + max offset` ticks ([`Pipeline::ticks`], [`Pipeline::tick`]). In a tick,
+/// Micro-batch `m` (`0..micro_batches`) runs segment `s` in tick `s.offset + m·k`, where `k`
+/// is the schedule's ticks per micro-batch ([`Pipeline::stride`]: 1 for `Grouped`, where
+/// every IPU runs its forward and its backward segment in each tick; 2 for `Interleaved`,
+/// where an IPU alternates between a forward tick and a backward one); there are
+/// `k·(micro_batches − 1) + max offset + 1` ticks ([`Pipeline::ticks`], [`Pipeline::tick`]). In a tick,
 /// every IPU runs its due segments at the same time as the other IPUs, each segment as
 /// `restore[m % restore.len()]` (the stash pop of micro-batch `m`, when it has a stash),
 /// `body`, `save[m % save.len()]` (its stash push); an IPU runs its segments in the order
@@ -465,6 +469,9 @@ pub enum Program {
 /// send, segment by segment.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pipeline {
+    /// The schedule (`Grouped` or `Interleaved`; absent in older files: `Grouped`).
+    #[serde(default = "grouped")]
+    pub schedule: Schedule,
     /// Micro-batches (the gradient accumulation count).
     pub micro_batches: u32,
     /// The segments.
@@ -510,22 +517,50 @@ pub struct Tick {
     pub sends: Vec<usize>,
 }
 
+fn grouped() -> Schedule {
+    Schedule::Grouped
+}
+
 impl Pipeline {
-    /// Ticks of the pipeline: `micro_batches` plus the largest offset (none without
+    /// Ticks between a segment's runs of consecutive micro-batches: 2 for `Interleaved`
+    /// (an IPU's forward and backward segments take turns), 1 otherwise.
+    pub fn stride(&self) -> u32 {
+        match self.schedule {
+            Schedule::Interleaved => 2,
+            Schedule::Grouped | Schedule::Sequential => 1,
+        }
+    }
+
+    /// Ticks from a segment's first micro-batch to its last, both included.
+    pub fn span(&self) -> u32 {
+        match self.micro_batches {
+            0 => 0,
+            m => (m - 1).saturating_mul(self.stride()).saturating_add(1),
+        }
+    }
+
+    /// Ticks of the pipeline: a segment's span plus the largest offset (none without
     /// micro-batches).
     pub fn ticks(&self) -> u32 {
         if self.micro_batches == 0 {
             return 0;
         }
         let depth = self.segments.iter().map(|s| s.offset).max().unwrap_or(0);
-        self.micro_batches.saturating_add(depth)
+        self.span().saturating_add(depth)
+    }
+
+    /// The micro-batch segment `s` runs in tick `t`, if any.
+    pub fn micro_batch(&self, s: &Segment, t: u32) -> Option<u32> {
+        let d = t.checked_sub(s.offset)?;
+        let k = self.stride();
+        (d % k == 0 && d / k < self.micro_batches).then_some(d / k)
     }
 
     /// What runs in tick `t`.
     pub fn tick(&self, t: u32) -> Tick {
         let mut tick = Tick::default();
         for (i, s) in self.segments.iter().enumerate() {
-            let Some(m) = t.checked_sub(s.offset).filter(|&m| m < self.micro_batches) else {
+            let Some(m) = self.micro_batch(s, t) else {
                 continue;
             };
             let mut parts = Vec::with_capacity(3);
@@ -724,6 +759,7 @@ mod tests {
     fn a_two_stage_pipeline_ramps_up_and_down_and_rotates_its_stash() {
         // Grouped, 2 stages: F0 at m, F1 and B1 at m + 1, B0 at m + 2 (3 stash slots).
         let pl = Pipeline {
+            schedule: Schedule::Grouped,
             micro_batches: 4,
             segments: vec![
                 segment("f0", 0, 0, 3),
@@ -768,5 +804,56 @@ mod tests {
         assert_eq!(pl.tick(6), Tick::default());
         // Leaves in program order: each segment's restores, body, saves and send.
         assert_eq!(pl.children().count(), (3 + 1 + 3 + 1) + 3 * 2);
+    }
+
+    #[test]
+    fn an_interleaved_pipeline_alternates_forward_and_backward_ticks() {
+        // Interleaved, 2 stages: F0 at 2m, F1 at 2m + 1, B1 at 2m + 2, B0 at 2m + 3 (2 stash
+        // slots): each IPU alternates, never running two segments in one tick.
+        let pl = Pipeline {
+            schedule: Schedule::Interleaved,
+            micro_batches: 3,
+            segments: vec![
+                segment("f0", 0, 0, 2),
+                segment("f1", 1, 1, 0),
+                segment("b1", 1, 2, 0),
+                segment("b0", 0, 3, 0),
+            ],
+        };
+        assert_eq!((pl.stride(), pl.span(), pl.ticks()), (2, 5, 8));
+        let runs: Vec<Vec<(usize, u32)>> = (0..pl.ticks())
+            .map(|t| {
+                pl.segments
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, s)| pl.micro_batch(s, t).map(|m| (i, m)))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            runs,
+            vec![
+                vec![(0, 0)],
+                vec![(1, 0)],
+                vec![(0, 1), (2, 0)],
+                vec![(1, 1), (3, 0)],
+                vec![(0, 2), (2, 1)],
+                vec![(1, 2), (3, 1)],
+                vec![(2, 2)],
+                vec![(3, 2)],
+            ]
+        );
+        // Every IPU runs at most one segment per tick; stage 0 saves micro-batch 2 in slot 0.
+        for t in 0..pl.ticks() {
+            assert!(pl.tick(t).ipus.iter().all(|(_, parts)| parts
+                .iter()
+                .filter(|p| matches!(p, SegmentPart::Body { .. }))
+                .count()
+                == 1));
+        }
+        assert!(pl.tick(4).ipus[0].1.contains(&SegmentPart::Save {
+            segment: 0,
+            slot: 0
+        }));
     }
 }

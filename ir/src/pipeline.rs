@@ -32,7 +32,8 @@ pub enum Schedule {
     Sequential,
     /// Forward and backward stages of different micro-batches run at once, grouped.
     Grouped,
-    /// Forward and backward stages alternate.
+    /// Each IPU alternates between a tick of its forward stage and a tick of its backward
+    /// one: a smaller stash than `Grouped`, more cycles.
     Interleaved,
 }
 
@@ -206,7 +207,7 @@ pub enum PlacementError {
         last: u32,
     },
     /// Too few micro-batches to fill an overlapping pipeline.
-    #[error("--gradient-accumulation {depth}: a {schedule} pipeline of {stages} stages keeps {needed} micro-batches in flight (each stage's forward and backward pass), so it needs a gradient accumulation of at least {needed}")]
+    #[error("--gradient-accumulation {depth}: a {stages}-stage {schedule} pipeline keeps {needed} micro-batches in flight (each stage's forward and backward pass), so it needs a gradient accumulation of at least {needed}")]
     TooShallow {
         /// The gradient accumulation (the pipeline depth).
         depth: u32,
@@ -216,12 +217,6 @@ pub enum PlacementError {
         stages: u32,
         /// The least depth.
         needed: u32,
-    },
-    /// A schedule whose overlap of stages is not modelled yet.
-    #[error("pipeline.schedule {schedule}: overlapping stages are not modelled yet; use Sequential (each micro-batch passes through every stage in turn: the same values, no overlap)")]
-    ScheduleNotModelled {
-        /// The schedule.
-        schedule: Schedule,
     },
     /// A replica count out of range.
     #[error("--replicas {replicas}: {replicas} replicas of {ipus} IPU(s) are not 1 to {max} IPUs")]

@@ -73,7 +73,8 @@ pub struct BuildArgs {
     pub pipeline_splits: Option<Vec<String>>,
     /// How the pipeline's stages share time, overriding the program's (the CNN README's
     /// flag): Sequential (one stage at a time), Grouped (the IPUs on different micro-batches
-    /// at once, forward then backward in each tick) or Interleaved (not modelled yet).
+    /// at once, forward then backward in each tick) or Interleaved (each IPU alternates between
+    /// a forward and a backward tick: a smaller stash, more cycles).
     #[arg(long, value_name = "SCHEDULE", value_parser = parse_schedule)]
     pub pipeline_schedule: Option<ipusim_ir::pipeline::Schedule>,
     /// IPUs in the system (default: as many as the pipeline's stages need).

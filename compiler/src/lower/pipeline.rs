@@ -19,6 +19,17 @@
 //! the next tick; their buffers on both IPUs are live for the whole program too, since each
 //! IPU's other work of the tick runs in between.
 //!
+//! `Interleaved` (the TF-IPU `PipelineSchedule.Interleaved`: "schedules the backward passes
+//! whenever the forward passes have just generated some activations"): an IPU alternates
+//! between a tick of its forward segment and a tick of its backward one. Micro-batch `m`
+//! runs the forward of stage `i` in tick `2m + i` and its backward in tick `2m + 2S − 1 − i`
+//! (the last stage's backward in the tick after its forward); the forward and backward
+//! ticks of an IPU differ in parity, so no IPU runs two segments in one tick, and a tick
+//! lasts as long as its busiest IPU, whether that one runs a forward or a backward segment
+//! (hence "slower": different segments wait for each other). The stash of stage `i` holds
+//! `S − i` micro-batches instead of Grouped's `2S − 1 − 2i` ("fewer activations"). The
+//! ticks number `2(micro_batches − 1) + 2S`.
+//!
 //! A value that would have to wait more than one tick to be read on another IPU (a skip
 //! connection over a stage) is refused with an error naming it.
 
@@ -33,6 +44,8 @@ use std::collections::{BTreeSet, HashMap};
 
 /// The segments of a pipelined Step phase.
 pub(crate) struct Segments {
+    /// `Grouped` or `Interleaved`.
+    schedule: Schedule,
     /// Stages.
     stages: u32,
     /// True when the phase has backward segments (training).
@@ -41,14 +54,14 @@ pub(crate) struct Segments {
 
 impl Segments {
     /// The segments of `g`'s Step phase under `placement`, when its schedule overlaps
-    /// stages (`Grouped` with more than one stage); `None` otherwise. Every node gets its
+    /// stages (`Grouped` or `Interleaved` with more than one stage); `None` otherwise. Every node gets its
     /// segment (`node_segment`, indexed by node id).
     pub fn of(
         g: &Graph,
         placement: &Placement,
     ) -> Result<Option<(Segments, Vec<u32>)>, CompileError> {
         let stages = placement.stages();
-        if stages <= 1 || placement.schedule != Schedule::Grouped {
+        if stages <= 1 || placement.schedule == Schedule::Sequential {
             return Ok(None);
         }
         let mut ipus = placement.stage_ipus.clone();
@@ -59,9 +72,9 @@ impl Segments {
                 node: "pipeline".into(),
                 op: "Pipeline",
                 reason: format!(
-                    "the Grouped schedule runs each of its {stages} stages on an IPU of its own; \
+                    "the {} schedule runs each of its {stages} stages on an IPU of its own; \
                      pipeline.ipus {:?} puts two on one IPU",
-                    placement.stage_ipus
+                    placement.schedule, placement.stage_ipus
                 ),
             });
         }
@@ -78,7 +91,12 @@ impl Segments {
                 stage
             };
         }
-        Ok(Some((Segments { stages, training }, node_segment)))
+        let segments = Segments {
+            schedule: placement.schedule,
+            stages,
+            training,
+        };
+        Ok(Some((segments, node_segment)))
     }
 
     /// Segments: the forward ones of stages `0..S`, then (training) the backward ones of
@@ -108,17 +126,27 @@ impl Segments {
     /// The tick in which micro-batch 0 runs segment `s`.
     fn offset(&self, s: u32) -> u32 {
         let stage = self.stage(s);
-        if self.backward(s) {
-            2 * self.stages - 2 - stage
-        } else {
-            stage
+        match (self.backward(s), self.schedule) {
+            (false, _) => stage,
+            (true, Schedule::Interleaved) => 2 * self.stages - 1 - stage,
+            (true, _) => 2 * self.stages - 2 - stage,
         }
     }
 
-    /// Micro-batches a forward segment's values wait for their backward (its stash slots).
+    /// Micro-batches a forward segment's values wait for their backward (its stash slots):
+    /// those whose forward runs from the tick of `m`'s forward until `m`'s backward.
     fn in_flight(&self, stage: u32) -> u32 {
-        if self.training {
-            2 * self.stages - 1 - 2 * stage
+        match (self.training, self.schedule) {
+            (false, _) => 1,
+            (true, Schedule::Interleaved) => self.stages - stage,
+            (true, _) => 2 * self.stages - 1 - 2 * stage,
+        }
+    }
+
+    /// Ticks between a segment's consecutive micro-batches (`Pipeline::stride`).
+    fn stride(&self) -> u32 {
+        if self.schedule == Schedule::Interleaved {
+            2
         } else {
             1
         }
@@ -278,6 +306,7 @@ pub(crate) fn build(
         }
     }
     let pipeline = Pipeline {
+        schedule: segs.schedule,
         micro_batches,
         segments,
     };
@@ -363,6 +392,10 @@ fn check_crossings(lw: &Lowerer, segs: &Segments) -> Result<(), CompileError> {
             continue;
         }
         let producer = lw.segment_of(id);
+        let tick = |offset: u32| match segs.stride() {
+            1 => format!("m + {offset}"),
+            k => format!("{k}m + {offset}"),
+        };
         let (a, b) = (segs.offset(producer), segs.offset(reader));
         let stashed = segs.backward(reader) && segs.offset(segs.stage(reader)) == a + 1;
         if b != a + 1 && !stashed {
@@ -370,11 +403,14 @@ fn check_crossings(lw: &Lowerer, segs: &Segments) -> Result<(), CompileError> {
                 node: node.name.clone(),
                 op: node.op.name(),
                 reason: format!(
-                    "its value crosses from {} (tick m + {a}) to {} (tick m + {b}); the \
-                     Grouped schedule passes a value to the next stage in the next tick only \
-                     (choose split points that no value skips)",
+                    "its value crosses from {} (tick {}) to {} (tick {}); the {} schedule \
+                     passes a value to the next stage in the next tick only (choose split \
+                     points that no value skips)",
                     segs.name(producer),
-                    segs.name(reader)
+                    tick(a),
+                    segs.name(reader),
+                    tick(b),
+                    segs.schedule,
                 ),
             });
         }
