@@ -454,3 +454,54 @@ fn offloading_optimizer_state_lowers_memory_adds_stream_copies_and_keeps_the_val
         Some(2 * r["total_cycles"].as_u64().unwrap())
     );
 }
+
+/// `ipu: N` on nodes (PopTorch's `ipu_id`, TensorFlow's `ipu_shard`) places the program as
+/// split points do: the sharded MLP with `ipu: 2` on `h` and `ipu: 1` on `logits` compiles to
+/// the report of its `pipeline: (splits: ["h", "logits"], ipus: [0, 2, 1])`. Both ways at
+/// once, or an IPU beyond the largest system, is an error naming the node and its line.
+#[test]
+fn ipu_attributes_place_nodes_as_split_points_do() {
+    let dir = scratch("ipu-attributes");
+    let text = std::fs::read_to_string(SHARDED).unwrap();
+    let pipeline_line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("pipeline:"))
+        .unwrap();
+    let attributed = text
+        .replace(pipeline_line, "")
+        .replace(r#"inputs: ["h_pre"])"#, r#"inputs: ["h_pre"], ipu: 2)"#)
+        .replace(
+            r#"op: MatMul, inputs: ["h", "w2"])"#,
+            r#"op: MatMul, inputs: ["h", "w2"], ipu: 1)"#,
+        );
+    let file = dir.join("attributed.ron");
+    std::fs::write(&file, &attributed).unwrap();
+    let f = file.to_str().unwrap();
+    let (a, b) = (
+        json(&ipusim(&["compile", SHARDED, "--json"])),
+        json(&ipusim(&["compile", f, "--json"])),
+    );
+    assert_eq!(a["total_cycles"], b["total_cycles"]);
+    assert_eq!(a["ipus"], b["ipus"]);
+    assert_eq!(b["ipus"].as_array().unwrap().len(), 3);
+    // Both ways at once.
+    let both = dir.join("both.ron");
+    std::fs::write(
+        &both,
+        attributed.replace("\n)", &format!("\n{pipeline_line}\n)")),
+    )
+    .unwrap();
+    let o = ipusim(&["compile", both.to_str().unwrap()]);
+    fails(
+        &o,
+        "node 'h' has ipu: 2, and the program has a pipeline field",
+    );
+    assert!(stderr(&o).contains("both.ron:"), "{}", stderr(&o));
+    // An IPU beyond the largest system.
+    let far = dir.join("far.ron");
+    std::fs::write(&far, attributed.replace("ipu: 2)", "ipu: 100000)")).unwrap();
+    fails(
+        &ipusim(&["compile", far.to_str().unwrap()]),
+        "node 'h': ipu 100000 is beyond the largest system",
+    );
+}

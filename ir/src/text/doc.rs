@@ -75,6 +75,10 @@ pub(crate) struct NodeDoc {
     pub inputs: Vec<String>,
     #[serde(default, skip_serializing_if = "is_step")]
     pub phase: Phase,
+    /// The IPU this node and the nodes after it run on (TensorFlow's `ipu.scopes.ipu_shard`,
+    /// PopTorch's `ipu_id`), read as split points ([`ipu_attributes`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipu: Option<u32>,
 }
 
 /// A list of strings without spare capacity: a node has one or two inputs, and a list grown
@@ -91,6 +95,7 @@ fn is_step(p: &Phase) -> bool {
 
 /// Builds and validates the program a document describes.
 pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, ProgramError> {
+    ipu_attributes(&mut doc, map)?;
     let n = doc.nodes.len();
     let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
     for (i, node) in doc.nodes.iter().enumerate() {
@@ -290,6 +295,72 @@ fn no_such_node(
 
 /// Every split point names a node or a module path, once; `ipus` gives one IPU per stage.
 /// (Their order is checked on the graph, where the program's order is known.)
+/// Nodes' `ipu: N` attributes as the program's pipeline, as PopTorch's `ipu_id` places
+/// blocks: the nodes before the first attribute are on IPU 0; a node that names an IPU other
+/// than its stage's begins a new stage on that IPU (a split point), unless its stage has no
+/// operation yet (only sources, which sit with their first reader anyway), whose IPU it then
+/// sets; the nodes without the attribute stay on the stage before them. A program places its
+/// nodes one way: with `ipu` attributes or with a `pipeline` field.
+fn ipu_attributes(doc: &mut ProgramDoc, map: &SourceMap) -> Result<(), ProgramError> {
+    let Some(first) = doc.nodes.iter().position(|n| n.ipu.is_some()) else {
+        return Ok(());
+    };
+    if doc.pipeline.is_some() {
+        return Err(map.at(
+            &format!("nodes[{first}].ipu"),
+            ErrorKind::Invalid,
+            format!(
+                "node '{}' has ipu: {}, and the program has a pipeline field: place the nodes \
+                 one way, with ipu attributes or with pipeline splits",
+                doc.nodes[first].name,
+                doc.nodes[first].ipu.unwrap_or(0)
+            ),
+        ));
+    }
+    let mut splits = Vec::new();
+    let mut ipus: Vec<u32> = vec![0];
+    let mut operations = 0usize;
+    for (i, node) in doc.nodes.iter().enumerate() {
+        if let Some(ipu) = node.ipu {
+            if ipu >= crate::pipeline::MAX_IPUS {
+                return Err(map.at(
+                    &format!("nodes[{i}].ipu"),
+                    ErrorKind::Invalid,
+                    format!(
+                        "node '{}': ipu {ipu} is beyond the largest system ({} IPUs)",
+                        node.name,
+                        crate::pipeline::MAX_IPUS
+                    ),
+                ));
+            }
+            let current = ipus.len() - 1;
+            if ipu != ipus[current] {
+                if operations == 0 {
+                    ipus[current] = ipu;
+                } else {
+                    splits.push(node.name.clone());
+                    ipus.push(ipu);
+                    operations = 0;
+                }
+            }
+        }
+        if !matches!(
+            node.op,
+            Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. }
+        ) {
+            operations += 1;
+        }
+    }
+    if ipus != [0] {
+        doc.pipeline = Some(PipelineSpec {
+            splits,
+            schedule: Default::default(),
+            ipus,
+        });
+    }
+    Ok(())
+}
+
 fn check_pipeline(doc: &ProgramDoc, map: &SourceMap) -> Result<(), ProgramError> {
     let Some(p) = &doc.pipeline else {
         return Ok(());
@@ -420,6 +491,7 @@ pub(crate) fn from_program(program: &Program) -> ProgramDoc {
                     .map(|&i| g.get(i).map_or_else(String::new, |n| n.name.clone()))
                     .collect(),
                 phase: node.phase,
+                ipu: None,
             }
         })
         .collect();
