@@ -184,11 +184,7 @@ impl WindowScratch {
             if layout.group > 1 {
                 self.tmp.clear();
                 self.tmp.resize(dst.len(), 0.0);
-                for (i, v) in dst.iter().enumerate() {
-                    if let Some(slot) = self.tmp.get_mut(layout.logical(i)) {
-                        *slot = *v;
-                    }
-                }
+                layout.ungroup(dst, &mut self.tmp);
                 std::mem::swap(dst, &mut self.tmp);
             }
         }
@@ -228,7 +224,36 @@ impl BlockLayout {
         layout::storage_index(n, c, s, self.channels, self.plane, u64::from(self.group)) as usize
     }
 
+    /// `dst[logical(i)] = src[i]` for every storage position `i` (positions whose logical
+    /// index falls outside `dst` are dropped): the storage order `[N, C/g, S, g]` walked in
+    /// nested loops, without a division per element.
+    fn ungroup(&self, src: &[f32], dst: &mut [f32]) {
+        let (g, plane, channels) = (
+            self.group as usize,
+            self.plane as usize,
+            self.channels as usize,
+        );
+        let groups = (channels / g).max(1);
+        let mut i = 0;
+        'all: for n in 0.. {
+            for cg in 0..groups {
+                for s in 0..plane {
+                    for gi in 0..g {
+                        let Some(&v) = src.get(i) else {
+                            break 'all;
+                        };
+                        i += 1;
+                        if let Some(slot) = dst.get_mut((n * channels + cg * g + gi) * plane + s) {
+                            *slot = v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// The logical (NCHW block) index of storage position `i`.
+    #[cfg(test)]
     fn logical(&self, i: usize) -> usize {
         let (g, i) = (u64::from(self.group), i as u64);
         let gi = i % g;
@@ -471,11 +496,15 @@ fn forward(
     let cg = len(p.in_channels);
     let (kh, kw) = (g.kh as usize, g.kw as usize);
     let k = kh * kw * cg;
+    let taps = kh * kw;
     for r in 0..rows {
         let o = (o0 - p.out_channels.0) as usize + r;
-        for (i, slot) in a[r * k..(r + 1) * k].iter_mut().enumerate() {
-            let (pos, c) = (i / cg, i % cg);
-            *slot = w[((o * cg + c) * kh + pos / kw) * kw + pos % kw];
+        // a[r][(pos, c)] = w[o][c][pos], pos = (kh, kw) flattened.
+        let row = &mut a[r * k..(r + 1) * k];
+        for (pos, slots) in row.chunks_exact_mut(cg.max(1)).enumerate() {
+            for (c, slot) in slots.iter_mut().enumerate() {
+                *slot = w[(o * cg + c) * taps + pos];
+            }
         }
     }
     let Some(b) = b else { return };
@@ -523,11 +552,15 @@ fn input_grad(
     let cb = p.out_channel_count() as usize;
     let (kh, kw) = (g.kh as usize, g.kw as usize);
     let k = kh * kw * og;
+    let taps = kh * kw;
     for r in 0..rows {
         let c = (c0 - p.out_channels.0) as usize + r;
-        for (i, slot) in a[r * k..(r + 1) * k].iter_mut().enumerate() {
-            let (pos, o) = (i / og, i % og);
-            *slot = w[((o * cb + c) * kh + pos / kw) * kw + pos % kw];
+        // a[r][(pos, o)] = w[o][c][pos], pos = (kh, kw) flattened.
+        let row = &mut a[r * k..(r + 1) * k];
+        for (pos, slots) in row.chunks_exact_mut(og.max(1)).enumerate() {
+            for (o, slot) in slots.iter_mut().enumerate() {
+                *slot = w[(o * cb + c) * taps + pos];
+            }
         }
     }
     let Some(b) = b else { return };
@@ -758,4 +791,33 @@ fn pool_typed<T: Copy + PartialEq>(
         }
     }
     Ok(flags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BlockLayout;
+
+    /// The nested-loop un-grouping puts every storage position where `logical` says, for
+    /// whole and partial blocks.
+    #[test]
+    fn ungroup_follows_the_logical_index() {
+        for (group, channels, plane, len) in [
+            (4, 8, 6, 2 * 8 * 6),
+            (8, 16, 1, 3 * 16),
+            (4, 8, 5, 8 * 5 + 7),
+            (2, 2, 9, 2 * 9),
+        ] {
+            let layout = BlockLayout::new(group, channels, plane);
+            let src: Vec<f32> = (0..len).map(|i| i as f32).collect();
+            let mut want = vec![-1.0; len];
+            for (i, &v) in src.iter().enumerate() {
+                if let Some(slot) = want.get_mut(layout.logical(i)) {
+                    *slot = v;
+                }
+            }
+            let mut got = vec![-1.0; len];
+            layout.ungroup(&src, &mut got);
+            assert_eq!(got, want, "group {group}, channels {channels}, plane {plane}");
+        }
+    }
 }
