@@ -45,9 +45,25 @@ pub fn sub(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
 }
 
 /// `a * b`.
+///
+/// Round to nearest takes a fast path: the product of two FP16 values is exact in f32 (22
+/// significant bits, exponents from 2^-48 to 2^32), and `half`'s f32-to-f16 conversion
+/// rounds it once to nearest even, as [`Rounding::round_f16_with`] does (a test holds the
+/// two paths to the same bits and flags).
 #[inline]
 pub fn mul(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
     let draw = r.draw();
+    if draw.is_none() {
+        let p = a.to_f32() * b.to_f32();
+        if p.is_nan() {
+            return (F16_NAN, FpSts::INV);
+        }
+        let q = f16::from_f32(p);
+        if q.is_infinite() && p.is_finite() {
+            return r.overflow_f16(p < 0.0);
+        }
+        return (q, FpSts::empty());
+    }
     r.round_f16_with(a.to_f64() * b.to_f64(), Tail::Exact, draw)
 }
 
@@ -294,6 +310,30 @@ mod tests {
         );
         // Cancellation gives +0 under round to nearest.
         assert_eq!(sub(f16::ONE, f16::ONE, &mut r).0.to_bits(), 0);
+    }
+
+    /// The round-to-nearest fast path of `mul` gives the bits and flags of the general
+    /// rounding of the exact product, for every FP16 `a` against a spread of `b` (every
+    /// exponent, both signs, subnormals, zeros, infinities and NaNs), with both overflow
+    /// policies.
+    #[test]
+    fn mul_fast_path_equals_the_exact_rounding() {
+        let bs: Vec<u16> = (0..=0xffffu32)
+            .step_by(97)
+            .map(|x| x as u16)
+            .chain([0, 0x8000, 1, 0x8001, 0x03ff, 0x0400, 0x7bff, 0x7c00, 0xfc00, 0x7e00])
+            .collect();
+        for nanoo in [false, true] {
+            let mut r = Rounding::nearest(nanoo);
+            for a in 0..=0xffffu16 {
+                let a = f16::from_bits(a);
+                for &bb in &bs {
+                    let bb = f16::from_bits(bb);
+                    let want = r.round_f16_with(a.to_f64() * bb.to_f64(), Tail::Exact, None);
+                    assert_eq!(b(mul(a, bb, &mut r)), b(want), "{a:?} x {bb:?}");
+                }
+            }
+        }
     }
 
     #[test]
