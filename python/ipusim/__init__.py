@@ -34,6 +34,8 @@ from ._ipusim import (
 
 __all__ = [
     "Options",
+    "PipelinedExecution",
+    "ShardedExecution",
     "Program",
     "Report",
     "RunResult",
@@ -98,6 +100,38 @@ class _Precision:
         return self._owner
 
 
+_SCHEDULES = ("Grouped", "Interleaved", "Sequential")
+
+
+class ShardedExecution:
+    """PopTorch's ``poptorch.ShardedExecution``: the program split over several IPUs at the
+    named nodes (or module paths, ``"layer3.8"``), one stage at a time (the Sequential
+    schedule; ``--pipeline-splits``)."""
+
+    schedule = "Sequential"
+
+    def __init__(self, *splits: str, ipus: Optional[int] = None, recompute: bool = False) -> None:
+        if not splits or not all(isinstance(s, str) and s for s in splits):
+            raise OptionsError(f"{type(self).__name__}: {splits!r}: name the nodes that begin stages 1, 2, ...")
+        self.splits = list(splits)
+        self.ipus = None if ipus is None else _positive("ipus", ipus)
+        self.recompute = bool(recompute)
+
+
+class PipelinedExecution(ShardedExecution):
+    """PopTorch's ``poptorch.PipelinedExecution``: the stages on different micro-batches at once
+    (``--pipeline-schedule``: ``Grouped``, PopTorch's default, or ``Interleaved``); the pipeline
+    depth is the gradient accumulation. ``recompute`` recomputes the forward activations the
+    backward pass reads (``--recompute``)."""
+
+    def __init__(self, *splits: str, schedule: str = "Grouped", ipus: Optional[int] = None,
+                 recompute: bool = False) -> None:
+        super().__init__(*splits, ipus=ipus, recompute=recompute)
+        if schedule not in _SCHEDULES:
+            raise OptionsError(f"PipelinedExecution: schedule {schedule!r} is not one of {', '.join(_SCHEDULES)}")
+        self.schedule = schedule
+
+
 class Options:
     """PopTorch's ``poptorch.Options``, for the simulator. Setters chain."""
 
@@ -148,6 +182,21 @@ class Options:
         self._set("target", target)
         if tiles is not None:
             self._set("tiles", _positive("tiles", tiles))
+        return self
+
+    def setExecutionStrategy(self, strategy: ShardedExecution) -> "Options":
+        """How the program is placed over IPUs: a :class:`ShardedExecution` or
+        :class:`PipelinedExecution` (``--pipeline-splits``, ``--pipeline-schedule``, ``--ipus``,
+        ``--recompute``)."""
+        if not isinstance(strategy, ShardedExecution):
+            raise OptionsError(
+                f"setExecutionStrategy: {strategy!r} is not a ShardedExecution or PipelinedExecution")
+        self._set("pipeline_splits", list(strategy.splits))
+        self._set("pipeline_schedule", strategy.schedule)
+        if strategy.ipus is not None:
+            self._set("ipus", strategy.ipus)
+        if strategy.recompute:
+            self._set("recompute", True)
         return self
 
     def randomSeed(self, seed: int) -> "Options":

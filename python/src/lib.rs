@@ -191,6 +191,18 @@ fn session_options(d: Option<&Bound<'_, PyDict>>) -> PyResult<SessionOptions> {
                     }
                 }
                 "pipeline_splits" => build.pipeline_splits = Some(v.extract()?),
+                "pipeline_schedule" => {
+                    let s: String = v.extract()?;
+                    build.pipeline_schedule =
+                        Some(s.parse().map_err(|e: ipusim::ir::UnknownValue| bad(&k, &e))?);
+                }
+                "ipus" => {
+                    let n: u32 = v.extract()?;
+                    if n == 0 {
+                        return Err(bad(&k, &"must be at least 1"));
+                    }
+                    build.ipus = Some(n);
+                }
                 "recompute" => build.recompute = v.extract()?,
                 "seed" => seed = v.extract()?,
                 "sr" => {
@@ -202,7 +214,7 @@ fn session_options(d: Option<&Bound<'_, PyDict>>) -> PyResult<SessionOptions> {
                 "nanoo" => fp.nanoo = v.extract()?,
                 other => {
                     return Err(OptionsError::new_err(format!(
-                        "unknown option '{other}' (known: target, tiles, precision, partials, available_memory_proportion, gradient_accumulation, device_iterations, replicas, batch, pipeline_splits, recompute, seed, sr, inv, div0, oflo, nanoo)"
+                        "unknown option '{other}' (known: target, tiles, precision, partials, available_memory_proportion, gradient_accumulation, device_iterations, replicas, batch, pipeline_splits, pipeline_schedule, ipus, recompute, seed, sr, inv, div0, oflo, nanoo)"
                     )))
                 }
             }

@@ -189,3 +189,24 @@ def test_a_libpva_shaped_view_reads_the_reports(tmp_path):
     bad.write_text("[1, 2]")
     with pytest.raises(ipusim.ProgramError, match="not an ipusim report"):
         pva.openReport(bad)
+
+
+def test_execution_strategies_place_the_program_like_the_cli():
+    resnet = str(REPO / "programs" / "resnet_digits.ron")
+    opts = ipusim.Options().setExecutionStrategy(ipusim.PipelinedExecution("layer2", schedule="Interleaved"))
+    opts.Training.gradientAccumulation(3)
+    got = ipusim.load(resnet).compile(opts).to_dict()
+    want = json.loads(cli("compile", resnet, "--json", "--pipeline-splits", "layer2",
+                          "--pipeline-schedule", "Interleaved", "--gradient-accumulation", "3"))
+    assert got == want
+    assert got["pipeline"]["schedule"] == "Interleaved" and len(got["ipus"]) == 2
+    sharded = ipusim.Options().setExecutionStrategy(ipusim.ShardedExecution("layer2", recompute=True))
+    got = ipusim.load(resnet).compile(sharded).to_dict()
+    assert got == json.loads(cli("compile", resnet, "--json", "--pipeline-splits", "layer2", "--recompute"))
+    assert len(got["ipus"]) == 2 and "pipeline" not in got
+    with pytest.raises(ipusim.OptionsError, match="schedule 'Staggered'"):
+        ipusim.PipelinedExecution("layer2", schedule="Staggered")
+    with pytest.raises(ipusim.OptionsError, match="setExecutionStrategy"):
+        ipusim.Options().setExecutionStrategy("layer2")
+    with pytest.raises(ipusim.CompileError, match="layer9"):
+        ipusim.load(resnet).compile(ipusim.Options().setExecutionStrategy(ipusim.ShardedExecution("layer9")))

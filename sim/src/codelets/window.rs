@@ -817,7 +817,10 @@ mod tests {
             }
             let mut got = vec![-1.0; len];
             layout.ungroup(&src, &mut got);
-            assert_eq!(got, want, "group {group}, channels {channels}, plane {plane}");
+            assert_eq!(
+                got, want,
+                "group {group}, channels {channels}, plane {plane}"
+            );
         }
     }
 }

@@ -321,7 +321,9 @@ mod tests {
         let bs: Vec<u16> = (0..=0xffffu32)
             .step_by(97)
             .map(|x| x as u16)
-            .chain([0, 0x8000, 1, 0x8001, 0x03ff, 0x0400, 0x7bff, 0x7c00, 0xfc00, 0x7e00])
+            .chain([
+                0, 0x8000, 1, 0x8001, 0x03ff, 0x0400, 0x7bff, 0x7c00, 0xfc00, 0x7e00,
+            ])
             .collect();
         for nanoo in [false, true] {
             let mut r = Rounding::nearest(nanoo);
