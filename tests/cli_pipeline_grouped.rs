@@ -11,6 +11,15 @@ use common::{ipusim, json, run_saving, scratch, stderr, stdout};
 
 const SHARDED: &str = "tests/programs/sim/sharded_mlp.ron";
 const RESNET: &str = "programs/resnet_digits.ron";
+/// `resnet_digits` split in two at `layer2`, 3 micro-batches per update, 2 per run.
+const CNN_SPLIT: [&str; 6] = [
+    "--pipeline-splits",
+    "layer2",
+    "--gradient-accumulation",
+    "3",
+    "--device-iterations",
+    "2",
+];
 
 fn compile(program: &str, args: &[&str]) -> serde_json::Value {
     let mut all = vec!["compile", program, "--json"];
@@ -58,14 +67,7 @@ fn grouped_gives_the_sequential_values_in_fewer_cycles_as_estimated() {
         .sum();
     assert!(g["categories"]["OnTileExecute"].as_u64().unwrap() < own);
     // The same on the CNN, split in two.
-    let cnn = [
-        "--pipeline-splits",
-        "layer2",
-        "--gradient-accumulation",
-        "3",
-        "--device-iterations",
-        "2",
-    ];
+    let cnn = CNN_SPLIT;
     let (a, a_vars) = run(RESNET, &dir, "cnn-seq", &cnn);
     let (b, b_vars) = run(
         RESNET,
@@ -85,14 +87,7 @@ fn grouped_gives_the_sequential_values_in_fewer_cycles_as_estimated() {
 #[test]
 fn interleaved_stashes_less_than_grouped_in_more_cycles_with_the_same_values() {
     let dir = scratch("interleaved");
-    let cnn = [
-        "--pipeline-splits",
-        "layer2",
-        "--gradient-accumulation",
-        "3",
-        "--device-iterations",
-        "2",
-    ];
+    let cnn = CNN_SPLIT;
     let with = |schedule: &'static str| [&cnn[..], &["--pipeline-schedule", schedule]].concat();
     let (seq, seq_vars) = run(RESNET, &dir, "seq", &cnn);
     let (il, il_vars) = run(RESNET, &dir, "il", &with("Interleaved"));
