@@ -595,6 +595,52 @@ fn gather(
     }
 }
 
+/// One chunk of a split reduction's final sum: elements `[c0, c0 + width)` of each source's
+/// partial block (`(tile, slice position of the block)`, in reduction order) are gathered
+/// into `inbox` on tile `rt` and summed there by a `Reduce` vertex set, in the partials
+/// type, into `out` at slice position `out_pos` in the output type. The matmul's and the
+/// window family's split reductions end with it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sum_chunk(
+    lw: &mut Lowerer,
+    eb: &mut ExchangeBuilder,
+    inbox: &mut TileScratch,
+    (partials, sources): (TensorId, &[(u32, u64)]),
+    (c0, width): (u64, u64),
+    rt: u32,
+    (out, out_pos): (TensorId, u64),
+    (partial_type, output_type): (DType, DType),
+) -> TileWork {
+    let count = sources.len() as u64;
+    let at = inbox.alloc(rt, width * count);
+    for (k, &(st, pos)) in sources.iter().enumerate() {
+        let from = lw.slice_begin(partials, st) + pos + c0;
+        eb.copy_elems(
+            lw,
+            partials,
+            from,
+            width,
+            inbox.tensor,
+            rt,
+            at + k as u64 * width,
+        );
+    }
+    let vertices = block_vertices(
+        lw,
+        (inbox.tensor, at),
+        (out, out_pos),
+        (1, count, width),
+        1.0,
+    );
+    let sum = Codelet::Reduce {
+        op: ReduceOp::Sum,
+        input: partial_type,
+        acc: partial_type,
+        output: output_type,
+    };
+    TileWork::one_group(lw.tile_id(rt), sum, vertices)
+}
+
 /// `Reduce` vertices of a block `groups × count × width` read at slice position `in_pos` of
 /// `input` and written at `out_pos` of `out`, split over the workers by groups (several
 /// groups) or by columns in whole vectors (one group).

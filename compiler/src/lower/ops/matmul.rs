@@ -8,14 +8,14 @@
 //! ranges), sequentially in the partials type; reducer `j` of the block sums chunk `j` of
 //! the block's elements in block order (group, row, column).
 
-use crate::codelets::{AmpParams, Codelet, MatrixLayout, ReduceOp, VertexParams};
+use crate::codelets::{AmpParams, Codelet, MatrixLayout, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
 use crate::lower::core::{is_swap_last, Lowerer};
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute;
 use crate::lower::kit::planner::{plan, Home, Plan, Problem};
-use crate::lower::kit::reduction::block_vertices;
+use crate::lower::kit::reduction::sum_chunk;
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use ipusim_ir::{DType, NodeId};
 
@@ -635,42 +635,28 @@ fn reduce_partials(
                     .map(|&(t, _, p)| (t, p))
             })
             .collect();
-        let count = sources.len() as u64;
         for j in 0..plan.sk {
             let (c0, c1) = range(j, chunk, e);
             if c0 == c1 {
                 continue;
             }
-            let width = c1 - c0;
             let rt = plan.tile(lw.target(), idx[0], idx[1], idx[2], j);
-            let at = inbox.alloc(rt, width * count);
-            for (i, &(st, sp)) in sources.iter().enumerate() {
-                let src = lw.slice_begin(ptensor, st) + sp + c0;
-                eb.copy_elems(
-                    lw,
-                    ptensor,
-                    src,
-                    width,
-                    inbox.tensor,
-                    rt,
-                    at + i as u64 * width,
-                );
-            }
             // The output position of block element c0.
             let (bm, bn) = (mr.1 - mr.0, nr.1 - nr.0);
             let (gg, rem) = (c0 / (bm * bn), c0 % (bm * bn));
             let flat =
                 (gr.0 + gg) * geo.d.m * geo.d.n + (mr.0 + rem / bn) * geo.d.n + nr.0 + rem % bn;
             let out_pos = lw.position(c, flat);
-            let vertices =
-                block_vertices(lw, (inbox.tensor, at), (c, out_pos), (1, count, width), 1.0);
-            let sum = Codelet::Reduce {
-                op: ReduceOp::Sum,
-                input: partials,
-                acc: partials,
-                output,
-            };
-            tiles.push(TileWork::one_group(lw.tile_id(rt), sum, vertices));
+            tiles.push(sum_chunk(
+                lw,
+                &mut eb,
+                &mut inbox,
+                (ptensor, &sources),
+                (c0, c1 - c0),
+                rt,
+                (c, out_pos),
+                (partials, output),
+            ));
         }
     }
     inbox.finish(lw);

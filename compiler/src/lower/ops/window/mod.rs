@@ -17,13 +17,13 @@
 
 mod plan;
 
-use crate::codelets::{Codelet, ReduceOp, VertexParams, WindowGeometry, WindowParams, WindowPass};
+use crate::codelets::{Codelet, VertexParams, WindowGeometry, WindowParams, WindowPass};
 use crate::error::CompileError;
 use crate::executable::{Operand, Operands, TensorKind, TileWork, Vertex, VertexGroup};
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute::{grouped, materialized};
-use crate::lower::kit::reduction::block_vertices;
+use crate::lower::kit::reduction::sum_chunk;
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use ipusim_exe::layout::{channel_group, storage_dims};
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
@@ -374,38 +374,22 @@ fn reduce_partials(
             if c0 == c1 {
                 continue;
             }
-            let width = c1 - c0;
-            let rt = (src.tile_of)(rj);
-            let at = inbox.alloc(rt, width * count);
-            for (k, &i) in members.iter().enumerate() {
-                let st = (src.tile_of)(i);
-                let from = lw.slice_begin(src.tensor, st) + src.at[i] + c0;
-                eb.copy_elems(
-                    lw,
-                    src.tensor,
-                    from,
-                    width,
-                    inbox.tensor,
-                    rt,
-                    at + k as u64 * width,
-                );
-            }
+            let sources: Vec<(u32, u64)> = members
+                .iter()
+                .map(|&i| ((src.tile_of)(i), src.at[i]))
+                .collect();
             let first = sub_ranges(&ranges, c0, c1).first().map_or(0, |r| r.0);
             let out_pos = lw.position(out, first);
-            let vertices = block_vertices(
+            tiles.push(sum_chunk(
                 lw,
-                (inbox.tensor, at),
+                &mut eb,
+                &mut inbox,
+                (src.tensor, &sources),
+                (c0, c1 - c0),
+                (src.tile_of)(rj),
                 (out, out_pos),
-                (1, count, width),
-                1.0,
-            );
-            let sum = Codelet::Reduce {
-                op: ReduceOp::Sum,
-                input: partials,
-                acc: partials,
-                output,
-            };
-            tiles.push(TileWork::one_group(lw.tile_id(rt), sum, vertices));
+                (partials, output),
+            ));
         }
     }
     inbox.finish(lw);
