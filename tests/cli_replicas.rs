@@ -127,3 +127,128 @@ fn replicas_the_debugger_or_the_data_cannot_take_are_errors() {
         stderr(&o)
     );
 }
+
+/// The saved variables of a run, by name (their order follows the executable's tensors,
+/// which sharding changes).
+fn by_name(saved: &serde_json::Value) -> std::collections::BTreeMap<String, serde_json::Value> {
+    saved
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["name"].as_str().unwrap().to_string(), v.clone()))
+        .collect()
+}
+
+/// Bytes replicated tensor sharding saves per replica on the optimizer state of `saved`:
+/// each state tensor of `n >= replicas` elements keeps `ceil(n / replicas)` of them.
+fn state_bytes_saved(saved: &serde_json::Value, replicas: usize) -> u64 {
+    saved
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| {
+            let name = v["name"].as_str().unwrap();
+            ["/momentum", "/adam_m", "/adam_v"]
+                .iter()
+                .any(|s| name.ends_with(s))
+        })
+        .map(|v| {
+            let n: u64 = v["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .product();
+            let es = if v["dtype"] == "f16" { 2 } else { 4 };
+            if n < replicas as u64 {
+                0
+            } else {
+                (n - n.div_ceil(replicas as u64)) * es
+            }
+        })
+        .sum()
+}
+
+#[test]
+fn sharding_the_optimizer_state_keeps_every_value_and_saves_its_memory() {
+    let dir = scratch("replicas-sharded-state");
+    const ADAMW: &str = "tests/programs/sim/adamw_mlp.ron";
+    const RTS: &str = "--replicated-optimizer-state-sharding";
+    // Momentum on 2 replicas; AdamW (m in FP16, v in FP32) pipelined over 2 IPUs in each of
+    // 3 replicas, so that the last shards are padded.
+    for (program, replicas) in [(MLP, 2usize), (ADAMW, 3)] {
+        let r = replicas.to_string();
+        let base = ["--steps", "4", "--replicas", r.as_str()];
+        let (plain, plain_vars) = run_saving(program, &dir, "plain", &base);
+        let (sharded, sharded_vars) =
+            run_saving(program, &dir, "sharded", &[&base[..], &[RTS]].concat());
+        // The same losses, weights and optimizer state (gathered from the shards), bit for
+        // bit: the reduce-scatter's mean is the all-reduce's, element by element.
+        assert_eq!(plain["outfeeds"], sharded["outfeeds"]);
+        assert_eq!(by_name(&plain_vars), by_name(&sharded_vars), "{program}");
+        // Each replica keeps 1/R of the state.
+        let compile = |extra: &[&str]| {
+            let mut a = vec!["compile", program, "--json", "--replicas", r.as_str()];
+            a.extend_from_slice(extra);
+            json(&ipusim(&a))
+        };
+        let (p, s) = (compile(&[]), compile(&[RTS]));
+        let vars = |x: &serde_json::Value| x["memory"]["categories"]["variables"].as_u64().unwrap();
+        let saved = state_bytes_saved(&plain_vars, replicas);
+        assert!(saved > 0);
+        assert_eq!(vars(&p) - vars(&s), saved, "{program}");
+        // The gradients of the sharded state are reduce-scattered instead of all-reduced,
+        // and each update's result all-gathered.
+        let count = |x: &serde_json::Value, kind: &str| x["collectives"][kind]["count"].as_u64();
+        assert_eq!(count(&p, "reduce_scatter"), Some(0));
+        let scattered = count(&s, "reduce_scatter").unwrap();
+        assert!(scattered > 0);
+        assert_eq!(count(&s, "all_gather"), Some(scattered));
+        assert_eq!(
+            count(&s, "all_reduce").unwrap() + scattered,
+            count(&p, "all_reduce").unwrap()
+        );
+        let text = common::stdout(&ipusim(&[
+            "compile",
+            program,
+            "--replicas",
+            r.as_str(),
+            RTS,
+        ]));
+        assert!(text.contains("replicated tensor sharding"), "{text}");
+        // Executed cycles are the estimate's.
+        let runs = sharded["report"]["runs"].as_u64().unwrap();
+        assert_eq!(
+            sharded["report"]["executed"]["total_cycles"].as_u64(),
+            Some(runs * s["total_cycles"].as_u64().unwrap())
+        );
+        // Checkpoints hold whole tensors either way: one saved without sharding continues
+        // under sharding as it would without.
+        let ckpt = dir.join("plain.json");
+        let load = [&base[..], &["--load-variables", ckpt.to_str().unwrap()]].concat();
+        let (_, go_on) = run_saving(program, &dir, "go-on", &load);
+        let load_sharded = [&load[..], &[RTS]].concat();
+        let (_, go_on_sharded) = run_saving(program, &dir, "go-on-sharded", &load_sharded);
+        assert_eq!(by_name(&go_on), by_name(&go_on_sharded), "{program}");
+    }
+    // The program field does what the flag does.
+    let text = std::fs::read_to_string(ADAMW).unwrap().replacen(
+        "device_iterations: 2,",
+        "device_iterations: 2,\n    replication_factor: 3,\n    \
+             replicated_optimizer_state_sharding: true,",
+        1,
+    );
+    let file = dir.join("adamw_rts.ron");
+    std::fs::write(&file, text).unwrap();
+    let field = json(&ipusim(&["compile", file.to_str().unwrap(), "--json"]));
+    let flag = json(&ipusim(&[
+        "compile",
+        ADAMW,
+        "--json",
+        "--replicas",
+        "3",
+        RTS,
+    ]));
+    assert_eq!(field["collectives"], flag["collectives"]);
+    assert_eq!(field["memory"]["categories"], flag["memory"]["categories"]);
+}

@@ -23,6 +23,7 @@ use ipusim_ir::batch::with_batch;
 use ipusim_ir::eight_bit::eight_bit_io;
 use ipusim_ir::pipeline::{place, Origin, PipelineSpec, PlacementError, Schedule};
 use ipusim_ir::recompute;
+use ipusim_ir::sharding::shard_optimizer_state;
 use ipusim_ir::training::{prepare_with, StepGraph};
 use ipusim_ir::{IrError, Precision, Program};
 use thiserror::Error;
@@ -62,6 +63,9 @@ pub struct BuildOptions {
     pub offload_optimizer_state: bool,
     /// Replicas (`--replicas`), replacing the program's `replication_factor`.
     pub replicas: Option<u32>,
+    /// Shard the optimizer state over the replicas (`--replicated-optimizer-state-sharding`,
+    /// `ipusim_ir::sharding`), besides the program's `replicated_optimizer_state_sharding`.
+    pub replicated_optimizer_state_sharding: bool,
     /// Image infeeds cross the host link as u8 and are cast and normalised on the device
     /// (`--eight-bit-io`, `ipusim_ir::eight_bit`).
     pub eight_bit_io: bool,
@@ -84,6 +88,7 @@ impl Default for BuildOptions {
             recompute: false,
             eight_bit_io: false,
             replicas: None,
+            replicated_optimizer_state_sharding: false,
             batch: None,
         }
     }
@@ -191,6 +196,19 @@ pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph
         }));
     }
     step.placement.replicas = replicas;
+    let sharding =
+        options.replicated_optimizer_state_sharding || program.replicated_optimizer_state_sharding;
+    if sharding && replicas > 1 && is_training(program, options) {
+        let (graph, sharded) =
+            shard_optimizer_state(&step.graph, replicas).map_err(BuildError::Step)?;
+        if !sharded.is_empty() {
+            step.graph = graph;
+            step.sharded = sharded;
+            step.placement = place(&step.graph, &program.graph, &spec, options.ipus, origin)
+                .map_err(BuildError::Placement)?;
+            step.placement.replicas = replicas;
+        }
+    }
     check_schedule(&step, spec.schedule, is_training(program, options))
         .map_err(BuildError::Placement)?;
     Ok(step)

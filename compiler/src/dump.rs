@@ -188,8 +188,12 @@ fn walk(exe: &Executable, p: &Program, depth: usize, s: &mut String) {
                 group(ex.cycles)
             );
         }
-        Program::CrossReplica { op, tensor } => {
-            let _ = writeln!(s, "{pad}CrossReplica {op:?} '{}'", exe.tensor(*tensor).name);
+        Program::CrossReplica { op, tensor, dst } => {
+            let _ = write!(s, "{pad}CrossReplica {op:?} '{}'", exe.tensor(*tensor).name);
+            if let Some(d) = dst {
+                let _ = write!(s, " -> '{}'", exe.tensor(*d).name);
+            }
+            let _ = writeln!(s);
         }
         Program::If {
             condition,

@@ -12,6 +12,7 @@
 //! exchange, and the whole program).
 
 pub mod build;
+pub mod collectives_report;
 pub mod dump;
 pub mod lower;
 pub mod memory;

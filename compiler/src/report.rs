@@ -172,6 +172,9 @@ pub struct CompileReport {
     /// cycles of each tick, the ramp's share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<crate::pipeline_report::PipelineReport>,
+    /// The cross-replica collectives (absent with one replica).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collectives: Option<crate::collectives_report::CollectivesReport>,
     /// The execution trace of one run (PopVision's Execution Trace): present when asked
     /// for (`--html`, `--execution-trace`), from the static walk on `compile` and from the
     /// recorded run on `run`.
@@ -498,6 +501,7 @@ impl CompileReport {
             batch: BatchReport::of(exe),
             program_tree: Some(ProgramNode::of(exe, &exe.program)),
             pipeline: crate::pipeline_report::PipelineReport::of(exe),
+            collectives: crate::collectives_report::CollectivesReport::of(exe),
             execution: None,
         }
         .with_flop_total()
@@ -592,9 +596,12 @@ impl CompileReport {
             let _ = writeln!(
                 s,
                 "Replicas: the rows are one replica's IPUs; {replicas} replicas use {} IPUs, each replica its own \
-                 streams; the gradients' all-reduce is in DoExchange and its IPU's exchange cycles",
+                 streams; the collectives are in DoExchange and their IPU's exchange cycles",
                 self.ipus.len() as u64 * u64::from(replicas)
             );
+            if let Some(c) = &self.collectives {
+                let _ = writeln!(s, "{}", c.line(group));
+            }
         }
         let _ = writeln!(
             s,

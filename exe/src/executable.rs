@@ -429,13 +429,21 @@ pub enum Program {
     /// of its bytes ([`crate::cycles::remote_copy_cycles`]).
     RemoteCopy { tensor: TensorId, store: bool },
     /// An inter-IPU copy: the exchange's copies move bytes between tiles of different IPUs
-    /// over the IPU-Links (all sources are read before any destination is written). Not
-    /// produced by the current lowering, which places a program on one IPU.
+    /// over the IPU-Links (all sources are read before any destination is written): a value
+    /// crossing into another pipeline stage's IPU.
     IpuCopy(ExchangeId),
-    /// A collective across the replicas of the program: every replica's `tensor` becomes
-    /// `op` of all replicas' `tensor` (in replica order). With one replica it leaves the
-    /// tensor as it is. Not produced by the current lowering.
-    CrossReplica { op: CollectiveOp, tensor: TensorId },
+    /// A collective across the replicas of the program (in replica order). Without `dst`,
+    /// in place: every replica's `tensor` becomes `op` of all replicas' `tensor` (an
+    /// all-reduce). With `dst`, `tensor` is read and `dst` written: a reduce-scatter (each
+    /// replica's shard of the reduced `tensor`) or an all-gather (every replica's `tensor`
+    /// concatenated), the elements in row-major order ([`CollectiveOp`]). With one replica
+    /// it leaves the tensor as it is (copies it to `dst`).
+    CrossReplica {
+        op: CollectiveOp,
+        tensor: TensorId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dst: Option<TensorId>,
+    },
     /// Micro-batches through the stages of a pipeline, the IPUs working on different
     /// micro-batches at once ([`Pipeline`]).
     Pipeline(Box<Pipeline>),
@@ -618,6 +626,23 @@ pub enum CollectiveOp {
     AllReduceSum,
     /// Element-wise mean over replicas.
     AllReduceMean,
+    /// Replica `r`'s `dst` (`k` elements) is elements `[r k, (r + 1) k)` of the element-wise
+    /// mean over replicas of `tensor`, zero-padded to `R k` elements (replicated tensor
+    /// sharding's gradient reduction).
+    ReduceScatterMean,
+    /// Every replica's `dst` is the first `dst`-size elements of the replicas' `tensor`s
+    /// concatenated in replica order (the sharded update's result broadcast back).
+    AllGather,
+}
+
+impl CollectiveOp {
+    /// True for the collectives that write another tensor than they read (`dst`).
+    pub fn has_dst(self) -> bool {
+        matches!(
+            self,
+            CollectiveOp::ReduceScatterMean | CollectiveOp::AllGather
+        )
+    }
 }
 
 /// What a program step (a leaf of the program tree) does.
@@ -631,10 +656,22 @@ pub enum StepKind {
     StreamCopy(StreamId),
     /// `IpuCopy`.
     IpuCopy(ExchangeId),
-    /// `CrossReplica` of a tensor.
+    /// `CrossReplica` of a tensor, in place.
     CrossReplica(TensorId),
+    /// `CrossReplica` from tensor `src` into tensor `dst`.
+    CrossReplicaTo { src: TensorId, dst: TensorId },
     /// `RemoteCopy` of a tensor (a load, or a store).
     RemoteCopy { tensor: TensorId, store: bool },
+}
+
+impl StepKind {
+    /// The step of a `CrossReplica` of `tensor` (into `dst`, if any).
+    pub fn cross_replica(tensor: TensorId, dst: Option<TensorId>) -> StepKind {
+        match dst {
+            None => StepKind::CrossReplica(tensor),
+            Some(dst) => StepKind::CrossReplicaTo { src: tensor, dst },
+        }
+    }
 }
 
 /// One leaf of the program in program order.
@@ -665,7 +702,9 @@ impl Program {
                 Program::Exchange(e) => out.push(StepKind::Exchange(*e)),
                 Program::IpuCopy(e) => out.push(StepKind::IpuCopy(*e)),
                 Program::StreamCopy { stream, .. } => out.push(StepKind::StreamCopy(*stream)),
-                Program::CrossReplica { tensor, .. } => out.push(StepKind::CrossReplica(*tensor)),
+                Program::CrossReplica { tensor, dst, .. } => {
+                    out.push(StepKind::cross_replica(*tensor, *dst))
+                }
                 Program::RemoteCopy { tensor, store } => out.push(StepKind::RemoteCopy {
                     tensor: *tensor,
                     store: *store,

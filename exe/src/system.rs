@@ -103,6 +103,18 @@ impl System {
     /// The on-tile additions of the reduce-scatter are not charged (our simplification: a
     /// link moves 11 bytes per cycle, a tile adds far more). 0 with one replica.
     pub fn all_reduce_cycles(&self, target: &Target, bytes: u64) -> u64 {
+        self.ring_cycles(target, bytes, 2)
+    }
+
+    /// Cycles of a reduce-scatter or an all-gather of a tensor of `bytes` (the whole tensor,
+    /// not one shard): one half of [`System::all_reduce_cycles`]' ring, `R - 1` steps of
+    /// `ceil(bytes / R)`. 0 with one replica.
+    pub fn reduce_scatter_cycles(&self, target: &Target, bytes: u64) -> u64 {
+        self.ring_cycles(target, bytes, 1)
+    }
+
+    /// `passes × (R - 1)` ring steps over `bytes`.
+    fn ring_cycles(&self, target: &Target, bytes: u64, passes: u64) -> u64 {
         if self.replicas <= 1 {
             return 0;
         }
@@ -114,7 +126,7 @@ impl System {
         let step = self
             .link_copy_cycles(target, bytes.div_ceil(r))
             .saturating_add(whole.external_sync_cycles(target));
-        step.saturating_mul(2 * (r - 1))
+        step.saturating_mul(passes * (r - 1))
     }
 
     /// Cycles of one external sync across the system's IPUs: `ceil(15 ns × f × hops × 2)`
@@ -234,6 +246,9 @@ mod tests {
         let step =
             s.link_copy_cycles(&mk2, 1 << 18) + System::of(&mk2, 4).external_sync_cycles(&mk2);
         assert_eq!(s.all_reduce_cycles(&mk2, 1 << 20), 6 * step);
+        // A reduce-scatter (or an all-gather) is either half of that ring.
+        assert_eq!(s.reduce_scatter_cycles(&mk2, 1 << 20), 3 * step);
+        assert_eq!(System::of(&mk2, 2).reduce_scatter_cycles(&mk2, 1 << 20), 0);
         assert!(System::replicated(&mk2, 2, 0).validate().is_err());
     }
 }

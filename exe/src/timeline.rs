@@ -329,8 +329,8 @@ fn walk(exe: &Executable, p: &Program, b: &mut TimelineBuilder, cycle: &mut u64)
             b.sync(*cycle, c);
             *cycle = cycle.saturating_add(c);
         }
-        Program::CrossReplica { tensor, .. } => {
-            let c = cross_replica_cycles(exe, *tensor);
+        Program::CrossReplica { op, tensor, dst } => {
+            let c = cross_replica_cycles(exe, *op, *tensor, *dst);
             b.gap(*cycle, c);
             *cycle = cycle.saturating_add(c);
         }
@@ -405,7 +405,9 @@ fn steps_and_cycles(exe: &Executable, p: &Program) -> (u64, u64) {
             (1, stream_copy_cycles(&exe.target, s.bytes_per_micro_batch))
         }
         Program::Sync(scope) => (1, exe.system.sync_cycles(&exe.target, *scope)),
-        Program::CrossReplica { tensor, .. } => (0, cross_replica_cycles(exe, *tensor)),
+        Program::CrossReplica { op, tensor, dst } => {
+            (0, cross_replica_cycles(exe, *op, *tensor, *dst))
+        }
         Program::RemoteCopy { tensor, .. } => (
             1,
             remote_copy_cycles(&exe.target, exe.tensor(*tensor).size_bytes()),

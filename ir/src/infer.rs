@@ -289,6 +289,24 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> R {
             Ok(TensorType::new(first.dtype, Shape(dims)))
         }
         Op::Cast { dtype } => Ok(TensorType::new(*dtype, inputs[0].shape.clone())),
+        Op::ReplicatedReduceScatter { replicas } => {
+            float(inputs, 0)?;
+            let k = shard_len(inputs[0].num_elements(), *replicas)?;
+            Ok(TensorType::new(inputs[0].dtype, Shape(vec![k])))
+        }
+        Op::ReplicatedAllGather { replicas, shape } => {
+            float(inputs, 0)?;
+            check_shape_size(shape)?;
+            let k = shard_len(shape.num_elements(), *replicas)?;
+            if inputs[0].shape.dims() != [k] {
+                return Err(InferFault::Invalid(format!(
+                    "gathering {shape} over {replicas} replicas needs a shard of shape [{k}], \
+                     got {}",
+                    inputs[0].shape
+                )));
+            }
+            Ok(TensorType::new(inputs[0].dtype, shape.clone()))
+        }
         // Handled by their families above (`crate::conv`, `crate::norm`).
         Op::Conv2d { .. }
         | Op::Conv2dInputGrad { .. }
@@ -310,6 +328,16 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> R {
             Ok(inputs[0].clone())
         }
     }
+}
+
+/// Elements per replica of a tensor of `n` elements sharded over `replicas` replicas.
+fn shard_len(n: usize, replicas: u32) -> Result<usize, InferFault> {
+    if replicas == 0 {
+        return Err(InferFault::Invalid(
+            "replicas must be at least 1, got 0".into(),
+        ));
+    }
+    Ok(n.div_ceil(replicas as usize))
 }
 
 /// Largest tensor we accept: 2^40 elements is far beyond any chip, and keeps byte counts

@@ -28,6 +28,7 @@ pub mod program;
 pub mod recompute;
 pub mod resnet;
 mod rewrite;
+pub mod sharding;
 pub mod summary;
 pub mod text;
 pub mod training;

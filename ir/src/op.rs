@@ -215,6 +215,19 @@ pub enum Op {
     Concat { axis: usize },
     /// Convert to `dtype` (float->int truncates toward zero, as TensorFlow's cast does).
     Cast { dtype: DType },
+    /// One replica's shard of the mean of its input over `replicas` replicas (a cross-replica
+    /// reduce-scatter, popops' `replicatedReduceScatter`): the input's `n` elements in
+    /// row-major order, zero-padded to `replicas × k` with `k = ceil(n / replicas)`, are
+    /// averaged element-wise over the replicas (summed in replica order, then scaled, as the
+    /// `CrossReplica` all-reduce does), and replica `r` keeps elements `[r k, (r + 1) k)`: a
+    /// 1-D float tensor of `k` elements. Replicated tensor sharding (`ir::sharding`) makes
+    /// it; with one replica it is the flattened input.
+    ReplicatedReduceScatter { replicas: u32 },
+    /// The concatenation, in replica order, of every replica's 1-D input of `k` elements,
+    /// truncated to `shape`'s `n` elements and reshaped to `shape`, where `k = ceil(n /
+    /// replicas)` (a cross-replica all-gather, popops' `replicatedAllGather`). Made by
+    /// replicated tensor sharding; with one replica it is the input reshaped.
+    ReplicatedAllGather { replicas: u32, shape: Shape },
 
     /// `(x[N, C, H, W], w[O, C/groups, KH, KW]) -> [N, O, OH, OW]`: a 2-D convolution
     /// (cross-correlation, as PyTorch's and ONNX's `Conv`). `stride` and `dilation` are
@@ -419,6 +432,8 @@ impl Op {
         "Pad",
         "Concat",
         "Cast",
+        "ReplicatedReduceScatter",
+        "ReplicatedAllGather",
         "Conv2d",
         "Conv2dInputGrad",
         "Conv2dWeightGrad",
@@ -477,6 +492,8 @@ impl Op {
             Op::Pad { .. } => "Pad",
             Op::Concat { .. } => "Concat",
             Op::Cast { .. } => "Cast",
+            Op::ReplicatedReduceScatter { .. } => "ReplicatedReduceScatter",
+            Op::ReplicatedAllGather { .. } => "ReplicatedAllGather",
             Op::Conv2d { .. } => "Conv2d",
             Op::Conv2dInputGrad { .. } => "Conv2dInputGrad",
             Op::Conv2dWeightGrad { .. } => "Conv2dWeightGrad",
@@ -567,6 +584,14 @@ impl Op {
         matches!(
             self,
             Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. }
+        )
+    }
+
+    /// True for the cross-replica collectives (their value depends on the other replicas).
+    pub fn is_collective(&self) -> bool {
+        matches!(
+            self,
+            Op::ReplicatedReduceScatter { .. } | Op::ReplicatedAllGather { .. }
         )
     }
 

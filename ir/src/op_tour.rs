@@ -170,12 +170,27 @@ pub fn op_tour() -> Result<Program, IrError> {
     )?;
     let cat = b.named("concat", Op::Concat { axis: 0 }, &[pad, bc, sm])?;
     let half = b.named("half", Op::Cast { dtype: DType::F16 }, &[cat])?;
+    // The collectives of replicated tensor sharding, on one replica: a flattening and back.
+    let shard = b.named(
+        "shard",
+        Op::ReplicatedReduceScatter { replicas: 1 },
+        &[half],
+    )?;
+    let half_shape = b.graph().node(half).ty.shape.clone();
+    let gathered = b.named(
+        "gathered",
+        Op::ReplicatedAllGather {
+            replicas: 1,
+            shape: half_shape,
+        },
+        &[shard],
+    )?;
     let outfeed = |stream: &str| Op::Outfeed {
         stream: stream.into(),
     };
     b.named("loss_out", outfeed("loss"), &[loss])?;
     b.named("argmax_out", outfeed("argmax"), &[argmax])?;
-    b.named("half_out", outfeed("half"), &[half])?;
+    b.named("half_out", outfeed("half"), &[gathered])?;
     b.named("equal_out", outfeed("equal"), &[eq])?;
 
     b.set_phase(Phase::Update);

@@ -399,6 +399,10 @@ pub struct Program {
     /// Optimizer state in streaming memory (the TF-IPU guide §6.8): loaded before the weight
     /// update and stored after it, off the tiles the rest of the time.
     pub offload_optimizer_state: bool,
+    /// Replicated tensor sharding of the optimizer state (the TF-IPU guide §6.9, TF's
+    /// `replicated_optimizer_state_sharding`): each replica holds and updates one shard of it
+    /// ([`crate::sharding`]). No effect with one replica.
+    pub replicated_optimizer_state_sharding: bool,
 }
 
 impl Program {
@@ -420,6 +424,7 @@ impl Program {
             recompute_checkpoints: self.recompute_checkpoints.clone(),
             replication_factor: self.replication_factor,
             offload_optimizer_state: self.offload_optimizer_state,
+            replicated_optimizer_state_sharding: self.replicated_optimizer_state_sharding,
         }
     }
 
@@ -440,6 +445,7 @@ impl Program {
             recompute_checkpoints: Vec::new(),
             replication_factor: 1,
             offload_optimizer_state: false,
+            replicated_optimizer_state_sharding: false,
         }
     }
 }

@@ -69,9 +69,23 @@ pub struct StepGraph {
     pub memory_proportions: std::collections::BTreeMap<String, f64>,
     /// The program's `offload_optimizer_state`.
     pub offload_optimizer_state: bool,
+    /// The optimizer-state variables sharded over the replicas (replicated tensor sharding,
+    /// [`crate::sharding`]; set by the compiler's `build::step_graph`), with their whole
+    /// shapes.
+    pub sharded: Vec<ShardedVariable>,
     /// Where each node runs (one IPU unless the program or the build options place stages;
     /// set by the compiler's `build::step_graph`).
     pub placement: crate::pipeline::Placement,
+}
+
+/// An optimizer-state variable sharded over the replicas (`crate::sharding`): its name and
+/// its whole shape (each replica holds a `[ceil(n / R)]` shard of it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardedVariable {
+    /// The variable's name.
+    pub name: String,
+    /// The whole tensor's shape.
+    pub shape: crate::dtype::Shape,
 }
 
 /// The step graph of `program`:
@@ -114,6 +128,7 @@ pub fn prepare_with(
             available_memory_proportion: program.available_memory_proportion,
             memory_proportions: program.memory_proportions.clone(),
             offload_optimizer_state: program.offload_optimizer_state,
+            sharded: Vec::new(),
             placement: Default::default(),
         });
     }
@@ -135,6 +150,7 @@ pub fn prepare_with(
         available_memory_proportion: program.available_memory_proportion,
         memory_proportions: program.memory_proportions.clone(),
         offload_optimizer_state: program.offload_optimizer_state,
+        sharded: Vec::new(),
         placement: Default::default(),
     })
 }

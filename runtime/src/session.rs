@@ -94,7 +94,10 @@ pub struct Session {
     /// The engines of replicas 1.. (replica 0 is `engine`), run in lockstep with it.
     replicas: Vec<Engine>,
     /// The operation of every cross-replica collective, by tensor.
-    collectives: BTreeMap<TensorId, CollectiveOp>,
+    collectives: BTreeMap<TensorId, CollectiveStep>,
+    /// The optimizer-state variables sharded over the replicas, with their whole shapes:
+    /// replica `r`'s engine holds shard `r` of each.
+    sharded: BTreeMap<String, ipusim_ir::Shape>,
     host: SessionHost,
     infeeds: Vec<StreamType>,
     outfeeds: Vec<StreamType>,
@@ -284,6 +287,11 @@ impl Session {
             others.push(Engine::new(Arc::clone(&exe), engine_options(r, false))?);
         }
         let collectives = collectives(&exe.program);
+        let sharded = step
+            .sharded
+            .iter()
+            .map(|v| (v.name.clone(), v.shape.clone()))
+            .collect();
         Ok(Session {
             name: program.name.clone(),
             mode,
@@ -293,6 +301,7 @@ impl Session {
             engine,
             replicas: others,
             collectives,
+            sharded,
             host,
             infeeds,
             outfeeds,
@@ -523,11 +532,11 @@ impl Session {
                         )));
                     }
                     let tensor = *tensor;
-                    let op = self
+                    let (op, dst) = self
                         .collectives
                         .get(&tensor)
                         .copied()
-                        .unwrap_or(CollectiveOp::AllReduceMean);
+                        .unwrap_or((CollectiveOp::AllReduceMean, None));
                     let values: Vec<Vec<u8>> = engines
                         .iter()
                         .map(|e| e.read_tensor_id(tensor).map(|t| t.to_bytes()))
@@ -538,20 +547,33 @@ impl Session {
                                 tensor.0
                             ))
                         })?;
-                    let dtype = engines[0].executable().tensor(tensor).dtype;
-                    let (reduced, flags) = ipusim_sim::collective::all_reduce(
-                        op, dtype, &values, nanoo,
-                    )
-                    .ok_or_else(|| {
-                        RuntimeError::Replicas(format!(
-                            "a collective over tensor {} of {dtype}, which is not float",
-                            tensor.0
-                        ))
-                    })?;
+                    let exe = Arc::clone(engines[0].executable());
+                    let dtype = exe.tensor(tensor).dtype;
+                    let dst_bytes = dst.map(|d| exe.tensor(d).size_bytes() as usize);
+                    let (results, flags) =
+                        ipusim_sim::collective::run(op, dtype, &values, dst_bytes, nanoo)
+                            .ok_or_else(|| {
+                                RuntimeError::Replicas(format!(
+                                    "collective {op:?} over tensor {} of {dtype}: not a float \
+                                     tensor, or not this collective's destination",
+                                    tensor.0
+                                ))
+                            })?;
                     self.totals.flags |= flags;
-                    for (e, h) in engines.iter_mut().zip(hosts.iter_mut()) {
-                        e.write_tensor_bytes(tensor, &reduced)?;
-                        e.step(h)?;
+                    for ((e, h), result) in engines.iter_mut().zip(hosts.iter_mut()).zip(&results) {
+                        // In place, the result is written before the step (which leaves
+                        // it); into a destination, after it (the step copies the replica's
+                        // own tensor there, as one replica would).
+                        match dst {
+                            None => {
+                                e.write_tensor_bytes(tensor, result)?;
+                                e.step(h)?;
+                            }
+                            Some(d) => {
+                                e.step(h)?;
+                                e.write_tensor_bytes(d, result)?;
+                            }
+                        }
                     }
                 }
             }
@@ -579,23 +601,79 @@ impl Session {
         self.totals.flags | self.engine.flags()
     }
 
-    /// The current value of every variable, in the engine's order.
+    /// Every variable's name and type as the program has it, in the engine's order (an
+    /// optimizer-state variable sharded over the replicas with its whole shape).
+    fn variable_types(&self) -> Vec<(String, ipusim_ir::TensorType)> {
+        let mut vars = self.engine.variables();
+        for (name, ty) in &mut vars {
+            if let Some(shape) = self.sharded.get(name) {
+                ty.shape = shape.clone();
+            }
+        }
+        vars
+    }
+
+    /// The engines of every replica, in replica order.
+    fn engines(&self) -> impl Iterator<Item = &Engine> {
+        std::iter::once(&self.engine).chain(&self.replicas)
+    }
+
+    /// The current value of every variable, in the engine's order (a sharded one gathered
+    /// from the replicas, as [`Session::read_tensor`]).
     pub fn variables(&self) -> Vec<(String, Tensor)> {
-        self.engine
-            .variables()
+        self.variable_types()
             .into_iter()
-            .filter_map(|(name, _)| self.engine.read_tensor(&name).map(|t| (name, t)))
+            .filter_map(|(name, _)| self.read_tensor(&name).map(|t| (name, t)))
             .collect()
     }
 
-    /// The current value of a tensor (a variable, or the last value of a node).
+    /// The current value of a tensor (a variable, or the last value of a node): replica 0's,
+    /// or for an optimizer-state variable sharded over the replicas, the replicas' shards
+    /// concatenated in replica order without the last shard's padding.
     pub fn read_tensor(&self, name: &str) -> Option<Tensor> {
-        self.engine.read_tensor(name)
+        let Some(shape) = self.sharded.get(name) else {
+            return self.engine.read_tensor(name);
+        };
+        let mut bytes = Vec::new();
+        let mut dtype = None;
+        for e in self.engines() {
+            let t = e.read_tensor(name)?;
+            dtype = Some(t.dtype());
+            bytes.extend(t.to_bytes());
+        }
+        let dtype = dtype?;
+        bytes.truncate(shape.num_elements() * dtype.size_bytes());
+        Tensor::from_bytes(dtype, shape.clone(), &bytes).ok()
     }
 
-    /// Overwrites one variable (a value of exactly its type).
+    /// Overwrites one variable (a value of exactly its type, as [`Session::variables`] gives
+    /// it) on every replica; a sharded one is split into the replicas' shards.
     pub fn write_variable(&mut self, name: &str, value: &Tensor) -> Result<(), RuntimeError> {
-        Ok(self.engine.write_variable(name, value)?)
+        let Some(shape) = self.sharded.get(name).cloned() else {
+            self.engine.write_variable(name, value)?;
+            for e in &mut self.replicas {
+                e.write_variable(name, value)?;
+            }
+            return Ok(());
+        };
+        if value.shape() != &shape {
+            return Err(RuntimeError::Replicas(format!(
+                "variable '{name}' has shape {shape}, the value written {}",
+                value.shape()
+            )));
+        }
+        let dtype = value.dtype();
+        let k = shape.num_elements().div_ceil(1 + self.replicas.len());
+        let mut bytes = value.to_bytes();
+        bytes.resize(k * dtype.size_bytes() * (1 + self.replicas.len()), 0);
+        let shard_shape = ipusim_ir::Shape(vec![k]);
+        let engines = std::iter::once(&mut self.engine).chain(self.replicas.iter_mut());
+        for (e, chunk) in engines.zip(bytes.chunks(k * dtype.size_bytes())) {
+            let shard = Tensor::from_bytes(dtype, shard_shape.clone(), chunk)
+                .map_err(|e| RuntimeError::Replicas(format!("a shard of '{name}': {e}")))?;
+            e.write_variable(name, &shard)?;
+        }
+        Ok(())
     }
 
     /// Every variable as a checkpoint.
@@ -618,11 +696,11 @@ impl Session {
         let c = Checkpoint::load(path)?;
         let values = c.matching(
             &path.display().to_string(),
-            &self.engine.variables(),
+            &self.variable_types(),
             self.options.build.inference,
         )?;
         for (name, t) in &values {
-            self.engine.write_variable(name, t)?;
+            self.write_variable(name, t)?;
         }
         Ok(values.len())
     }
@@ -687,15 +765,19 @@ impl Session {
     }
 }
 
-/// The operation of every cross-replica collective in `p`, by tensor.
-fn collectives(p: &ipusim_compiler::executable::Program) -> BTreeMap<TensorId, CollectiveOp> {
+/// A collective's operation and destination (`None`: in place).
+type CollectiveStep = (CollectiveOp, Option<TensorId>);
+
+/// The operation and destination of every cross-replica collective in `p`, by the tensor it
+/// reads.
+fn collectives(p: &ipusim_compiler::executable::Program) -> BTreeMap<TensorId, CollectiveStep> {
     use ipusim_compiler::executable::Program as P;
     let mut out = BTreeMap::new();
     let mut stack = vec![p];
     while let Some(p) = stack.pop() {
         match p {
-            P::CrossReplica { op, tensor } => {
-                out.insert(*tensor, *op);
+            P::CrossReplica { op, tensor, dst } => {
+                out.insert(*tensor, (*op, *dst));
             }
             P::Sequence(c) => stack.extend(c),
             P::Repeat { body, .. } => stack.push(body),

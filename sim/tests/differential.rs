@@ -441,6 +441,7 @@ fn run_program_in(
             StepKind::Exchange(ex) | StepKind::IpuCopy(ex) => exe.exchange(ex).node,
             StepKind::StreamCopy(st) => Some(exe.streams[st.0 as usize].node),
             StepKind::CrossReplica(t) => exe.tensor(t).node,
+            StepKind::CrossReplicaTo { dst, .. } => exe.tensor(dst).node,
             // A remote-buffer copy moves a variable's value; no node computes there.
             StepKind::RemoteCopy { .. } => None,
         };

@@ -89,7 +89,8 @@ pub struct BuildArgs {
     pub batch: Option<u32>,
     /// Replicas of the program (PopTorch's replicationFactor), each on its own IPUs, with
     /// their gradients all-reduced before each weight update; replacing the program's
-    /// replication_factor. Compiled and costed; `run` and `step` simulate one replica only.
+    /// replication_factor. `run` simulates every replica (the debugger, `step`, one program
+    /// instance only).
     #[arg(long, value_name = "R", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub replicas: Option<u32>,
     /// Image infeeds (float [N, 3, H, W] inputs) cross the host link as u8 and are cast and
@@ -101,6 +102,12 @@ pub struct BuildArgs {
     /// offload_optimizer_state.
     #[arg(long)]
     pub offload_optimizer_state: bool,
+    /// Shard the optimizer state over the replicas (replicated tensor sharding, the TF-IPU
+    /// guide §6.9): each replica keeps and updates 1/R of every state tensor, gradients are
+    /// reduce-scattered and the updates all-gathered; besides the program's
+    /// replicated_optimizer_state_sharding. No effect with one replica.
+    #[arg(long)]
+    pub replicated_optimizer_state_sharding: bool,
 }
 
 /// Arguments of `ipusim compile`.
@@ -181,6 +188,7 @@ impl BuildArgs {
             recompute: self.recompute,
             eight_bit_io: self.eight_bit_io,
             offload_optimizer_state: self.offload_optimizer_state,
+            replicated_optimizer_state_sharding: self.replicated_optimizer_state_sharding,
             replicas: self.replicas,
             batch: self.batch,
             ..BuildOptions::default()

@@ -286,7 +286,9 @@ fn plan_inplace(lw: &mut Lowerer, order: &[NodeId], live: &[bool]) {
 
 /// With replicas, the values the Update phase reads from the Step phase — the gradients, or
 /// their accumulators — are averaged over the replicas before any update reads them
-/// (PopTorch's default mean reduction over replicas), each on its own IPU.
+/// (PopTorch's default mean reduction over replicas), each on its own IPU. A value that a
+/// `ReplicatedReduceScatter` reads (replicated tensor sharding, `ipusim_ir::sharding`) is
+/// reduced by it instead, and then no other update node may read it.
 fn all_reduce_gradients(lw: &mut Lowerer, update: &[NodeId]) -> Result<(), CompileError> {
     let g = lw.graph();
     let assigned_in_step: std::collections::HashSet<NodeId> = g
@@ -294,8 +296,14 @@ fn all_reduce_gradients(lw: &mut Lowerer, update: &[NodeId]) -> Result<(), Compi
         .filter(|(_, n)| n.phase == Phase::Step && matches!(n.op, Op::Assign))
         .map(|(_, n)| n.inputs[0])
         .collect();
+    let scattered: std::collections::HashSet<NodeId> = update
+        .iter()
+        .filter(|&&u| g.node(u).op.is_collective())
+        .flat_map(|&u| g.node(u).inputs.iter().copied())
+        .collect();
     let mut reads: Vec<NodeId> = update
         .iter()
+        .filter(|&&u| !g.node(u).op.is_collective())
         .flat_map(|&u| g.node(u).inputs.iter().copied())
         .filter(|&i| {
             let n = g.node(i);
@@ -307,6 +315,27 @@ fn all_reduce_gradients(lw: &mut Lowerer, update: &[NodeId]) -> Result<(), Compi
         .collect();
     reads.sort_unstable();
     reads.dedup();
+    // An assignment's target is written, not read (the accumulators' reset).
+    let read_whole = |&id: &NodeId| {
+        update.iter().any(|&u| {
+            let n = g.node(u);
+            !n.op.is_collective()
+                && n.inputs
+                    .iter()
+                    .enumerate()
+                    .any(|(k, &i)| i == id && !(k == 0 && matches!(n.op, Op::Assign)))
+        })
+    };
+    if let Some(&both) = reads
+        .iter()
+        .find(|&r| scattered.contains(r) && read_whole(r))
+    {
+        return Err(lw.unsupported(
+            both,
+            "the weight update reads this value both reduce-scattered and whole",
+        ));
+    }
+    reads.retain(|r| !scattered.contains(r));
     for id in reads {
         lw.set_ipu_of(id);
         let t = permute::materialized(lw, id)?;

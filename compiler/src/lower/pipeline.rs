@@ -204,9 +204,9 @@ fn accesses(
                 reads.insert(*tensor);
             }
         }
-        Program::CrossReplica { tensor, .. } => {
+        Program::CrossReplica { tensor, dst, .. } => {
             reads.insert(*tensor);
-            writes.insert(*tensor);
+            writes.insert(dst.unwrap_or(*tensor));
         }
         Program::RemoteCopy { tensor, store } => {
             if *store {

@@ -24,7 +24,9 @@ pub mod vertex;
 pub mod window;
 
 pub use crate::estimate::{ComputeSetCycles, CycleEstimate, ExchangeCycles, IpuCycles};
-use crate::executable::{ComputeSet, Exchange, Executable, Program, TileWork};
+use crate::executable::{
+    CollectiveOp, ComputeSet, Exchange, Executable, Program, TensorId, TileWork,
+};
 use crate::system::{System, TileId};
 use crate::target::Target;
 use vertex::group_cycles;
@@ -108,14 +110,28 @@ pub fn exchange_cycles(target: &Target, ex: &Exchange) -> u64 {
     (target.exchange_latency_cycles as u64).saturating_add(busiest)
 }
 
-/// Cycles of a cross-replica collective on `tensor`: a ring all-reduce of its bytes
-/// ([`System::all_reduce_cycles`]).
-pub fn cross_replica_cycles(exe: &Executable, tensor: crate::executable::TensorId) -> u64 {
-    let bytes = exe
-        .tensors
-        .get(tensor.0 as usize)
-        .map_or(0, |t| t.size_bytes());
-    exe.system.all_reduce_cycles(&exe.target, bytes)
+/// Cycles of a cross-replica collective `op` reading `tensor` (writing `dst`, if any): a ring
+/// all-reduce of `tensor`'s bytes ([`System::all_reduce_cycles`]); half the ring
+/// ([`System::reduce_scatter_cycles`]) for a reduce-scatter of `tensor` or an all-gather
+/// into `dst` (the whole tensor's bytes).
+pub fn cross_replica_cycles(
+    exe: &Executable,
+    op: CollectiveOp,
+    tensor: TensorId,
+    dst: Option<TensorId>,
+) -> u64 {
+    let bytes = |t: TensorId| exe.tensors.get(t.0 as usize).map_or(0, |t| t.size_bytes());
+    match op {
+        CollectiveOp::AllReduceSum | CollectiveOp::AllReduceMean => {
+            exe.system.all_reduce_cycles(&exe.target, bytes(tensor))
+        }
+        CollectiveOp::ReduceScatterMean => {
+            exe.system.reduce_scatter_cycles(&exe.target, bytes(tensor))
+        }
+        CollectiveOp::AllGather => exe
+            .system
+            .reduce_scatter_cycles(&exe.target, dst.map_or(0, bytes)),
+    }
 }
 
 /// Cycles of an inter-IPU copy ([`Program::IpuCopy`]): the busiest IPU-Link direction, i.e.
@@ -250,9 +266,10 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
         }
     }
     // A collective runs over the links of the IPU holding its tensor.
-    for &(tensor, times) in &cross_replica {
+    for &(op, tensor, dst, times) in &cross_replica {
         if let Some(x) = ipu_exchange.get_mut(exe.tensor_ipu(tensor) as usize) {
-            *x = x.saturating_add(cross_replica_cycles(exe, tensor).saturating_mul(times));
+            let c = cross_replica_cycles(exe, op, tensor, dst);
+            *x = x.saturating_add(c.saturating_mul(times));
         }
     }
     let balance = |busy: u128, used_tiles: u32| {
@@ -322,12 +339,12 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
 }
 
 /// How many times the walk met each compute set, exchange and stream copy, and each
-/// cross-replica collective's tensor with its count.
+/// cross-replica collective (its op, tensor and destination) with its count.
 struct Counts {
     cs: Vec<u64>,
     ex: Vec<u64>,
     st: Vec<u64>,
-    cross_replica: Vec<(crate::executable::TensorId, u64)>,
+    cross_replica: Vec<(CollectiveOp, TensorId, Option<TensorId>, u64)>,
 }
 
 /// The static cycles of one run of each part of a pipeline.
@@ -503,9 +520,9 @@ fn walk(exe: &Executable, p: &Program, times: u64, n: &mut Counts) -> Totals {
                 .sync_cycles(&exe.target, *scope)
                 .saturating_mul(times)
         }
-        Program::CrossReplica { tensor, .. } => {
-            n.cross_replica.push((*tensor, times));
-            t.exchange = cross_replica_cycles(exe, *tensor).saturating_mul(times);
+        Program::CrossReplica { op, tensor, dst } => {
+            n.cross_replica.push((*op, *tensor, *dst, times));
+            t.exchange = cross_replica_cycles(exe, *op, *tensor, *dst).saturating_mul(times);
         }
         Program::RemoteCopy { tensor, .. } => {
             let bytes = exe.tensor(*tensor).size_bytes();

@@ -94,6 +94,27 @@ impl Verifier<'_> {
         (t.0 as usize) < self.exe.tensors.len()
     }
 
+    /// A reduce-scatter or all-gather between `src` and `dst` (step `step`): one dtype, and
+    /// one of them a shard of the other over the replicas (`ceil(n / R)` elements). A
+    /// mismatch is reported here (and the step counts as naming its table entries).
+    fn shards_fit(&mut self, step: usize, src: TensorId, dst: TensorId) -> bool {
+        let (a, b) = (self.exe.tensor(src), self.exe.tensor(dst));
+        let r = u64::from(self.exe.system.replicas.max(1));
+        let (n, m) = (a.num_elements(), b.num_elements());
+        if a.dtype != b.dtype || (m != n.div_ceil(r) && n != m.div_ceil(r)) {
+            self.fail(
+                1,
+                Location::Step { step },
+                format!(
+                    "cross-replica collective from '{}' ({} x {}) to '{}' ({} x {}): neither \
+                     is the other's shard over {r} replicas",
+                    a.name, n, a.dtype, b.name, m, b.dtype
+                ),
+            );
+        }
+        true
+    }
+
     /// Invariant 1.
     fn tables(&mut self) {
         let exe = self.exe;
@@ -129,6 +150,9 @@ impl Verifier<'_> {
                 }
                 StepKind::StreamCopy(s) => (s.0 as usize) < exe.streams.len(),
                 StepKind::CrossReplica(t) => self.tensor_ok(t),
+                StepKind::CrossReplicaTo { src, dst } => {
+                    self.tensor_ok(src) && self.tensor_ok(dst) && self.shards_fit(i, src, dst)
+                }
                 StepKind::RemoteCopy { tensor, .. } => {
                     self.tensor_ok(tensor)
                         && exe.tensors[tensor.0 as usize].kind == TensorKind::RemoteVariable

@@ -167,7 +167,10 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
                     ));
                 }
             }
-            StepKind::CrossReplica(t) => {
+            StepKind::CrossReplica(t) | StepKind::CrossReplicaTo { src: t, .. } => {
+                if let StepKind::CrossReplicaTo { dst, .. } = step.kind {
+                    written[dst.0 as usize] = true;
+                }
                 if !written[t.0 as usize] {
                     return Err(fail(
                         PASS,

@@ -256,11 +256,15 @@ pub(super) fn vjp(
             "autodiff: the rule of {} is in the convolution family",
             n.op.name()
         ))),
-        Op::ActivationGrad { .. } | Op::Assign => Err(IrError::Invalid {
+        Op::ActivationGrad { .. }
+        | Op::Assign
+        | Op::ReplicatedReduceScatter { .. }
+        | Op::ReplicatedAllGather { .. } => Err(IrError::Invalid {
             node: n.name.clone(),
             op: n.op.name(),
             message: match n.op {
                 Op::Assign => "no gradient is defined for a variable assignment; the loss must not depend on it".into(),
+                Op::ReplicatedReduceScatter { .. } | Op::ReplicatedAllGather { .. } => "no gradient is defined for a cross-replica collective (replicated tensor sharding makes them in the weight update, after autodiff)".into(),
                 _ => "no gradient is defined for ActivationGrad (second-order gradients are not supported)".into(),
             },
         }),

@@ -47,6 +47,8 @@ pub(crate) struct ProgramDoc {
     pub replication_factor: u32,
     #[serde(default, skip_serializing_if = "is_false")]
     pub offload_optimizer_state: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub replicated_optimizer_state_sharding: bool,
 }
 
 fn is_one(n: &u32) -> bool {
@@ -235,6 +237,7 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
         recompute_checkpoints: doc.recompute_checkpoints,
         replication_factor: doc.replication_factor,
         offload_optimizer_state: doc.offload_optimizer_state,
+        replicated_optimizer_state_sharding: doc.replicated_optimizer_state_sharding,
     };
     validate_program(&program).map_err(|e| map.ir_error(&e, false))?;
     Ok(program)
@@ -510,6 +513,7 @@ pub(crate) fn from_program(program: &Program) -> ProgramDoc {
         recompute_checkpoints: program.recompute_checkpoints.clone(),
         replication_factor: program.replication_factor,
         offload_optimizer_state: program.offload_optimizer_state,
+        replicated_optimizer_state_sharding: program.replicated_optimizer_state_sharding,
     }
 }
 

@@ -82,7 +82,14 @@ pub fn describe_step(exe: &Executable, next: &NextStep) -> String {
         }
         Leaf::Sync => "sync".to_string(),
         Leaf::ExternalSync => "external sync".to_string(),
-        Leaf::CrossReplica { tensor } => format!("cross-replica '{}'", exe.tensor(tensor).name),
+        Leaf::CrossReplica { tensor, dst, .. } => match dst {
+            None => format!("cross-replica '{}'", exe.tensor(tensor).name),
+            Some(d) => format!(
+                "cross-replica '{}' -> '{}'",
+                exe.tensor(tensor).name,
+                exe.tensor(d).name
+            ),
+        },
         Leaf::RemoteCopy { tensor, store } => format!(
             "remote-buffer {} of '{}'{step}",
             if store { "store" } else { "load" },
@@ -178,6 +185,10 @@ impl Liveness {
                 }
                 StepKind::CrossReplica(t) | StepKind::RemoteCopy { tensor: t, .. } => {
                     touch(t.0 as usize, k)
+                }
+                StepKind::CrossReplicaTo { src, dst } => {
+                    touch(src.0 as usize, k);
+                    touch(dst.0 as usize, k);
                 }
                 StepKind::Exchange(ex) | StepKind::IpuCopy(ex) => {
                     for c in &exe.exchange(ex).copies {

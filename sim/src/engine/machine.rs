@@ -266,8 +266,8 @@ impl Engine {
             } => self
                 .run_stream_copy(next.step, stream, direction, tensor, host, start)
                 .map(|(c, b)| (c, b, Category::StreamCopy)),
-            Leaf::CrossReplica { tensor } => Ok((
-                cycles::cross_replica_cycles(&self.exe, tensor),
+            Leaf::CrossReplica { op, tensor, dst } => Ok((
+                self.run_cross_replica(op, tensor, dst),
                 0,
                 Category::DoExchange,
             )),

@@ -421,7 +421,7 @@ impl Engine {
             match self.settle()? {
                 Settled::Finished(summary) => return Ok(Collective::Finished(summary)),
                 Settled::Step(NextStep {
-                    leaf: Leaf::CrossReplica { tensor },
+                    leaf: Leaf::CrossReplica { tensor, .. },
                     ..
                 }) => return Ok(Collective::At(tensor)),
                 Settled::Step(_) => {

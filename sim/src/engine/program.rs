@@ -139,9 +139,13 @@ impl Tree {
                 leaf: Leaf::Exchange { exchange: *ex },
                 step: step_index(steps, next_step, StepKind::IpuCopy(*ex)),
             },
-            Program::CrossReplica { tensor, .. } => Node::Leaf {
-                leaf: Leaf::CrossReplica { tensor: *tensor },
-                step: step_index(steps, next_step, StepKind::CrossReplica(*tensor)),
+            Program::CrossReplica { op, tensor, dst } => Node::Leaf {
+                leaf: Leaf::CrossReplica {
+                    op: *op,
+                    tensor: *tensor,
+                    dst: *dst,
+                },
+                step: step_index(steps, next_step, StepKind::cross_replica(*tensor, *dst)),
             },
             Program::RemoteCopy { tensor, store } => Node::Leaf {
                 leaf: Leaf::RemoteCopy {

@@ -11,7 +11,8 @@ use crate::numerics::{FpCtl, FpSts};
 use crate::trace::{Event, TileCycle};
 use ipusim_exe::cycles::vertex::group_cycles;
 use ipusim_exe::executable::{
-    ComputeSet, ComputeSetId, ExchangeId, StreamDirection, StreamId, TensorId, TileWork,
+    CollectiveOp, ComputeSet, ComputeSetId, ExchangeId, StreamDirection, StreamId, TensorId,
+    TileWork,
 };
 use ipusim_ir::DType;
 use rayon::prelude::*;
@@ -319,6 +320,28 @@ impl Engine {
             cycles,
         });
         Ok((cycles, n as u64))
+    }
+
+    /// Runs a cross-replica collective as this engine alone sees it: with a `dst`, `tensor`'s
+    /// bytes are copied into it, truncated or zero-padded to its size (one replica's
+    /// reduce-scatter and all-gather); in place, nothing changes. A host driving several
+    /// replicas writes the collective's result over this ([`Engine::write_tensor_bytes`]).
+    /// Returns its cycles.
+    pub(super) fn run_cross_replica(
+        &mut self,
+        op: CollectiveOp,
+        tensor: TensorId,
+        dst: Option<TensorId>,
+    ) -> u64 {
+        let exe = Arc::clone(&self.exe);
+        if let Some(d) = dst {
+            let (s, t) = (exe.tensor(tensor), exe.tensor(d));
+            let mut bytes = vec![0u8; s.size_bytes() as usize];
+            gather(s, &self.index, &self.tiles, &mut bytes);
+            bytes.resize(t.size_bytes() as usize, 0);
+            scatter(t, &self.index, &mut self.tiles, &bytes);
+        }
+        ipusim_exe::cycles::cross_replica_cycles(&exe, op, tensor, dst)
     }
 
     /// Runs one host stream copy; returns its cycles and bytes.

@@ -2,7 +2,9 @@
 //! category, per tile, flags raised, host-stream bytes.
 
 use crate::numerics::FpSts;
-use ipusim_exe::executable::{ComputeSetId, ExchangeId, StreamDirection, StreamId, TensorId};
+use ipusim_exe::executable::{
+    CollectiveOp, ComputeSetId, ExchangeId, StreamDirection, StreamId, TensorId,
+};
 use ipusim_exe::system::TileId;
 use serde::{Deserialize, Serialize};
 
@@ -74,8 +76,12 @@ pub enum Leaf {
     ExternalSync,
     /// A collective across replicas of `tensor`: the identity with one replica.
     CrossReplica {
-        /// The tensor.
+        /// The collective.
+        op: CollectiveOp,
+        /// The tensor read (and, without `dst`, written).
         tensor: TensorId,
+        /// The tensor written, if not `tensor`.
+        dst: Option<TensorId>,
     },
     /// A remote-buffer load (or store) of an offloaded variable.
     RemoteCopy {

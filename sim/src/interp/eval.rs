@@ -69,6 +69,17 @@ macro_rules! by_elem {
 pub(crate) fn eval(op: &Op, inputs: &[&Tensor], ty: &TensorType, cx: &mut Cx) -> R<Data> {
     match op {
         Op::Reshape { .. } | Op::Outfeed { .. } => Ok(inputs[0].data().clone()),
+        // One replica: the flattened input, or the shard reshaped. The interpreter runs one
+        // program instance; the replicas' values meet only in a replicated simulation.
+        Op::ReplicatedReduceScatter { replicas: 1 }
+        | Op::ReplicatedAllGather { replicas: 1, .. } => Ok(inputs[0].data().clone()),
+        Op::ReplicatedReduceScatter { replicas } | Op::ReplicatedAllGather { replicas, .. } => {
+            Err(EvalFault::Storage(format!(
+                "{} over {replicas} replicas needs the other replicas' values: the reference \
+                 interpreter runs one replica (run the program in the simulator)",
+                op.name()
+            )))
+        }
         Op::Assign => Ok(inputs[1].data().clone()),
         Op::Transpose { .. }
         | Op::Broadcast { .. }

@@ -104,6 +104,7 @@ impl Lowerer<'_> {
                     .collect(),
                 StepKind::StreamCopy(s) => vec![self.streams[s.0 as usize].tensor],
                 StepKind::CrossReplica(t) => vec![t],
+                StepKind::CrossReplicaTo { src, dst } => vec![src, dst],
                 StepKind::RemoteCopy { tensor, .. } => vec![tensor],
             };
             for t in touched {
@@ -164,6 +165,25 @@ impl Lowerer<'_> {
             Program::CrossReplica {
                 op: CollectiveOp::AllReduceMean,
                 tensor: t,
+                dst: None,
+            },
+        );
+    }
+
+    /// The collective `op` from tensor `src` into tensor `dst` (a reduce-scatter or an
+    /// all-gather, `CrossReplica` with a `dst`) after an external sync, as node `id`'s value.
+    pub fn cross_replica_to(&mut self, id: NodeId, op: CollectiveOp, src: TensorId, dst: TensorId) {
+        let step = self.steps.len() as u32;
+        self.touch(src, step);
+        self.touch(dst, step);
+        self.push_body(Program::Sync(SyncScope::External), Part::Body(self.segment));
+        self.push_step(
+            StepKind::CrossReplicaTo { src, dst },
+            self.g.node(id).name.clone(),
+            Program::CrossReplica {
+                op,
+                tensor: src,
+                dst: Some(dst),
             },
         );
     }

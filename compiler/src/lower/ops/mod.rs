@@ -10,10 +10,12 @@
 //! | [`softmax`] | `Softmax`, `LogSoftmax`, `SparseSoftmaxCrossEntropy` |
 //! | [`rearrange`] | `Reshape`, `Transpose`, `Broadcast`, `Slice`, `Pad`, `Concat` |
 //! | [`window`] | `Conv2d` and its gradients, `MaxPool2d` and its gradient (a window plan, `Conv` and `MaxPool` vertices) |
+//! | [`collective`] | `ReplicatedReduceScatter`, `ReplicatedAllGather` (cross-replica collectives) |
 //!
 //! Sources (`Input`, `Variable`, `Constant`), `Outfeed` and `Assign` are graph structure,
 //! lowered by the driver.
 
+pub(crate) mod collective;
 pub(crate) mod elementwise;
 pub(crate) mod matmul;
 pub(crate) mod rearrange;
@@ -77,6 +79,11 @@ const COMPOSITE: OpLowering = OpLowering {
     operand_layout: None,
 };
 
+const COLLECTIVE: OpLowering = OpLowering {
+    lower: collective::lower,
+    operand_layout: None,
+};
+
 const CONVOLUTION: OpLowering = OpLowering {
     lower: window::lower,
     operand_layout: None,
@@ -131,6 +138,7 @@ pub(crate) fn lowering(op: &Op) -> &'static OpLowering {
         | Op::Conv2dWeightGrad { .. }
         | Op::MaxPool2d { .. }
         | Op::MaxPool2dGrad { .. } => &CONVOLUTION,
+        Op::ReplicatedReduceScatter { .. } | Op::ReplicatedAllGather { .. } => &COLLECTIVE,
         Op::Clip { .. }
         | Op::AvgPool2d { .. }
         | Op::GlobalAvgPool
