@@ -252,3 +252,41 @@ fn sharding_the_optimizer_state_keeps_every_value_and_saves_its_memory() {
     assert_eq!(field["collectives"], flag["collectives"]);
     assert_eq!(field["memory"]["categories"], flag["memory"]["categories"]);
 }
+
+#[test]
+fn collectives_written_for_another_replica_count_are_errors() {
+    let dir = scratch("replicas-bad-collectives");
+    let tour = std::fs::read_to_string("tests/programs/sim/op_tour.ron").unwrap();
+    let write = |name: &str, text: String| {
+        let f = dir.join(name);
+        std::fs::write(&f, text).unwrap();
+        f
+    };
+    // A shard whose size is not the gathered shape's over the replicas: the node and line.
+    let shape = write(
+        "shape.ron",
+        tour.replace(
+            "ReplicatedReduceScatter(replicas: 1)",
+            "ReplicatedReduceScatter(replicas: 2)",
+        ),
+    );
+    let o = ipusim(&["compile", shape.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(":64:")
+            && stderr(&o).contains("node 'gathered' (ReplicatedAllGather)")
+            && stderr(&o).contains("needs a shard of shape [60], got [30]"),
+        "{}",
+        stderr(&o)
+    );
+    // Collectives made for 2 replicas in a program compiled for 1.
+    let count = write("count.ron", tour.replace("(replicas: 1", "(replicas: 2"));
+    let o = ipusim(&["compile", count.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("node 'shard' (ReplicatedReduceScatter)")
+            && stderr(&o).contains("made for 2 replicas, but the program is compiled for 1"),
+        "{}",
+        stderr(&o)
+    );
+}

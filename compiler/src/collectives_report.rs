@@ -4,7 +4,7 @@
 //! sharding with plain replication sees what the sharding costs on the links beside what it
 //! saves in memory.
 
-use crate::executable::{CollectiveOp, Executable, Program};
+use crate::executable::{CollectiveOp, Executable};
 use ipusim_exe::cycles::cross_replica_cycles;
 use serde::{Deserialize, Serialize};
 
@@ -36,36 +36,26 @@ impl CollectivesReport {
         if exe.system.replicas <= 1 {
             return None;
         }
-        let mut r = CollectivesReport::default();
-        let mut stack = vec![&exe.program];
-        let mut any = false;
-        while let Some(p) = stack.pop() {
-            match p {
-                Program::CrossReplica { op, tensor, dst } => {
-                    any = true;
-                    let (row, whole) = match op {
-                        CollectiveOp::AllReduceSum | CollectiveOp::AllReduceMean => {
-                            (&mut r.all_reduce, *tensor)
-                        }
-                        CollectiveOp::ReduceScatterMean => (&mut r.reduce_scatter, *tensor),
-                        CollectiveOp::AllGather => (&mut r.all_gather, dst.unwrap_or(*tensor)),
-                    };
-                    row.count += 1;
-                    row.bytes = row.bytes.saturating_add(exe.tensor(whole).size_bytes());
-                    row.cycles = row
-                        .cycles
-                        .saturating_add(cross_replica_cycles(exe, *op, *tensor, *dst));
-                }
-                Program::Sequence(c) => stack.extend(c),
-                Program::Repeat { body, .. } => stack.push(body),
-                Program::If {
-                    then, otherwise, ..
-                } => stack.extend([&**then, &**otherwise]),
-                Program::Pipeline(pl) => stack.extend(pl.children()),
-                _ => {}
-            }
+        let all = exe.program.collectives();
+        if all.is_empty() {
+            return None;
         }
-        any.then_some(r)
+        let mut r = CollectivesReport::default();
+        for (op, tensor, dst) in all {
+            let (row, whole) = match op {
+                CollectiveOp::AllReduceSum | CollectiveOp::AllReduceMean => {
+                    (&mut r.all_reduce, tensor)
+                }
+                CollectiveOp::ReduceScatterMean => (&mut r.reduce_scatter, tensor),
+                CollectiveOp::AllGather => (&mut r.all_gather, dst.unwrap_or(tensor)),
+            };
+            row.count += 1;
+            row.bytes = row.bytes.saturating_add(exe.tensor(whole).size_bytes());
+            row.cycles = row
+                .cycles
+                .saturating_add(cross_replica_cycles(exe, op, tensor, dst));
+        }
+        Some(r)
     }
 
     /// True when the program shards optimizer state (it reduce-scatters).

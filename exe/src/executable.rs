@@ -635,16 +635,6 @@ pub enum CollectiveOp {
     AllGather,
 }
 
-impl CollectiveOp {
-    /// True for the collectives that write another tensor than they read (`dst`).
-    pub fn has_dst(self) -> bool {
-        matches!(
-            self,
-            CollectiveOp::ReduceScatterMean | CollectiveOp::AllGather
-        )
-    }
-}
-
 /// What a program step (a leaf of the program tree) does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum StepKind {
@@ -687,34 +677,51 @@ impl Program {
     /// The program steps of the tree in program order: its leaves (syncs aside), a
     /// `Repeat` body and each pipeline segment's parts listed once.
     pub fn leaves(&self) -> Vec<StepKind> {
-        fn walk(p: &Program, out: &mut Vec<StepKind>) {
-            match p {
-                Program::Sequence(c) => c.iter().for_each(|x| walk(x, out)),
-                Program::Repeat { body, .. } => walk(body, out),
-                Program::Pipeline(pl) => pl.children().for_each(|x| walk(x, out)),
-                Program::If {
-                    then, otherwise, ..
-                } => {
-                    walk(then, out);
-                    walk(otherwise, out);
-                }
-                Program::Execute(c) => out.push(StepKind::Execute(*c)),
-                Program::Exchange(e) => out.push(StepKind::Exchange(*e)),
-                Program::IpuCopy(e) => out.push(StepKind::IpuCopy(*e)),
-                Program::StreamCopy { stream, .. } => out.push(StepKind::StreamCopy(*stream)),
-                Program::CrossReplica { tensor, dst, .. } => {
-                    out.push(StepKind::cross_replica(*tensor, *dst))
-                }
-                Program::RemoteCopy { tensor, store } => out.push(StepKind::RemoteCopy {
-                    tensor: *tensor,
-                    store: *store,
-                }),
-                Program::Sync(_) => {}
-            }
-        }
         let mut out = Vec::new();
-        walk(self, &mut out);
+        self.visit_leaves(&mut |p| match p {
+            Program::Execute(c) => out.push(StepKind::Execute(*c)),
+            Program::Exchange(e) => out.push(StepKind::Exchange(*e)),
+            Program::IpuCopy(e) => out.push(StepKind::IpuCopy(*e)),
+            Program::StreamCopy { stream, .. } => out.push(StepKind::StreamCopy(*stream)),
+            Program::CrossReplica { tensor, dst, .. } => {
+                out.push(StepKind::cross_replica(*tensor, *dst))
+            }
+            Program::RemoteCopy { tensor, store } => out.push(StepKind::RemoteCopy {
+                tensor: *tensor,
+                store: *store,
+            }),
+            _ => {}
+        });
         out
+    }
+
+    /// Every cross-replica collective of the tree in program order: its op, the tensor it
+    /// reads and its destination (`None`: in place).
+    pub fn collectives(&self) -> Vec<(CollectiveOp, TensorId, Option<TensorId>)> {
+        let mut out = Vec::new();
+        self.visit_leaves(&mut |p| {
+            if let Program::CrossReplica { op, tensor, dst } = p {
+                out.push((*op, *tensor, *dst));
+            }
+        });
+        out
+    }
+
+    /// Calls `f` on every leaf of the tree (syncs included) in program order, a `Repeat`
+    /// body and each pipeline segment's parts once.
+    fn visit_leaves(&self, f: &mut impl FnMut(&Program)) {
+        match self {
+            Program::Sequence(c) => c.iter().for_each(|x| x.visit_leaves(f)),
+            Program::Repeat { body, .. } => body.visit_leaves(f),
+            Program::Pipeline(pl) => pl.children().for_each(|x| x.visit_leaves(f)),
+            Program::If {
+                then, otherwise, ..
+            } => {
+                then.visit_leaves(f);
+                otherwise.visit_leaves(f);
+            }
+            leaf => f(leaf),
+        }
     }
 }
 

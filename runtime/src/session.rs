@@ -771,22 +771,8 @@ type CollectiveStep = (CollectiveOp, Option<TensorId>);
 /// The operation and destination of every cross-replica collective in `p`, by the tensor it
 /// reads.
 fn collectives(p: &ipusim_compiler::executable::Program) -> BTreeMap<TensorId, CollectiveStep> {
-    use ipusim_compiler::executable::Program as P;
-    let mut out = BTreeMap::new();
-    let mut stack = vec![p];
-    while let Some(p) = stack.pop() {
-        match p {
-            P::CrossReplica { op, tensor, dst } => {
-                out.insert(*tensor, (*op, *dst));
-            }
-            P::Sequence(c) => stack.extend(c),
-            P::Repeat { body, .. } => stack.push(body),
-            P::If {
-                then, otherwise, ..
-            } => stack.extend([&**then, &**otherwise]),
-            P::Pipeline(pl) => stack.extend(pl.children()),
-            _ => {}
-        }
-    }
-    out
+    p.collectives()
+        .into_iter()
+        .map(|(op, tensor, dst)| (tensor, (op, dst)))
+        .collect()
 }
