@@ -505,3 +505,31 @@ fn ipu_attributes_place_nodes_as_split_points_do() {
         "node 'h': ipu 100000 is beyond the largest system",
     );
 }
+
+#[test]
+fn out_of_memory_over_several_ipus_counts_the_tiles_of_every_ipu() {
+    let dir = scratch("pipeline-oom");
+    let target = dir.join("small.ron");
+    std::fs::write(&target, "(base: \"mk2\", tiles: 4, bytes_per_tile: 1024)").unwrap();
+    let t = target.to_str().unwrap();
+    let o = ipusim(&["compile", SHARDED, "--target", t]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // Three IPUs of 4 tiles: the OOM count is out of 12, never more than the whole.
+    let msg = stderr(&o);
+    let (n, of) = msg
+        .split("out of memory on ")
+        .nth(1)
+        .and_then(|s| s.split(" tiles").next())
+        .and_then(|s| s.split_once(" of "))
+        .unwrap_or_else(|| panic!("{msg}"));
+    assert_eq!(of, "12", "{msg}");
+    let n: u64 = n.parse().unwrap();
+    assert!((1..=12).contains(&n), "{msg}");
+    let o = ipusim(&["run", SHARDED, "--target", t, "--steps", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("out of memory on {n} of 12 tiles")),
+        "{}",
+        stderr(&o)
+    );
+}

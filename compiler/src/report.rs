@@ -428,6 +428,16 @@ fn ipu_rows(exe: &Executable) -> Vec<IpuReport> {
 }
 
 impl CompileReport {
+    /// The tiles of the whole system (every IPU's; the target's tiles before the report had
+    /// per-IPU rows), the whole an out-of-memory count is out of.
+    pub fn system_tiles(&self) -> u64 {
+        if self.ipus.is_empty() {
+            u64::from(self.target.tiles)
+        } else {
+            self.ipus.iter().map(|i| u64::from(i.tiles)).sum()
+        }
+    }
+
     /// The report of `exe`, compiled from `program` with precision policy `precision`.
     pub fn new(program: &str, precision: Option<Precision>, exe: &Executable) -> CompileReport {
         let e = &exe.estimate;

@@ -37,7 +37,7 @@ pub enum RuntimeError {
         "{}: error: out of memory on {} of {} tiles (max tile {} bytes, capacity {} bytes)",
         .0.compile.program,
         .0.compile.memory.oom_tiles.len(),
-        .0.compile.target.tiles,
+        .0.compile.system_tiles(),
         .0.compile.memory.max_tile_bytes,
         .0.compile.memory.bytes_per_tile_capacity
     )]

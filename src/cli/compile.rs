@@ -301,7 +301,7 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
         warn(&format!(
             "{file}: out of memory on {} of {} tiles (max tile {} bytes, capacity {} bytes)\n",
             exe.memory.oom_tiles.len(),
-            exe.target.tiles,
+            exe.num_tiles(),
             exe.memory.max_tile_bytes,
             exe.memory.bytes_per_tile_capacity
         ));
