@@ -36,6 +36,7 @@ __all__ = [
     "Options",
     "PipelinedExecution",
     "ShardedExecution",
+    "TensorLocationSettings",
     "Program",
     "Report",
     "RunResult",
@@ -132,6 +133,39 @@ class PipelinedExecution(ShardedExecution):
         self.schedule = schedule
 
 
+class TensorLocationSettings:
+    """PopTorch's ``poptorch.TensorLocationSettings`` for the optimizer state: kept on chip
+    (the default) or in streaming memory (``useOnChipStorage(False)``: ``--offload-optimizer-state``,
+    the TF-IPU guide's §6.8), and sharded over the replicas (``useReplicatedTensorSharding(True)``:
+    ``--replicated-optimizer-state-sharding``, §6.9). Setters chain."""
+
+    def __init__(self) -> None:
+        self.on_chip = True
+        self.replicated_tensor_sharding = False
+
+    def useOnChipStorage(self, use: bool = True) -> "TensorLocationSettings":
+        self.on_chip = bool(use)
+        return self
+
+    def useReplicatedTensorSharding(self, use: bool = True) -> "TensorLocationSettings":
+        self.replicated_tensor_sharding = bool(use)
+        return self
+
+
+class _TensorLocations:
+    def __init__(self, owner: "Options") -> None:
+        self._owner = owner
+
+    def setOptimizerLocation(self, settings: TensorLocationSettings) -> "Options":
+        """Where the optimizer state lives (a :class:`TensorLocationSettings`)."""
+        if not isinstance(settings, TensorLocationSettings):
+            raise OptionsError(
+                f"TensorLocations.setOptimizerLocation: {settings!r} is not a TensorLocationSettings")
+        self._owner._set("offload_optimizer_state", not settings.on_chip)
+        self._owner._set("replicated_optimizer_state_sharding", settings.replicated_tensor_sharding)
+        return self._owner
+
+
 class Options:
     """PopTorch's ``poptorch.Options``, for the simulator. Setters chain."""
 
@@ -141,6 +175,7 @@ class Options:
         self._output_period = 1
         self.Training = _Training(self)
         self.Precision = _Precision(self)
+        self.TensorLocations = _TensorLocations(self)
 
     def _set(self, key: str, value: Any) -> None:
         self._values[key] = value

@@ -204,6 +204,10 @@ fn session_options(d: Option<&Bound<'_, PyDict>>) -> PyResult<SessionOptions> {
                     build.ipus = Some(n);
                 }
                 "recompute" => build.recompute = v.extract()?,
+                "offload_optimizer_state" => build.offload_optimizer_state = v.extract()?,
+                "replicated_optimizer_state_sharding" => {
+                    build.replicated_optimizer_state_sharding = v.extract()?
+                }
                 "seed" => seed = v.extract()?,
                 "sr" => {
                     fp.esr = if v.extract::<bool>()? { StochasticRounding::On } else { StochasticRounding::Off }
@@ -214,7 +218,7 @@ fn session_options(d: Option<&Bound<'_, PyDict>>) -> PyResult<SessionOptions> {
                 "nanoo" => fp.nanoo = v.extract()?,
                 other => {
                     return Err(OptionsError::new_err(format!(
-                        "unknown option '{other}' (known: target, tiles, precision, partials, available_memory_proportion, gradient_accumulation, device_iterations, replicas, batch, pipeline_splits, pipeline_schedule, ipus, recompute, seed, sr, inv, div0, oflo, nanoo)"
+                        "unknown option '{other}' (known: target, tiles, precision, partials, available_memory_proportion, gradient_accumulation, device_iterations, replicas, batch, pipeline_splits, pipeline_schedule, ipus, recompute, offload_optimizer_state, replicated_optimizer_state_sharding, seed, sr, inv, div0, oflo, nanoo)"
                     )))
                 }
             }

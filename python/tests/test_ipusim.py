@@ -210,3 +210,30 @@ def test_execution_strategies_place_the_program_like_the_cli():
         ipusim.Options().setExecutionStrategy("layer2")
     with pytest.raises(ipusim.CompileError, match="layer9"):
         ipusim.load(resnet).compile(ipusim.Options().setExecutionStrategy(ipusim.ShardedExecution("layer9")))
+
+
+def test_optimizer_state_locations_are_the_clis_offload_and_sharding():
+    resnet = str(REPO / "programs" / "resnet_digits.ron")
+    offload = ipusim.Options()
+    offload.TensorLocations.setOptimizerLocation(ipusim.TensorLocationSettings().useOnChipStorage(False))
+    got = ipusim.load(resnet).compile(offload).to_dict()
+    assert got == json.loads(cli("compile", resnet, "--json", "--offload-optimizer-state"))
+    on_chip = json.loads(cli("compile", resnet, "--json"))
+    assert got["memory"]["categories"]["variables"] < on_chip["memory"]["categories"]["variables"]
+    sharded = ipusim.Options().replicationFactor(2)
+    sharded.TensorLocations.setOptimizerLocation(
+        ipusim.TensorLocationSettings().useReplicatedTensorSharding(True))
+    got = ipusim.load(resnet).compile(sharded).to_dict()
+    want = json.loads(cli("compile", resnet, "--json", "--replicas", "2", "--replicated-optimizer-state-sharding"))
+    assert got == want
+    assert got["collectives"]["reduce_scatter"]["count"] > 0
+    # A sharded run gives the CLI's outfeeds, and the unsharded run's: sharding moves state.
+    result = ipusim.load(FLAGSHIP).run(steps=2, opts=sharded.deviceIterations(2))
+    args = ("run", FLAGSHIP, "--json", "--steps", "2", "--device-iterations", "2", "--replicas", "2")
+    want = json.loads(cli(*args, "--replicated-optimizer-state-sharding"))
+    plain = json.loads(cli(*args))
+    assert want["outfeeds"] == plain["outfeeds"]
+    for name, values in want["outfeeds"].items():
+        np.testing.assert_array_equal(result.outfeeds[name].astype(np.float64), np.asarray(values, dtype=np.float64))
+    with pytest.raises(ipusim.OptionsError, match="setOptimizerLocation"):
+        ipusim.Options().TensorLocations.setOptimizerLocation(True)
