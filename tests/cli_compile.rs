@@ -215,3 +215,42 @@ fn small_targets_and_partials() {
     assert_eq!(v["partials"], "half");
     assert!(v["used_tiles"].as_u64().unwrap() <= 4);
 }
+
+#[test]
+fn each_convolution_takes_the_cheaper_of_the_amp_and_hmac_vertices_and_runs_at_its_estimate() {
+    let tour = Path::new("tests/programs/sim/cnn_tour.ron");
+    let r = json(&compile(tour, &["--json"]));
+    let rows = r["convolutions"].as_array().unwrap();
+    let vertex = |name: &str| {
+        rows.iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["vertex"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("no row {name}"))
+    };
+    // The dense 3x3 layer keeps the AMP; the grouped layer's small blocks take the HMAC.
+    assert_eq!(vertex("conv1/partials"), "ConvPartialnx1");
+    assert_eq!(vertex("conv2"), "ConvPartialHorizontalMac");
+    assert_eq!(vertex("bwd/conv2/input_grad"), "ConvPartialHorizontalMac");
+    // The weight gradient stays the AMP's 1x1-output product.
+    assert_eq!(
+        vertex("bwd/conv2/weight_grad/partials"),
+        "ConvPartial1x1Out"
+    );
+    // Executed cycles of a run equal the static estimate with the HMAC vertices in it.
+    let o = ipusim(&[
+        "run",
+        "tests/programs/sim/cnn_tour.ron",
+        "--json",
+        "--steps",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let run: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let steps = run["report"]["steps"].as_u64().unwrap();
+    let per_run = run["report"]["executed"]["total_cycles"].as_u64().unwrap();
+    assert_eq!(
+        per_run,
+        steps / r["device_iterations"].as_u64().unwrap().max(1)
+            * r["total_cycles"].as_u64().unwrap()
+    );
+}

@@ -272,7 +272,7 @@ fn one() -> u32 {
 
 /// The per-layer rows of the window compute sets of `exe`.
 fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
-    use crate::codelets::{Codelet, VertexParams, WindowPass};
+    use crate::codelets::{Codelet, VertexParams};
     use std::collections::BTreeSet;
     let mut rows = Vec::new();
     for (i, cs) in exe.compute_sets.iter().enumerate() {
@@ -284,14 +284,11 @@ fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
                 pass,
                 input,
                 partials,
+                method,
                 ..
             } => (
                 format!("{pass:?}"),
-                if *pass == WindowPass::WeightGrad {
-                    "ConvPartial1x1Out"
-                } else {
-                    "ConvPartialnx1"
-                },
+                method.vertex_name(*pass),
                 Some((*input, *partials)),
             ),
             Codelet::MaxPool { grad, .. } => (

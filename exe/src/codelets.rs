@@ -172,12 +172,15 @@ pub enum Codelet {
     /// to `output`) of the matrices the pass defines over the tile's operand blocks, with a
     /// padded position read as an exact zero (see `ipusim_sim`'s `interp/conv.rs` for the
     /// reduction order of each pass, which the reference interpreter shares). Flags: INV,
-    /// OFLO.
+    /// OFLO. `method` is the PopLibs vertex the partial stands for ([`ConvMethod`]): it sets
+    /// the cycle estimate, and the compiler sets `input_channels` to the vertex's pass.
     Conv {
         pass: WindowPass,
         input: DType,
         partials: DType,
         output: DType,
+        #[serde(default, skip_serializing_if = "ConvMethod::is_amp")]
+        method: ConvMethod,
     },
     /// Operands `[in, out]` (`MaxPool`) or `[x, dy, out]` (`MaxPoolGrad`), all `dtype`;
     /// params `Window`. `MaxPool`: each output element is the IEEE 754-2019 `maximum` of its
@@ -231,6 +234,37 @@ pub enum WindowPass {
     InputGrad,
     /// The gradient of its weights.
     WeightGrad,
+}
+
+/// The PopLibs vertex method of a convolution partial (`poplin::Plan::Method`), chosen per
+/// layer by the planner as PopLibs' `getConvVertexTypeCandidates` offers them and its cost
+/// model picks them: the candidate of fewest estimated cycles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConvMethod {
+    /// The AMP vertices (`ConvPartialnx1`, `ConvPartial1x1Out`): passes of the AMP's input
+    /// channels.
+    #[default]
+    Amp,
+    /// `ConvPartialHorizontalMac`: per kernel position a dot product along the block's input
+    /// channels in the vector unit (PopLibs' candidate for few channels per group, where the
+    /// AMP's passes would be mostly padding); its pass is that dot product.
+    Hmac,
+}
+
+impl ConvMethod {
+    /// The default (serde skips it).
+    pub fn is_amp(&self) -> bool {
+        *self == ConvMethod::Amp
+    }
+
+    /// PopLibs' vertex name for a pass.
+    pub fn vertex_name(self, pass: WindowPass) -> &'static str {
+        match (self, pass) {
+            (ConvMethod::Hmac, _) => "ConvPartialHorizontalMac",
+            (ConvMethod::Amp, WindowPass::WeightGrad) => "ConvPartial1x1Out",
+            (ConvMethod::Amp, _) => "ConvPartialnx1",
+        }
+    }
 }
 
 /// The whole convolution or pooling a window vertex is part of (the `ipusim_ir::conv`
@@ -571,7 +605,15 @@ impl Codelet {
             Codelet::SoftmaxCrossEntropy { .. } => {
                 ("SoftmaxCrossEntropy", &["logits", "labels", "out"], 768)
             }
-            Codelet::Conv { .. } => ("ConvPartial", &["in", "weights", "out"], 2048),
+            Codelet::Conv {
+                method: ConvMethod::Amp,
+                ..
+            } => ("ConvPartial", &["in", "weights", "out"], 2048),
+            // Our choice, as for the AMP vertex: a vertex of comparable assembly.
+            Codelet::Conv {
+                method: ConvMethod::Hmac,
+                ..
+            } => ("ConvPartialHorizontalMac", &["in", "weights", "out"], 2048),
             Codelet::MaxPool { grad: false, .. } => ("MaxPool", &["in", "out"], 512),
             Codelet::MaxPool { grad: true, .. } => ("MaxPoolGrad", &["x", "dy", "out"], 640),
         };
@@ -616,7 +658,15 @@ impl Codelet {
                 input,
                 partials,
                 output,
+                method: ConvMethod::Amp,
             } => format!("ConvPartial<{pass:?},{input},{partials},{output}>"),
+            Codelet::Conv {
+                pass,
+                input,
+                partials,
+                output,
+                method: ConvMethod::Hmac,
+            } => format!("ConvPartialHorizontalMac<{pass:?},{input},{partials},{output}>"),
             Codelet::MaxPool { grad, dtype } => {
                 format!("{}<{dtype}>", if *grad { "MaxPoolGrad" } else { "MaxPool" })
             }

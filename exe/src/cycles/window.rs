@@ -17,13 +17,24 @@
 //!   the conv units). PopLibs plans the weight-update pass as a convolution whose output
 //!   field is the kernel, which its transforms (`expandDims`, `outChanFlattenDims`) turn into
 //!   a 1×1-output product; we do not reproduce the transforms exactly (our modelling choice).
+//! - `Conv` `Forward` and `InputGrad` with [`ConvMethod::Hmac`]: PopLibs'
+//!   `ConvPartialHorizontalMac` ([`super::conv::hmac_cycles`],
+//!   `getConvPartialHorizontalMacSupervisorCycleEstimate`): one input-channel group of the
+//!   block's reduction channels (`inChansPerGroup`, the vertex's pass, rounded up to the
+//!   grain of 2 for half activations as `getConvVertexHMACCandidates` rounds them), output
+//!   channels in groups of 1 (float partials) or 2 (half: PopLibs' `partialChansPerGroup`),
+//!   every kernel position an AMP-free dot product, with the same worklists as the nx1
+//!   vertex. PopLibs' 1x1 specialisation (`ConvPartialHorizontalMac1x1`, half activations
+//!   with float partials) is taken for unpadded 1×1 kernels of unit stride.
 //! - `MaxPool` (and its gradient): our own model (PopLibs' `popnn` pooling estimator is not
 //!   in the sources we read): per worker `10 + Σ_segments positions·(2 + 2·grad)·⌈len/v⌉`,
 //!   a load and a max (plus a compare-select-add for the gradient) per vector of `v` output
 //!   elements per kernel position.
 
-use super::conv::{conv1x1_out_cycles, convnx1_cycles, Conv1x1OutParams, ConvNx1Params};
-use crate::codelets::{Codelet, WindowParams, WindowPass};
+use super::conv::{
+    conv1x1_out_cycles, convnx1_cycles, hmac_cycles, Conv1x1OutParams, ConvNx1Params, HmacParams,
+};
+use crate::codelets::{Codelet, ConvMethod, WindowParams, WindowPass};
 use crate::target::Target;
 use ipusim_ir::DType;
 
@@ -69,6 +80,13 @@ pub fn window_group_cycles(target: &Target, codelet: &Codelet, p: &WindowParams)
                 },
             )
         }
+        Codelet::Conv {
+            pass,
+            input,
+            partials,
+            method: ConvMethod::Hmac,
+            ..
+        } => hmac_cycles(target, &hmac_params(target, pass, input, partials, p)),
         Codelet::Conv {
             pass,
             input,
@@ -169,6 +187,44 @@ fn nx1_params(
     }
 }
 
+/// The HMAC vertex of a block: the nx1 vertex's worklists and geometry, one input-channel
+/// group of `p.input_channels` (the block's reduction, as the compiler sets it for this
+/// method), output channels in groups of 1 (float partials) or 2 (half partials).
+fn hmac_params(
+    target: &Target,
+    pass: WindowPass,
+    input: DType,
+    partials: DType,
+    p: &WindowParams,
+) -> HmacParams {
+    let nx1 = nx1_params(target, pass, input, partials, p);
+    let reduction = p.in_channels.1.saturating_sub(p.in_channels.0);
+    let grain = if input == DType::F32 { 1 } else { 2 };
+    let in_chans = p.input_channels.max(1).next_multiple_of(grain);
+    let outs = if partials == DType::F32 { 1 } else { 2 };
+    let kernel = nx1.kernel_outer.saturating_mul(nx1.kernel_inner);
+    let positions = nx1.zeros_info / nx1.out_chans_per_group.max(1);
+    HmacParams {
+        input,
+        partials,
+        conv_groups: 1,
+        in_groups: reduction.div_ceil(in_chans),
+        out_groups: (p.out_channel_count() as u32).div_ceil(outs),
+        in_chans_per_group: in_chans,
+        out_chans_per_group: outs,
+        kernel_size: kernel,
+        zeros_info: positions.saturating_mul(outs),
+        // PopLibs `canUseHorizontalMac1x1Vertex` (ConvModel.cpp): a 1x1 kernel, unit output
+        // stride, no padding; the vertex exists for half activations with float partials.
+        one_by_one: kernel == 1
+            && p.geometry.stride == [1, 1]
+            && p.geometry.padding == [0; 4]
+            && input == DType::F16
+            && partials == DType::F32,
+        worklists: nx1.worklists,
+    }
+}
+
 fn pool_cycles(target: &Target, grad: bool, dtype: DType, p: &WindowParams) -> u64 {
     let g = &p.geometry;
     let nw = target.worker_contexts.max(1) as usize;
@@ -191,4 +247,110 @@ fn pool_cycles(target: &Target, grad: bool, dtype: DType, p: &WindowParams) -> u
         .unwrap_or(0);
     // Every channel plane of the block runs the same worklists.
     10u64.saturating_add((nw as u64).saturating_mul(max_worker.saturating_mul(planes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{hmac_params, nx1_params, window_group_cycles};
+    use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
+    use crate::cycles::conv::{hmac_cycles, HmacParams};
+    use crate::target::Target;
+    use ipusim_ir::DType;
+
+    /// A whole-layer block of a `k`x`k` convolution (padding `pad`) of 3 input and 2
+    /// output channels over a 4x4 field, its pass the block's 3 channels.
+    fn block(k: u32, pad: u32) -> WindowParams {
+        let f = 4 + 2 * pad + 1 - k;
+        WindowParams {
+            geometry: WindowGeometry {
+                n: 1,
+                c: 3,
+                h: 4,
+                w: 4,
+                o: 2,
+                kh: k,
+                kw: k,
+                stride: [1, 1],
+                padding: [pad; 4],
+                dilation: [1, 1],
+                groups: 1,
+                oh: f,
+                ow: f,
+            },
+            group: 0,
+            batch: (0, 1),
+            out_channels: (0, 2),
+            in_channels: (0, 3),
+            out_rows: (0, f),
+            in_rows: (0, 4),
+            aux_rows: (0, 0),
+            out_cols: (0, f),
+            in_cols: (0, 4),
+            units: (0, 2),
+            input_channels: 3,
+            in_group: 1,
+            aux_group: 1,
+            out_group: 1,
+        }
+    }
+
+    fn hmac(partials: DType) -> Codelet {
+        Codelet::Conv {
+            pass: WindowPass::Forward,
+            input: DType::F16,
+            partials,
+            output: DType::F16,
+            method: ConvMethod::Hmac,
+        }
+    }
+
+    #[test]
+    fn an_hmac_block_is_costed_as_poplibs_horizontal_mac_vertex_of_its_channels() {
+        let t = Target::mk2();
+        let p = block(3, 1);
+        let nx1 = nx1_params(&t, WindowPass::Forward, DType::F16, DType::F32, &p);
+        // FP32 partials: one output channel per group; 3 half channels round up to the
+        // grain of 2 (getConvVertexHMACCandidates); 16 positions zeroed per output group.
+        let want = HmacParams {
+            input: DType::F16,
+            partials: DType::F32,
+            conv_groups: 1,
+            in_groups: 1,
+            out_groups: 2,
+            in_chans_per_group: 4,
+            out_chans_per_group: 1,
+            kernel_size: 9,
+            zeros_info: 16,
+            one_by_one: false,
+            worklists: nx1.worklists.clone(),
+        };
+        let got = hmac_params(&t, WindowPass::Forward, DType::F16, DType::F32, &p);
+        assert_eq!(got, want);
+        assert_eq!(
+            window_group_cycles(&t, &hmac(DType::F32), &p),
+            hmac_cycles(&t, &want)
+        );
+        // Half partials pair the output channels (PopLibs' partialChansPerGroup 2).
+        let half = hmac_params(&t, WindowPass::Forward, DType::F16, DType::F16, &p);
+        assert_eq!((half.out_chans_per_group, half.out_groups), (2, 1));
+        assert_eq!(half.zeros_info, 32);
+        assert_eq!(
+            window_group_cycles(&t, &hmac(DType::F16), &p),
+            hmac_cycles(&t, &half)
+        );
+        // An unpadded 1x1 kernel of unit stride takes the 1x1 vertex with float partials.
+        let one = block(1, 0);
+        assert!(hmac_params(&t, WindowPass::Forward, DType::F16, DType::F32, &one).one_by_one);
+        assert!(!hmac_params(&t, WindowPass::Forward, DType::F16, DType::F16, &one).one_by_one);
+        assert!(
+            !hmac_params(
+                &t,
+                WindowPass::Forward,
+                DType::F16,
+                DType::F32,
+                &block(1, 1)
+            )
+            .one_by_one
+        );
+    }
 }

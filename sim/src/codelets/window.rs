@@ -279,11 +279,14 @@ pub(crate) fn run(
     worker: Worker,
 ) -> Result<FpSts, VertexError> {
     match *codelet {
+        // Every method computes the same products; its pass (`input_channels`, the chunk of
+        // the reduction summed before each partial write) is the vertex's.
         Codelet::Conv {
             pass,
             input,
             partials,
             output,
+            ..
         } => conv(pass, (input, partials, output), p, ops, scratch, worker),
         Codelet::MaxPool { grad, dtype } => pool(grad, dtype, p, ops, worker),
         _ => Err(EngineError::internal("not a window codelet").into()),

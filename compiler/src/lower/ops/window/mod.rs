@@ -12,12 +12,15 @@
 //! grouped convolution of few channels per group) is read row-major.
 //!
 //! Not yet done (the closing note of the CNN issue lists them): serial splits, PopLibs'
-//! transforms (`expandDims` for the 3-channel stem), SLIC and MAC-loop vertices; more
-//! convolution groups than tiles is refused.
+//! transforms (`expandDims` for the 3-channel stem), the SLIC and VMAC vertices; more
+//! convolution groups than tiles is refused. The forward and input-gradient passes weigh the
+//! AMP's nx1 vertex against the HMAC vertex per split ([`plan::plan`]).
 
 mod plan;
 
-use crate::codelets::{Codelet, VertexParams, WindowGeometry, WindowParams, WindowPass};
+use crate::codelets::{
+    Codelet, ConvMethod, VertexParams, WindowGeometry, WindowParams, WindowPass,
+};
 use crate::error::CompileError;
 use crate::executable::{Operand, Operands, TensorKind, TileWork, Vertex, VertexGroup};
 use crate::lower::core::Lowerer;
@@ -29,8 +32,8 @@ use ipusim_exe::layout::{channel_group, storage_dims};
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
 use ipusim_ir::{DType, NodeId, Op, Shape};
 use plan::{
-    block_params, blocks, extents, operand_ranges, output_ranges, span, Block, Groups, Kind,
-    OutputKey, Problem,
+    block_params, blocks, extents, operand_ranges, output_ranges, pass_channels, span, Block,
+    Groups, Kind, OutputKey, Problem,
 };
 
 /// The blocks of each output block of a split reduction, keyed by the output block (group,
@@ -144,6 +147,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             input,
             partials,
             output,
+            method: ConvMethod::Amp,
         },
         Kind::Pool { grad } => Codelet::MaxPool { grad, dtype: input },
     };
@@ -164,6 +168,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             input,
             partials,
             output: if reduce { partials } else { output },
+            method: split.method,
         },
         Kind::Pool { grad } => Codelet::MaxPool { grad, dtype: input },
     };
@@ -226,7 +231,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let mut partial_at = vec![0u64; blocks.len()];
     for (i, blk) in blocks.iter().enumerate() {
         let tile = tile_of(i);
-        let params = block_params(kind, &g, blk, amp, gr);
+        let params = block_params(kind, &g, blk, pass_channels(split.method, amp, blk.red), gr);
         let (ra, rb) = operand_ranges(kind, &g, blk, &params, gr);
         let op_a = sa.operand(lw, &mut eb, tile, &ra);
         let op_b = (inputs.len() > 1).then(|| sb.operand(lw, &mut eb, tile, &rb));

@@ -21,7 +21,7 @@
 //! operand bytes at the exchange rate, [`REGION_CYCLES`] per exchange region its operands
 //! need, and for a split reduction the partials' exchange and sum (our proxy).
 
-use crate::codelets::{Codelet, WindowGeometry, WindowParams, WindowPass};
+use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
 use crate::lower::core::Lowerer;
 use ipusim_exe::cycles::window::window_group_cycles;
 use ipusim_ir::{DType, NodeId};
@@ -109,6 +109,8 @@ pub(super) struct Split {
     /// Splits of the reduction (`Forward`, `InputGrad`: channels; `WeightGrad`: field rows;
     /// 1 for pools).
     pub red: u32,
+    /// The vertex of every block (pools and the weight gradient: the AMP's, unused).
+    pub method: ConvMethod,
 }
 
 impl Split {
@@ -119,6 +121,32 @@ impl Split {
             Kind::Conv(_) => self.red > 1,
             Kind::Pool { .. } => false,
         }
+    }
+}
+
+/// The vertex methods the planner weighs for a pass, as PopLibs'
+/// `getConvVertexTypeCandidates` offers AMP and HMAC candidates for every convolution (its
+/// cost model then keeps the cheapest). The weight gradient keeps the AMP's 1x1-output
+/// product (see `ipusim_exe::cycles::window`); SLIC and VMAC are not modelled. Our pruning
+/// of the search: the HMAC is weighed only when the reduction has fewer channels per group
+/// than one AMP pass takes (`amp`), where the AMP's passes are part padding; with full passes
+/// the AMP does at least 16 times the HMAC's multiply-accumulates per cycle.
+fn methods(kind: Kind, reduction_channels: u32, amp: u32) -> &'static [ConvMethod] {
+    match kind {
+        Kind::Conv(WindowPass::Forward | WindowPass::InputGrad) if reduction_channels < amp => {
+            &[ConvMethod::Amp, ConvMethod::Hmac]
+        }
+        _ => &[ConvMethod::Amp],
+    }
+}
+
+/// The reduction elements of one pass of `method`'s vertex over a block whose reduction
+/// channels are `red`: the AMP's input channels, or the HMAC's dot product along all of the
+/// block's channels (one input-channel group).
+pub(super) fn pass_channels(method: ConvMethod, amp: u32, red: (u32, u32)) -> u32 {
+    match method {
+        ConvMethod::Amp => amp,
+        ConvMethod::Hmac => span(red).max(1),
     }
 }
 
@@ -539,6 +567,8 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
     let (kind, g, e) = (pr.kind, pr.geometry, pr.extents);
     let (gc, gro, gred) = pr.groups.granularity(kind);
     let red_extent = reduction_extent(kind, g);
+    let amp = target.amp(pr.input, pr.partials).input_channels;
+    let methods = methods(kind, red_extent, amp);
     let mut best: Option<(bool, u64, u64, Split)> = None;
     for sb in candidates(e.0, 1) {
         for sc in candidates(e.1, gc) {
@@ -561,7 +591,10 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
                     c if c > 1 && one_row => candidates(c, 1),
                     _ => vec![1],
                 };
-                for (sred, scol) in reds.iter().flat_map(|&r| cols.iter().map(move |&c| (r, c))) {
+                let shapes = reds.iter().flat_map(|&r| cols.iter().map(move |&c| (r, c)));
+                for ((sred, scol), &method) in
+                    shapes.flat_map(|rc| methods.iter().map(move |m| (rc, m)))
+                {
                     let used = u64::from(sb)
                         * u64::from(sc)
                         * u64::from(sr)
@@ -576,6 +609,7 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
                         rows: sr,
                         cols: scol,
                         red: sred,
+                        method,
                     };
                     let (cycles, bytes) = cost(lw.target(), pr, split);
                     let fits = bytes <= budget;
@@ -602,6 +636,7 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
             rows: 1,
             cols: 1,
             red: 1,
+            method: ConvMethod::Amp,
         },
         |b| b.3,
     )
@@ -634,7 +669,8 @@ fn cost(target: &crate::target::Target, pr: &Problem, s: Split) -> (u64, u64) {
         red: first_range(reduction_extent(kind, g), s.red.max(1), gred),
     };
     let amp = target.amp(pr.input, pr.partials);
-    let mut params = block_params(kind, g, &first, amp.input_channels, gr);
+    let pass = pass_channels(s.method, amp.input_channels, first.red);
+    let mut params = block_params(kind, g, &first, pass, gr);
     params.units = match kind {
         Kind::Conv(WindowPass::WeightGrad) => (0, span(first.channels)),
         _ => (0, span(first.batch) * span(first.channels)),
@@ -661,7 +697,23 @@ fn cost(target: &crate::target::Target, pr: &Problem, s: Split) -> (u64, u64) {
     } else {
         0
     };
-    let vertex = window_group_cycles(target, pr.codelet, &params);
+    let codelet = match *pr.codelet {
+        Codelet::Conv {
+            pass,
+            input,
+            partials,
+            output,
+            ..
+        } => Codelet::Conv {
+            pass,
+            input,
+            partials,
+            output,
+            method: s.method,
+        },
+        ref other => other.clone(),
+    };
+    let vertex = window_group_cycles(target, &codelet, &params);
     let cycles = vertex
         .saturating_add(input_bytes / xbw)
         .saturating_add(sum)
@@ -671,7 +723,86 @@ fn cost(target: &crate::target::Target, pr: &Problem, s: Split) -> (u64, u64) {
 
 #[cfg(test)]
 mod tests {
-    use crate::lower::ops::window::plan::{candidates, plane_rect, ranges};
+    use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowPass};
+    use crate::lower::ops::window::plan::{
+        block_params, candidates, pass_channels, plane_rect, ranges, Block, Groups, Kind,
+    };
+    use crate::target::Target;
+    use ipusim_exe::cycles::window::window_group_cycles;
+    use ipusim_ir::DType;
+
+    /// The estimate of one group's whole block of a 3x3 convolution (padding 1, `f`x`f`
+    /// field, batch 1) of `c` input and `o` output channels in `groups` groups, FP16 with
+    /// FP32 partials on mk2, by the vertex `method`.
+    fn whole_block_cycles(f: u32, c: u32, o: u32, groups: u32, method: ConvMethod) -> u64 {
+        let g = WindowGeometry {
+            n: 1,
+            c,
+            h: f,
+            w: f,
+            o,
+            kh: 3,
+            kw: 3,
+            stride: [1, 1],
+            padding: [1; 4],
+            dilation: [1, 1],
+            groups,
+            oh: f,
+            ow: f,
+        };
+        let block = Block {
+            group: 0,
+            batch: (0, 1),
+            channels: (0, o / groups),
+            rows: (0, f),
+            cols: (0, f),
+            red: (0, c / groups),
+        };
+        let target = Target::mk2();
+        let amp = target.amp(DType::F16, DType::F32).input_channels;
+        let gr = Groups {
+            x: 1,
+            aux: 1,
+            out: 1,
+        };
+        let kind = Kind::Conv(WindowPass::Forward);
+        let mut p = block_params(kind, &g, &block, pass_channels(method, amp, block.red), gr);
+        p.units = (0, o / groups);
+        let codelet = Codelet::Conv {
+            pass: WindowPass::Forward,
+            input: DType::F16,
+            partials: DType::F32,
+            output: DType::F16,
+            method,
+        };
+        window_group_cycles(&target, &codelet, &p)
+    }
+
+    #[test]
+    fn the_hmac_vertex_wins_on_few_channels_per_group_and_the_amp_on_many() {
+        // A depthwise group (1 channel in, 1 out) on a small block (one output position): 15
+        // of the AMP's 16 input channels of every pass are padding and its overheads
+        // dominate; the HMAC's nine one-channel dot products are cheaper.
+        let (amp, hmac) = (
+            whole_block_cycles(1, 32, 32, 32, ConvMethod::Amp),
+            whole_block_cycles(1, 32, 32, 32, ConvMethod::Hmac),
+        );
+        assert!(hmac < amp, "depthwise: HMAC {hmac} vs AMP {amp}");
+        // On a 16x16 block the AMP's one pass per position wins even with the padding.
+        assert!(
+            whole_block_cycles(16, 32, 32, 32, ConvMethod::Amp)
+                < whole_block_cycles(16, 32, 32, 32, ConvMethod::Hmac)
+        );
+        // A dense 64-channel layer: the AMP's passes are full.
+        let (amp, hmac) = (
+            whole_block_cycles(16, 64, 64, 1, ConvMethod::Amp),
+            whole_block_cycles(16, 64, 64, 1, ConvMethod::Hmac),
+        );
+        assert!(amp < hmac, "dense: AMP {amp} vs HMAC {hmac}");
+        // The HMAC's pass is the block's channels; the AMP's its input channels.
+        assert_eq!(pass_channels(ConvMethod::Hmac, 16, (4, 7)), 3);
+        assert_eq!(pass_channels(ConvMethod::Amp, 16, (4, 7)), 16);
+    }
 
     #[test]
     fn plane_rects_of_a_grouped_map_are_one_run_per_channel_group_and_row() {
