@@ -587,6 +587,15 @@ pub struct CodeletInfo {
 }
 
 impl Codelet {
+    /// The same codelet with the convolution vertex `method` (other codelets unchanged).
+    pub fn with_conv_method(&self, method: ConvMethod) -> Codelet {
+        let mut c = self.clone();
+        if let Codelet::Conv { method: m, .. } = &mut c {
+            *m = method;
+        }
+        c
+    }
+
     /// The registry entry.
     pub fn info(&self) -> CodeletInfo {
         let (name, operands, code_bytes): (&str, &[&str], u32) = match self {

@@ -20,7 +20,8 @@
 //! | [`layout`] | channel-grouped layouts of feature maps (storage shapes, the index map) | — |
 //! | [`memory`] | the memory plan's data types, tensor usage over steps | `ids`, `system` |
 //! | [`estimate`] | the static cycle estimate's data types | — |
-//! | [`executable`] | the executable's data types | `ids`, `codelets`, `target`, `system`, `options`, `memory`, `estimate` |
+//! | [`program`] | the control program: its tree, the pipeline's schedule, the program steps | `ids`, `system` |
+//! | [`executable`] | the executable's data types (re-exporting [`program`]'s) | `ids`, `codelets`, `target`, `system`, `options`, `memory`, `estimate`, `program` |
 //! | [`cycles`] | the cycle estimators (per codelet in [`cycles::vertex`]; PopLibs' convolution vertices in [`cycles::conv`], applied to window groups by [`cycles::window`]), cycle accounting, the static estimate | `codelets`, `executable`, `estimate`, `target` |
 //! | [`timeline`] | the execution trace of one run (PopVision's Execution Trace): its data types, the builder, the static walk | `system`, `executable`, `cycles` |
 //! | [`verify`] | the executable's invariants, checked by one verifier | everything above |
@@ -36,6 +37,7 @@ pub mod ids;
 pub mod layout;
 pub mod memory;
 pub mod options;
+pub mod program;
 pub mod system;
 pub mod target;
 pub mod timeline;

@@ -132,7 +132,6 @@ fn nx1_params(
     let g = &p.geometry;
     let amp = target.amp(input, partials);
     let reduction = p.in_channels.1.saturating_sub(p.in_channels.0);
-    let width = p.out_cols.1.saturating_sub(p.out_cols.0);
     let units = amp.output_channels.max(1);
     let in_chans = amp.input_channels.max(1);
     let segments = worker_segments(p, target.worker_contexts.max(1) as usize);
@@ -167,10 +166,6 @@ fn nx1_params(
             per_position
         })
         .collect();
-    let rows = p.out_rows.1.saturating_sub(p.out_rows.0);
-    let positions = (p.batch_count() as u32)
-        .saturating_mul(rows)
-        .saturating_mul(width);
     ConvNx1Params {
         input,
         partials,
@@ -182,9 +177,19 @@ fn nx1_params(
         kernel_outer: g.kh,
         kernel_inner: g.kw,
         amp_kernel_height: 1,
-        zeros_info: positions.saturating_mul(units),
+        zeros_info: block_positions(p).saturating_mul(units),
         worklists,
     }
+}
+
+/// The block's output positions (batch × rows × columns), the partial elements a vertex
+/// zeroes per output channel.
+fn block_positions(p: &WindowParams) -> u32 {
+    let rows = p.out_rows.1.saturating_sub(p.out_rows.0);
+    let width = p.out_cols.1.saturating_sub(p.out_cols.0);
+    (p.batch_count() as u32)
+        .saturating_mul(rows)
+        .saturating_mul(width)
 }
 
 /// The HMAC vertex of a block: the nx1 vertex's worklists and geometry, one input-channel
@@ -203,7 +208,6 @@ fn hmac_params(
     let in_chans = p.input_channels.max(1).next_multiple_of(grain);
     let outs = if partials == DType::F32 { 1 } else { 2 };
     let kernel = nx1.kernel_outer.saturating_mul(nx1.kernel_inner);
-    let positions = nx1.zeros_info / nx1.out_chans_per_group.max(1);
     HmacParams {
         input,
         partials,
@@ -213,7 +217,7 @@ fn hmac_params(
         in_chans_per_group: in_chans,
         out_chans_per_group: outs,
         kernel_size: kernel,
-        zeros_info: positions.saturating_mul(outs),
+        zeros_info: block_positions(p).saturating_mul(outs),
         // PopLibs `canUseHorizontalMac1x1Vertex` (ConvModel.cpp): a 1x1 kernel, unit output
         // stride, no padding; the vertex exists for half activations with float partials.
         one_by_one: kernel == 1

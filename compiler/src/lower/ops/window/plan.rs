@@ -697,23 +697,7 @@ fn cost(target: &crate::target::Target, pr: &Problem, s: Split) -> (u64, u64) {
     } else {
         0
     };
-    let codelet = match *pr.codelet {
-        Codelet::Conv {
-            pass,
-            input,
-            partials,
-            output,
-            ..
-        } => Codelet::Conv {
-            pass,
-            input,
-            partials,
-            output,
-            method: s.method,
-        },
-        ref other => other.clone(),
-    };
-    let vertex = window_group_cycles(target, &codelet, &params);
+    let vertex = window_group_cycles(target, &pr.codelet.with_conv_method(s.method), &params);
     let cycles = vertex
         .saturating_add(input_bytes / xbw)
         .saturating_add(sum)
