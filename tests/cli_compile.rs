@@ -254,3 +254,53 @@ fn each_convolution_takes_the_cheaper_of_the_amp_and_hmac_vertices_and_runs_at_i
             * r["total_cycles"].as_u64().unwrap()
     );
 }
+
+/// Element-wise fusion: a chain of element-wise ops is one compute set of `Fused` vertices
+/// (fewer compute sets, fewer cycles, the same stored values); `--no-elementwise-fusion`
+/// gives every op its own compute set back.
+#[test]
+fn element_wise_chains_are_fused_into_one_vertex_per_tile_with_the_same_values() {
+    let program = Path::new("tests/programs/sim/elementwise.ron");
+    let fused = json(&compile(program, &["--json"]));
+    let plain = json(&compile(program, &["--json", "--no-elementwise-fusion"]));
+    let names = |r: &serde_json::Value| -> Vec<String> {
+        r["compute_sets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (f, p) = (names(&fused), names(&plain));
+    // `sum -> prod -> quot -> act` is one group (its root `act` read by two consumers),
+    // `wide -> e` another; `scaled` (ScaledAdd) and `pick` (Select) stay on their own.
+    for gone in ["sum", "prod", "quot", "wide"] {
+        assert!(p.contains(&gone.to_string()), "{p:?}");
+        assert!(!f.contains(&gone.to_string()), "{f:?}");
+    }
+    for kept in ["act", "scaled", "e", "pick"] {
+        assert!(f.contains(&kept.to_string()), "{f:?}");
+    }
+    assert!(f.len() < p.len());
+    assert!(fused["total_cycles"].as_u64() < plain["total_cycles"].as_u64());
+    // The dump names the fused codelet with its steps.
+    let dump = stdout(&compile(program, &["--dump", "program"]));
+    assert!(
+        dump.contains("Fused<Binary<Add,f16>(in0,in1);Binary<Mul,f16>(t0,in2);"),
+        "{dump}"
+    );
+    // Element-wise ops only: the outfeeds are bit for bit the unfused ones.
+    let dir = scratch("fusion_values");
+    let (a, _) = common::run_saving(program.to_str().unwrap(), &dir, "fused", &[]);
+    let (b, _) = common::run_saving(
+        program.to_str().unwrap(),
+        &dir,
+        "plain",
+        &["--no-elementwise-fusion"],
+    );
+    assert_eq!(a["outfeeds"], b["outfeeds"]);
+    assert!(
+        a["outfeeds"].as_object().is_some_and(|o| !o.is_empty()),
+        "{a}"
+    );
+}

@@ -205,9 +205,11 @@ fn recomputation_lowers_peak_live_memory_raises_cycles_and_keeps_the_values() {
         peak(&kept)
     );
     assert!(cycles(&recomputed) > cycles(&kept));
-    // The recomputed nodes run the forward's code: vertex state does not grow.
+    // The recomputed nodes run the forward's code: vertex state does not grow (it may
+    // shrink: a forward node whose other reader was a backward node now has one reader, the
+    // recomputation reading its own copy, and fuses into it).
     let state = |r: &serde_json::Value| r["memory"]["categories"]["vertex_state"].as_u64();
-    assert_eq!(state(&recomputed), state(&kept));
+    assert!(state(&recomputed) <= state(&kept));
     // Without stochastic rounding the recomputed activations are the same values.
     let dir = scratch("pipeline-recompute");
     let (one, one_vars) = run(SINGLE, &dir, "one", &[]);

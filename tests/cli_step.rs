@@ -32,8 +32,14 @@ const TARGET: &str = "tests/programs/targets/mk2_16.ron";
 
 #[test]
 fn break_print_step_and_flags_after_an_overflow() {
+    // Unfused, so that the intermediate `y` is a compute set to break on and a tensor.
     let o = step(
-        &["tests/programs/sim/overflow.ron", "--target", TARGET],
+        &[
+            "tests/programs/sim/overflow.ron",
+            "--target",
+            TARGET,
+            "--no-elementwise-fusion",
+        ],
         "break y\ncontinue\nwhere\nprint x\nstep\nflags\nprint y\nbreak\ndelete 1\ncontinue\nquit\n",
     );
     assert_eq!(
@@ -167,4 +173,27 @@ fn breaking_on_an_ipu_stops_at_its_stage() {
         "{t}"
     );
     assert!(t.contains("error: IPU 9 does not exist"), "{t}");
+}
+
+/// A node fused into another's vertices has no tensor: `print` says which node computes it
+/// and how to keep it; with `--no-elementwise-fusion` it prints.
+#[test]
+fn printing_a_fused_node_names_the_node_that_computes_it() {
+    let program = "tests/programs/sim/elementwise.ron";
+    let o = step(
+        &[program, "--target", TARGET],
+        "break act\ncontinue\nprint sum\nquit\n",
+    );
+    let all = format!("{}{}", text(&o), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        all.contains("'sum' is computed inside the fused vertices of 'act' and never stored"),
+        "{all}"
+    );
+    assert!(all.contains("--no-elementwise-fusion"), "{all}");
+    let o = step(
+        &[program, "--target", TARGET, "--no-elementwise-fusion"],
+        "break act\ncontinue\nprint sum\nquit\n",
+    );
+    let all = format!("{}{}", text(&o), String::from_utf8_lossy(&o.stderr));
+    assert!(all.contains("sum: f16"), "{all}");
 }

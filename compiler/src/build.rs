@@ -61,6 +61,9 @@ pub struct BuildOptions {
     /// Optimizer state in streaming memory (`--offload-optimizer-state`), besides the
     /// program's `offload_optimizer_state`.
     pub offload_optimizer_state: bool,
+    /// Fuse chains of element-wise ops (`CompileOptions::elementwise_fusion`; on unless
+    /// `--no-elementwise-fusion`).
+    pub elementwise_fusion: bool,
     /// Replicas (`--replicas`), replacing the program's `replication_factor`.
     pub replicas: Option<u32>,
     /// Shard the optimizer state over the replicas (`--replicated-optimizer-state-sharding`,
@@ -84,6 +87,7 @@ impl Default for BuildOptions {
             pipeline_splits: None,
             pipeline_schedule: None,
             offload_optimizer_state: false,
+            elementwise_fusion: true,
             ipus: None,
             recompute: false,
             eight_bit_io: false,
@@ -288,6 +292,7 @@ pub fn compile_options(step: &StepGraph, options: &BuildOptions) -> CompileOptio
             .unwrap_or(CompileOptions::default().available_memory_proportion),
         memory_proportions: step.memory_proportions.clone(),
         offload_optimizer_state: options.offload_optimizer_state || step.offload_optimizer_state,
+        elementwise_fusion: options.elementwise_fusion,
         ..CompileOptions::default()
     }
 }

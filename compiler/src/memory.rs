@@ -255,7 +255,7 @@ pub(crate) fn plan(
     // vertices and exchange code again, as Poplar's RecomputeThenBackpropagate calls the
     // forward's program (TF-IPU guide §6.6); their tensors are temporaries planned above.
     let recomputed = |name: &str| name.starts_with(ipusim_ir::recompute::PREFIX);
-    let mut codelets: Vec<BTreeSet<&'static str>> = vec![BTreeSet::new(); ntiles];
+    let mut codelets: Vec<BTreeSet<std::borrow::Cow<'static, str>>> = vec![BTreeSet::new(); ntiles];
     for cs in compute_sets {
         for tw in &cs.tiles {
             let tile = dense(tw.tile);
@@ -267,9 +267,8 @@ pub(crate) fn plan(
                 continue;
             }
             for g in &tw.groups {
-                let info = g.codelet.info();
-                if codelets[tile].insert(info.name) {
-                    mem[tile].code += info.code_bytes as u64;
+                if codelets[tile].insert(g.codelet.code_key()) {
+                    mem[tile].code += g.codelet.info().code_bytes as u64;
                 }
                 mem[tile].vertex_state += group_state_bytes(tensors, g);
             }

@@ -47,6 +47,14 @@
 //! group split the tile's output into contiguous slices, at most one per worker unless a
 //! broadcast input forces a split at a tensor-interval boundary.
 //!
+//! `Fused` (PopLibs' generated map-expression codelet, `popops::map` with
+//! `enableGenerateCodelet`) takes [`MapParams`] too, one access per leaf input: a chain of
+//! element-wise steps computed per vertex without storing the intermediate values. Each step
+//! is one of the single-op codelets above with its own semantics and rounding, so a fused
+//! vertex computes exactly what the unfused compute sets would; the steps run one after the
+//! other over the vertex's whole slice (step `s` over all elements, then step `s + 1`), so a
+//! step draws its random bits after every element of the previous step did.
+//!
 //! # Block codelets
 //!
 //! `Reduce`, `ArgMax`, `Softmax`, `SoftmaxCrossEntropy` take [`BlockParams`]: the input
@@ -189,12 +197,97 @@ pub enum Codelet {
     /// row-major window order, of `dy` over the windows whose maximum it equals, rounded once
     /// to `dtype`. Flags: INV (NaN), OFLO.
     MaxPool { grad: bool, dtype: DType },
+    /// Operands `[leaf_0, …, leaf_{k−1}, out]`; params `Map` (one access per leaf). The
+    /// steps in order, each a single-op element-wise codelet (`Unary`, `Binary`, `Cast`,
+    /// `ActivationGrad`) with that codelet's exact semantics, rounding and flags, applied to
+    /// the leaves and the earlier steps' values ([`FusedArg`]); `out` is the last step's
+    /// value. Only the output is stored. Flags: the union of the steps' flags.
+    Fused {
+        /// Each leaf's element type and whether it is one element read for every output (a
+        /// scalar, which PopLibs' estimate counts as one element).
+        leaves: Vec<FusedLeaf>,
+        /// The steps; the last one's value is the output.
+        steps: Vec<FusedStep>,
+    },
     /// Operands `[logits (dtype), labels (I32), out (F32)]`; params `Block` with
     /// `width = cols = 1`: one row of `count` logits per group, `labels[g]` its class.
     /// In f32, with `m`, `t_i`, `e_i`, `s` as for `Softmax`:
     /// `out[g] = rne32(ln32(s) − t_label)`; a label outside `[0, count)` gives 0.
     /// Flags: INV, OFLO.
     SoftmaxCrossEntropy { dtype: DType },
+}
+
+/// The most leaves a [`Codelet::Fused`] reads (ours: bounds a fused vertex's operands).
+pub const MAX_FUSED_LEAVES: usize = 6;
+/// The most steps a [`Codelet::Fused`] computes (ours: bounds the generated code).
+pub const MAX_FUSED_STEPS: usize = 16;
+
+/// Operand names of a [`Codelet::Fused`] vertex with the most leaves.
+const FUSED_OPERANDS: [&str; MAX_FUSED_LEAVES + 1] =
+    ["in0", "in1", "in2", "in3", "in4", "in5", "out"];
+
+/// One leaf input of a [`Codelet::Fused`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FusedLeaf {
+    /// Its element type.
+    pub dtype: DType,
+    /// One element, read for every output.
+    pub scalar: bool,
+}
+
+/// A value a fused step reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FusedArg {
+    /// Leaf input `i` (operand `i`).
+    Leaf(u8),
+    /// The value of an earlier step.
+    Step(u8),
+}
+
+/// One step of a [`Codelet::Fused`]: a single-op element-wise codelet and its inputs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FusedStep {
+    /// `Unary`, `Binary`, `Cast` or `ActivationGrad`.
+    pub codelet: Codelet,
+    /// Its inputs, in the codelet's operand order.
+    pub args: Vec<FusedArg>,
+}
+
+impl FusedStep {
+    /// The element type of the step's value.
+    pub fn dtype(&self) -> DType {
+        match self.codelet {
+            Codelet::Binary { op, .. } if op.is_comparison() => DType::Bool,
+            Codelet::Unary { dtype, .. }
+            | Codelet::Binary { dtype, .. }
+            | Codelet::ActivationGrad { dtype, .. } => dtype,
+            Codelet::Cast { to, .. } => to,
+            // Not a step codelet (the simulator's check refuses it).
+            _ => DType::U8,
+        }
+    }
+}
+
+impl Codelet {
+    /// True for the single-op codelets a [`Codelet::Fused`] step may be.
+    pub fn is_fusible_step(&self) -> bool {
+        matches!(
+            self,
+            Codelet::Unary { .. }
+                | Codelet::Binary { .. }
+                | Codelet::Cast { .. }
+                | Codelet::ActivationGrad { .. }
+        )
+    }
+
+    /// The key the memory plan charges code under, once per tile: the codelet's name, or for
+    /// a fused codelet its whole expression (PopLibs generates one codelet per expression).
+    pub fn code_key(&self) -> std::borrow::Cow<'static, str> {
+        match self {
+            Codelet::Fused { .. } => std::borrow::Cow::Owned(self.full_name()),
+            _ => std::borrow::Cow::Borrowed(self.info().name),
+        }
+    }
 }
 
 /// Parameters of a vertex; which variant a codelet takes is given on [`Codelet`].
@@ -624,6 +717,12 @@ impl Codelet {
                 ..
             } => ("ConvPartialHorizontalMac", &["in", "weights", "out"], 2048),
             Codelet::MaxPool { grad: false, .. } => ("MaxPool", &["in", "out"], 512),
+            // Our choice: a generated loop of a few instructions per step, with its
+            // vectorised and remainder paths.
+            // The operand names of the most leaves; a vertex has as many as its leaves.
+            Codelet::Fused { steps, .. } => {
+                ("Fused", &FUSED_OPERANDS, 96 + 32 * steps.len() as u32)
+            }
             Codelet::MaxPool { grad: true, .. } => ("MaxPoolGrad", &["x", "dy", "out"], 640),
         };
         CodeletInfo {
@@ -678,6 +777,23 @@ impl Codelet {
             } => format!("ConvPartialHorizontalMac<{pass:?},{input},{partials},{output}>"),
             Codelet::MaxPool { grad, dtype } => {
                 format!("{}<{dtype}>", if *grad { "MaxPoolGrad" } else { "MaxPool" })
+            }
+            Codelet::Fused { steps, .. } => {
+                let parts: Vec<String> = steps
+                    .iter()
+                    .map(|s| {
+                        let args: Vec<String> = s
+                            .args
+                            .iter()
+                            .map(|a| match a {
+                                FusedArg::Leaf(i) => format!("in{i}"),
+                                FusedArg::Step(i) => format!("t{i}"),
+                            })
+                            .collect();
+                        format!("{}({})", s.codelet.full_name(), args.join(","))
+                    })
+                    .collect();
+                format!("Fused<{}>", parts.join(";"))
             }
         }
     }

@@ -222,6 +222,10 @@ pub struct NodeValue {
     /// `shape`.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub group: u32,
+    /// The node whose fused vertices compute this value without storing it (element-wise
+    /// fusion); then `tensor` is `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fused_into: Option<String>,
 }
 
 fn one() -> u32 {

@@ -83,6 +83,15 @@ pub struct CompileOptions {
     /// (the TF-IPU guide §6.8).
     #[serde(default)]
     pub offload_optimizer_state: bool,
+    /// Fuse chains of element-wise ops into one vertex per tile, as PopLibs' map
+    /// expressions with `enableGenerateCodelet` (its default) do; off, every op is its own
+    /// compute set and every intermediate a tensor the debugger can print.
+    #[serde(default = "yes")]
+    pub elementwise_fusion: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for CompileOptions {
@@ -95,6 +104,7 @@ impl Default for CompileOptions {
             verify: true,
             memory_proportions: std::collections::BTreeMap::new(),
             offload_optimizer_state: false,
+            elementwise_fusion: true,
         }
     }
 }

@@ -234,6 +234,12 @@ class Options:
             self._set("recompute", True)
         return self
 
+    def elementwiseFusion(self, on: bool) -> "Options":
+        """Fuse chains of element-wise ops into one vertex per tile, as PopLibs' generated
+        map-expression codelets do (the default); ``False`` is ``--no-elementwise-fusion``."""
+        self._set("elementwise_fusion", bool(on))
+        return self
+
     def randomSeed(self, seed: int) -> "Options":
         """The program seed (stochastic rounding streams)."""
         self._set("seed", int(seed))

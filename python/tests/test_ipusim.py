@@ -237,3 +237,12 @@ def test_optimizer_state_locations_are_the_clis_offload_and_sharding():
         np.testing.assert_array_equal(result.outfeeds[name].astype(np.float64), np.asarray(values, dtype=np.float64))
     with pytest.raises(ipusim.OptionsError, match="setOptimizerLocation"):
         ipusim.Options().TensorLocations.setOptimizerLocation(True)
+
+
+def test_elementwise_fusion_is_the_clis_and_can_be_turned_off():
+    program = str(REPO / "tests" / "programs" / "sim" / "elementwise.ron")
+    fused = ipusim.load(program).compile(ipusim.Options()).to_dict()
+    assert fused == json.loads(cli("compile", program, "--json"))
+    plain = ipusim.load(program).compile(ipusim.Options().elementwiseFusion(False)).to_dict()
+    assert plain == json.loads(cli("compile", program, "--json", "--no-elementwise-fusion"))
+    assert len(fused["compute_sets"]) < len(plain["compute_sets"])

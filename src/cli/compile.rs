@@ -108,6 +108,12 @@ pub struct BuildArgs {
     /// replicated_optimizer_state_sharding. No effect with one replica.
     #[arg(long)]
     pub replicated_optimizer_state_sharding: bool,
+    /// Compute every element-wise op in its own compute set, storing every intermediate
+    /// value (for printing it in `step`); by default chains of element-wise ops are fused
+    /// into one vertex per tile, as PopLibs' generated map-expression codelets
+    /// (`enableGenerateCodelet`) are.
+    #[arg(long)]
+    pub no_elementwise_fusion: bool,
 }
 
 /// Arguments of `ipusim compile`.
@@ -188,6 +194,7 @@ impl BuildArgs {
             recompute: self.recompute,
             eight_bit_io: self.eight_bit_io,
             offload_optimizer_state: self.offload_optimizer_state,
+            elementwise_fusion: !self.no_elementwise_fusion,
             replicated_optimizer_state_sharding: self.replicated_optimizer_state_sharding,
             replicas: self.replicas,
             batch: self.batch,

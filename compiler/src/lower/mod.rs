@@ -9,7 +9,8 @@
 //! | [`core`] | the lowering context ([`core::Lowerer`]) behind typed accessors; placing tensors, emitting supersteps and stream copies | `kit::mapping`, `kit::planner` (data only) |
 //! | [`kit`] | shared building blocks: tile mapping, staging and exchanges, the matmul planner, fills, permutations, row ops, the cross-tile reduction | `core` |
 //! | [`ops`] | one module per op family and the per-op table | `core`, `kit` |
-//! | this driver | scheduling, phases, in-place assignment, inputs, outfeeds, assigns | `core`, `kit`, `ops` |
+//! | [`fusion`] | which chains of element-wise nodes one fused vertex computes | `core`, `ops` (the element-wise codelets) |
+//! | this driver | scheduling, phases, in-place assignment, inputs, outfeeds, assigns | `core`, `kit`, `ops`, `fusion` |
 //!
 //! Op modules never call each other; what two families share lives in `kit`.
 //!
@@ -23,6 +24,7 @@
 //! Dead nodes (that reach no `Outfeed` or `Assign`) are not lowered.
 
 pub(crate) mod core;
+pub(crate) mod fusion;
 pub(crate) mod kit;
 pub(crate) mod ops;
 pub(crate) mod pipeline;
@@ -61,6 +63,10 @@ pub(crate) fn lower(
         }
         None => None,
     };
+    if options.elementwise_fusion {
+        let groups = fusion::plan(&lw, &order, &live);
+        lw.set_fused(groups);
+    }
     plan_inplace(&mut lw, &order, &live);
     let mut phases = Vec::new();
     let mut pipelined = None;
@@ -82,6 +88,9 @@ pub(crate) fn lower(
         let mut assigns = Vec::new();
         for &id in &nodes {
             let node = g.node(id);
+            if lw.fused_into(id).is_some() {
+                continue;
+            }
             lw.set_ipu_of(id);
             match &node.op {
                 Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. } => {}
@@ -269,15 +278,17 @@ fn plan_inplace(lw: &mut Lowerer, order: &[NodeId], live: &[bool]) {
         }
         // Readers of the variable in other phases see the assigned value either way
         // (earlier phases run before, later phases after the end of this phase); readers
-        // in this phase must all run before the value is computed.
+        // in this phase must all run before the value is computed. A fused node reads when
+        // its root runs; the value's own group reads each element before writing it.
         let vp = pos[&value];
+        let runs_at = |c: NodeId| lw.fused_into(c).unwrap_or(c);
         let others_first = lw
             .graph()
             .consumers(var)
             .into_iter()
-            .filter(|&c| c != value && c != a && live[c.as_usize()])
+            .filter(|&c| runs_at(c) != value && c != a && live[c.as_usize()])
             .filter(|&c| lw.graph().node(c).phase == node.phase)
-            .all(|c| pos[&c] < vp);
+            .all(|c| pos[&runs_at(c)] < vp);
         if others_first {
             lw.set_inplace(value, var);
         }

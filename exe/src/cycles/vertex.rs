@@ -7,7 +7,10 @@
 //! its vertices. Constants cite PopLibs (ipu-hardware.md §5.4 and the PopLibs sources named);
 //! where PopLibs has no estimator for the same vertex the model is ours and says so.
 
-use crate::codelets::{Access, AmpParams, BlockParams, Codelet, MapParams, ReduceOp, VertexParams};
+use crate::codelets::{
+    Access, AmpParams, BlockParams, Codelet, FusedLeaf, FusedStep, MapParams, ReduceOp,
+    VertexParams,
+};
 use crate::executable::VertexGroup;
 use crate::target::Target;
 use ipusim_ir::{Activation, BinaryOp, DType, UnaryOp};
@@ -66,6 +69,28 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
                 ),
                 _ => finish(0, workers),
             };
+        }
+        Codelet::Fused { leaves, steps } => {
+            let lens: Vec<u64> = group
+                .vertices
+                .iter()
+                .map(|v| v.operands.last().map_or(0, |o| o.len as u64))
+                .collect();
+            let n: u64 = lens.iter().sum();
+            let vw = leaves
+                .first()
+                .map_or(1, |l| target.vector_width(l.dtype))
+                .max(1);
+            if fused_multi_vertex(leaves, steps, n, vw) {
+                let e = fused_vertex_cycles(leaves, steps, n, vw, true);
+                let e = e.div_ceil(nw as u64);
+                return finish(0, vec![e; nw]);
+            }
+            for (v, &len) in group.vertices.iter().zip(&lens) {
+                workers[worker_slot(v.worker, nw)] +=
+                    fused_vertex_cycles(leaves, steps, len, vw, false);
+            }
+            0
         }
         codelet => {
             for v in &group.vertices {
@@ -286,6 +311,51 @@ fn broadcast_extra(map: &MapParams, n: u64) -> u64 {
         .sum()
 }
 
+/// Whether PopLibs runs a generated map-expression codelet over `n` outputs on a tile as its
+/// MultiVertex (`lib/popops/ExpressionGenerator.cpp` `generateAndExecuteMappedOperations`
+/// and `executeCodelet`): the tile's output is one contiguous region (ours always is: a
+/// tensor's slice on a tile is contiguous) of more than one vector, and the MultiVertex
+/// exists — the expression is vectorised (no cast; inputs of half, float or bool), or it is
+/// not and each output element is at least the 4-byte atomic store.
+pub fn fused_multi_vertex(leaves: &[FusedLeaf], steps: &[FusedStep], n: u64, vw: u64) -> bool {
+    let vectorised = steps
+        .iter()
+        .all(|s| !matches!(s.codelet, Codelet::Cast { .. }))
+        && leaves
+            .iter()
+            .all(|l| matches!(l.dtype, DType::F16 | DType::F32 | DType::Bool));
+    let out_bytes = steps.last().map_or(0, |s| s.dtype().size_bytes());
+    n > vw && (vectorised || out_bytes >= 4)
+}
+
+/// PopLibs' estimate of one generated map-expression vertex over `n` outputs
+/// (`lib/popops/ExpressionGenerator.cpp` `executeCodelet`): 20 for the MultiVertex, 13 for a
+/// single-worker vertex, plus for every input `(m / vectorWidth + m % vectorWidth) ·
+/// numFusedOps`, `m` the elements it reads (`n`, or 1 for a scalar) and `vectorWidth` that of
+/// the first input's type; the MultiVertex figure is rounded up to a multiple of the worker
+/// contexts by the caller. Casts are not fused ops (`traverseExpressionTree` counts the
+/// unary, binary and ternary ops).
+pub fn fused_vertex_cycles(
+    leaves: &[FusedLeaf],
+    steps: &[FusedStep],
+    n: u64,
+    vw: u64,
+    multi_vertex: bool,
+) -> u64 {
+    let ops = steps
+        .iter()
+        .filter(|s| !matches!(s.codelet, Codelet::Cast { .. }))
+        .count() as u64;
+    let reads: u64 = leaves
+        .iter()
+        .map(|l| {
+            let m = if l.scalar { 1 } else { n };
+            (m / vw + m % vw) * ops
+        })
+        .sum();
+    (if multi_vertex { 20 } else { 13 }) + reads
+}
+
 /// Cycles of one vertex on its worker, for the codelets priced per vertex.
 fn vertex_worker(target: &Target, codelet: &Codelet, params: &VertexParams, n: u64) -> u64 {
     let bcast = match params {
@@ -388,7 +458,10 @@ fn vertex_worker(target: &Target, codelet: &Codelet, params: &VertexParams, n: u
             }
             _ => 0,
         },
-        Codelet::AmpMatMul { .. } | Codelet::Conv { .. } | Codelet::MaxPool { .. } => 0,
+        Codelet::AmpMatMul { .. }
+        | Codelet::Conv { .. }
+        | Codelet::MaxPool { .. }
+        | Codelet::Fused { .. } => 0,
     }
 }
 
@@ -552,6 +625,7 @@ pub fn elementwise_cycles(target: &Target, dtype: DType, n: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codelets::FusedArg;
 
     fn scaled_add(dtype: DType, n: u64) -> u64 {
         elementwise_cycles(&Target::mk2(), dtype, n)
@@ -594,5 +668,102 @@ mod tests {
         assert_eq!(cast_worker(&t, DType::F16, DType::F32, 8), 19 + 4 + 1);
         // float -> half: 4 elements per 2 cycles.
         assert_eq!(cast_worker(&t, DType::F32, DType::F16, 8), 19 + 4 + 2);
+    }
+
+    /// A group of fused vertices of `lens` outputs each (one per worker).
+    fn fused_group(leaves: Vec<FusedLeaf>, steps: Vec<FusedStep>, lens: &[u32]) -> VertexGroup {
+        use crate::codelets::MapParams;
+        use crate::executable::{Operand, Vertex};
+        use crate::ids::TensorId;
+        let n_leaves = leaves.len();
+        VertexGroup {
+            codelet: Codelet::Fused { leaves, steps },
+            vertices: lens
+                .iter()
+                .enumerate()
+                .map(|(w, &len)| Vertex {
+                    worker: w as u8,
+                    operands: (0..=n_leaves)
+                        .map(|k| Operand {
+                            tensor: TensorId(k as u32),
+                            offset: 0,
+                            len,
+                        })
+                        .collect(),
+                    params: VertexParams::Map(MapParams {
+                        out_begin: None,
+                        inputs: Default::default(),
+                        scale: 1.0,
+                    }),
+                })
+                .collect(),
+        }
+    }
+
+    fn step(codelet: Codelet, args: &[FusedArg]) -> FusedStep {
+        FusedStep {
+            codelet,
+            args: args.to_vec(),
+        }
+    }
+
+    #[test]
+    fn fused_vertices_follow_poplibs_generated_codelet_estimate() {
+        use crate::codelets::FusedArg::{Leaf, Step};
+        use ipusim_ir::BinaryOp;
+        let t = Target::mk2();
+        let half = |scalar| FusedLeaf {
+            dtype: DType::F16,
+            scalar,
+        };
+        let bin = |op| Codelet::Binary {
+            op,
+            dtype: DType::F16,
+        };
+        // (x - y) * s + y over 1000 half outputs on a tile: a vectorised expression, so the
+        // MultiVertex (ExpressionGenerator.cpp executeCodelet): 20 + per input
+        // (n / 4 + n % 4) x 3 fused ops, the scalar input counting one element:
+        // 20 + 750 + 750 + 3 = 1523, rounded up to a multiple of 6 workers: 1524.
+        let steps = vec![
+            step(bin(BinaryOp::Sub), &[Leaf(0), Leaf(1)]),
+            step(bin(BinaryOp::Mul), &[Step(0), Leaf(2)]),
+            step(bin(BinaryOp::Add), &[Step(1), Leaf(1)]),
+        ];
+        let leaves = vec![half(false), half(false), half(true)];
+        let g = fused_group(
+            leaves.clone(),
+            steps.clone(),
+            &[168, 168, 168, 168, 168, 160],
+        );
+        assert_eq!(group_cycles(&t, &g).total, 1524);
+        // Four outputs (one vector) are not worth a MultiVertex: one 13-cycle vertex,
+        // 13 + (1 + 1 + 1) x 3 = 22, on one worker: 6 x 22.
+        let g = fused_group(leaves, steps, &[4]);
+        assert_eq!(group_cycles(&t, &g).total, 6 * 22);
+        // A cast makes the expression scalar (not vectorised); its half output is narrower
+        // than the atomic store, so there is no MultiVertex: per-worker vertices of
+        // 13 + (n / 2 + n % 2) x 1 (the cast is not a fused op; float input, 2 per vector).
+        let steps = vec![
+            step(
+                Codelet::Unary {
+                    op: ipusim_ir::UnaryOp::Exp,
+                    dtype: DType::F32,
+                },
+                &[Leaf(0)],
+            ),
+            step(
+                Codelet::Cast {
+                    from: DType::F32,
+                    to: DType::F16,
+                },
+                &[Step(0)],
+            ),
+        ];
+        let leaves = vec![FusedLeaf {
+            dtype: DType::F32,
+            scalar: false,
+        }];
+        let g = fused_group(leaves, steps, &[100, 100, 101]);
+        assert_eq!(group_cycles(&t, &g).total, 6 * (13 + 50 + 1));
     }
 }

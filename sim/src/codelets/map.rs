@@ -19,7 +19,10 @@ use crate::numerics::kernels::map::{self as k, each, each2, each3};
 use crate::numerics::{cast, round, ArithOp, CompareOp, FpSts, Rounding, Tail, UnaryOp};
 use bytemuck::Pod;
 use half::f16;
-use ipusim_exe::codelets::{Access, BroadcastAccess, Codelet, VertexParams};
+use ipusim_exe::codelets::{
+    Access, BroadcastAccess, Codelet, FusedArg, FusedLeaf, FusedStep, MapParams, VertexParams,
+    MAX_FUSED_LEAVES, MAX_FUSED_STEPS,
+};
 use ipusim_exe::executable::{Tensor, Vertex};
 use ipusim_ir::DType;
 
@@ -45,9 +48,8 @@ pub(crate) fn run(
         VertexParams::Map(m) => &m.inputs,
         _ => &[],
     };
-    let [b0, b1, b2] = &mut scratch.ins;
     let mut ins: [&[u8]; MAX_INPUTS] = [&[]; MAX_INPUTS];
-    for (i, buf) in [b0, b1, b2].into_iter().enumerate().take(n_inputs) {
+    for (i, buf) in scratch.ins.iter_mut().enumerate().take(n_inputs) {
         let es = in_dtypes[i].size_bytes();
         ins[i] = match (accesses.get(i), aliased[i]) {
             (Some(Access::Broadcast(b)), false) => {
@@ -66,52 +68,188 @@ pub(crate) fn run(
             (_, false) => inputs[i],
         };
     }
+    if let Codelet::Fused { steps, .. } = codelet {
+        return fused(
+            steps,
+            &ins,
+            output,
+            &mut scratch.steps,
+            &mut scratch.one,
+            &mut worker,
+        );
+    }
     let saved = (!worker.mask().is_empty()).then(|| worker.rng.clone());
     let flags = kernel(codelet, params, &ins, output, &mut worker.rounding())?;
     if worker.ctl.trapping(flags).is_empty() {
         return Ok(flags);
     }
-    let Some(mut rng) = saved else {
+    let Some(rng) = saved else {
         return Ok(flags);
     };
     let info = codelet.info();
-    let mut sts = FpSts::empty();
+    let names: Vec<&str> = (0..n_inputs)
+        .map(|i| info.operands.get(i).copied().unwrap_or("in"))
+        .collect();
+    let dtypes = &in_dtypes[..n_inputs];
+    Err(replay(
+        codelet,
+        params,
+        &ins,
+        dtypes,
+        out_dtype,
+        &names,
+        n,
+        FpSts::empty(),
+        &mut scratch.one,
+        &worker,
+        rng,
+    ))
+}
+
+/// The fault of a vertex (or fused step) whose flags trapped: replays it element by element
+/// from the worker's random-stream position `rng` before it ran (the kernels compute element
+/// `j` identically whether called on the whole slice or on `[j, j+1)`) and reports the first
+/// element whose flags trap, with its operands (`names`), on top of the flags `before` the
+/// codelet raised earlier in the vertex.
+#[allow(clippy::too_many_arguments)]
+fn replay(
+    codelet: &Codelet,
+    params: &VertexParams,
+    ins: &[&[u8]; MAX_INPUTS],
+    in_dtypes: &[DType],
+    out_dtype: DType,
+    names: &[&str],
+    n: usize,
+    before: FpSts,
+    one: &mut crate::engine::memory::Buf,
+    worker: &Worker,
+    mut rng: crate::numerics::rng::SrRng,
+) -> VertexError {
+    let mut sts = before;
     let es_out = out_dtype.size_bytes();
     for j in 0..n {
         let mut sub: [&[u8]; MAX_INPUTS] = [&[]; MAX_INPUTS];
-        for i in 0..n_inputs {
-            let es = in_dtypes[i].size_bytes();
+        for (i, dtype) in in_dtypes.iter().enumerate() {
+            let es = dtype.size_bytes();
             sub[i] = &ins[i][j * es..(j + 1) * es];
         }
-        let one = scratch.one.bytes(es_out);
-        let f = kernel(
+        let one = one.bytes(es_out);
+        let f = match kernel(
             codelet,
             params,
             &sub,
             one,
             &mut Rounding::from_ctl(worker.ctl, &mut rng),
-        )?;
+        ) {
+            Ok(f) => f,
+            Err(e) => return e.into(),
+        };
         sts |= f;
         if !worker.ctl.trapping(f).is_empty() {
-            let mut operands: Vec<_> = (0..n_inputs)
-                .map(|i| {
-                    let name = info.operands.get(i).copied().unwrap_or("in");
-                    dump_value(name, element_with_bits(in_dtypes[i], sub[i]))
+            let mut operands: Vec<_> = in_dtypes
+                .iter()
+                .enumerate()
+                .map(|(i, &dtype)| {
+                    let name = names.get(i).copied().unwrap_or("in");
+                    dump_value(name, element_with_bits(dtype, sub[i]))
                 })
                 .collect();
             operands.push(dump_value("result", element_with_bits(out_dtype, one)));
-            return Err(VertexError::Fault(Box::new(Fault {
+            return VertexError::Fault(Box::new(Fault {
                 sts,
                 element: Some(j as u64),
                 operands,
-            })));
+            }));
         }
     }
-    Err(EngineError::internal(format!(
+    EngineError::internal(format!(
         "{} trapped but no element reproduces it",
         codelet.full_name()
     ))
-    .into())
+    .into()
+}
+
+/// Runs a fused vertex over its gathered leaves `ins` (each aligned with `out`): each step
+/// over the whole slice in turn, into `bufs` (the last one into `out`), with the step
+/// codelet's own kernel, so every element is what the unfused vertices would compute.
+fn fused(
+    steps: &[FusedStep],
+    ins: &[&[u8]; MAX_INPUTS],
+    out: &mut [u8],
+    bufs: &mut Vec<crate::engine::memory::Buf>,
+    one: &mut crate::engine::memory::Buf,
+    worker: &mut Worker,
+) -> Result<FpSts, VertexError> {
+    let Some(last) = steps.last() else {
+        return Err(EngineError::internal("a fused vertex without steps").into());
+    };
+    let n = out.len() / last.dtype().size_bytes();
+    if bufs.len() < steps.len() {
+        bufs.resize_with(steps.len(), Default::default);
+    }
+    let params = VertexParams::Map(MapParams {
+        out_begin: None,
+        inputs: Default::default(),
+        scale: 1.0,
+    });
+    let mut flags = FpSts::empty();
+    for (k, step) in steps.iter().enumerate() {
+        let (earlier, rest) = bufs.split_at_mut(k);
+        let mut args: [&[u8]; MAX_INPUTS] = [&[]; MAX_INPUTS];
+        for (slot, arg) in step.args.iter().enumerate().take(MAX_INPUTS) {
+            let bytes = match *arg {
+                FusedArg::Leaf(i) => ins.get(i as usize).copied(),
+                FusedArg::Step(j) => steps.get(j as usize).and_then(|s| {
+                    earlier
+                        .get(j as usize)
+                        .and_then(|b| b.held(n * s.dtype().size_bytes()))
+                }),
+            };
+            args[slot] = bytes.ok_or_else(|| {
+                EngineError::internal(format!("fused step {k} reads a value it cannot"))
+            })?;
+        }
+        let dtype = step.dtype();
+        let dst: &mut [u8] = if k + 1 == steps.len() {
+            &mut *out
+        } else {
+            rest[0].bytes(n * dtype.size_bytes())
+        };
+        let saved = (!worker.mask().is_empty()).then(|| worker.rng.clone());
+        let f = kernel(&step.codelet, &params, &args, dst, &mut worker.rounding())?;
+        if !worker.ctl.trapping(f).is_empty() {
+            if let Some(rng) = saved {
+                let info = step.codelet.info();
+                let names: Vec<String> = (0..step.args.len())
+                    .map(|i| {
+                        format!(
+                            "step {k} {}: {}",
+                            step.codelet.full_name(),
+                            info.operands.get(i).copied().unwrap_or("in")
+                        )
+                    })
+                    .collect();
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                // The element dtypes of the step's inputs, as its signature has them.
+                let (in_dtypes, _) = signature(&step.codelet).map_err(EngineError::internal)?;
+                return Err(replay(
+                    &step.codelet,
+                    &params,
+                    &args,
+                    &in_dtypes,
+                    dtype,
+                    &names,
+                    n,
+                    flags,
+                    one,
+                    worker,
+                    rng,
+                ));
+            }
+        }
+        flags |= f;
+    }
+    Ok(flags)
 }
 
 /// Calls `f(first, stride, count)` for the runs of operand indices (relative to the
@@ -201,8 +339,63 @@ fn signature(codelet: &Codelet) -> Result<(Vec<DType>, DType), String> {
             }
             (vec![I32], dtype)
         }
+        Codelet::Fused {
+            ref leaves,
+            ref steps,
+        } => {
+            check_fused(leaves, steps)?;
+            let out = steps.last().map_or(U8, FusedStep::dtype);
+            (leaves.iter().map(|l| l.dtype).collect(), out)
+        }
         _ => return Err("is not an element-wise codelet".into()),
     })
+}
+
+/// A fused codelet's steps: single-op element-wise codelets, each reading leaves or earlier
+/// steps of its signature's types, within the limits of the registry.
+fn check_fused(leaves: &[FusedLeaf], steps: &[FusedStep]) -> Result<(), String> {
+    if leaves.len() > MAX_FUSED_LEAVES || steps.is_empty() || steps.len() > MAX_FUSED_STEPS {
+        return Err(format!(
+            "has {} leaves and {} steps (1 to {MAX_FUSED_STEPS} steps, at most \
+             {MAX_FUSED_LEAVES} leaves)",
+            leaves.len(),
+            steps.len()
+        ));
+    }
+    for (k, step) in steps.iter().enumerate() {
+        if !step.codelet.is_fusible_step() {
+            return Err(format!(
+                "step {k} is {}, not a single-op element-wise codelet",
+                step.codelet.full_name()
+            ));
+        }
+        let (ins, _) = signature(&step.codelet).map_err(|e| format!("step {k}: {e}"))?;
+        if ins.len() != step.args.len() {
+            return Err(format!(
+                "step {k} ({}) has {} inputs, expected {}",
+                step.codelet.full_name(),
+                step.args.len(),
+                ins.len()
+            ));
+        }
+        for (a, (arg, want)) in step.args.iter().zip(&ins).enumerate() {
+            let has = match *arg {
+                FusedArg::Leaf(i) => leaves.get(i as usize).map(|l| l.dtype),
+                FusedArg::Step(j) if (j as usize) < k => Some(steps[j as usize].dtype()),
+                FusedArg::Step(_) => None,
+            };
+            match has {
+                Some(d) if d == *want => {}
+                Some(d) => return Err(format!("step {k} input {a} is {d}, expected {want}")),
+                None => {
+                    return Err(format!(
+                        "step {k} input {a} ({arg:?}) is not a leaf or an earlier step"
+                    ))
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks an element-wise vertex: operand count and types, input lengths, broadcast
@@ -282,7 +475,7 @@ fn kernel(
     r: &mut Rounding,
 ) -> Result<FpSts, EngineError> {
     use DType::*;
-    let [x, y, z] = *ins;
+    let (x, y, z) = (ins[0], ins[1], ins[2]);
     let scale = match params {
         VertexParams::Map(m) => m.scale,
         _ => 1.0,

@@ -96,6 +96,8 @@ pub(crate) struct Scratch {
     pub b_key: Option<(usize, usize, MatrixLayout)>,
     /// One output element, for locating a fault.
     pub one: Buf,
+    /// Fused vertices: the value of each step but the last.
+    pub steps: Vec<Buf>,
     /// Window codelets: the operand blocks widened to f32, shared by the group's vertices.
     pub win: window::WindowScratch,
 }

@@ -11,8 +11,9 @@ use crate::engine::error::EngineError;
 use ipusim_exe::executable::{Operand, Tensor, Vertex};
 use ipusim_ir::DType;
 
-/// The most inputs a codelet has (`Select`: cond, a, b).
-pub(crate) const MAX_INPUTS: usize = 3;
+/// The most inputs a codelet has: a fused vertex's leaves (`Select` has three).
+pub(crate) const MAX_INPUTS: usize = ipusim_exe::codelets::MAX_FUSED_LEAVES;
+const _: () = assert!(MAX_INPUTS >= 3);
 
 /// A vertex's operands.
 pub(crate) struct Operands<'m> {

@@ -314,6 +314,17 @@ pub enum InspectError {
     /// The name is a transpose folded into its consumers.
     #[error("'{0}' is a transpose folded into its consumers (never materialised); print its input instead")]
     Folded(String),
+    /// The name is an element-wise node computed inside another node's fused vertices.
+    #[error(
+        "'{name}' is computed inside the fused vertices of '{into}' and never stored; print \
+         '{into}', or compile with --no-elementwise-fusion to keep every intermediate value"
+    )]
+    Fused {
+        /// The node asked for.
+        name: String,
+        /// The fused root that computes it.
+        into: String,
+    },
     /// No tensor or IR node has the name.
     #[error("no tensor or IR node named '{0}'")]
     UnknownName(String),
@@ -341,7 +352,15 @@ pub fn print_tensor(
     let (id, node_shape) = match exe.value(name) {
         Some(v) => match v.tensor {
             Some(id) => (id, v.shape.clone()),
-            None => return Err(InspectError::Folded(name.to_string())),
+            None => {
+                return Err(match &v.fused_into {
+                    Some(into) => InspectError::Fused {
+                        name: name.to_string(),
+                        into: into.clone(),
+                    },
+                    None => InspectError::Folded(name.to_string()),
+                })
+            }
         },
         None => match exe.tensor_by_name(name) {
             Some((id, t)) => (id, t.shape.clone()),

@@ -66,6 +66,11 @@ impl Buf {
     pub fn bytes(&mut self, n: usize) -> &mut [u8] {
         self.take::<u8>(n)
     }
+
+    /// The first `n` bytes as they are (`None` when the buffer holds fewer).
+    pub fn held(&self, n: usize) -> Option<&[u8]> {
+        bytemuck::cast_slice(&self.0).get(..n)
+    }
 }
 
 /// `bytes` as a slice of `T` (the executable was validated, so a misaligned or ragged

@@ -112,6 +112,22 @@ pub(crate) struct Lowerer<'a> {
     copy_of: HashMap<TensorId, TensorId>,
     /// Offloaded variables loaded in the phase being lowered, to store at its end.
     remote: Vec<TensorId>,
+    /// Element-wise fusion: the group each root node computes.
+    fused: HashMap<NodeId, FusedGroup>,
+    /// Element-wise fusion: the root each interior node is computed by.
+    fused_into: HashMap<NodeId, NodeId>,
+}
+
+/// A chain of element-wise nodes one fused vertex per tile computes (the planner is
+/// `super::fusion`): its root's value is stored, the other members' are not.
+#[derive(Clone, Debug)]
+pub(crate) struct FusedGroup {
+    /// The leaf inputs, in operand order (folded broadcasts replaced by their inputs).
+    pub leaves: Vec<NodeId>,
+    /// The members in step order (the root last).
+    pub members: Vec<NodeId>,
+    /// The fused codelet.
+    pub codelet: crate::codelets::Codelet,
 }
 
 impl<'a> Lowerer<'a> {
@@ -150,6 +166,8 @@ impl<'a> Lowerer<'a> {
             row_major: HashMap::new(),
             copy_of: HashMap::new(),
             remote: Vec::new(),
+            fused: HashMap::new(),
+            fused_into: HashMap::new(),
         }
     }
 
@@ -192,6 +210,30 @@ impl<'a> Lowerer<'a> {
     /// Records that node `value` is computed in place into variable `var`.
     pub fn set_inplace(&mut self, value: NodeId, var: NodeId) {
         self.inplace.insert(value, var);
+    }
+
+    /// Records the fused groups, by root.
+    pub fn set_fused(&mut self, groups: HashMap<NodeId, FusedGroup>) {
+        self.fused_into = groups
+            .iter()
+            .flat_map(|(&root, g)| {
+                g.members
+                    .iter()
+                    .filter(move |&&m| m != root)
+                    .map(move |&m| (m, root))
+            })
+            .collect();
+        self.fused = groups;
+    }
+
+    /// The fused group node `id` is the root of, if any.
+    pub fn fused(&self, id: NodeId) -> Option<&FusedGroup> {
+        self.fused.get(&id)
+    }
+
+    /// The root whose fused vertices compute interior node `id`, if any.
+    pub fn fused_into(&self, id: NodeId) -> Option<NodeId> {
+        self.fused_into.get(&id).copied()
     }
 
     /// The matmul plan chosen for node `id`, with the (A, B) transposed-ness it was made for.
@@ -284,6 +326,17 @@ impl<'a> Lowerer<'a> {
         nodes
             .filter_map(|id| {
                 let n = self.g.node(id);
+                if let Some(root) = self.fused_into(id) {
+                    return Some(NodeValue {
+                        node: id,
+                        name: n.name.clone(),
+                        tensor: None,
+                        dtype: n.ty.dtype,
+                        shape: n.ty.shape.clone(),
+                        group: 1,
+                        fused_into: Some(self.g.node(root).name.clone()),
+                    });
+                }
                 let v = self.values.get(&id)?;
                 let tensor = (!v.transposed).then_some(v.tensor);
                 Some(NodeValue {
@@ -293,6 +346,7 @@ impl<'a> Lowerer<'a> {
                     dtype: n.ty.dtype,
                     shape: n.ty.shape.clone(),
                     group: v.group.max(1),
+                    fused_into: None,
                 })
             })
             .collect()

@@ -24,17 +24,11 @@ enum Read {
     Broadcast { dims: Vec<u64>, strides: Vec<u64> },
 }
 
-/// Lowers the element-wise node `id`.
-pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
+/// The codelet of element-wise node `id` alone, with its scale (`ScaledAdd`; else 1).
+pub(crate) fn codelet_of(lw: &Lowerer, id: NodeId) -> Result<(Codelet, f64), CompileError> {
     let node = lw.graph().node(id);
-    // A cast to the type it already has is its input.
-    if let Op::Cast { dtype } = node.op {
-        if lw.graph().node(node.inputs[0]).ty.dtype == dtype {
-            return permute::alias(lw, id, node.inputs[0]);
-        }
-    }
-    let out_ty = node.ty.clone();
-    let in_ty = |i: usize| lw.graph().node(node.inputs[i]).ty.clone();
+    let out_ty = &node.ty;
+    let in_ty = |i: usize| &lw.graph().node(node.inputs[i]).ty;
     let mut scale = 1.0;
     let codelet = match &node.op {
         Op::ScaledAdd { scale: s } => {
@@ -74,12 +68,33 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             }
         }
     };
-    // A folded broadcast is read through its input.
-    let inputs: Vec<NodeId> = node
-        .inputs
-        .iter()
-        .map(|&i| super::folded_broadcast(lw.graph(), i).unwrap_or(i))
-        .collect();
+    Ok((codelet, scale))
+}
+
+/// Lowers the element-wise node `id` (or, when it is a fused root, its whole group).
+pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
+    let node = lw.graph().node(id);
+    // A cast to the type it already has is its input.
+    if let Op::Cast { dtype } = node.op {
+        if lw.graph().node(node.inputs[0]).ty.dtype == dtype {
+            return permute::alias(lw, id, node.inputs[0]);
+        }
+    }
+    let out_ty = node.ty.clone();
+    // A fused root computes its whole group from the group's leaves.
+    let (codelet, inputs, scale) = match lw.fused(id) {
+        Some(group) => (group.codelet.clone(), group.leaves.clone(), 1.0),
+        None => {
+            let (codelet, scale) = codelet_of(lw, id)?;
+            // A folded broadcast is read through its input.
+            let inputs: Vec<NodeId> = node
+                .inputs
+                .iter()
+                .map(|&i| super::folded_broadcast(lw.graph(), i).unwrap_or(i))
+                .collect();
+            (codelet, inputs, scale)
+        }
+    };
     let n_out = out_ty.num_elements() as u64;
     // The output is held like the first input of its shape that is a channel-grouped
     // feature map (no exchange along a chain of element-wise ops on convolution outputs);

@@ -1,0 +1,203 @@
+//! Element-wise fusion: which chains of element-wise nodes one vertex per tile computes
+//! without storing the intermediate values (PopLibs' generated map-expression codelets,
+//! `popops::map` with `enableGenerateCodelet`, its default; the frameworks hand it their
+//! fused element-wise expressions).
+//!
+//! A group is a root and the members it absorbs: a member is a node whose op is a single-op
+//! element-wise codelet (`Unary`, `Binary`, `Cast` to another type, `ActivationGrad`),
+//! whose one live consumer (counting every use) is already in the group, with the root's
+//! shape (so the root reads it element for element), in the same phase, on the same IPU
+//! and pipeline segment. Nodes are taken roots first (reverse schedule order), each root
+//! absorbing its inputs depth first while the group has at most
+//! [`MAX_FUSED_LEAVES`](crate::codelets::MAX_FUSED_LEAVES) leaves and
+//! [`MAX_FUSED_STEPS`](crate::codelets::MAX_FUSED_STEPS) steps; a group of one node stays
+//! unfused. Leaves may be broadcast (a per-channel statistic): the fused vertex reads them
+//! through a broadcast access, where PopLibs' map expressions would take only same-shape or
+//! scalar inputs and leave the per-channel step to its channel-op vertices (`AddToChannel`,
+//! `ChannelMul`) — our model, documented as such in the estimator.
+//!
+//! Values are unchanged: each step is the unfused op's codelet with its own rounding (see
+//! [`crate::codelets::Codelet::Fused`]).
+
+use super::core::{FusedGroup, Lowerer};
+use super::ops;
+use crate::codelets::{Codelet, FusedArg, FusedLeaf, FusedStep, MAX_FUSED_LEAVES, MAX_FUSED_STEPS};
+use ipusim_ir::{NodeId, Op};
+use std::collections::{HashMap, HashSet};
+
+/// The codelet of node `id` when it can be a fused step.
+fn step_codelet(lw: &Lowerer, id: NodeId) -> Option<Codelet> {
+    let node = lw.graph().node(id);
+    if let Op::Cast { dtype } = node.op {
+        if lw.graph().node(node.inputs[0]).ty.dtype == dtype {
+            return None;
+        }
+    }
+    let element_wise = node.op.unary().is_some()
+        || node.op.binary().is_some()
+        || matches!(node.op, Op::Cast { .. } | Op::ActivationGrad { .. });
+    if !element_wise {
+        return None;
+    }
+    let (codelet, _) = ops::elementwise::codelet_of(lw, id).ok()?;
+    codelet.is_fusible_step().then_some(codelet)
+}
+
+/// The fused groups of the live nodes of `order`, by root.
+pub(crate) fn plan(lw: &Lowerer, order: &[NodeId], live: &[bool]) -> HashMap<NodeId, FusedGroup> {
+    let g = lw.graph();
+    let is_live = |id: NodeId| live.get(id.as_usize()).copied().unwrap_or(false);
+    // Each live node's distinct live consumers.
+    let mut consumers: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
+    for &id in order.iter().filter(|&&id| is_live(id)) {
+        for &i in &g.node(id).inputs {
+            let c = consumers.entry(i).or_default();
+            if !c.contains(&id) {
+                c.push(id);
+            }
+        }
+    }
+    let leaf_of = |i: NodeId| ops::folded_broadcast(g, i).unwrap_or(i);
+    let mut taken: HashSet<NodeId> = HashSet::new();
+    let mut groups = HashMap::new();
+    for &root in order.iter().rev() {
+        if !is_live(root) || taken.contains(&root) {
+            continue;
+        }
+        let Some(root_codelet) = step_codelet(lw, root) else {
+            continue;
+        };
+        let rn = g.node(root);
+        let mut members: Vec<NodeId> = vec![root];
+        let mut codelets: HashMap<NodeId, Codelet> = HashMap::from([(root, root_codelet)]);
+        // Depth first over the inputs of the members.
+        let mut stack: Vec<NodeId> = rn.inputs.iter().rev().copied().collect();
+        while let Some(i) = stack.pop() {
+            if members.contains(&i) || taken.contains(&i) || !is_live(i) {
+                continue;
+            }
+            let n = g.node(i);
+            let joins = consumers
+                .get(&i)
+                .is_some_and(|c| c.len() == 1 && members.contains(&c[0]))
+                && n.ty.shape == rn.ty.shape
+                && n.phase == rn.phase
+                && lw.ipu_of(i) == lw.ipu_of(root)
+                && lw.segment_of(i) == lw.segment_of(root)
+                && members.len() < MAX_FUSED_STEPS;
+            if !joins {
+                continue;
+            }
+            let Some(c) = step_codelet(lw, i) else {
+                continue;
+            };
+            members.push(i);
+            if leaves(g, &members, leaf_of).len() > MAX_FUSED_LEAVES {
+                members.pop();
+                continue;
+            }
+            codelets.insert(i, c);
+            stack.extend(n.inputs.iter().rev().copied());
+        }
+        if members.len() < 2 || leaves(g, &members, leaf_of).len() > MAX_FUSED_LEAVES {
+            continue;
+        }
+        taken.extend(members.iter().copied());
+        groups.insert(root, group(lw, root, &members, &codelets, leaf_of));
+    }
+    groups
+}
+
+/// The leaves of `members`: their inputs outside the group, in first-use order of a depth-first
+/// walk from the root (`members[0]`), folded broadcasts replaced by their inputs.
+fn leaves(
+    g: &ipusim_ir::Graph,
+    members: &[NodeId],
+    leaf_of: impl Fn(NodeId) -> NodeId,
+) -> Vec<NodeId> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    walk(g, members, members[0], &mut seen, &mut |id, is_member| {
+        if !is_member {
+            let l = leaf_of(id);
+            if !out.contains(&l) {
+                out.push(l);
+            }
+        }
+    });
+    out
+}
+
+/// Post-order walk from `id` over the group: `f(node, is_member)` for every input reached,
+/// members after their inputs.
+fn walk(
+    g: &ipusim_ir::Graph,
+    members: &[NodeId],
+    id: NodeId,
+    seen: &mut HashSet<NodeId>,
+    f: &mut impl FnMut(NodeId, bool),
+) {
+    if !members.contains(&id) {
+        f(id, false);
+        return;
+    }
+    if !seen.insert(id) {
+        return;
+    }
+    for &i in &g.node(id).inputs {
+        walk(g, members, i, seen, f);
+    }
+    f(id, true);
+}
+
+/// The group of `members` (the root first) as a fused codelet: steps in post order (each
+/// member after its inputs, the root last).
+fn group(
+    lw: &Lowerer,
+    root: NodeId,
+    members: &[NodeId],
+    codelets: &HashMap<NodeId, Codelet>,
+    leaf_of: impl Fn(NodeId) -> NodeId + Copy,
+) -> FusedGroup {
+    let g = lw.graph();
+    let leaves = leaves(g, members, leaf_of);
+    let mut order = Vec::new();
+    let mut seen = HashSet::new();
+    walk(g, members, root, &mut seen, &mut |id, is_member| {
+        if is_member {
+            order.push(id);
+        }
+    });
+    let steps: Vec<FusedStep> = order
+        .iter()
+        .map(|&m| FusedStep {
+            codelet: codelets[&m].clone(),
+            args: g
+                .node(m)
+                .inputs
+                .iter()
+                .map(|&i| match order.iter().position(|&o| o == i) {
+                    Some(k) => FusedArg::Step(k as u8),
+                    None => FusedArg::Leaf(
+                        leaves.iter().position(|&l| l == leaf_of(i)).unwrap_or(0) as u8,
+                    ),
+                })
+                .collect(),
+        })
+        .collect();
+    let leaf_info = leaves
+        .iter()
+        .map(|&l| FusedLeaf {
+            dtype: g.node(l).ty.dtype,
+            scalar: g.node(l).ty.num_elements() == 1,
+        })
+        .collect();
+    FusedGroup {
+        leaves,
+        members: order,
+        codelet: Codelet::Fused {
+            leaves: leaf_info,
+            steps,
+        },
+    }
+}
