@@ -33,12 +33,6 @@ fn step_codelet(lw: &Lowerer, id: NodeId) -> Option<Codelet> {
             return None;
         }
     }
-    let element_wise = node.op.unary().is_some()
-        || node.op.binary().is_some()
-        || matches!(node.op, Op::Cast { .. } | Op::ActivationGrad { .. });
-    if !element_wise {
-        return None;
-    }
     let (codelet, _) = ops::elementwise::codelet_of(lw, id).ok()?;
     codelet.is_fusible_step().then_some(codelet)
 }
@@ -99,7 +93,8 @@ pub(crate) fn plan(lw: &Lowerer, order: &[NodeId], live: &[bool]) -> HashMap<Nod
             codelets.insert(i, c);
             stack.extend(n.inputs.iter().rev().copied());
         }
-        if members.len() < 2 || leaves(g, &members, leaf_of).len() > MAX_FUSED_LEAVES {
+        // Every member joined within the leaf limit (checked as it joined).
+        if members.len() < 2 {
             continue;
         }
         taken.extend(members.iter().copied());
