@@ -181,7 +181,11 @@ pub enum Codelet {
     /// padded position read as an exact zero (see `ipusim_sim`'s `interp/conv.rs` for the
     /// reduction order of each pass, which the reference interpreter shares). Flags: INV,
     /// OFLO. `method` is the PopLibs vertex the partial stands for ([`ConvMethod`]): it sets
-    /// the cycle estimate, and the compiler sets `input_channels` to the vertex's pass.
+    /// the cycle estimate, and the compiler sets `input_channels` to the vertex's pass. With
+    /// [`ConvMethod::Slic`] (`Forward` only) the reduction's kernel columns are padded with
+    /// zero weights to a multiple of 4, so that a pass of `input_channels` (4 × the block's
+    /// channels) is one 1×4 sub-kernel; a zero product never changes a partial, so only the
+    /// pass boundaries differ from the unpadded order.
     Conv {
         pass: WindowPass,
         input: DType,
@@ -342,6 +346,12 @@ pub enum ConvMethod {
     /// channels in the vector unit (PopLibs' candidate for few channels per group, where the
     /// AMP's passes would be mostly padding); its pass is that dot product.
     Hmac,
+    /// `ConvPartial1xNSLIC`: half activations, the SLIC instructions' 1×4 kernel window over
+    /// at most 4 input channels (PopLibs' candidate for small-channel and grouped
+    /// convolutions on Mk2). The kernel width is padded with zero weights to a multiple of
+    /// 4, as PopLibs pads it (`ConvModel.cpp`, "SLIC pads the kernel width dimension"), so
+    /// its pass is one 1×4 sub-kernel: 4 kernel columns × the block's channels.
+    Slic,
 }
 
 impl ConvMethod {
@@ -354,6 +364,7 @@ impl ConvMethod {
     pub fn vertex_name(self, pass: WindowPass) -> &'static str {
         match (self, pass) {
             (ConvMethod::Hmac, _) => "ConvPartialHorizontalMac",
+            (ConvMethod::Slic, _) => "ConvPartial1xNSLIC",
             (ConvMethod::Amp, WindowPass::WeightGrad) => "ConvPartial1x1Out",
             (ConvMethod::Amp, _) => "ConvPartialnx1",
         }
@@ -716,6 +727,10 @@ impl Codelet {
                 method: ConvMethod::Hmac,
                 ..
             } => ("ConvPartialHorizontalMac", &["in", "weights", "out"], 2048),
+            Codelet::Conv {
+                method: ConvMethod::Slic,
+                ..
+            } => ("ConvPartial1xNSLIC", &["in", "weights", "out"], 2048),
             Codelet::MaxPool { grad: false, .. } => ("MaxPool", &["in", "out"], 512),
             // Our choice: a generated loop of a few instructions per step, with its
             // vectorised and remainder paths.
@@ -775,6 +790,13 @@ impl Codelet {
                 output,
                 method: ConvMethod::Hmac,
             } => format!("ConvPartialHorizontalMac<{pass:?},{input},{partials},{output}>"),
+            Codelet::Conv {
+                pass,
+                input,
+                partials,
+                output,
+                method: ConvMethod::Slic,
+            } => format!("ConvPartial1xNSLIC<{pass:?},{input},{partials},{output}>"),
             Codelet::MaxPool { grad, dtype } => {
                 format!("{}<{dtype}>", if *grad { "MaxPoolGrad" } else { "MaxPool" })
             }

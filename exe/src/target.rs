@@ -79,6 +79,10 @@ pub struct Target {
     pub host_link_bytes_per_second: u64,
     /// Fixed cycles of one host stream copy (host handshake and DMA set-up).
     pub stream_copy_latency_cycles: u32,
+    /// The SLIC ("slim convolution") instructions (`f16v4sisoslic`, …) and with them
+    /// PopLibs' `ConvPartial1xNSLIC` vertex, which the convolution planner then offers.
+    #[serde(default)]
+    pub slic: bool,
 }
 
 impl Target {
@@ -148,6 +152,11 @@ impl Target {
             // Not found: host round trip of a stream copy. Chosen: 1,000 cycles (~0.75 us at
             // 1.325 GHz, a typical PCIe doorbell + DMA descriptor round trip).
             stream_copy_latency_cycles: 1000,
+            // ipu-hardware.md §3.3 lists the SLIC instructions and §8 the SLIC vertex "on
+            // Mk2" (PopLibs' SLIC kernels need the Mk2's 4-deep conv-unit chains,
+            // `getConvVertexSLICCandidates`); the CNN issue asks for "SLIC for suitable FP16
+            // cases on Mk2".
+            slic: true,
         }
     }
 
@@ -183,6 +192,9 @@ impl Target {
             // ipu-hardware.md §1: the C2 card's PCIe bandwidth is not found. Chosen: PCIe
             // Gen3 x16, 16 GB/s per direction.
             host_link_bytes_per_second: 16_000_000_000,
+            // The SLIC vertex is the Mk2's (see mk2); Mk1 convolutions use the AMP and MAC
+            // vertices.
+            slic: false,
             // The rest as mk2, from the same sources: the 64-bit data path, 8 B/cycle weight
             // loads, TEXCH_DATA_WIDTH = 32 bits (C1, an ipu1 value), the exchange latency
             // derived from the same C1 (ipu1) network delays, and the chosen message,
@@ -375,6 +387,7 @@ struct TargetFile {
     sync_cycles: Option<u32>,
     host_link_bytes_per_second: Option<u64>,
     stream_copy_latency_cycles: Option<u32>,
+    slic: Option<bool>,
 }
 
 impl TargetFile {
@@ -411,7 +424,8 @@ impl TargetFile {
             memcpy_bytes_per_cycle,
             sync_cycles,
             host_link_bytes_per_second,
-            stream_copy_latency_cycles
+            stream_copy_latency_cycles,
+            slic
         );
         t.validate().map_err(|e| match e {
             CompileError::Target { field, message, .. } => CompileError::Target {

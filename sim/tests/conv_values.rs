@@ -283,3 +283,120 @@ fn split_reductions_on_the_engine_equal_the_textbook_definition() {
     );
     assert_eq!(got, expected);
 }
+
+/// `y` of a stride-1 convolution of `x[1, C, H, W]` with `w[O, C, KH, KW]` (padding `pad`
+/// on every side) accumulated as the AMP kernels do with FP16 partials: the reduction in
+/// the order (kernel row, kernel column over `kwp` columns, the columns past `KW` being zero
+/// weights, channel) is cut into passes of `pass` elements, each pass summed exactly (small
+/// integers) and added to an FP16 partial rounded at every write.
+fn f16_partials_order(
+    (x, xd): (&[f32], [usize; 4]),
+    (w, wd): (&[f32], [usize; 4]),
+    pad: usize,
+    kwp: usize,
+    pass: usize,
+) -> Vec<half::f16> {
+    let ([_, c, h, wdt], [o, _, kh, kw]) = (xd, wd);
+    let (oh, ow) = (h + 2 * pad + 1 - kh, wdt + 2 * pad + 1 - kw);
+    let mut y = Vec::new();
+    for oc in 0..o {
+        for i in 0..oh {
+            for j in 0..ow {
+                let mut terms = Vec::new();
+                for p in 0..kh {
+                    for q in 0..kwp {
+                        for ic in 0..c {
+                            let (r, col) = (
+                                (i + p) as isize - pad as isize,
+                                (j + q) as isize - pad as isize,
+                            );
+                            let inside = q < kw
+                                && r >= 0
+                                && col >= 0
+                                && (r as usize) < h
+                                && (col as usize) < wdt;
+                            terms.push(if inside {
+                                f64::from(x[(ic * h + r as usize) * wdt + col as usize])
+                                    * f64::from(w[((oc * c + ic) * kh + p) * kw + q])
+                            } else {
+                                0.0
+                            });
+                        }
+                    }
+                }
+                let mut partial = half::f16::ZERO;
+                for chunk in terms.chunks(pass) {
+                    let s: f64 = chunk.iter().sum();
+                    partial = half::f16::from_f64(partial.to_f64() + s);
+                }
+                y.push(partial);
+            }
+        }
+    }
+    y
+}
+
+/// The SLIC vertex (a 3-channel 5x5 convolution in 16.16 on Mk2, where the planner takes
+/// `ConvPartial1xNSLIC`) sums each 1x4 sub-kernel of the zero-padded kernel width over the
+/// block's channels before each FP16 partial write: its outputs equal that order's model bit
+/// for bit, an order the AMP's 16-element passes do not give on the same data.
+#[test]
+fn the_slic_vertex_writes_a_partial_per_1x4_sub_kernel() {
+    use half::f16;
+    use ipusim_compiler::{compile, CompileOptions, CompileReport, PartialsType, Target};
+    use ipusim_sim::host::QueueHost;
+    use ipusim_sim::Engine;
+    let (xd, wd, pad) = ([1, 3, 16, 16], [8, 3, 5, 5], 2);
+    let mut rng = Pcg32::seed_from_u64(5);
+    // Integers up to 16 in magnitude: exact in FP16 and in every pass sum, while the partial
+    // sums pass 2048, where FP16 rounds.
+    let mut ints = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|_| (rng.next_u32() % 33) as f32 - 16.0)
+            .collect()
+    };
+    let x = ints(xd.iter().product());
+    let w = ints(wd.iter().product());
+    let mut b = GraphBuilder::new();
+    let xi = b
+        .variable("x", DType::F16, xd.to_vec(), Init::Zeros)
+        .unwrap();
+    let wi = b
+        .variable("w", DType::F16, wd.to_vec(), Init::Zeros)
+        .unwrap();
+    let op = Op::Conv2d {
+        stride: vec![],
+        padding: vec![pad; 4],
+        dilation: vec![],
+        groups: 1,
+    };
+    let y = b.named("y", op, &[xi, wi]).unwrap();
+    b.outfeed("y", y).unwrap();
+    let g = b.finish();
+    let mut target = Target::mk2();
+    target.tiles = 16;
+    let options = CompileOptions {
+        partials_type: PartialsType::Half,
+        ..CompileOptions::default()
+    };
+    let exe = compile(&g, &target, &options).unwrap();
+    let report = CompileReport::new("slic", None, &exe);
+    assert_eq!(report.convolutions[0].vertex, "ConvPartial1xNSLIC");
+    let mut engine = Engine::new(std::sync::Arc::new(exe), Default::default()).unwrap();
+    for (name, v, d) in [("x", &x, xd), ("w", &w, wd)] {
+        let halves = v.iter().map(|&f| f16::from_f32(f)).collect();
+        let t = Tensor::f16(Shape::new(d.to_vec()), halves).unwrap();
+        engine.write_variable(name, &t).unwrap();
+    }
+    let mut host = QueueHost::new();
+    engine.run(&mut host).unwrap();
+    let got: Vec<f16> = host.outfeeds["y"][0]
+        .chunks(2)
+        .map(|c| f16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    // Passes of 4 kernel columns x 3 channels over the width padded to 8.
+    let slic = f16_partials_order((&x, xd), (&w, wd), pad, 8, 12);
+    assert_eq!(got, slic);
+    let amp = f16_partials_order((&x, xd), (&w, wd), pad, 5, 16);
+    assert_ne!(slic, amp, "the data does not tell the two orders apart");
+}

@@ -26,13 +26,25 @@
 //!   every kernel position an AMP-free dot product, with the same worklists as the nx1
 //!   vertex. PopLibs' 1x1 specialisation (`ConvPartialHorizontalMac1x1`, half activations
 //!   with float partials) is taken for unpadded 1×1 kernels of unit stride.
+//! - `Conv` `Forward` with [`ConvMethod::Slic`]: PopLibs' `ConvPartial1xNSLIC`
+//!   ([`super::conv::slic_cycles`], `getConvPartialSlicSupervisorOuterLoopCycleEstimate`
+//!   over its inner-loop and weight-load estimates): one conv group per group and 4 channels
+//!   per group (the block's at most 4 input channels padded to 4), the kernel in `kh ×
+//!   ⌈kw/4⌉` 1×4 sub-kernels, the widest conv-unit chains the target has for the partials
+//!   ([`super::conv::slic_conv_chains`]), the output stride of the innermost dimension, and
+//!   a worklist entry per worker row segment of the block's output (PopLibs'
+//!   `getConvPartialSlicInnerLoopCycles` over `partitionConvPartialByWorker`; SLIC applies
+//!   the input padding explicitly, so every output position counts). PopLibs' planner gives
+//!   a SLIC tile at most 4 output channels; a block of more is one vertex per 4 of them, run
+//!   one after the other (our extension, keeping the AMP's output layout).
 //! - `MaxPool` (and its gradient): our own model (PopLibs' `popnn` pooling estimator is not
 //!   in the sources we read): per worker `10 + Σ_segments positions·(2 + 2·grad)·⌈len/v⌉`,
 //!   a load and a max (plus a compare-select-add for the gradient) per vector of `v` output
 //!   elements per kernel position.
 
 use super::conv::{
-    conv1x1_out_cycles, convnx1_cycles, hmac_cycles, Conv1x1OutParams, ConvNx1Params, HmacParams,
+    conv1x1_out_cycles, convnx1_cycles, hmac_cycles, slic_conv_chains, slic_cycles,
+    Conv1x1OutParams, ConvNx1Params, HmacParams, SlicParams, SLIC_WINDOW_WIDTH,
 };
 use crate::codelets::{Codelet, ConvMethod, WindowParams, WindowPass};
 use crate::target::Target;
@@ -87,6 +99,14 @@ pub fn window_group_cycles(target: &Target, codelet: &Codelet, p: &WindowParams)
             method: ConvMethod::Hmac,
             ..
         } => hmac_cycles(target, &hmac_params(target, pass, input, partials, p)),
+        Codelet::Conv {
+            partials,
+            method: ConvMethod::Slic,
+            ..
+        } => {
+            let vertices = p.out_channel_count().div_ceil(u64::from(SLIC_CHANNELS));
+            slic_cycles(target, &slic_params(target, partials, p)).saturating_mul(vertices)
+        }
         Codelet::Conv {
             pass,
             input,
@@ -229,6 +249,31 @@ fn hmac_params(
     }
 }
 
+/// Input (= output) channels of a SLIC vertex with one conv group per group (PopLibs'
+/// grouping `{1, 4}`, ConvVertexType.cpp `getConvVertexSLICCandidates`).
+pub const SLIC_CHANNELS: u32 = 4;
+
+/// The SLIC vertex of (each 4 output channels of) a `Forward` block: one conv group per
+/// group of 4 channels, `kh × ⌈kw/4⌉` sub-kernels, the widest conv chains for `partials`,
+/// the innermost output stride, and the block's worker row segments as worklists.
+fn slic_params(target: &Target, partials: DType, p: &WindowParams) -> SlicParams {
+    let g = &p.geometry;
+    let worklists = worker_segments(p, target.worker_contexts.max(1) as usize)
+        .iter()
+        .map(|segs| segs.iter().map(|&(_, c0, c1)| c1 - c0).collect())
+        .collect();
+    SlicParams {
+        partials,
+        conv_chains: slic_conv_chains(target, partials),
+        conv_groups_per_group: 1,
+        chans_per_group: SLIC_CHANNELS,
+        conv_group_groups: 1,
+        sub_kernels: g.kh.saturating_mul(g.kw.div_ceil(SLIC_WINDOW_WIDTH)).max(1),
+        out_stride: g.stride[1],
+        worklists,
+    }
+}
+
 fn pool_cycles(target: &Target, grad: bool, dtype: DType, p: &WindowParams) -> u64 {
     let g = &p.geometry;
     let nw = target.worker_contexts.max(1) as usize;
@@ -255,9 +300,9 @@ fn pool_cycles(target: &Target, grad: bool, dtype: DType, p: &WindowParams) -> u
 
 #[cfg(test)]
 mod tests {
-    use super::{hmac_params, nx1_params, window_group_cycles};
+    use super::{hmac_params, nx1_params, slic_params, window_group_cycles};
     use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
-    use crate::cycles::conv::{hmac_cycles, HmacParams};
+    use crate::cycles::conv::{hmac_cycles, slic_cycles, HmacParams, SlicParams};
     use crate::target::Target;
     use ipusim_ir::DType;
 
@@ -355,6 +400,63 @@ mod tests {
                 &block(1, 1)
             )
             .one_by_one
+        );
+    }
+
+    #[test]
+    fn a_slic_block_is_costed_as_poplibs_1xn_slic_vertex_per_four_output_channels() {
+        // The ResNet stem's shape on a 16x16 field: 3 input channels, 8 output channels, a
+        // 7x7 kernel of stride 2 and padding 3: an 8x8 output.
+        let mut p = block(7, 3);
+        p.geometry.stride = [2, 2];
+        p.geometry.o = 8;
+        p.geometry.h = 16;
+        p.geometry.w = 16;
+        (p.geometry.oh, p.geometry.ow) = (8, 8);
+        (p.out_rows, p.out_cols, p.in_rows, p.in_cols) = ((0, 8), (0, 8), (0, 16), (0, 16));
+        p.out_channels = (0, 8);
+        p.units = (0, 8);
+        p.input_channels = 12;
+        let t = Target::mk2();
+        // 64 positions over 6 workers in chunks of 11: worker 0 takes row 0 and 3 columns
+        // of row 1, worker 5 the last 9 positions.
+        let want = SlicParams {
+            partials: DType::F32,
+            conv_chains: 2,
+            conv_groups_per_group: 1,
+            chans_per_group: 4,
+            conv_group_groups: 1,
+            sub_kernels: 14,
+            out_stride: 2,
+            worklists: vec![
+                vec![8, 3],
+                vec![5, 6],
+                vec![2, 8, 1],
+                vec![7, 4],
+                vec![4, 7],
+                vec![1, 8],
+            ],
+        };
+        assert_eq!(slic_params(&t, DType::F32, &p), want);
+        let slic = |partials| Codelet::Conv {
+            pass: WindowPass::Forward,
+            input: DType::F16,
+            partials,
+            output: DType::F16,
+            method: ConvMethod::Slic,
+        };
+        // Two vertices of 4 output channels.
+        assert_eq!(
+            window_group_cycles(&t, &slic(DType::F32), &p),
+            2 * slic_cycles(&t, &want)
+        );
+        // Half partials on Mk2's 16 conv units: 4 chains.
+        let half = slic_params(&t, DType::F16, &p);
+        assert_eq!(half.conv_chains, 4);
+        p.out_channels = (0, 3);
+        assert_eq!(
+            window_group_cycles(&t, &slic(DType::F16), &p),
+            slic_cycles(&t, &half)
         );
     }
 }

@@ -15,7 +15,8 @@ use crate::engine::memory::{typed, typed_mut};
 use crate::numerics::kernels::amp::MatMulShape;
 use crate::numerics::{cast, fp16, fp32, FpSts};
 use half::f16;
-use ipusim_exe::codelets::{Codelet, WindowGeometry, WindowParams, WindowPass};
+use ipusim_exe::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
+use ipusim_exe::cycles::conv::SLIC_WINDOW_WIDTH;
 use ipusim_exe::executable::{Tensor, Vertex};
 use ipusim_exe::layout;
 use ipusim_ir::DType;
@@ -45,6 +46,19 @@ pub(crate) fn check(
         } => {
             if !input.is_float() || !partials.is_float() || !output.is_float() {
                 return Err("convolution types must be float".into());
+            }
+            if let Codelet::Conv {
+                pass,
+                method: ConvMethod::Slic,
+                ..
+            } = *codelet
+            {
+                if pass != WindowPass::Forward || input != DType::F16 {
+                    return Err(format!(
+                        "a SLIC vertex computes Forward partials of half activations, not \
+                         {pass:?} of {input}"
+                    ));
+                }
             }
             (input, output)
         }
@@ -280,21 +294,37 @@ pub(crate) fn run(
 ) -> Result<FpSts, VertexError> {
     match *codelet {
         // Every method computes the same products; its pass (`input_channels`, the chunk of
-        // the reduction summed before each partial write) is the vertex's.
+        // the reduction summed before each partial write) is the vertex's, and the SLIC's
+        // kernel width is padded to whole 1×4 sub-kernels.
         Codelet::Conv {
             pass,
             input,
             partials,
             output,
-            ..
-        } => conv(pass, (input, partials, output), p, ops, scratch, worker),
+            method,
+        } => {
+            let kw = match method {
+                ConvMethod::Slic => p.geometry.kw.next_multiple_of(SLIC_WINDOW_WIDTH),
+                _ => p.geometry.kw,
+            };
+            conv(
+                (pass, kw),
+                (input, partials, output),
+                p,
+                ops,
+                scratch,
+                worker,
+            )
+        }
         Codelet::MaxPool { grad, dtype } => pool(grad, dtype, p, ops, worker),
         _ => Err(EngineError::internal("not a window codelet").into()),
     }
 }
 
+/// A conv vertex's partial; `kwp` is the kernel width of its reduction order (the
+/// geometry's, or padded with zero weights).
 fn conv(
-    pass: WindowPass,
+    (pass, kwp): (WindowPass, u32),
     types: (DType, DType, DType),
     p: &WindowParams,
     ops: Operands,
@@ -303,7 +333,7 @@ fn conv(
 ) -> Result<FpSts, VertexError> {
     let g = p.geometry;
     let chunk = p.input_channels.max(1) as usize;
-    let (kh, kw) = (g.kh as usize, g.kw as usize);
+    let (kh, kw) = (g.kh as usize, kwp as usize);
     let Scratch {
         a: abuf,
         b: bbuf,
@@ -351,9 +381,15 @@ fn conv(
         };
         let fresh_b = win.b_for != Some(b_key);
         match pass {
-            WindowPass::Forward => {
-                forward(p, n, ch0, rows, (&win.x, &win.y), a, fresh_b.then_some(b))
-            }
+            WindowPass::Forward => forward(
+                (p, kwp),
+                n,
+                ch0,
+                rows,
+                (&win.x, &win.y),
+                a,
+                fresh_b.then_some(b),
+            ),
             WindowPass::InputGrad => {
                 input_grad(p, n, ch0, rows, (&win.x, &win.y), a, fresh_b.then_some(b))
             }
@@ -486,7 +522,7 @@ fn gather_row(
 /// `Forward`: `a[o][(kh, kw, c)]` from the weights, `b[(kh, kw, c)][(row, ow)]` from `x`.
 #[allow(clippy::too_many_arguments)]
 fn forward(
-    p: &WindowParams,
+    (p, kwp): (&WindowParams, u32),
     n: u32,
     o0: u32,
     rows: usize,
@@ -497,16 +533,22 @@ fn forward(
     let g = &p.geometry;
     // The block's part of the input channels (the reduction).
     let cg = len(p.in_channels);
-    let (kh, kw) = (g.kh as usize, g.kw as usize);
-    let k = kh * kw * cg;
+    // Kernel columns `g.kw..kwp` are padding: zero weights, and zero inputs.
+    let (kh, kw, kwp) = (g.kh as usize, g.kw as usize, kwp as usize);
+    let k = kh * kwp * cg;
     let taps = kh * kw;
     for r in 0..rows {
         let o = (o0 - p.out_channels.0) as usize + r;
-        // a[r][(pos, c)] = w[o][c][pos], pos = (kh, kw) flattened.
+        // a[r][(pos, c)] = w[o][c][pos], pos = (kh, kw) flattened over the padded width.
         let row = &mut a[r * k..(r + 1) * k];
         for (pos, slots) in row.chunks_exact_mut(cg.max(1)).enumerate() {
+            let (khi, kwi) = (pos / kwp, pos % kwp);
             for (c, slot) in slots.iter_mut().enumerate() {
-                *slot = w[(o * cg + c) * taps + pos];
+                *slot = if kwi < kw {
+                    w[(o * cg + c) * taps + khi * kw + kwi]
+                } else {
+                    0.0
+                };
             }
         }
     }
@@ -517,7 +559,13 @@ fn forward(
     let nl = (n - p.batch.0) as usize;
     let mut i = 0;
     for khi in 0..kh {
-        for kwi in 0..kw {
+        for kwi in 0..kwp {
+            if kwi >= kw {
+                let pad = cg * len(p.out_rows) * ow;
+                b[i..i + pad].fill(0.0);
+                i += pad;
+                continue;
+            }
             let cols = &col_of[kwi * ow..(kwi + 1) * ow];
             let run = contiguous(cols);
             for c in 0..cg {

@@ -12,9 +12,10 @@
 //! grouped convolution of few channels per group) is read row-major.
 //!
 //! Not yet done (the closing note of the CNN issue lists them): serial splits, PopLibs'
-//! transforms (`expandDims` for the 3-channel stem), the SLIC and VMAC vertices; more
-//! convolution groups than tiles is refused. The forward and input-gradient passes weigh the
-//! AMP's nx1 vertex against the HMAC vertex per split ([`plan::plan`]).
+//! transforms (`expandDims` for the 3-channel stem), the VMAC vertex; more convolution
+//! groups than tiles is refused. The forward pass weighs the AMP's nx1 vertex against the
+//! SLIC and HMAC vertices per split, the input-gradient pass against the HMAC
+//! ([`plan::plan`]).
 
 mod plan;
 

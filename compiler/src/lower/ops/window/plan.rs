@@ -23,7 +23,9 @@
 
 use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
 use crate::lower::core::Lowerer;
-use ipusim_exe::cycles::window::window_group_cycles;
+use crate::target::Target;
+use ipusim_exe::cycles::conv::SLIC_WINDOW_WIDTH;
+use ipusim_exe::cycles::window::{window_group_cycles, SLIC_CHANNELS};
 use ipusim_ir::{DType, NodeId};
 
 /// `(begin, len)` element ranges of a tensor.
@@ -125,28 +127,50 @@ impl Split {
 }
 
 /// The vertex methods the planner weighs for a pass, as PopLibs'
-/// `getConvVertexTypeCandidates` offers AMP and HMAC candidates for every convolution (its
-/// cost model then keeps the cheapest). The weight gradient keeps the AMP's 1x1-output
-/// product (see `ipusim_exe::cycles::window`); SLIC and VMAC are not modelled. Our pruning
-/// of the search: the HMAC is weighed only when the reduction has fewer channels per group
-/// than one AMP pass takes (`amp`), where the AMP's passes are part padding; with full passes
-/// the AMP does at least 16 times the HMAC's multiply-accumulates per cycle.
-fn methods(kind: Kind, reduction_channels: u32, amp: u32) -> &'static [ConvMethod] {
-    match kind {
-        Kind::Conv(WindowPass::Forward | WindowPass::InputGrad) if reduction_channels < amp => {
-            &[ConvMethod::Amp, ConvMethod::Hmac]
+/// `getConvVertexTypeCandidates` offers AMP, SLIC and HMAC candidates for every convolution
+/// (its cost model then keeps the cheapest). The weight gradient keeps the AMP's 1x1-output
+/// product (see `ipusim_exe::cycles::window`); VMAC is not modelled. Our pruning of the
+/// search: the HMAC and the SLIC are weighed only when the reduction has fewer channels per
+/// group than one AMP pass takes (`amp`), where the AMP's passes are part padding; with full
+/// passes the AMP does at least twice the SLIC's and 16 times the HMAC's multiply-accumulates
+/// per cycle. The SLIC is offered for the forward pass of half activations on a target that
+/// has it, with an undilated kernel and an innermost stride of 1 or 2 (the vertex's
+/// `outStride`, PopLibs' `getConvPartialSlicInnerLoopCycles`); its blocks also need at most
+/// [`SLIC_CHANNELS`] reduction channels ([`method_fits`]). The input gradient is not offered
+/// the SLIC: its stride-dilated input is what the vertex cannot read (PopLibs would dilate
+/// it explicitly first, a transform we do not model).
+fn methods(target: &Target, pr: &Problem, reduction_channels: u32, amp: u32) -> Vec<ConvMethod> {
+    let mut out = vec![ConvMethod::Amp];
+    let few = reduction_channels < amp;
+    let g = pr.geometry;
+    match pr.kind {
+        Kind::Conv(WindowPass::Forward) if few => {
+            if target.slic && pr.input == DType::F16 && g.dilation == [1, 1] && g.stride[1] <= 2 {
+                out.push(ConvMethod::Slic);
+            }
+            out.push(ConvMethod::Hmac);
         }
-        _ => &[ConvMethod::Amp],
+        Kind::Conv(WindowPass::InputGrad) if few => out.push(ConvMethod::Hmac),
+        _ => {}
     }
+    out
+}
+
+/// True when `method`'s vertex can compute a block whose reduction is `red`: a SLIC vertex
+/// takes at most [`SLIC_CHANNELS`] input channels (PopLibs' planner gives a SLIC tile one
+/// input-channel group, `ConvModel.cpp`).
+fn method_fits(method: ConvMethod, red: (u32, u32)) -> bool {
+    method != ConvMethod::Slic || span(red) <= SLIC_CHANNELS
 }
 
 /// The reduction elements of one pass of `method`'s vertex over a block whose reduction
-/// channels are `red`: the AMP's input channels, or the HMAC's dot product along all of the
-/// block's channels (one input-channel group).
+/// channels are `red`: the AMP's input channels, the HMAC's dot product along all of the
+/// block's channels (one input-channel group), or the SLIC's 1×4 sub-kernel over them.
 pub(super) fn pass_channels(method: ConvMethod, amp: u32, red: (u32, u32)) -> u32 {
     match method {
         ConvMethod::Amp => amp,
         ConvMethod::Hmac => span(red).max(1),
+        ConvMethod::Slic => SLIC_WINDOW_WIDTH * span(red).max(1),
     }
 }
 
@@ -213,6 +237,11 @@ fn ranges(d: u32, n: u32, gran: u32) -> Vec<(u32, u32)> {
         .map(|i| ((i * b).min(d), ((i + 1) * b).min(d)))
         .filter(|r| r.0 < r.1)
         .collect()
+}
+
+/// The first (largest) of the `n` ranges of [`ranges`].
+fn first_range(d: u32, n: u32, gran: u32) -> (u32, u32) {
+    ranges(d, n, gran).first().copied().unwrap_or((0, 0))
 }
 
 /// The blocks of a split, in block order (group, batch, channels, rows, columns,
@@ -568,7 +597,7 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
     let (gc, gro, gred) = pr.groups.granularity(kind);
     let red_extent = reduction_extent(kind, g);
     let amp = target.amp(pr.input, pr.partials).input_channels;
-    let methods = methods(kind, red_extent, amp);
+    let methods = methods(target, pr, red_extent, amp);
     let mut best: Option<(bool, u64, u64, Split)> = None;
     for sb in candidates(e.0, 1) {
         for sc in candidates(e.1, gc) {
@@ -595,6 +624,10 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
                 for ((sred, scol), &method) in
                     shapes.flat_map(|rc| methods.iter().map(move |m| (rc, m)))
                 {
+                    let red = first_range(red_extent, sred, gred);
+                    if !method_fits(method, red) {
+                        continue;
+                    }
                     let used = u64::from(sb)
                         * u64::from(sc)
                         * u64::from(sr)
@@ -646,15 +679,12 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
 /// largest block's vertex group, plus the proxy's exchange of its operand bytes, the
 /// exchange regions its operands and output are cut into, and for a split reduction the
 /// partials' exchange and sum) and the first block's operand and output bytes.
-fn cost(target: &crate::target::Target, pr: &Problem, s: Split) -> (u64, u64) {
+fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
     let (kind, g, gr) = (pr.kind, pr.geometry, pr.groups);
     let es = pr.input.size_bytes() as u64;
     let ps = pr.partials.size_bytes() as u64;
     let xbw = u64::from(target.exchange_bytes_per_cycle.max(1));
     let (gc, gro, gred) = gr.granularity(kind);
-    let first_range = |d: u32, n: u32, gran: u32| -> (u32, u32) {
-        ranges(d, n, gran).first().copied().unwrap_or((0, 0))
-    };
     let e = pr.extents;
     let cols = match col_extent(kind, g) {
         0 => (0, pool_width(kind, g)),
