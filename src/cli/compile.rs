@@ -262,7 +262,12 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
     if args.dump.contains(&Stage::Ir) {
         print_dump(&dump::ir(&step.graph))?;
     }
-    let exe = compile_step(&step, &options).map_err(|e| format!("{file}: error: {e}"))?;
+    // The command ends with the process: the executable (millions of vertices on a large
+    // model) is left to the process's exit rather than freed piece by piece, as compilers do
+    // with their final data.
+    let exe = std::mem::ManuallyDrop::new(
+        compile_step(&step, &options).map_err(|e| format!("{file}: error: {e}"))?,
+    );
     if args.dump.contains(&Stage::Tiles) {
         print_dump(&dump::tiles(&exe))?;
     }
