@@ -132,12 +132,10 @@ fn the_shipped_resnet50_is_the_zoos_and_compiles_to_its_cycle_report() {
     let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(r["total_cycles"], 4_755_139);
     assert_eq!(r["memory"]["oom"], true);
+    let rows = r["convolutions"].as_array().unwrap();
     // The 3-channel stem takes the SLIC vertex in 16.16 on Mk2; the wide layers the AMP's.
     let vertex = |name: &str| {
-        r["convolutions"]
-            .as_array()
-            .unwrap()
-            .iter()
+        rows.iter()
             .find(|c| c["name"] == name)
             .map(|c| c["vertex"].as_str().unwrap().to_string())
     };
@@ -146,14 +144,7 @@ fn the_shipped_resnet50_is_the_zoos_and_compiles_to_its_cycle_report() {
         vertex("layer4.2.conv3/partials").as_deref(),
         Some("ConvPartialnx1")
     );
-    let passes = |name: &str| {
-        r["convolutions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["pass"] == name)
-            .count()
-    };
+    let passes = |name: &str| rows.iter().filter(|c| c["pass"] == name).count();
     assert_eq!(
         (passes("Forward"), passes("WeightGrad"), passes("InputGrad")),
         (53, 53, 52)
