@@ -105,3 +105,62 @@ fn a_smaller_memory_proportion_for_an_op_gives_it_smaller_blocks() {
         "0.02 of a tile: {small:?} ({small_bytes} B), default: {default:?} ({default_bytes} B)"
     );
 }
+
+/// The vertex the planner takes for the stem-like convolution `x[2, 3, 32, 32] * w[16, 3,
+/// kernel, kernel]` (padding `kernel / 2`, `stride` and `dilation` in both dimensions) of
+/// `dtype` on `target`.
+fn stem_vertex(
+    target: &Target,
+    dtype: DType,
+    kernel: usize,
+    (stride, dilation): (usize, usize),
+) -> String {
+    let mut b = GraphBuilder::new();
+    let x = b.variable("x", dtype, [2, 3, 32, 32], Init::Zeros).unwrap();
+    let w = b
+        .variable("w", dtype, [16, 3, kernel, kernel], Init::Zeros)
+        .unwrap();
+    let pad = dilation * (kernel / 2);
+    let op = Op::Conv2d {
+        stride: vec![stride; 2],
+        padding: vec![pad; 4],
+        dilation: vec![dilation; 2],
+        groups: 1,
+    };
+    let y = b.named("y", op, &[x, w]).unwrap();
+    b.outfeed("y", y).unwrap();
+    let exe = compile(&b.finish(), target, &CompileOptions::default()).unwrap();
+    let report = CompileReport::new("stem", None, &exe);
+    report.convolutions[0].vertex.clone()
+}
+
+/// The SLIC vertex is a candidate where PopLibs offers it and its vertex can run: half
+/// activations, a target with the SLIC instructions, an undilated kernel and an innermost
+/// stride of at most 2. Elsewhere the planner keeps to the AMP and HMAC vertices.
+#[test]
+fn the_slic_vertex_is_offered_only_where_it_can_run() {
+    const SLIC: &str = "ConvPartial1xNSLIC";
+    let mk2 = Target::mk2();
+    assert_eq!(stem_vertex(&mk2, DType::F16, 7, (2, 1)), SLIC);
+    assert_eq!(stem_vertex(&mk2, DType::F16, 3, (1, 1)), SLIC);
+    for (why, target, dtype, kernel, sd) in [
+        ("float activations", mk2.clone(), DType::F32, 7, (2, 1)),
+        ("mk1 has no SLIC", Target::mk1(), DType::F16, 7, (2, 1)),
+        (
+            "a target file without it",
+            Target::parse("(base: \"mk2\", slic: false)", "no_slic.ron").unwrap(),
+            DType::F16,
+            7,
+            (2, 1),
+        ),
+        ("stride 3", mk2.clone(), DType::F16, 7, (3, 1)),
+        ("a dilated kernel", mk2.clone(), DType::F16, 3, (1, 2)),
+    ] {
+        let vertex = stem_vertex(&target, dtype, kernel, sd);
+        assert_ne!(vertex, SLIC, "{why}");
+        assert!(
+            vertex.starts_with("ConvPartial"),
+            "{why}: {vertex} is not a convolution vertex"
+        );
+    }
+}
