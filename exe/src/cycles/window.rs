@@ -249,6 +249,16 @@ fn hmac_params(
     }
 }
 
+/// The kernel width of a `Conv` vertex's reduction order: the SLIC's padded with zero
+/// weights to whole 1×4 sub-kernels (see [`ConvMethod::Slic`]), every other method's `kw`.
+/// The simulator gathers its operands over this width; the estimate counts its sub-kernels.
+pub fn reduction_kernel_width(method: ConvMethod, kw: u32) -> u32 {
+    match method {
+        ConvMethod::Slic => kw.next_multiple_of(SLIC_WINDOW_WIDTH),
+        _ => kw,
+    }
+}
+
 /// Input (= output) channels of a SLIC vertex with one conv group per group (PopLibs'
 /// grouping `{1, 4}`, ConvVertexType.cpp `getConvVertexSLICCandidates`).
 pub const SLIC_CHANNELS: u32 = 4;
@@ -268,7 +278,10 @@ fn slic_params(target: &Target, partials: DType, p: &WindowParams) -> SlicParams
         conv_groups_per_group: 1,
         chans_per_group: SLIC_CHANNELS,
         conv_group_groups: 1,
-        sub_kernels: g.kh.saturating_mul(g.kw.div_ceil(SLIC_WINDOW_WIDTH)).max(1),
+        sub_kernels: g
+            .kh
+            .saturating_mul(reduction_kernel_width(ConvMethod::Slic, g.kw) / SLIC_WINDOW_WIDTH)
+            .max(1),
         out_stride: g.stride[1],
         worklists,
     }

@@ -16,7 +16,7 @@ use crate::numerics::kernels::amp::MatMulShape;
 use crate::numerics::{cast, fp16, fp32, FpSts};
 use half::f16;
 use ipusim_exe::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
-use ipusim_exe::cycles::conv::SLIC_WINDOW_WIDTH;
+use ipusim_exe::cycles::window::reduction_kernel_width;
 use ipusim_exe::executable::{Tensor, Vertex};
 use ipusim_exe::layout;
 use ipusim_ir::DType;
@@ -303,10 +303,7 @@ pub(crate) fn run(
             output,
             method,
         } => {
-            let kw = match method {
-                ConvMethod::Slic => p.geometry.kw.next_multiple_of(SLIC_WINDOW_WIDTH),
-                _ => p.geometry.kw,
-            };
+            let kw = reduction_kernel_width(method, p.geometry.kw);
             conv(
                 (pass, kw),
                 (input, partials, output),
@@ -539,16 +536,18 @@ fn forward(
     let taps = kh * kw;
     for r in 0..rows {
         let o = (o0 - p.out_channels.0) as usize + r;
-        // a[r][(pos, c)] = w[o][c][pos], pos = (kh, kw) flattened over the padded width.
-        let row = &mut a[r * k..(r + 1) * k];
-        for (pos, slots) in row.chunks_exact_mut(cg.max(1)).enumerate() {
-            let (khi, kwi) = (pos / kwp, pos % kwp);
-            for (c, slot) in slots.iter_mut().enumerate() {
-                *slot = if kwi < kw {
-                    w[(o * cg + c) * taps + khi * kw + kwi]
-                } else {
-                    0.0
-                };
+        // a[r][(kh, kw, c)] = w[o][c][kh][kw] over the padded width (zero past `kw`).
+        let mut slots = a[r * k..(r + 1) * k].chunks_exact_mut(cg.max(1));
+        for khi in 0..kh {
+            for kwi in 0..kwp {
+                let Some(slots) = slots.next() else { return };
+                if kwi >= kw {
+                    slots.fill(0.0);
+                    continue;
+                }
+                for (c, slot) in slots.iter_mut().enumerate() {
+                    *slot = w[(o * cg + c) * taps + khi * kw + kwi];
+                }
             }
         }
     }

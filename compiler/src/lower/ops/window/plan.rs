@@ -156,11 +156,12 @@ fn methods(target: &Target, pr: &Problem, reduction_channels: u32, amp: u32) -> 
     out
 }
 
-/// True when `method`'s vertex can compute a block whose reduction is `red`: a SLIC vertex
-/// takes at most [`SLIC_CHANNELS`] input channels (PopLibs' planner gives a SLIC tile one
-/// input-channel group, `ConvModel.cpp`).
-fn method_fits(method: ConvMethod, red: (u32, u32)) -> bool {
-    method != ConvMethod::Slic || span(red) <= SLIC_CHANNELS
+/// True when `method`'s vertex can compute the blocks of `red_splits` splits of the
+/// reduction (`extent` channels in units of `gran`): a SLIC vertex takes at most
+/// [`SLIC_CHANNELS`] input channels (PopLibs' planner gives a SLIC tile one input-channel
+/// group, `ConvModel.cpp`); the first block is the largest.
+fn method_fits(method: ConvMethod, extent: u32, red_splits: u32, gran: u32) -> bool {
+    method != ConvMethod::Slic || span(first_range(extent, red_splits, gran)) <= SLIC_CHANNELS
 }
 
 /// The reduction elements of one pass of `method`'s vertex over a block whose reduction
@@ -624,8 +625,7 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
                 for ((sred, scol), &method) in
                     shapes.flat_map(|rc| methods.iter().map(move |m| (rc, m)))
                 {
-                    let red = first_range(red_extent, sred, gred);
-                    if !method_fits(method, red) {
+                    if !method_fits(method, red_extent, sred, gred) {
                         continue;
                     }
                     let used = u64::from(sb)
