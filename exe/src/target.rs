@@ -475,6 +475,10 @@ mod tests {
         .unwrap();
         assert_eq!(t.clock_hz, 1_325_000_000);
         assert_eq!(t.amp_fp16_fp16.macs_per_cycle(), 32);
+        // The SLIC follows the base preset unless the file sets it.
+        assert!(t.slic);
+        assert!(!Target::parse("(base: \"mk1\")", "x.ron").unwrap().slic);
+        assert!(!Target::parse("(slic: false)", "x.ron").unwrap().slic);
     }
 
     #[test]
@@ -488,5 +492,14 @@ mod tests {
         assert!(e.to_string().contains("'tiles'"), "{e}");
         let e = Target::parse("(base: \"mk3\")", "t.ron").unwrap_err();
         assert!(e.to_string().contains("mk3"), "{e}");
+        // The SLIC flag is a boolean, reported at its line.
+        let e = Target::parse("(base: \"mk2\",\n  slic: 3)", "t.ron").unwrap_err();
+        match e {
+            CompileError::TargetFile { line, message, .. } => {
+                assert_eq!(line, 2);
+                assert!(message.contains("boolean"), "{message}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
     }
 }
