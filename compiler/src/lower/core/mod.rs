@@ -102,6 +102,9 @@ pub(crate) struct Lowerer<'a> {
     /// programs only).
     crossings: Vec<(NodeId, u32)>,
     next_start: u32,
+    /// First tiles promised to nodes not lowered yet (a convolution whose weights were laid
+    /// out by its plan before it was lowered).
+    pinned_start: HashMap<NodeId, u32>,
     /// Value nodes computed in place into a variable: value node -> variable node.
     inplace: HashMap<NodeId, NodeId>,
     /// Matmul plans chosen so far, with the (A, B) transposed-ness they were made for.
@@ -161,6 +164,7 @@ impl<'a> Lowerer<'a> {
             segment: 0,
             crossings: Vec::new(),
             next_start: 0,
+            pinned_start: HashMap::new(),
             inplace: HashMap::new(),
             plans: HashMap::new(),
             row_major: HashMap::new(),
@@ -546,6 +550,20 @@ impl<'a> Lowerer<'a> {
     /// The tile the next rotating placement starts at.
     pub fn peek_start(&self) -> u32 {
         self.next_start
+    }
+
+    /// Promises node `id`'s blocks the first tile `start`, where an operand was laid out for
+    /// them before `id` is lowered (see [`Lowerer::start_for`]).
+    pub fn pin_start(&mut self, id: NodeId, start: u32) {
+        self.pinned_start.entry(id).or_insert(start);
+    }
+
+    /// The first tile of node `id`'s `tiles` consecutive tiles: the one promised to it
+    /// when an operand was laid out for it, else the next by rotation over the chip (which
+    /// advances either way).
+    pub fn start_for(&mut self, id: NodeId, tiles: u32) -> u32 {
+        let next = self.rotate_start(tiles);
+        self.pinned_start.remove(&id).unwrap_or(next)
     }
 
     /// The first tile for a block of `tiles` consecutive tiles, rotating over the chip.

@@ -14,6 +14,7 @@
 
 use crate::codelets::MatrixLayout;
 use crate::cycles::vertex::{amp_block_cycles, reduce_block_cycles};
+use crate::lower::kit::reduce_plan::reduce_stages;
 use crate::target::Target;
 use ipusim_ir::DType;
 
@@ -145,10 +146,19 @@ impl Costing<'_> {
         let e = bg * bm * bn;
         let mut temp = staged;
         if sk > 1 {
+            // Each stage of the sum (`reduction::reduce_stages`): a reducing tile receives
+            // its chunk of each other partial of its section and sums them.
+            let mut depth = sk;
+            let stages = reduce_stages(u32::try_from(sk).unwrap_or(u32::MAX));
+            for d in stages.into_iter().map(u64::from).chain([1]) {
+                let sources = depth.div_ceil(d);
+                let chunk = e.div_ceil((sk / d).max(1));
+                let recv = ps * chunk * (sources - 1);
+                cycles += sync + lat + recv.div_ceil(bpc) + sources * msg;
+                cycles += reduce_block_cycles(t, p.partials, p.partials, sources, chunk);
+                depth = d;
+            }
             let chunk = e.div_ceil(sk);
-            let recv = ps * chunk * (sk - 1);
-            cycles += sync + lat + recv.div_ceil(bpc) + sk * msg;
-            cycles += reduce_block_cycles(t, p.partials, p.partials, sk, chunk);
             temp += ps * e + ps * chunk * sk + os * chunk;
         } else {
             temp += os * e;

@@ -32,6 +32,7 @@ use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{
     choose_tiles, grain, min_elements_per_tile, worker_slices, Mapping,
 };
+use crate::lower::kit::reduce_plan::reduce_stages;
 use crate::lower::kit::stage::{ExchangeBuilder, TileScratch};
 use ipusim_ir::{DType, NodeId, Shape};
 use std::collections::BTreeMap;
@@ -595,17 +596,177 @@ fn gather(
     }
 }
 
-/// One chunk of a split reduction's final sum: elements `[c0, c0 + width)` of each source's
-/// partial block (`(tile, slice position of the block)`, in reduction order) are gathered
-/// into `inbox` on tile `rt` and summed there by a `Reduce` vertex set, in the partials
-/// type, into `out` at slice position `out_pos` in the output type. The matmul's and the
-/// window family's split reductions end with it.
+/// Where elements `[begin, end)` of a partial block are: from slice position `pos` of
+/// `tensor` on `tile`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PartialPiece {
+    pub tensor: TensorId,
+    pub tile: u32,
+    pub pos: u64,
+    pub begin: u64,
+    pub end: u64,
+}
+
+/// One output block of a split reduction (a matmul's or a window pass's): its partial
+/// blocks in reduction order (`(tile, slice position of the block)` in the partials
+/// tensor), its number of elements, the tiles that sum it (the `j`-th sums chunk `j` of
+/// `⌈elems / tiles⌉` elements; an intermediate stage's sections take consecutive runs of
+/// them) and, per chunk, where its sum goes in the output (slice position of its first
+/// element on its tile).
+pub(crate) struct SplitBlock {
+    pub sources: Vec<(u32, u64)>,
+    pub elems: u64,
+    pub tiles: Vec<u32>,
+    pub out_pos: Vec<u64>,
+}
+
+/// Chunk `j` of `n` of `elems` elements.
+fn chunk_of(j: u64, n: u64, elems: u64) -> (u64, u64) {
+    let chunk = elems.div_ceil(n.max(1));
+    ((j * chunk).min(elems), ((j + 1) * chunk).min(elems))
+}
+
+/// Sums the partial blocks of a split reduction's output `blocks`, stored in `partials`
+/// (type `types.0`), into `out` (type `types.1`), in the stages of [`reduce_stages`]: each
+/// intermediate stage of depth `d` cuts a block's current partials into `d` consecutive
+/// sections, each summed over its run of the block's tiles into an intermediate partial
+/// (in the partials type); the last stage sums the remaining partials of chunk `j` on
+/// tile `j`. Every sum is a `Reduce` vertex's sequential sum in ascending partial order,
+/// so an output element is the sum of its sections' sums in section order (the order an
+/// error bound is derived from; one level for fewer than 16 partials, as before PopLibs'
+/// staging). One superstep per stage: `{name}/reduce_stage{s}`, then `{name}/reduce`.
+pub(crate) fn sum_split(
+    lw: &mut Lowerer,
+    (id, name): (NodeId, &str),
+    partials: TensorId,
+    types: (DType, DType),
+    out: TensorId,
+    blocks: &[SplitBlock],
+) {
+    let (partial_type, _) = types;
+    // Each block's current partials, as pieces.
+    let mut current: Vec<Vec<Vec<PartialPiece>>> = blocks
+        .iter()
+        .map(|b| {
+            b.sources
+                .iter()
+                .map(|&(tile, pos)| {
+                    vec![PartialPiece {
+                        tensor: partials,
+                        tile,
+                        pos,
+                        begin: 0,
+                        end: b.elems,
+                    }]
+                })
+                .collect()
+        })
+        .collect();
+    let plans: Vec<Vec<u32>> = blocks
+        .iter()
+        .map(|b| reduce_stages(b.sources.len() as u32))
+        .collect();
+    let stages = plans.iter().map(Vec::len).max().unwrap_or(0);
+    for s in 0..stages {
+        let mut eb = ExchangeBuilder::default();
+        let mut inbox = TileScratch::new(
+            lw,
+            format!("{name}/reduce_stage{s}_in"),
+            Some(id),
+            partial_type,
+        );
+        let mut mid = TileScratch::new(
+            lw,
+            format!("{name}/reduce_stage{s}"),
+            Some(id),
+            partial_type,
+        );
+        let mut tiles = Vec::new();
+        for (bi, b) in blocks.iter().enumerate() {
+            let Some(&d) = plans[bi].get(s) else {
+                continue;
+            };
+            let (d, p, r) = (u64::from(d), current[bi].len() as u64, b.tiles.len() as u64);
+            let mut next = Vec::with_capacity(d as usize);
+            for i in 0..d {
+                let sources = &current[bi][(i * p / d) as usize..((i + 1) * p / d) as usize];
+                let t0 = i * r / d;
+                let t1 = ((i + 1) * r / d).max(t0 + 1);
+                let mut pieces = Vec::new();
+                for j in 0..t1 - t0 {
+                    let (c0, c1) = chunk_of(j, t1 - t0, b.elems);
+                    if c0 == c1 {
+                        continue;
+                    }
+                    let rt = b.tiles[(t0 + j) as usize];
+                    let pos = mid.alloc(rt, c1 - c0);
+                    tiles.push(sum_pieces(
+                        lw,
+                        &mut eb,
+                        &mut inbox,
+                        sources,
+                        (c0, c1 - c0),
+                        rt,
+                        (mid.tensor, pos),
+                        (partial_type, partial_type),
+                    ));
+                    pieces.push(PartialPiece {
+                        tensor: mid.tensor,
+                        tile: rt,
+                        pos,
+                        begin: c0,
+                        end: c1,
+                    });
+                }
+                next.push(pieces);
+            }
+            current[bi] = next;
+        }
+        inbox.finish(lw);
+        mid.finish(lw);
+        lw.superstep(
+            &format!("{name}/reduce_stage{s}"),
+            Some(id),
+            eb.finish(),
+            tiles,
+        );
+    }
+    let mut eb = ExchangeBuilder::default();
+    let mut inbox = TileScratch::new(lw, format!("{name}/reduce_in"), Some(id), partial_type);
+    let mut tiles = Vec::new();
+    for (bi, b) in blocks.iter().enumerate() {
+        let n = b.tiles.len() as u64;
+        for j in 0..n {
+            let (c0, c1) = chunk_of(j, n, b.elems);
+            if c0 == c1 {
+                continue;
+            }
+            tiles.push(sum_pieces(
+                lw,
+                &mut eb,
+                &mut inbox,
+                &current[bi],
+                (c0, c1 - c0),
+                b.tiles[j as usize],
+                (out, b.out_pos[j as usize]),
+                types,
+            ));
+        }
+    }
+    inbox.finish(lw);
+    lw.superstep(&format!("{name}/reduce"), Some(id), eb.finish(), tiles);
+}
+
+/// One chunk of a split reduction's sum: elements `[c0, c0 + width)` of each source's
+/// partial block (its pieces, in reduction order) are gathered into `inbox` on tile `rt`
+/// and summed there by a `Reduce` vertex set, in the partials type, into `out` at slice
+/// position `out_pos` in the output type.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn sum_chunk(
+fn sum_pieces(
     lw: &mut Lowerer,
     eb: &mut ExchangeBuilder,
     inbox: &mut TileScratch,
-    (partials, sources): (TensorId, &[(u32, u64)]),
+    sources: &[Vec<PartialPiece>],
     (c0, width): (u64, u64),
     rt: u32,
     (out, out_pos): (TensorId, u64),
@@ -613,17 +774,16 @@ pub(crate) fn sum_chunk(
 ) -> TileWork {
     let count = sources.len() as u64;
     let at = inbox.alloc(rt, width * count);
-    for (k, &(st, pos)) in sources.iter().enumerate() {
-        let from = lw.slice_begin(partials, st) + pos + c0;
-        eb.copy_elems(
-            lw,
-            partials,
-            from,
-            width,
-            inbox.tensor,
-            rt,
-            at + k as u64 * width,
-        );
+    for (k, pieces) in sources.iter().enumerate() {
+        for p in pieces {
+            let (lo, hi) = (c0.max(p.begin), (c0 + width).min(p.end));
+            if lo >= hi {
+                continue;
+            }
+            let from = lw.slice_begin(p.tensor, p.tile) + p.pos + (lo - p.begin);
+            let to = at + k as u64 * width + (lo - c0);
+            eb.copy_elems(lw, p.tensor, from, hi - lo, inbox.tensor, rt, to);
+        }
     }
     let vertices = block_vertices(
         lw,

@@ -15,7 +15,7 @@ use crate::lower::core::{is_swap_last, Lowerer};
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute;
 use crate::lower::kit::planner::{plan, Home, Plan, Problem};
-use crate::lower::kit::reduction::sum_chunk;
+use crate::lower::kit::reduction::{sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use ipusim_ir::{DType, NodeId};
 
@@ -614,16 +614,13 @@ fn reduce_partials(
 ) {
     let (geo, plan, c) = (ch.geo, ch.plan, ch.c);
     let (_, partials, output) = ch.types;
-    let mut eb = ExchangeBuilder::default();
-    let name = format!("{}/reduce_in", ch.prefix);
-    let mut inbox = TileScratch::new(lw, name, Some(ch.id), partials);
-    let mut tiles = Vec::new();
     let mut blocks = Vec::new();
     for_blocks(lw, geo, plan, ch.s, |tile, idx, gr, mr, nr| {
         if idx[3] == 0 {
             blocks.push((tile, idx, gr, mr, nr));
         }
     });
+    let mut split = Vec::with_capacity(blocks.len());
     for (_, idx, gr, mr, nr) in blocks {
         let e = (gr.1 - gr.0) * (mr.1 - mr.0) * (nr.1 - nr.0);
         let chunk = e.div_ceil(plan.sk);
@@ -635,31 +632,36 @@ fn reduce_partials(
                     .map(|&(t, _, p)| (t, p))
             })
             .collect();
-        for j in 0..plan.sk {
-            let (c0, c1) = range(j, chunk, e);
-            if c0 == c1 {
-                continue;
-            }
-            let rt = plan.tile(lw.target(), idx[0], idx[1], idx[2], j);
-            // The output position of block element c0.
-            let (bm, bn) = (mr.1 - mr.0, nr.1 - nr.0);
-            let (gg, rem) = (c0 / (bm * bn), c0 % (bm * bn));
-            let flat =
-                (gr.0 + gg) * geo.d.m * geo.d.n + (mr.0 + rem / bn) * geo.d.n + nr.0 + rem % bn;
-            let out_pos = lw.position(c, flat);
-            tiles.push(sum_chunk(
-                lw,
-                &mut eb,
-                &mut inbox,
-                (ptensor, &sources),
-                (c0, c1 - c0),
-                rt,
-                (c, out_pos),
-                (partials, output),
-            ));
-        }
+        let tiles = (0..plan.sk)
+            .map(|j| plan.tile(lw.target(), idx[0], idx[1], idx[2], j))
+            .collect();
+        // The output position of each chunk's first element.
+        let (bm, bn) = (mr.1 - mr.0, nr.1 - nr.0);
+        let out_pos = (0..plan.sk)
+            .map(|j| {
+                let c0 = range(j, chunk, e).0;
+                if c0 >= e {
+                    return 0; // an empty chunk: nothing is written
+                }
+                let (gg, rem) = (c0 / (bm * bn), c0 % (bm * bn));
+                let flat =
+                    (gr.0 + gg) * geo.d.m * geo.d.n + (mr.0 + rem / bn) * geo.d.n + nr.0 + rem % bn;
+                lw.position(c, flat)
+            })
+            .collect();
+        split.push(SplitBlock {
+            sources,
+            elems: e,
+            tiles,
+            out_pos,
+        });
     }
-    inbox.finish(lw);
-    let name = format!("{}/reduce", ch.prefix);
-    lw.superstep(&name, Some(ch.id), eb.finish(), tiles);
+    sum_split(
+        lw,
+        (ch.id, &ch.prefix),
+        ptensor,
+        (partials, output),
+        c,
+        &split,
+    );
 }

@@ -86,7 +86,7 @@ const COLLECTIVE: OpLowering = OpLowering {
 
 const CONVOLUTION: OpLowering = OpLowering {
     lower: window::lower,
-    operand_layout: None,
+    operand_layout: Some(window::weight_layout),
 };
 
 /// The table: the lowering of `op`'s family.

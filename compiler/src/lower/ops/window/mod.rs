@@ -9,7 +9,10 @@
 //! [`channel_group`] of its channels and reads its inputs in whatever group their producer
 //! chose, so that each tile's block of a feature map is one contiguous run per batch element
 //! and channel group. A value whose group does not fall on the convolution's groups (a
-//! grouped convolution of few channels per group) is read row-major.
+//! grouped convolution of few channels per group) is read row-major. Weights are row-major
+//! (OIHW); a forward convolution whose weight blocks are each read by one tile has its
+//! weights laid out on those tiles ([`weight_layout`]). A split reduction's partials are
+//! summed in PopLibs' stages (`lower::kit::reduction::sum_split`).
 //!
 //! Not yet done (the closing note of the CNN issue lists them): serial splits, PopLibs'
 //! transforms (`expandDims` for the 3-channel stem), the VMAC vertex; more convolution
@@ -27,7 +30,7 @@ use crate::executable::{Operand, Operands, TensorKind, TileWork, Vertex, VertexG
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute::{grouped, materialized};
-use crate::lower::kit::reduction::sum_chunk;
+use crate::lower::kit::reduction::{sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use ipusim_exe::layout::{channel_group, storage_dims};
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
@@ -41,73 +44,98 @@ use plan::{
 /// batch, channels, rows), in reduction order.
 type Reduction = std::collections::BTreeMap<OutputKey, Vec<usize>>;
 
-/// Lowers a node of the family.
-pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
-    let node = lw.graph().node(id);
-    let op = node.op.clone();
-    let kind = match op {
+/// The op of the family a node is.
+fn kind_of(op: &Op) -> Option<Kind> {
+    Some(match op {
         Op::Conv2d { .. } => Kind::Conv(WindowPass::Forward),
         Op::Conv2dInputGrad { .. } => Kind::Conv(WindowPass::InputGrad),
         Op::Conv2dWeightGrad { .. } => Kind::Conv(WindowPass::WeightGrad),
         Op::MaxPool2d { .. } => Kind::Pool { grad: false },
         Op::MaxPool2dGrad { .. } => Kind::Pool { grad: true },
-        _ => return Err(lw.unsupported(id, "not an op of the convolution family")),
-    };
-    let inputs = node.inputs.clone();
-    let dims = |i: usize| lw.graph().node(inputs[i]).ty.shape.dims().to_vec();
+        _ => return None,
+    })
+}
+
+/// Node `id`'s window geometry.
+fn geometry(lw: &Lowerer, id: NodeId, kind: Kind) -> Result<WindowGeometry, CompileError> {
+    let node = lw.graph().node(id);
+    let dims = |i: usize| lw.graph().node(node.inputs[i]).ty.shape.dims().to_vec();
     let out_dims = node.ty.shape.dims().to_vec();
     let geometry = match kind {
         Kind::Conv(pass) => {
-            let window = match Window::of(&op) {
+            let window = match Window::of(&node.op) {
                 Some(Ok(w)) => w,
                 _ => return Err(lw.unsupported(id, "its window attributes do not check")),
             };
             let (x, w) = match pass {
                 WindowPass::Forward => (dims(0), dims(1)),
-                WindowPass::InputGrad => (out_dims.clone(), dims(1)),
-                WindowPass::WeightGrad => (dims(0), out_dims.clone()),
+                WindowPass::InputGrad => (out_dims, dims(1)),
+                WindowPass::WeightGrad => (dims(0), out_dims),
             };
             window.geometry(&x, &w)
         }
-        Kind::Pool { .. } => match Pool::of(&op) {
+        Kind::Pool { .. } => match Pool::of(&node.op) {
             Some(Ok(p)) => p.geometry(&dims(0)),
             _ => return Err(lw.unsupported(id, "its pooling window does not check")),
         },
     }
     .map_err(|f| lw.unsupported(id, format!("{f:?}")))?;
-    let g = window_geometry(&geometry);
-    // The operands: feature maps in their producers' channel groups when those fall on the
-    // convolution's groups, weights row-major.
-    let conv_groups = if matches!(kind, Kind::Pool { .. }) {
-        1
-    } else {
-        g.groups.max(1)
+    Ok(window_geometry(&geometry))
+}
+
+/// The convolution groups of a pass (1 for pools).
+fn conv_groups(kind: Kind, g: &WindowGeometry) -> u32 {
+    match kind {
+        Kind::Pool { .. } => 1,
+        Kind::Conv(_) => g.groups.max(1),
+    }
+}
+
+/// Whether a feature map held in channel group `group` is read in that group by the pass
+/// (operand 0 when `aux` is false, else the pass's second feature map): the group must fall
+/// on the convolution's groups.
+fn accepts(kind: Kind, g: &WindowGeometry, aux: bool, group: u32) -> bool {
+    let per_group = match (kind, aux) {
+        (Kind::Conv(WindowPass::Forward), _) => g.c_per_group(),
+        (Kind::Conv(WindowPass::InputGrad), _) => g.o_per_group(),
+        (Kind::Conv(WindowPass::WeightGrad), false) => g.c_per_group(),
+        (Kind::Conv(WindowPass::WeightGrad), true) => g.o_per_group(),
+        (Kind::Pool { .. }, _) => g.c,
     };
-    let fits = |group: u32, per_group: u32| conv_groups == 1 || per_group.is_multiple_of(group);
-    let (x_per_group, aux_per_group) = match kind {
-        Kind::Conv(WindowPass::Forward) => (g.c_per_group(), 0),
-        Kind::Conv(WindowPass::InputGrad) => (g.o_per_group(), 0),
-        Kind::Conv(WindowPass::WeightGrad) => (g.c_per_group(), g.o_per_group()),
-        Kind::Pool { .. } => (g.c, g.c),
-    };
-    let (a, ga) = feature_map(lw, inputs[0], |gr| fits(gr, x_per_group))?;
-    let (b, gb) = match kind {
-        Kind::Conv(WindowPass::WeightGrad) | Kind::Pool { grad: true } => {
-            feature_map(lw, inputs[1], |gr| fits(gr, aux_per_group))?
-        }
-        _ if inputs.len() > 1 => (materialized(lw, inputs[1])?, 1),
-        _ => (a, 1),
-    };
+    conv_groups(kind, g) == 1 || per_group.is_multiple_of(group)
+}
+
+/// A pass planned: its channel groups, types and split, from its operands' groups.
+struct Planned {
+    gr: Groups,
+    input: DType,
+    partials: DType,
+    extents: (u32, u32, u32),
+    split: plan::Split,
+}
+
+/// Plans node `id`'s pass of geometry `g` whose feature maps are held in channel groups
+/// `(ga, gb)` (operand 0 and the second feature map, 1 when there is none), with activations
+/// of type `input`. Reads the lowerer only: the weight layout plans the same way before the
+/// node is lowered.
+fn planned(
+    lw: &Lowerer,
+    id: NodeId,
+    (kind, g): (Kind, &WindowGeometry),
+    (ga, gb): (u32, u32),
+    input: DType,
+) -> Result<Planned, CompileError> {
+    let node = lw.graph().node(id);
+    let out_dims = node.ty.shape.dims();
     // The output's group: the AMP's output channels per pass for a convolution, the
     // input's for a pool (which keeps its channels).
+    let partials = match kind {
+        Kind::Conv(_) => lw.options().partials_type.accumulator_for(input),
+        Kind::Pool { .. } => input,
+    };
     let units = lw
         .target()
-        .amp(
-            lw.tensor(a).dtype,
-            lw.options()
-                .partials_type
-                .accumulator_for(lw.tensor(a).dtype),
-        )
+        .amp(input, lw.options().partials_type.accumulator_for(input))
         .output_channels;
     let out_group = match kind {
         Kind::Conv(WindowPass::WeightGrad) => 1,
@@ -118,8 +146,9 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 Kind::Conv(_) => (g.o, g.o_per_group()),
                 Kind::Pool { .. } => (g.c, g.c),
             };
+            let fits = |gr: u32| conv_groups(kind, g) == 1 || per_group.is_multiple_of(gr);
             Some(channel_group(chans as usize, units))
-                .filter(|&gr| fits(gr, per_group) && out_dims.len() == 4)
+                .filter(|&gr| fits(gr) && out_dims.len() == 4)
                 .unwrap_or(1)
         }
     };
@@ -128,14 +157,9 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         aux: gb,
         out: out_group,
     };
-    let input = lw.tensor(a).dtype;
-    let output = node.ty.dtype;
-    let partials = match kind {
-        Kind::Conv(_) => lw.options().partials_type.accumulator_for(input),
-        Kind::Pool { .. } => input,
-    };
-    let extents = extents(kind, &g);
+    let extents = extents(kind, g);
     let tiles = lw.target().tiles;
+    let conv_groups = conv_groups(kind, g);
     if conv_groups > tiles {
         return Err(lw.unsupported(
             id,
@@ -147,7 +171,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             pass,
             input,
             partials,
-            output,
+            output: node.ty.dtype,
             method: ConvMethod::Amp,
         },
         Kind::Pool { grad } => Codelet::MaxPool { grad, dtype: input },
@@ -155,13 +179,105 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let problem = Problem {
         kind,
         codelet: &estimate_codelet,
-        geometry: &g,
+        geometry: g,
         groups: gr,
         input,
         partials,
         extents,
     };
     let split = plan::plan(lw, id, &problem, tiles / conv_groups);
+    Ok(Planned {
+        gr,
+        input,
+        partials,
+        extents,
+        split,
+    })
+}
+
+/// The layout a forward convolution wants for its weights (operand 1) when every weight
+/// block of its plan is read by one tile (the batch and the field not split): each block on
+/// the tile that reads it, in the order it reads it, so that the pass reads its weights in
+/// place (PopLibs' `createWeights` lays a convolution's weights out by its plan). `None`
+/// when the input is not lowered yet or the blocks are broadcast.
+pub(crate) fn weight_layout(lw: &mut Lowerer, id: NodeId, which: usize) -> Option<Mapping> {
+    let node = lw.graph().node(id);
+    let kind = Kind::Conv(WindowPass::Forward);
+    if which != 1 || kind_of(&node.op) != Some(kind) {
+        return None;
+    }
+    let x = node.inputs[0];
+    let input = lw.graph().node(x).ty.dtype;
+    let stored = lw.graph().node(node.inputs[1]).ty.num_elements() as u64;
+    let group = lw.value_of(x).ok()?.group;
+    let g = geometry(lw, id, kind).ok()?;
+    let ga = if group > 1 && accepts(kind, &g, false, group) {
+        group
+    } else {
+        1
+    };
+    let p = planned(lw, id, (kind, &g), (ga, 1), input).ok()?;
+    if p.split.batch > 1 || p.split.rows > 1 || p.split.cols > 1 {
+        return None;
+    }
+    let blocks = blocks(conv_groups(kind, &g), (kind, p.gr), &g, p.extents, p.split);
+    let (start, tiles) = (lw.peek_start(), lw.target().tiles);
+    let amp = lw.target().amp(p.input, p.partials).input_channels;
+    let mut pieces = Vec::new();
+    let mut claimed = 0u64;
+    for (i, blk) in blocks.iter().enumerate() {
+        let params = block_params(
+            kind,
+            &g,
+            blk,
+            pass_channels(p.split.method, amp, blk.red),
+            p.gr,
+        );
+        let (_, rb) = operand_ranges(kind, &g, blk, &params, p.gr);
+        let tile = (start + i as u32) % tiles;
+        for (b, l) in rb {
+            pieces.push((tile, b, b + l));
+            claimed += l;
+        }
+    }
+    if claimed != stored {
+        return None;
+    }
+    // The pass's blocks start on that tile when it is lowered, however many ops are lowered
+    // in between (the weights' cast, the previous layer's normalisation).
+    lw.pin_start(id, start);
+    Some(Mapping::from_pieces(pieces))
+}
+
+/// Lowers a node of the family.
+pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
+    let node = lw.graph().node(id);
+    let Some(kind) = kind_of(&node.op) else {
+        return Err(lw.unsupported(id, "not an op of the convolution family"));
+    };
+    let inputs = node.inputs.clone();
+    let out_dims = node.ty.shape.dims().to_vec();
+    let output = node.ty.dtype;
+    let g = geometry(lw, id, kind)?;
+    let conv_groups = conv_groups(kind, &g);
+    // The operands: feature maps in their producers' channel groups when those fall on the
+    // convolution's groups, weights row-major.
+    let (a, ga) = feature_map(lw, inputs[0], |gr| accepts(kind, &g, false, gr))?;
+    let (b, gb) = match kind {
+        Kind::Conv(WindowPass::WeightGrad) | Kind::Pool { grad: true } => {
+            feature_map(lw, inputs[1], |gr| accepts(kind, &g, true, gr))?
+        }
+        _ if inputs.len() > 1 => (materialized(lw, inputs[1])?, 1),
+        _ => (a, 1),
+    };
+    let Planned {
+        gr,
+        input,
+        partials,
+        extents,
+        split,
+    } = planned(lw, id, (kind, &g), (ga, gb), lw.tensor(a).dtype)?;
+    let tiles = lw.target().tiles;
     let reduce = split.reduces(kind);
     let codelet = match kind {
         Kind::Conv(pass) => Codelet::Conv {
@@ -176,7 +292,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let name = node.name.clone();
     let total: u64 = out_dims.iter().map(|&d| d as u64).product();
     let blocks = blocks(conv_groups, (kind, gr), &g, extents, split);
-    let start = lw.rotate_start(blocks.len() as u32);
+    let start = lw.start_for(id, blocks.len() as u32);
     let tile_of = |i: usize| (start + i as u32) % tiles;
     // A split reduction (input channels, output channels for the input gradient, the batch
     // and the field's rows for the weight gradient): each tile's partial block is summed on
@@ -356,9 +472,9 @@ fn sub_ranges(ranges: &[(u64, u64)], c0: u64, c1: u64) -> Vec<(u64, u64)> {
 }
 
 /// Sums the partial blocks of a split reduction: chunk `j` of every output block's elements
-/// is gathered from the block's partial tiles onto its `j`-th tile and summed by a `Reduce`
-/// vertex in ascending reduction-block order, in the partials type, then written in the
-/// output type (the order the matmul's split reductions use).
+/// is summed on its `j`-th tile (the output's mapping), in the stages PopLibs plans for a
+/// convolution's reduction ([`sum_split`]), in the partials type, then written in the
+/// output type (the matmul's split reductions sum the same way).
 fn reduce_partials(
     lw: &mut Lowerer,
     (id, kind): (NodeId, Kind),
@@ -367,39 +483,28 @@ fn reduce_partials(
     src: Sources,
     (out, partials, output): (crate::executable::TensorId, DType, DType),
 ) {
-    let mut eb = ExchangeBuilder::default();
-    let mut inbox = TileScratch::new(lw, format!("{name}/reduce_in"), Some(id), partials);
-    let mut tiles = Vec::new();
+    let mut split = Vec::with_capacity(reduction.len());
     for members in reduction.values() {
         let ranges = output_ranges(kind, g, &blocks[members[0]], gr);
         let e: u64 = ranges.iter().map(|r| r.1).sum();
-        let count = members.len() as u64;
-        let chunk = e.div_ceil(count);
-        for (j, &rj) in members.iter().enumerate() {
-            let (c0, c1) = ((j as u64 * chunk).min(e), ((j as u64 + 1) * chunk).min(e));
-            if c0 == c1 {
-                continue;
-            }
-            let sources: Vec<(u32, u64)> = members
+        let chunk = e.div_ceil(members.len() as u64);
+        let out_pos = (0..members.len() as u64)
+            .map(|j| match sub_ranges(&ranges, j * chunk, e).first() {
+                Some(r) => lw.position(out, r.0),
+                None => 0, // an empty chunk: nothing is written
+            })
+            .collect();
+        split.push(SplitBlock {
+            sources: members
                 .iter()
                 .map(|&i| ((src.tile_of)(i), src.at[i]))
-                .collect();
-            let first = sub_ranges(&ranges, c0, c1).first().map_or(0, |r| r.0);
-            let out_pos = lw.position(out, first);
-            tiles.push(sum_chunk(
-                lw,
-                &mut eb,
-                &mut inbox,
-                (src.tensor, &sources),
-                (c0, c1 - c0),
-                (src.tile_of)(rj),
-                (out, out_pos),
-                (partials, output),
-            ));
-        }
+                .collect(),
+            elems: e,
+            tiles: members.iter().map(|&i| (src.tile_of)(i)).collect(),
+            out_pos,
+        });
     }
-    inbox.finish(lw);
-    lw.superstep(&format!("{name}/reduce"), Some(id), eb.finish(), tiles);
+    sum_split(lw, (id, name), src.tensor, (partials, output), out, &split);
 }
 
 fn second_name(kind: Kind) -> &'static str {

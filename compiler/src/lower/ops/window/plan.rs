@@ -23,6 +23,7 @@
 
 use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
 use crate::lower::core::Lowerer;
+use crate::lower::kit::reduce_plan::reduce_stages;
 use crate::target::Target;
 use ipusim_exe::cycles::conv::SLIC_WINDOW_WIDTH;
 use ipusim_exe::cycles::window::{window_group_cycles, SLIC_CHANNELS};
@@ -721,18 +722,35 @@ fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
         Kind::Conv(_) => u64::from(s.red.max(1)),
         Kind::Pool { .. } => 1,
     };
-    let sum = if parts > 1 {
-        let per = out_elems.div_ceil(parts);
-        per * parts * ps / xbw + per * parts / 2 + 100 + parts * REGION_CYCLES
-    } else {
-        0
-    };
+    let sum = split_sum_cycles(out_elems, parts, ps, xbw);
     let vertex = window_group_cycles(target, &pr.codelet.with_conv_method(s.method), &params);
     let cycles = vertex
         .saturating_add(input_bytes / xbw)
         .saturating_add(sum)
         .saturating_add(regions.saturating_mul(REGION_CYCLES));
     (cycles, input_bytes + out_bytes * (1 + u64::from(reduce)))
+}
+
+/// The proxy's cycles of summing `parts` partial blocks of `out_elems` elements of `ps`
+/// bytes on the `parts` tiles that hold them, in the stages of [`reduce_stages`]: per stage
+/// a reducing tile receives its chunk of each partial of its section (the bytes at the
+/// exchange rate and [`REGION_CYCLES`] per message), sums them (half a cycle per element)
+/// and syncs (100 cycles).
+fn split_sum_cycles(out_elems: u64, parts: u64, ps: u64, xbw: u64) -> u64 {
+    if parts <= 1 {
+        return 0;
+    }
+    let mut depth = parts;
+    let mut cycles = 0u64;
+    let stages = reduce_stages(u32::try_from(parts).unwrap_or(u32::MAX));
+    for d in stages.into_iter().map(u64::from).chain([1]) {
+        let sources = depth.div_ceil(d);
+        let chunk = out_elems.div_ceil((parts / d).max(1));
+        let elems = chunk * sources;
+        cycles += elems * ps / xbw + elems / 2 + 100 + sources * REGION_CYCLES;
+        depth = d;
+    }
+    cycles
 }
 
 #[cfg(test)]

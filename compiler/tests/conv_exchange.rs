@@ -1,0 +1,119 @@
+//! Laws of a compiled convolution's exchange: a split reduction of 16 partials or more is
+//! summed in PopLibs' stages (`poplin/ConvReducePlan.cpp`), so that no reducing tile
+//! receives a message from every partial; and a forward convolution whose weight blocks are
+//! each read by one tile reads its weights where they are laid out (PopLibs'
+//! `createWeights`), with no exchange of them.
+
+use ipusim_compiler::{compile, CompileOptions, CompileReport, Executable, Target};
+use ipusim_ir::{DType, GraphBuilder, Init, Op};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// `x[1, c, f, f] * w[o, c, 1, 1]` (named `y`) compiled for mk2 in FP16.
+fn conv_1x1(c: usize, o: usize, f: usize) -> Executable {
+    let mut b = GraphBuilder::new();
+    let x = b
+        .variable("x", DType::F16, [1, c, f, f], Init::Zeros)
+        .unwrap();
+    let w = b
+        .variable("w", DType::F16, [o, c, 1, 1], Init::Zeros)
+        .unwrap();
+    let op = Op::Conv2d {
+        stride: vec![],
+        padding: vec![],
+        dilation: vec![],
+        groups: 1,
+    };
+    let y = b.named("y", op, &[x, w]).unwrap();
+    b.outfeed("y", y).unwrap();
+    compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap()
+}
+
+/// The forward row of the report: the reduction split and the rows split.
+fn forward_splits(exe: &Executable) -> (u32, u32) {
+    let report = CompileReport::new("conv", None, exe);
+    let row = report
+        .convolutions
+        .iter()
+        .find(|c| c.pass == "Forward")
+        .expect("a forward row");
+    (row.reduction_split, row.partition[3])
+}
+
+/// The most source tiles any destination tile of exchange `name` receives from.
+fn max_sources(exe: &Executable, name: &str) -> usize {
+    let ex = exe
+        .exchanges
+        .iter()
+        .find(|e| e.name == name)
+        .unwrap_or_else(|| panic!("no exchange {name}"));
+    let mut from: BTreeMap<_, BTreeSet<_>> = BTreeMap::new();
+    for c in &ex.copies {
+        for d in &c.dsts {
+            if d.tile != c.src_tile {
+                from.entry(d.tile).or_default().insert(c.src_tile);
+            }
+        }
+    }
+    from.values().map(BTreeSet::len).max().unwrap_or(0)
+}
+
+#[test]
+fn a_deep_reduction_is_summed_in_stages_of_few_messages() {
+    // 2048 input channels into 8 outputs of 2x2: almost all of the work is the reduction.
+    let exe = conv_1x1(2048, 8, 2);
+    let (red, _) = forward_splits(&exe);
+    assert!(
+        red >= 16,
+        "reduction split {red}: the case needs 16 partials or more"
+    );
+    let staged = exe
+        .exchanges
+        .iter()
+        .any(|e| e.name == "y/reduce_stage0/exchange");
+    assert!(staged, "no intermediate stage for {red} partials");
+    // Single-stage, every reducing tile would hear from the other red - 1 partial tiles.
+    let (first, last) = (
+        max_sources(&exe, "y/reduce_stage0/exchange"),
+        max_sources(&exe, "y/reduce/exchange"),
+    );
+    eprintln!("{red} partials: at most {first} then {last} sources per tile");
+    assert!(first < red as usize - 1 && last < red as usize - 1);
+    // A shallow reduction is summed in one stage, as before.
+    let shallow = conv_1x1(64, 8, 2);
+    let (red, _) = forward_splits(&shallow);
+    assert!(red < 16, "reduction split {red}");
+    assert!(!shallow
+        .exchanges
+        .iter()
+        .any(|e| e.name.contains("reduce_stage")));
+}
+
+/// The bytes of the weights `w` that the exchanges move (per destination).
+fn weight_bytes_moved(exe: &Executable) -> u64 {
+    let w = exe
+        .tensors
+        .iter()
+        .position(|t| t.name == "w")
+        .expect("the weights' tensor");
+    exe.exchanges
+        .iter()
+        .flat_map(|e| &e.copies)
+        .filter(|c| c.src_tensor.0 as usize == w)
+        .map(|c| u64::from(c.bytes) * c.dsts.len() as u64)
+        .sum()
+}
+
+#[test]
+fn weights_read_by_one_tile_each_are_laid_out_where_they_are_read() {
+    // A small field: no rows split, so every weight block is read by one tile.
+    let exe = conv_1x1(512, 512, 2);
+    let (_, rows) = forward_splits(&exe);
+    assert_eq!(rows, 1, "the case needs the field unsplit");
+    assert_eq!(weight_bytes_moved(&exe), 0);
+    // A large field is split by rows: its weight blocks are broadcast to every row's tile
+    // from the default layout (owning them on one reader would pile its sends there).
+    let exe = conv_1x1(256, 256, 56);
+    let (_, rows) = forward_splits(&exe);
+    assert!(rows > 1, "the case needs the rows split");
+    assert!(weight_bytes_moved(&exe) > 0);
+}
