@@ -1712,6 +1712,9 @@ mod tests {
         assert_eq!(multi_stage_reduce_plan(16, true), vec![4]);
         // 20: 4 + 5 = 9 against 5 + 4 = 9: not cheaper, so round up → [5].
         assert_eq!(multi_stage_reduce_plan(20, true), vec![5]);
+        // 448, three stages: 58 then 8 costs 15.25 + 448/58 = 22.974 messages, 59 then 8
+        // costs 15.375 + 448/59 = 22.968 → [59, 8].
+        assert_eq!(multi_stage_reduce_plan(448, true), vec![59, 8]);
         let params = ConvReduceParams {
             out_elems: 60,
             depth: 1,

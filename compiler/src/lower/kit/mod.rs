@@ -1,14 +1,12 @@
 //! Building blocks the op families share: tile mappings and grains ([`mapping`]),
 //! staging operands onto tiles with exchanges ([`stage`]), the matmul planner ([`planner`]),
 //! fills ([`fill`]), permutations and element moves ([`permute`]), row-wise block vertices
-//! ([`rows`]), the cross-tile reduction tree in its documented order ([`reduction`]) and
-//! the stages of a split reduction's sum ([`reduce_plan`]).
+//! ([`rows`]), and the cross-tile reduction tree in its documented order ([`reduction`]).
 
 pub(crate) mod fill;
 pub(crate) mod mapping;
 pub(crate) mod permute;
 pub(crate) mod planner;
-pub(crate) mod reduce_plan;
 pub mod reduction;
 pub(crate) mod rows;
 pub(crate) mod stage;

@@ -14,8 +14,8 @@
 
 use crate::codelets::MatrixLayout;
 use crate::cycles::vertex::{amp_block_cycles, reduce_block_cycles};
-use crate::lower::kit::reduce_plan::reduce_stages;
 use crate::target::Target;
+use ipusim_exe::cycles::conv::multi_stage_reduce_plan;
 use ipusim_ir::DType;
 
 /// The problem: `g` independent `m × k × n` matmuls.
@@ -146,10 +146,11 @@ impl Costing<'_> {
         let e = bg * bm * bn;
         let mut temp = staged;
         if sk > 1 {
-            // Each stage of the sum (`reduction::reduce_stages`): a reducing tile receives
+            // Each stage of the sum (`multi_stage_reduce_plan`): a reducing tile receives
             // its chunk of each other partial of its section and sums them.
             let mut depth = sk;
-            let stages = reduce_stages(u32::try_from(sk).unwrap_or(u32::MAX));
+            // PopLibs' default `enableMultiStageReduce`.
+            let stages = multi_stage_reduce_plan(u32::try_from(sk).unwrap_or(u32::MAX), true);
             for d in stages.into_iter().map(u64::from).chain([1]) {
                 let sources = depth.div_ceil(d);
                 let chunk = e.div_ceil((sk / d).max(1));

@@ -32,8 +32,8 @@ use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{
     choose_tiles, grain, min_elements_per_tile, worker_slices, Mapping,
 };
-use crate::lower::kit::reduce_plan::reduce_stages;
 use crate::lower::kit::stage::{ExchangeBuilder, TileScratch};
+use ipusim_exe::cycles::conv::multi_stage_reduce_plan;
 use ipusim_ir::{DType, NodeId, Shape};
 use std::collections::BTreeMap;
 
@@ -627,14 +627,16 @@ fn chunk_of(j: u64, n: u64, elems: u64) -> (u64, u64) {
 }
 
 /// Sums the partial blocks of a split reduction's output `blocks`, stored in `partials`
-/// (type `types.0`), into `out` (type `types.1`), in the stages of [`reduce_stages`]: each
+/// (type `types.0`), into `out` (type `types.1`), in the stages of PopLibs'
+/// [`multi_stage_reduce_plan`] (its default `enableMultiStageReduce`, which PopLibs keeps
+/// to cut exchange code: single-stage, every reducing tile hears from every partial). Each
 /// intermediate stage of depth `d` cuts a block's current partials into `d` consecutive
 /// sections, each summed over its run of the block's tiles into an intermediate partial
 /// (in the partials type); the last stage sums the remaining partials of chunk `j` on
 /// tile `j`. Every sum is a `Reduce` vertex's sequential sum in ascending partial order,
 /// so an output element is the sum of its sections' sums in section order (the order an
-/// error bound is derived from; one level for fewer than 16 partials, as before PopLibs'
-/// staging). One superstep per stage: `{name}/reduce_stage{s}`, then `{name}/reduce`.
+/// error bound is derived from; one level for fewer than 16 partials). One superstep per
+/// stage: `{name}/reduce_stage{s}`, then `{name}/reduce`.
 pub(crate) fn sum_split(
     lw: &mut Lowerer,
     (id, name): (NodeId, &str),
@@ -664,7 +666,7 @@ pub(crate) fn sum_split(
         .collect();
     let plans: Vec<Vec<u32>> = blocks
         .iter()
-        .map(|b| reduce_stages(b.sources.len() as u32))
+        .map(|b| multi_stage_reduce_plan(b.sources.len() as u32, true))
         .collect();
     let stages = plans.iter().map(Vec::len).max().unwrap_or(0);
     for s in 0..stages {

@@ -23,8 +23,8 @@
 
 use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
 use crate::lower::core::Lowerer;
-use crate::lower::kit::reduce_plan::reduce_stages;
 use crate::target::Target;
+use ipusim_exe::cycles::conv::multi_stage_reduce_plan;
 use ipusim_exe::cycles::conv::SLIC_WINDOW_WIDTH;
 use ipusim_exe::cycles::window::{window_group_cycles, SLIC_CHANNELS};
 use ipusim_ir::{DType, NodeId};
@@ -732,17 +732,19 @@ fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
 }
 
 /// The proxy's cycles of summing `parts` partial blocks of `out_elems` elements of `ps`
-/// bytes on the `parts` tiles that hold them, in the stages of [`reduce_stages`]: per stage
-/// a reducing tile receives its chunk of each partial of its section (the bytes at the
-/// exchange rate and [`REGION_CYCLES`] per message), sums them (half a cycle per element)
-/// and syncs (100 cycles).
+/// bytes on the `parts` tiles that hold them, in the stages of PopLibs'
+/// [`multi_stage_reduce_plan`] (its default `enableMultiStageReduce`): per stage a reducing
+/// tile receives its chunk of each partial of its section (the bytes at the exchange rate
+/// and [`REGION_CYCLES`] per message), sums them (half a cycle per element) and syncs (100
+/// cycles).
 fn split_sum_cycles(out_elems: u64, parts: u64, ps: u64, xbw: u64) -> u64 {
     if parts <= 1 {
         return 0;
     }
     let mut depth = parts;
     let mut cycles = 0u64;
-    let stages = reduce_stages(u32::try_from(parts).unwrap_or(u32::MAX));
+    // PopLibs' default `enableMultiStageReduce`.
+    let stages = multi_stage_reduce_plan(u32::try_from(parts).unwrap_or(u32::MAX), true);
     for d in stages.into_iter().map(u64::from).chain([1]) {
         let sources = depth.div_ceil(d);
         let chunk = out_elems.div_ceil((parts / d).max(1));
