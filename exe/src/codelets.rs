@@ -162,6 +162,14 @@ pub enum Codelet {
         acc: DType,
         output: DType,
     },
+    /// PopLibs' `poplin::ReduceAdd`, the sum of a split reduction's partial rows across
+    /// tiles: a `MultiVertex` (one per tile). Operands `[partials (partials), out
+    /// (output)]`; params `Block`. Its values are [`Codelet::Reduce`]'s `Sum` with an f32
+    /// accumulator ([`Codelet::summing`]): PopLibs' `ReduceAdd.cpp` sums `float(partials[j][i])`
+    /// into a `float` in ascending `j` and converts once, and its assembly accumulates half
+    /// partials in the f32 accumulators (`f16v8acc`). Its cycles are PopLibs' estimate of
+    /// the whole vertex ([`crate::cycles::conv::reduce_add_cycles`]).
+    ReduceAdd { partials: DType, output: DType },
     /// Operands `[in (dtype), out (I32)]`; params `Block`. `out[g · cols + c]` = the first
     /// `i` with the maximum of `in(g, i, col_begin + c)` (`best = 0`; for `i ≥ 1`, if
     /// `in(i) > in(best)` then `best = i`). No flags.
@@ -282,6 +290,18 @@ impl Codelet {
                 | Codelet::Cast { .. }
                 | Codelet::ActivationGrad { .. }
         )
+    }
+
+    /// The [`Codelet::Reduce`] whose values a [`Codelet::ReduceAdd`] of `partials` into
+    /// `output` computes: `Sum` of its partials in an f32 accumulator, converted to its
+    /// output.
+    pub fn summing(partials: DType, output: DType) -> Codelet {
+        Codelet::Reduce {
+            op: ReduceOp::Sum,
+            input: partials,
+            acc: DType::F32,
+            output,
+        }
     }
 
     /// The key the memory plan charges code under, once per tile: the codelet's name, or for
@@ -713,6 +733,8 @@ impl Codelet {
             Codelet::OneHot { .. } => ("OneHot", &["indices", "out"], 224),
             Codelet::AmpMatMul { .. } => ("AmpMatMul", &["a", "b", "out"], 1536),
             Codelet::Reduce { .. } => ("Reduce", &["in", "out"], 640),
+            // Our choice, as for `Reduce`: PopLibs' ReduceAdd.S is not measured.
+            Codelet::ReduceAdd { .. } => ("ReduceAdd", &["partials", "out"], 640),
             Codelet::ArgMax { .. } => ("ArgMax", &["in", "out"], 320),
             Codelet::Softmax { .. } => ("Softmax", &["in", "out"], 768),
             Codelet::SoftmaxCrossEntropy { .. } => {
@@ -771,6 +793,7 @@ impl Codelet {
                 acc,
                 output,
             } => format!("Reduce<{op:?},{input},{acc},{output}>"),
+            Codelet::ReduceAdd { partials, output } => format!("ReduceAdd<{output},{partials}>"),
             Codelet::ArgMax { dtype } => format!("ArgMax<{dtype}>"),
             Codelet::Softmax { log, dtype } => {
                 format!("{}<{dtype}>", if *log { "LogSoftmax" } else { "Softmax" })

@@ -1043,6 +1043,30 @@ pub fn reduce_add_variant(
     }
 }
 
+/// The cycles of the `ReduceAdd` vertex PopLibs' conv reduction builds on a tile that sums
+/// `out_elems` outputs from `depth` partial rows (ConvReduce.cpp): the variant
+/// [`reduce_add_variant`] picks, with one partial row fewer through the exchanged block
+/// when it is the single-input one.
+pub fn reduce_add_vertex_cycles(
+    target: &Target,
+    (out_elems, depth): (u32, u32),
+    (partials, out): (DType, DType),
+    enable_fast_reduce: bool,
+) -> u64 {
+    let variant = reduce_add_variant(target, out_elems, depth, partials, enable_fast_reduce);
+    let single = matches!(variant, ReduceAddVariant::SingleInput { .. });
+    reduce_add_cycles(
+        target,
+        &ReduceAddParams {
+            out_elems,
+            num_partials: depth.saturating_sub(u32::from(single)),
+            out,
+            partials,
+            variant,
+        },
+    )
+}
+
 /// PopLibs `getMultiStageReducePlan` (ConvReducePlan.cpp L10–65): the depths of the
 /// intermediate stages of a reduction of `depth` partials (empty: one stage). Multi-stage
 /// reduction (option `enableMultiStageReduce`, default true) uses 2 stages from depth 16 and
@@ -1130,18 +1154,11 @@ pub fn conv_reduce_cycles(target: &Target, p: &ConvReduceParams) -> u64 {
         };
     }
     let stage = |out_elems: u32, depth: u32, out: DType| {
-        let variant =
-            reduce_add_variant(target, out_elems, depth, p.partials, p.enable_fast_reduce);
-        let single = matches!(variant, ReduceAddVariant::SingleInput { .. });
-        reduce_add_cycles(
+        reduce_add_vertex_cycles(
             target,
-            &ReduceAddParams {
-                out_elems,
-                num_partials: depth - u32::from(single),
-                out,
-                partials: p.partials,
-                variant,
-            },
+            (out_elems, depth),
+            (p.partials, out),
+            p.enable_fast_reduce,
         )
     };
     let mut cycles = Cy(0);

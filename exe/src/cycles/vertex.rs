@@ -70,6 +70,25 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
                 _ => finish(0, workers),
             };
         }
+        Codelet::ReduceAdd { partials, output } => {
+            // The group is costed as the one PopLibs vertex over the tile's chunk.
+            let (mut out_elems, mut depth) = (0u64, 0u32);
+            for v in &group.vertices {
+                if let VertexParams::Block(b) = &v.params {
+                    out_elems += u64::from(b.groups) * u64::from(b.cols);
+                    depth = depth.max(b.count);
+                }
+            }
+            let out_elems = u32::try_from(out_elems).unwrap_or(u32::MAX);
+            // PopLibs' default: `enableFastReduce` off.
+            let cycles = super::conv::reduce_add_vertex_cycles(
+                target,
+                (out_elems, depth),
+                (*partials, *output),
+                false,
+            );
+            return finish(cycles, workers);
+        }
         Codelet::Fused { leaves, steps } => {
             let lens: Vec<u64> = group
                 .vertices
@@ -459,6 +478,7 @@ fn vertex_worker(target: &Target, codelet: &Codelet, params: &VertexParams, n: u
             _ => 0,
         },
         Codelet::AmpMatMul { .. }
+        | Codelet::ReduceAdd { .. }
         | Codelet::Conv { .. }
         | Codelet::MaxPool { .. }
         | Codelet::Fused { .. } => 0,

@@ -125,6 +125,10 @@ pub(crate) fn execute(
         (Codelet::AmpMatMul { .. }, VertexParams::Amp(p)) => {
             amp::run(codelet, p, ops, scratch, worker)
         }
+        (Codelet::ReduceAdd { partials, output }, VertexParams::Block(p)) => {
+            let sum = Codelet::summing(*partials, *output);
+            block::run(&sum, p, ops, scratch, worker)
+        }
         (
             Codelet::Reduce { .. }
             | Codelet::ArgMax { .. }

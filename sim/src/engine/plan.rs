@@ -163,6 +163,10 @@ fn check_vertex(
     operands::check(v, tensors, mem_len, elementwise)?;
     match (codelet, &v.params) {
         (Codelet::AmpMatMul { .. }, VertexParams::Amp(p)) => amp::check(codelet, p, v, tensors),
+        (Codelet::ReduceAdd { partials, output }, VertexParams::Block(p)) => {
+            let sum = Codelet::summing(*partials, *output);
+            block::check(&sum, p, v, tensors)
+        }
         (
             Codelet::Reduce { .. }
             | Codelet::ArgMax { .. }

@@ -794,10 +794,8 @@ fn sum_pieces(
         (1, count, width),
         1.0,
     );
-    let sum = Codelet::Reduce {
-        op: ReduceOp::Sum,
-        input: partial_type,
-        acc: partial_type,
+    let sum = Codelet::ReduceAdd {
+        partials: partial_type,
         output: output_type,
     };
     TileWork::one_group(lw.tile_id(rt), sum, vertices)
