@@ -4,10 +4,7 @@
 //! 32) runs one training step per device run in a `Session` on synthetic data (compile
 //! outside the measurement), in 16.16 and 32.32, on all cores and on one thread. The zoo's
 //! ResNet-50 (224×224×3, batch 1, 16.16) follows, one step on all cores against one native
-//! pass (printed only: a step takes seconds). ResNet-50 at batch 1 does not fit one mk2's
-//! tiles (`programs/resnet50.ron`), so it runs on an mk2 with twice the memory per tile
-//! (`bytes_per_tile` 1,277,952), our choice to let the step execute; the planner's budget
-//! follows the tile size, so its plans can differ from a real mk2's.
+//! pass (printed only: a step takes seconds), on one mk2 (`programs/resnet50.ron` fits it).
 //!
 //! The baseline is the same step's convolutions in plain f32 on one host thread: for every
 //! `Conv2d` of the program, the forward pass, the input gradient (not for the stem, whose
@@ -351,13 +348,11 @@ fn compare_resnet50() {
     let mut nets: Vec<NativeConv> = convs(&p).into_iter().map(NativeConv::new).collect();
     let native = median_secs(1, 0.0, || native_step(&mut nets));
     let macs: u64 = nets.iter().map(NativeConv::macs).sum();
-    let mut target = Target::mk2();
-    target.bytes_per_tile *= 2;
-    let mut s = session(&p, Precision::P16_16, None, target);
+    let mut s = session(&p, Precision::P16_16, None, Target::mk2());
     let step = median_secs(1, 0.0, || s.run().unwrap().summary.cycles.total);
     let ratio = step / native;
     println!(
-        "cnn step: ResNet-50, batch 1, 224x224x3, {} convolutions, 16.16 on an mk2 with 2x tile memory (load average {})",
+        "cnn step: ResNet-50, batch 1, 224x224x3, {} convolutions, 16.16 on mk2 (load average {})",
         nets.len(),
         load_average()
     );

@@ -169,7 +169,9 @@ fn the_shipped_resnet50_at_batch_2_is_out_of_memory_with_its_fullest_tiles_named
         assert!(t["bytes"].as_u64().unwrap() > capacity, "{t}");
         let largest = t["largest"].as_array().unwrap();
         assert!(!largest.is_empty(), "{t}");
-        assert!(largest.iter().all(|x| !x["name"].as_str().unwrap().is_empty()));
+        assert!(largest
+            .iter()
+            .all(|x| !x["name"].as_str().unwrap().is_empty()));
     }
 }
 
