@@ -168,7 +168,7 @@ pub enum Codelet {
     /// accumulator ([`Codelet::summing`]): PopLibs' `ReduceAdd.cpp` sums `float(partials[j][i])`
     /// into a `float` in ascending `j` and converts once, and its assembly accumulates half
     /// partials in the f32 accumulators (`f16v8acc`). Its cycles are PopLibs' estimate of
-    /// the whole vertex ([`crate::cycles::conv::reduce_add_cycles`]).
+    /// the whole vertex ([`crate::cycles::conv_reduce::reduce_add_cycles`]).
     ReduceAdd { partials: DType, output: DType },
     /// Operands `[in (dtype), out (I32)]`; params `Block`. `out[g · cols + c]` = the first
     /// `i` with the maximum of `in(g, i, col_begin + c)` (`best = 0`; for `i ≥ 1`, if

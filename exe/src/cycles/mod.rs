@@ -20,6 +20,8 @@
 //! [`CycleEstimate::saturated`] tells the front ends, which refuse such a report.
 
 pub mod conv;
+pub mod conv_reduce;
+mod saturating;
 pub mod vertex;
 pub mod window;
 

@@ -81,7 +81,7 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
             }
             let out_elems = u32::try_from(out_elems).unwrap_or(u32::MAX);
             // PopLibs' default: `enableFastReduce` off.
-            let cycles = super::conv::reduce_add_vertex_cycles(
+            let cycles = super::conv_reduce::reduce_add_vertex_cycles(
                 target,
                 (out_elems, depth),
                 (*partials, *output),

@@ -15,7 +15,7 @@
 use crate::codelets::MatrixLayout;
 use crate::cycles::vertex::{amp_block_cycles, reduce_block_cycles};
 use crate::target::Target;
-use ipusim_exe::cycles::conv::multi_stage_reduce_plan;
+use ipusim_exe::cycles::conv_reduce::multi_stage_reduce_plan;
 use ipusim_ir::DType;
 
 /// The problem: `g` independent `m × k × n` matmuls.

@@ -33,7 +33,7 @@ use crate::lower::kit::mapping::{
     choose_tiles, grain, min_elements_per_tile, worker_slices, Mapping,
 };
 use crate::lower::kit::stage::{ExchangeBuilder, TileScratch};
-use ipusim_exe::cycles::conv::multi_stage_reduce_plan;
+use ipusim_exe::cycles::conv_reduce::multi_stage_reduce_plan;
 use ipusim_ir::{DType, NodeId, Shape};
 use std::collections::BTreeMap;
 
@@ -620,8 +620,9 @@ pub(crate) struct SplitBlock {
     pub out_pos: Vec<u64>,
 }
 
-/// Chunk `j` of `n` of `elems` elements.
-fn chunk_of(j: u64, n: u64, elems: u64) -> (u64, u64) {
+/// Chunk `j` of `n` of `elems` elements: the part of a split reduction's output block that
+/// its `j`-th tile sums (the output's mapping and [`sum_split`] both cut blocks so).
+pub(crate) fn chunk_of(j: u64, n: u64, elems: u64) -> (u64, u64) {
     let chunk = elems.div_ceil(n.max(1));
     ((j * chunk).min(elems), ((j + 1) * chunk).min(elems))
 }
@@ -633,10 +634,11 @@ fn chunk_of(j: u64, n: u64, elems: u64) -> (u64, u64) {
 /// intermediate stage of depth `d` cuts a block's current partials into `d` consecutive
 /// sections, each summed over its run of the block's tiles into an intermediate partial
 /// (in the partials type); the last stage sums the remaining partials of chunk `j` on
-/// tile `j`. Every sum is a `Reduce` vertex's sequential sum in ascending partial order,
-/// so an output element is the sum of its sections' sums in section order (the order an
-/// error bound is derived from; one level for fewer than 16 partials). One superstep per
-/// stage: `{name}/reduce_stage{s}`, then `{name}/reduce`.
+/// tile `j`. Every sum is a `ReduceAdd` vertex's: in ascending partial order in an f32
+/// accumulator, rounded once to its output (an intermediate partial to the partials type),
+/// so an output element is the sum of its sections' rounded sums in section order (the
+/// order an error bound is derived from; one level for fewer than 16 partials). One
+/// superstep per stage: `{name}/reduce_stage{s}`, then `{name}/reduce`.
 pub(crate) fn sum_split(
     lw: &mut Lowerer,
     (id, name): (NodeId, &str),
@@ -685,44 +687,15 @@ pub(crate) fn sum_split(
         );
         let mut tiles = Vec::new();
         for (bi, b) in blocks.iter().enumerate() {
-            let Some(&d) = plans[bi].get(s) else {
-                continue;
-            };
-            let (d, p, r) = (u64::from(d), current[bi].len() as u64, b.tiles.len() as u64);
-            let mut next = Vec::with_capacity(d as usize);
-            for i in 0..d {
-                let sources = &current[bi][(i * p / d) as usize..((i + 1) * p / d) as usize];
-                let t0 = i * r / d;
-                let t1 = ((i + 1) * r / d).max(t0 + 1);
-                let mut pieces = Vec::new();
-                for j in 0..t1 - t0 {
-                    let (c0, c1) = chunk_of(j, t1 - t0, b.elems);
-                    if c0 == c1 {
-                        continue;
-                    }
-                    let rt = b.tiles[(t0 + j) as usize];
-                    let pos = mid.alloc(rt, c1 - c0);
-                    tiles.push(sum_pieces(
-                        lw,
-                        &mut eb,
-                        &mut inbox,
-                        sources,
-                        (c0, c1 - c0),
-                        rt,
-                        (mid.tensor, pos),
-                        (partial_type, partial_type),
-                    ));
-                    pieces.push(PartialPiece {
-                        tensor: mid.tensor,
-                        tile: rt,
-                        pos,
-                        begin: c0,
-                        end: c1,
-                    });
-                }
-                next.push(pieces);
+            if let Some(&d) = plans[bi].get(s) {
+                let st = Stage {
+                    eb: &mut eb,
+                    inbox: &mut inbox,
+                    mid: &mut mid,
+                    partial_type,
+                };
+                current[bi] = sum_sections(lw, st, b, &current[bi], u64::from(d), &mut tiles);
             }
-            current[bi] = next;
         }
         inbox.finish(lw);
         mid.finish(lw);
@@ -759,9 +732,66 @@ pub(crate) fn sum_split(
     lw.superstep(&format!("{name}/reduce"), Some(id), eb.finish(), tiles);
 }
 
+/// The exchange and scratch tensors of one intermediate stage of [`sum_split`].
+struct Stage<'a> {
+    eb: &'a mut ExchangeBuilder,
+    inbox: &'a mut TileScratch,
+    mid: &'a mut TileScratch,
+    partial_type: DType,
+}
+
+/// One intermediate stage of block `b`: its `current` partials cut into `d` consecutive
+/// sections, section `i` summed over the `i`-th run of the block's tiles (chunk by chunk)
+/// into one intermediate partial in `st.mid`. Pushes the stage's work to `tiles`; returns
+/// the `d` intermediate partials as pieces.
+fn sum_sections(
+    lw: &mut Lowerer,
+    st: Stage,
+    b: &SplitBlock,
+    current: &[Vec<PartialPiece>],
+    d: u64,
+    tiles: &mut Vec<TileWork>,
+) -> Vec<Vec<PartialPiece>> {
+    let (p, r) = (current.len() as u64, b.tiles.len() as u64);
+    (0..d)
+        .map(|i| {
+            let sources = &current[(i * p / d) as usize..((i + 1) * p / d) as usize];
+            let t0 = i * r / d;
+            let n = ((i + 1) * r / d).max(t0 + 1) - t0;
+            let mut pieces = Vec::new();
+            for j in 0..n {
+                let (c0, c1) = chunk_of(j, n, b.elems);
+                if c0 == c1 {
+                    continue;
+                }
+                let rt = b.tiles[(t0 + j) as usize];
+                let pos = st.mid.alloc(rt, c1 - c0);
+                tiles.push(sum_pieces(
+                    lw,
+                    st.eb,
+                    st.inbox,
+                    sources,
+                    (c0, c1 - c0),
+                    rt,
+                    (st.mid.tensor, pos),
+                    (st.partial_type, st.partial_type),
+                ));
+                pieces.push(PartialPiece {
+                    tensor: st.mid.tensor,
+                    tile: rt,
+                    pos,
+                    begin: c0,
+                    end: c1,
+                });
+            }
+            pieces
+        })
+        .collect()
+}
+
 /// One chunk of a split reduction's sum: elements `[c0, c0 + width)` of each source's
 /// partial block (its pieces, in reduction order) are gathered into `inbox` on tile `rt`
-/// and summed there by a `Reduce` vertex set, in the partials type, into `out` at slice
+/// and summed there by PopLibs' `ReduceAdd` vertex (f32 accumulator) into `out` at slice
 /// position `out_pos` in the output type.
 #[allow(clippy::too_many_arguments)]
 fn sum_pieces(

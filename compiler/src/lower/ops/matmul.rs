@@ -15,7 +15,7 @@ use crate::lower::core::{is_swap_last, Lowerer};
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute;
 use crate::lower::kit::planner::{plan, Home, Plan, Problem};
-use crate::lower::kit::reduction::{sum_split, SplitBlock};
+use crate::lower::kit::reduction::{chunk_of, sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use ipusim_ir::{DType, NodeId};
 
@@ -457,11 +457,7 @@ fn output_mapping(lw: &Lowerer, geo: &Geometry, plan: &Plan) -> Mapping {
             let bn = nr.1 - nr.0;
             let bm = mr.1 - mr.0;
             let e = (gr.1 - gr.0) * bm * bn;
-            let (c0, c1) = if plan.sk == 1 {
-                (0, e)
-            } else {
-                range(ki, e.div_ceil(plan.sk), e)
-            };
+            let (c0, c1) = chunk_of(ki, plan.sk, e);
             // A block of whole rows is contiguous within each group: one piece per group
             // (the pieces are disjoint, so `from_pieces` makes the same mapping as row by
             // row), else one piece per row.
@@ -623,7 +619,6 @@ fn reduce_partials(
     let mut split = Vec::with_capacity(blocks.len());
     for (_, idx, gr, mr, nr) in blocks {
         let e = (gr.1 - gr.0) * (mr.1 - mr.0) * (nr.1 - nr.0);
-        let chunk = e.div_ceil(plan.sk);
         let sources: Vec<(u32, u64)> = (0..plan.sk)
             .filter_map(|ki| {
                 partial_at
@@ -639,7 +634,7 @@ fn reduce_partials(
         let (bm, bn) = (mr.1 - mr.0, nr.1 - nr.0);
         let out_pos = (0..plan.sk)
             .map(|j| {
-                let c0 = range(j, chunk, e).0;
+                let c0 = chunk_of(j, plan.sk, e).0;
                 if c0 >= e {
                     return 0; // an empty chunk: nothing is written
                 }

@@ -30,7 +30,7 @@ use crate::executable::{Operand, Operands, TensorKind, TileWork, Vertex, VertexG
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute::{grouped, materialized};
-use crate::lower::kit::reduction::{sum_split, SplitBlock};
+use crate::lower::kit::reduction::{chunk_of, sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use ipusim_exe::layout::{channel_group, storage_dims};
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
@@ -309,9 +309,9 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         for members in reduction.values() {
             let ranges = output_ranges(kind, &g, &blocks[members[0]], gr);
             let e: u64 = ranges.iter().map(|r| r.1).sum();
-            let chunk = e.div_ceil(members.len() as u64);
+            let n = members.len() as u64;
             for (j, &i) in members.iter().enumerate() {
-                let (c0, c1) = ((j as u64 * chunk).min(e), ((j as u64 + 1) * chunk).min(e));
+                let (c0, c1) = chunk_of(j as u64, n, e);
                 for (b, l) in sub_ranges(&ranges, c0, c1) {
                     pieces.push((tile_of(i), b, b + l));
                 }
@@ -473,8 +473,8 @@ fn sub_ranges(ranges: &[(u64, u64)], c0: u64, c1: u64) -> Vec<(u64, u64)> {
 
 /// Sums the partial blocks of a split reduction: chunk `j` of every output block's elements
 /// is summed on its `j`-th tile (the output's mapping), in the stages PopLibs plans for a
-/// convolution's reduction ([`sum_split`]), in the partials type, then written in the
-/// output type (the matmul's split reductions sum the same way).
+/// convolution's reduction, on its `ReduceAdd` vertex ([`sum_split`]; the matmul's split
+/// reductions sum the same way).
 fn reduce_partials(
     lw: &mut Lowerer,
     (id, kind): (NodeId, Kind),
@@ -487,11 +487,14 @@ fn reduce_partials(
     for members in reduction.values() {
         let ranges = output_ranges(kind, g, &blocks[members[0]], gr);
         let e: u64 = ranges.iter().map(|r| r.1).sum();
-        let chunk = e.div_ceil(members.len() as u64);
-        let out_pos = (0..members.len() as u64)
-            .map(|j| match sub_ranges(&ranges, j * chunk, e).first() {
-                Some(r) => lw.position(out, r.0),
-                None => 0, // an empty chunk: nothing is written
+        let n = members.len() as u64;
+        let out_pos = (0..n)
+            .map(|j| {
+                let (c0, c1) = chunk_of(j, n, e);
+                // An empty chunk writes nothing.
+                sub_ranges(&ranges, c0, c1)
+                    .first()
+                    .map_or(0, |r| lw.position(out, r.0))
             })
             .collect();
         split.push(SplitBlock {

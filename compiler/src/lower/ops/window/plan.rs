@@ -24,8 +24,8 @@
 use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
 use crate::lower::core::Lowerer;
 use crate::target::Target;
-use ipusim_exe::cycles::conv::multi_stage_reduce_plan;
 use ipusim_exe::cycles::conv::SLIC_WINDOW_WIDTH;
+use ipusim_exe::cycles::conv_reduce::multi_stage_reduce_plan;
 use ipusim_exe::cycles::window::{window_group_cycles, SLIC_CHANNELS};
 use ipusim_ir::{DType, NodeId};
 
