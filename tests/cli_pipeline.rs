@@ -198,8 +198,11 @@ fn recomputation_lowers_peak_live_memory_raises_cycles_and_keeps_the_values() {
     let (kept, recomputed) = (report(&[]), report(&["--recompute"]));
     let peak = |r: &serde_json::Value| r["memory"]["peak_live_bytes"].as_u64().unwrap();
     let cycles = |r: &serde_json::Value| r["total_cycles"].as_u64().unwrap();
+    // At least 5% lower (measured: 2,216,052 against 2,439,204 bytes; batch norm's own
+    // backward pass reads only its whitened activations of the forward, so keeping the
+    // forward costs less than when the backward read the FP32 deviations too).
     assert!(
-        peak(&recomputed) < peak(&kept) * 9 / 10,
+        peak(&recomputed) < peak(&kept) * 19 / 20,
         "{} vs {}",
         peak(&recomputed),
         peak(&kept)

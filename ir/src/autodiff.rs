@@ -40,8 +40,44 @@ mod rules;
 use crate::builder::GraphBuilder;
 use crate::error::IrError;
 use crate::graph::{Graph, NodeId};
+use crate::norm::BatchNormParts;
 use crate::op::Op;
 use std::collections::{HashMap, HashSet};
+
+/// A composite op's backward pass of its own, used in place of the rules of the primitives
+/// it was decomposed into ([`crate::decompose::decompose_with_rules`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Composite {
+    /// A training batch norm ([`crate::norm::grad`]).
+    BatchNorm(BatchNormParts),
+}
+
+impl Composite {
+    /// The nodes the composite's gradient flows to (its inputs).
+    fn inputs(&self) -> Vec<NodeId> {
+        match self {
+            Composite::BatchNorm(p) => vec![p.x, p.scale, p.shift],
+        }
+    }
+}
+
+/// The composites' gradient rules, keyed by the node that carries a composite's name (its
+/// output). Autodiff differentiates such a node by its rule: the gradient flows from it to
+/// the composite's inputs, and the primitives in between get none.
+#[derive(Clone, Debug, Default)]
+pub struct GradientRules(HashMap<NodeId, Composite>);
+
+impl GradientRules {
+    /// Differentiates `output` by `rule`.
+    pub fn insert(&mut self, output: NodeId, rule: Composite) {
+        self.0.insert(output, rule);
+    }
+
+    /// The rule of `output`, if any.
+    pub fn get(&self, output: NodeId) -> Option<&Composite> {
+        self.0.get(&output)
+    }
+}
 
 /// Adds the backward pass of `loss` to `builder` and returns, for each node of `wrt`, the node
 /// holding `d loss / d wrt[i]` scaled by `seed` (or `None` when the loss does not depend on
@@ -61,6 +97,17 @@ pub fn gradients(
     seed: NodeId,
     wrt: &[NodeId],
 ) -> Result<Vec<Option<NodeId>>, IrError> {
+    gradients_with(builder, loss, seed, wrt, &GradientRules::default())
+}
+
+/// [`gradients`], differentiating the nodes of `rules` by their composites' own rules.
+pub fn gradients_with(
+    builder: &mut GraphBuilder,
+    loss: NodeId,
+    seed: NodeId,
+    wrt: &[NodeId],
+    rules: &GradientRules,
+) -> Result<Vec<Option<NodeId>>, IrError> {
     check_arguments(builder.graph(), loss, seed, wrt)?;
     let active = active_nodes(builder.graph(), loss, wrt)?;
 
@@ -77,7 +124,13 @@ pub fn gradients(
         let name = builder.graph().node(node).name.clone();
         builder.push_scope("bwd");
         builder.push_scope(name);
-        let result = sum_and_propagate(builder, node, &parts, &active.set, &mut contributions);
+        let result = sum_and_propagate(
+            builder,
+            node,
+            &parts,
+            (&active.set, rules),
+            &mut contributions,
+        );
         builder.pop_scope();
         builder.pop_scope();
         totals.insert(node, result?);
@@ -91,7 +144,7 @@ fn sum_and_propagate(
     builder: &mut GraphBuilder,
     node: NodeId,
     parts: &[NodeId],
-    active: &HashSet<NodeId>,
+    (active, composites): (&HashSet<NodeId>, &GradientRules),
     contributions: &mut HashMap<NodeId, Vec<NodeId>>,
 ) -> Result<NodeId, IrError> {
     let mut dy = parts[0];
@@ -99,26 +152,42 @@ fn sum_and_propagate(
         dy = builder.op("grad_sum", Op::Add, &[dy, p])?;
     }
     let n = builder.graph().node(node).clone();
-    let wanted: Vec<bool> = n.inputs.iter().map(|i| active.contains(i)).collect();
-    if !wanted.iter().any(|&w| w) {
-        return Ok(dy);
-    }
-    let grads = rules::vjp(builder, node, &n, dy, &wanted)?;
-    for (slot, (&input, grad)) in n.inputs.iter().zip(grads).enumerate() {
+    let (inputs, grads) = match composites.get(node) {
+        Some(rule) => {
+            let inputs = rule.inputs();
+            if !inputs.iter().any(|i| active.contains(i)) {
+                return Ok(dy);
+            }
+            let grads = match rule {
+                Composite::BatchNorm(p) => {
+                    crate::norm::grad::batch_norm(builder, p, dy, |i| active.contains(&i))?
+                }
+            };
+            grads.into_iter().map(|(i, g)| (i, Some(g))).unzip()
+        }
+        None => {
+            let wanted: Vec<bool> = n.inputs.iter().map(|i| active.contains(i)).collect();
+            if !wanted.iter().any(|&w| w) {
+                return Ok(dy);
+            }
+            let grads = rules::vjp(builder, node, &n, dy, &wanted)?;
+            (n.inputs.clone(), grads)
+        }
+    };
+    let (inputs, grads): (Vec<NodeId>, Vec<Option<NodeId>>) = (inputs, grads);
+    for (&input, grad) in inputs.iter().zip(grads) {
         let Some(grad) = grad else { continue };
-        if !wanted[slot] {
+        if !active.contains(&input) {
             continue;
         }
-        let (want_ty, got_ty) = (
-            &builder.graph().node(input).ty,
-            &builder.graph().node(grad).ty,
-        );
-        if want_ty != got_ty {
+        let (want, got) = (builder.graph().node(input), builder.graph().node(grad));
+        if want.ty != got.ty {
             return Err(IrError::Invalid {
                 node: n.name.clone(),
                 op: n.op.name(),
                 message: format!(
-                    "internal autodiff error: gradient of input {slot} has type {got_ty}, expected {want_ty}"
+                    "internal autodiff error: gradient of input '{}' has type {}, expected {}",
+                    want.name, got.ty, want.ty
                 ),
             });
         }

@@ -1,8 +1,8 @@
 //! The decomposition pass: composite ops rewritten into primitive ones, as Poplar's libraries
 //! build them from smaller pieces, before autodiff, the precision policy and lowering. A
 //! composite op then needs an inference rule and a rule here, and nothing else: no codelet,
-//! no autodiff rule (its primitives carry the gradient), no interpreter evaluation, no
-//! lowering.
+//! no autodiff rule (its primitives carry the gradient, unless it has a backward pass of its
+//! own, below), no interpreter evaluation, no lowering.
 //!
 //! Each rule replaces a node by primitive nodes in the same phase; the last of them takes the
 //! composite node's name (so outfeeds, split points and reports still name it), the others
@@ -17,10 +17,15 @@
 //! | `Flatten { axis }` | `Reshape` |
 //! | `BatchNorm`, `GroupNorm` | FP32 statistics, whitening and the affine map; batch norm's running statistics updated by `Assign`s in a training step ([`crate::norm`]) |
 //!
+//! A composite's primitives carry its gradient, except where Poplar's libraries give it a
+//! backward pass of its own: a training batch norm's ([`crate::norm::grad`]), returned by
+//! [`decompose_with_rules`] for autodiff to use in place of its primitives' rules.
+//!
 //! The pass runs after the precision policy, so the FP32 of the statistics is a real FP32,
 //! not the policy's "float". Batch norm needs to know whether the graph is a training step
 //! ([`Statistics::Batch`]) or an inference run ([`Statistics::Running`]).
 
+use crate::autodiff::{Composite, GradientRules};
 use crate::dtype::Shape;
 use crate::error::IrError;
 use crate::graph::{Graph, NodeId};
@@ -45,8 +50,19 @@ pub fn is_composite(op: &Op) -> bool {
 /// `graph` with every composite op rewritten into primitive ops; batch norms use
 /// `statistics`.
 pub fn decompose(graph: &Graph, statistics: Statistics) -> Result<Graph, IrError> {
+    Ok(decompose_with_rules(graph, statistics)?.0)
+}
+
+/// [`decompose`], with the gradient rules of the composites that have a backward pass of
+/// their own (a training batch norm's, [`crate::norm::grad`]), for
+/// [`crate::autodiff::gradients_with`].
+pub fn decompose_with_rules(
+    graph: &Graph,
+    statistics: Statistics,
+) -> Result<(Graph, GradientRules), IrError> {
+    let mut rules = GradientRules::default();
     if !graph.nodes().any(|(_, n)| is_composite(&n.op)) {
-        return Ok(graph.clone());
+        return Ok((graph.clone(), rules));
     }
     let mut rw = Rewrite::new(graph);
     for old in rw.order()? {
@@ -73,9 +89,15 @@ pub fn decompose(graph: &Graph, statistics: Statistics) -> Result<Graph, IrError
             op @ Op::AvgPool2d { .. } => crate::conv::decompose::avg_pool(&mut e, inputs[0], op)?,
             Op::GlobalAvgPool => crate::conv::decompose::global_avg_pool(&mut e, inputs[0])?,
             Op::Flatten { axis } => crate::conv::decompose::flatten(&mut e, inputs[0], *axis)?,
-            Op::BatchNorm { epsilon, momentum } => crate::norm::decompose::batch_norm(
-                &mut e, &inputs, *epsilon, *momentum, statistics,
-            )?,
+            Op::BatchNorm { epsilon, momentum } => {
+                let (out, parts) = crate::norm::decompose::batch_norm(
+                    &mut e, &inputs, *epsilon, *momentum, statistics,
+                )?;
+                if let Some(parts) = parts {
+                    rules.insert(out, Composite::BatchNorm(parts));
+                }
+                out
+            }
             Op::GroupNorm { groups, epsilon } => {
                 crate::norm::decompose::group_norm(&mut e, &inputs, *groups, *epsilon)?
             }
@@ -83,7 +105,7 @@ pub fn decompose(graph: &Graph, statistics: Statistics) -> Result<Graph, IrError
         };
         rw.set(old, id);
     }
-    Ok(rw.dst)
+    Ok((rw.dst, rules))
 }
 
 /// `Clip`: `Min(Max(x, min), max)`. `Max` and `Min` are IEEE 754-2019 `maximum` and

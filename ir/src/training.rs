@@ -5,7 +5,8 @@
 //! # The training-step graph
 //!
 //! 1. **Precision policy** ([`crate::precision::apply`]) on the forward graph.
-//! 2. **Backward pass** ([`crate::autodiff::gradients`]) of the loss w.r.t. every trainable
+//! 2. **Backward pass** ([`crate::autodiff::gradients_with`], with the gradient rules of the
+//!    composites that have their own, [`crate::decompose::decompose_with_rules`]) of the loss w.r.t. every trainable
 //!    variable the loss depends on ([`trainable_variables`]), seeded with the constant
 //!    `bwd/loss_scaling` = the static loss-scaling factor in the loss dtype. Seeding with the
 //!    factor is multiplying the loss by it (seed 000, "Underflowing gradients and loss
@@ -38,7 +39,7 @@ mod optimizer;
 
 use crate::autodiff;
 use crate::builder::GraphBuilder;
-use crate::decompose::{decompose, Statistics};
+use crate::decompose::{decompose, decompose_with_rules, Statistics};
 use crate::dtype::DType;
 use crate::error::IrError;
 use crate::graph::{Graph, NodeId, Phase};
@@ -175,7 +176,7 @@ pub fn trainable_variables(graph: &Graph) -> Vec<NodeId> {
 /// One training-step graph for `program` under `spec` (see the module docs).
 pub fn training_step(program: &Program, spec: &TrainingSpec) -> Result<Graph, IrError> {
     check_spec(spec)?;
-    let forward = decompose(
+    let (forward, rules) = decompose_with_rules(
         &precision::apply(&program.graph, spec.precision)?,
         Statistics::Batch,
     )?;
@@ -196,7 +197,7 @@ pub fn training_step(program: &Program, spec: &TrainingSpec) -> Result<Graph, Ir
     let vars = trainable_variables(&forward);
     let mut b = GraphBuilder::from_graph(forward);
     let seed = b.scalar("bwd/loss_scaling", loss_ty.dtype, spec.loss_scaling)?;
-    let grads = autodiff::gradients(&mut b, loss, seed, &vars)?;
+    let grads = autodiff::gradients_with(&mut b, loss, seed, &vars, &rules)?;
     if grads.iter().all(Option::is_none) {
         return Err(IrError::Program(format!(
             "training spec: loss '{}' depends on no trainable variable",

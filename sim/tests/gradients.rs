@@ -13,8 +13,8 @@
 //! The same gradient graphs are also evaluated with IPU FP32 numerics and must agree with the
 //! exact gradients to `1e-4` relative (FP32 has 24 bits; these graphs are a few ops deep).
 
-use ipusim_ir::autodiff::gradients;
-use ipusim_ir::decompose::{decompose, Statistics};
+use ipusim_ir::autodiff::gradients_with;
+use ipusim_ir::decompose::{decompose_with_rules, Statistics};
 use ipusim_ir::{DType, Graph, GraphBuilder, IrError, LossReduction, NodeId, Op, Shape};
 use ipusim_sim::interp::{Interpreter, Streams};
 use ipusim_sim::numerics::FpConfig;
@@ -100,16 +100,17 @@ fn gradient_graph(c: &Case, rng: &mut Pcg32) -> (Graph, Vec<NodeId>) {
         )
         .unwrap();
     // Composite ops (pooling, normalisation) are decomposed before autodiff, as a training
-    // step does; every other graph comes back node for node.
+    // step does, and those with a backward pass of their own (batch norm) are differentiated
+    // by it; every other graph comes back node for node.
     let names: Vec<String> = xs.iter().map(|&x| b.graph().node(x).name.clone()).collect();
     let loss_name = b.graph().node(loss).name.clone();
-    let g = decompose(&b.finish(), Statistics::Batch).unwrap();
+    let (g, rules) = decompose_with_rules(&b.finish(), Statistics::Batch).unwrap();
     let find = |g: &Graph, n: &str| g.find(n).unwrap();
     let xs: Vec<NodeId> = names.iter().map(|n| find(&g, n)).collect();
     let loss = find(&g, &loss_name);
     let mut b = GraphBuilder::from_graph(g);
     let seed = b.scalar("seed", DType::F32, 1.0).unwrap();
-    let grads = gradients(&mut b, loss, seed, &xs).unwrap();
+    let grads = gradients_with(&mut b, loss, seed, &xs, &rules).unwrap();
     let grads = grads
         .into_iter()
         .map(|g| g.unwrap_or_else(|| panic!("{}: no gradient", c.name)))

@@ -1,6 +1,7 @@
 //! `BatchNorm` and `GroupNorm` rewritten into primitive ops (called by [`crate::decompose`]),
 //! with the precision rule and the two statistics modes of [`super`].
 
+use super::grad::BatchNormParts;
 use super::Statistics;
 use crate::dtype::{DType, Shape};
 use crate::error::IrError;
@@ -45,28 +46,29 @@ fn inv_std(e: &mut Emitter<'_, '_>, var: NodeId, epsilon: f64) -> Result<NodeId,
     e.node("inv_std", Op::Div, &[one, sd])
 }
 
-/// `(x − mean) · inv` in `x`'s type, the statistics rounded to it.
+/// `(x − mean) · inv` in `x`'s type, the statistics rounded to it: `(whitened, inv in x's
+/// type)`.
 fn whiten(
     e: &mut Emitter<'_, '_>,
     x: NodeId,
     mean: NodeId,
     inv: NodeId,
-) -> Result<NodeId, IrError> {
+) -> Result<(NodeId, NodeId), IrError> {
     let t = e.ty(x).dtype;
     let mean_t = e.cast("mean_cast", mean, t)?;
     let inv_t = e.cast("inv_std_cast", inv, t)?;
     let xc = e.node("centred", Op::Sub, &[x, mean_t])?;
-    e.node("whitened", Op::Mul, &[xc, inv_t])
+    Ok((e.node("whitened", Op::Mul, &[xc, inv_t])?, inv_t))
 }
 
 /// `xn · scale + shift` with the per-channel parameters broadcast over `[N, C, ...]`; the
-/// last node takes the composite's name.
+/// last node takes the composite's name. Returns it with the broadcast scale.
 fn affine(
     e: &mut Emitter<'_, '_>,
     xn: NodeId,
     scale: NodeId,
     shift: NodeId,
-) -> Result<NodeId, IrError> {
+) -> Result<(NodeId, NodeId), IrError> {
     let dims = e.ty(xn).shape.dims().to_vec();
     let mut per_channel = vec![1; dims.len()];
     per_channel[1] = dims[1];
@@ -76,7 +78,7 @@ fn affine(
     let b = e.cast("shift_cast", shift, t)?;
     let b = e.reshape("shift_b", b, per_channel)?;
     let scaled = e.node("scaled", Op::Mul, &[xn, g])?;
-    e.last(Op::Add, &[scaled, b])
+    Ok((e.last(Op::Add, &[scaled, b])?, g))
 }
 
 /// `running ← (1 − momentum) · running + momentum · stat` (FP32, rounded to the variable).
@@ -112,13 +114,15 @@ fn update_running(
 }
 
 /// `BatchNorm`'s primitives; `inputs` are `(x, scale, shift, running_mean, running_var)`.
+/// Returns the output node and, with batch statistics, the nodes its own backward pass
+/// reads ([`super::grad`]).
 pub(crate) fn batch_norm(
     e: &mut Emitter<'_, '_>,
     inputs: &[NodeId],
     epsilon: f64,
     momentum: f64,
     statistics: Statistics,
-) -> Result<NodeId, IrError> {
+) -> Result<(NodeId, Option<BatchNormParts>), IrError> {
     let (x, scale, shift, rm, rv) = (inputs[0], inputs[1], inputs[2], inputs[3], inputs[4]);
     for (i, what) in [(3, "running_mean"), (4, "running_var")] {
         if !matches!(e.rw.dst.node(inputs[i]).op, Op::Variable { .. }) {
@@ -171,8 +175,17 @@ pub(crate) fn batch_norm(
         }
     };
     let inv = inv_std(e, var, epsilon)?;
-    let xn = whiten(e, x, mean, inv)?;
-    affine(e, xn, scale, shift)
+    let (whitened, inv_std) = whiten(e, x, mean, inv)?;
+    let (out, scale_b) = affine(e, whitened, scale, shift)?;
+    let parts = (statistics == Statistics::Batch).then_some(BatchNormParts {
+        x,
+        scale,
+        shift,
+        whitened,
+        scale_b,
+        inv_std,
+    });
+    Ok((out, parts))
 }
 
 /// `GroupNorm`'s primitives; `inputs` are `(x, scale, shift)`.
@@ -189,7 +202,7 @@ pub(crate) fn group_norm(
     let xs = e.cast("grouped_f32", xr, DType::F32)?;
     let (mean, var) = moments(e, xs, vec![2])?;
     let inv = inv_std(e, var, epsilon)?;
-    let xn = whiten(e, xr, mean, inv)?;
+    let (xn, _) = whiten(e, xr, mean, inv)?;
     let xn = e.reshape("ungrouped", xn, dims)?;
-    affine(e, xn, scale, shift)
+    Ok(affine(e, xn, scale, shift)?.0)
 }

@@ -1,6 +1,13 @@
-//! The normalisation family in one place: `BatchNorm` and `GroupNorm`, their shape inference
-//! and their decomposition into primitive ops (they need no codelet, no gradient rule and no
-//! interpreter evaluation of their own).
+//! The normalisation family in one place: `BatchNorm` and `GroupNorm`, their shape inference,
+//! their decomposition into primitive ops (they need no codelet and no interpreter
+//! evaluation of their own) and batch norm's backward pass.
+//!
+//! # Gradients
+//!
+//! A training batch norm has a backward pass of its own, PopLibs' ([`grad`]): autodiff uses
+//! it in place of the rules of the primitives it is decomposed into, so the backward pass
+//! reads the whitened activations (in the activation type), not the FP32 deviations, and
+//! sums four reductions, not five. Group norm's gradient is its primitives'.
 //!
 //! # Precision rule
 //!
@@ -22,6 +29,9 @@
 //! ([`Statistics::Running`]) normalises with the running statistics and updates nothing.
 
 pub(crate) mod decompose;
+pub mod grad;
+
+pub use grad::BatchNormParts;
 
 use crate::dtype::TensorType;
 use crate::fault::InferFault;

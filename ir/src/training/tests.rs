@@ -358,3 +358,41 @@ fn bad_specs_are_named_errors() {
     let err = training_step(&p, &s).unwrap_err().to_string();
     assert!(err.contains("depends on no trainable variable"), "{err}");
 }
+
+/// A training batch norm is differentiated by its own backward pass (PopLibs'): per batch
+/// norm four per-channel reductions, every full-size gradient in the activation type, and
+/// nothing of the forward read but the whitened activations and per-channel values — never
+/// the FP32 deviations or the centred activations the primitives' rules would read.
+#[test]
+fn batch_norm_backward_is_poplibs_own() {
+    let model = crate::resnet::Model::named("resnet8").unwrap();
+    let p = crate::resnet::resnet(&crate::resnet::ResNetSpec {
+        batch: 2,
+        image_size: 8,
+        ..model.default_spec()
+    })
+    .unwrap();
+    let spec = p.training.clone().unwrap();
+    let g = training_step(&p, &spec).unwrap();
+    let bwd = |id: NodeId| g.node(id).name.starts_with("bwd/");
+    let bn = "layer1.0.bn1";
+    let reductions = g
+        .nodes()
+        .filter(|(_, n)| n.name.starts_with(&format!("bwd/{bn}/")))
+        .filter(|(_, n)| matches!(n.op, Op::ReduceSum { .. } | Op::ReduceMean { .. }))
+        .count();
+    assert_eq!(reductions, 4, "backward reductions of {bn}");
+    for (id, n) in g.nodes().filter(|&(id, _)| bwd(id)) {
+        for &i in &n.inputs {
+            let read = &g.node(i).name;
+            assert!(
+                bwd(i) || !(read.ends_with("/deviation") || read.ends_with("/centred")),
+                "{} reads {read}",
+                n.name
+            );
+            if n.ty.shape.rank() == 4 && n.ty.dtype.is_float() {
+                assert_eq!(n.ty.dtype, DType::F16, "{} ({id:?})", n.name);
+            }
+        }
+    }
+}
