@@ -1,15 +1,19 @@
 //! Reductions across tiles (`ReduceSum`, `ReduceMean`, `ReduceMax`, `ArgMax`).
 //!
 //! A reduction over contiguous axes is seen as `[P, R, Q]` (kept dims before, the reduced
-//! dims, kept dims after); reductions over separated axes run as several such passes, the
-//! innermost first, through intermediate tensors in the accumulation type.
+//! dims, kept dims after). A reduction whose other reduced axes lead, with nothing kept ahead
+//! of them (`[O, K, R, Q]` reduced over `O` and `R`: a batch norm's statistics over `N` and
+//! the spatial axes), is one such pass with `P = O × K` ([`Spec::outer`]), as PopLibs reduces
+//! it in one; other reductions over separated axes run as several passes, the innermost
+//! first, through intermediate tensors in the accumulation type.
 //!
 //! # Order of accumulation (what an error bound is derived from)
 //!
 //! 1. **On each tile** (stage 1), every run of consecutive input rows `r` it holds for one
 //!    `p` is summed by a `Reduce` vertex sequentially in ascending `r` (a run of one row is
 //!    passed on as is). Each run is a *contribution* to the outputs it covers, keyed by its
-//!    first `r`.
+//!    first `(o, r)` as `o · R + r` (`o` the outer index, 0 without one): the order of the
+//!    sum is ascending `o`, then `r`.
 //! 2. **Optionally** (when an output has many contributions and a second superstep is
 //!    cheaper than gathering them all on one tile), the contributing tiles are split into
 //!    `K ≈ √C` groups of consecutive tile numbers; each group's contributions are summed on a
@@ -45,12 +49,16 @@ pub(crate) enum Kind {
     ArgMax,
 }
 
-/// One `[P, R, Q]` reduction pass.
+/// One `[P, R, Q]` reduction pass. When `outer > 1`, `P` is `outer × (P / outer)` and its
+/// first factor is reduced too: the pass sums the elements `(o, k, r, q)` of every `o` and
+/// `r` into output `(k, q)` (a reduction over two separated runs of axes, the outer one
+/// leading, as a batch norm's statistics over the `N` and the spatial axes of `[N, C, H, W]`).
 #[derive(Clone)]
 pub(crate) struct Spec {
     pub node: NodeId,
     pub name: String,
     pub p: u64,
+    pub outer: u64,
     pub r: u64,
     pub q: u64,
     pub kind: Kind,
@@ -190,7 +198,10 @@ fn stored(
 /// Reduces `input` by `spec`; returns the output tensor.
 pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId {
     let (p, r, q) = (spec.p, spec.r, spec.q);
-    let n_out = p * q;
+    // Rows `p` of one outer index `p / kept` feed outputs `(p % kept) · q ..`, summed in the
+    // order of the key `(p / kept) · r + r'`.
+    let kept = p / spec.outer.max(1);
+    let n_out = kept * q;
     let local = spec.kind != Kind::ArgMax;
     // Stage 1 decomposition: each tile's elements in memory order, as row pieces
     // `(p, r.., q0..q0 + width)`; consecutive pieces of one column range and consecutive rows
@@ -217,13 +228,15 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
                         width: (q - qq).min(left),
                     }
                 } else if rr == 0 && left >= r * q {
+                    // Whole rows of consecutive `p`, within one outer index (their outputs
+                    // are consecutive).
                     Piece {
                         tile: slice.tile.tile(),
                         pos,
                         p: pp,
                         r: 0,
                         count: r,
-                        groups: left / (r * q),
+                        groups: (left / (r * q)).min(kept - pp % kept),
                         q0: 0,
                         width: q,
                     }
@@ -260,7 +273,8 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
         }
     }
     for pc in pieces {
-        let o_begin = pc.p * q + pc.q0;
+        let o_begin = (pc.p % kept) * q + pc.q0;
+        let key0 = (pc.p / kept) * r + pc.r;
         if local && pc.count >= 2 {
             blocks.push(LocalBlock {
                 tile: pc.tile,
@@ -269,7 +283,7 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
                 count: pc.count,
                 width: pc.width,
                 o_begin,
-                key: pc.r,
+                key: key0,
             });
             continue;
         }
@@ -282,7 +296,7 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
                     elem,
                     o_begin: o_begin + g * q,
                     len: pc.width,
-                    key: pc.r + j,
+                    key: key0 + j,
                 });
             }
         }
@@ -446,11 +460,17 @@ fn intermediate(
             }
         }
         let total: u64 = merged.iter().map(|r| r.1 - r.0).sum();
-        // As many of the group's tiles as the outputs are worth (the cost model's smallest
-        // useful share, as for a fresh mapping): a few outputs stay on one tile instead of
-        // splitting every contribution into one-element messages.
+        // As many of the group's tiles as its work (the elements it receives and sums) is
+        // worth, at the cost model's smallest useful share per tile as for a fresh mapping,
+        // and at least a grain of outputs each: a few outputs stay on one tile instead of
+        // splitting every contribution into one-element messages, and many contributions to
+        // each output spread over as many tiles as their sum is worth.
         let min = min_elements_per_tile(lw.target(), spec.acc);
-        let dest_tiles = total.div_ceil(min).clamp(1, gt.len() as u64);
+        let work: u64 = list.iter().map(|c| c.len).sum();
+        let dest_tiles = work
+            .div_ceil(min)
+            .min(total.div_ceil(grain(spec.acc)))
+            .clamp(1, gt.len() as u64);
         let chunk = total.div_ceil(dest_tiles).max(1);
         // The receiving tiles spread over the group, starting where the rotation of the chip
         // stands, so that reductions do not all gather on the first tile of each group.

@@ -88,16 +88,34 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     };
     let mut current = input;
     let mut pass = 0;
-    // The innermost run of reduced dimensions first.
+    // The innermost run of reduced dimensions first; when the only other reduced dimensions
+    // lead (nothing kept ahead of them), as a normalisation's statistics over the batch and
+    // the spatial axes, in the same pass, as PopLibs reduces them in one.
     while let Some(last) = dims.iter().rposition(|d| d.1) {
         let mut first = last;
         while first > 0 && dims[first - 1].1 {
             first -= 1;
         }
+        let mut kept_from = first;
+        while kept_from > 0 && !dims[kept_from - 1].1 {
+            kept_from -= 1;
+        }
+        let leading = kind != Kind::ArgMax
+            && kept_from > 0
+            && kept_from < first
+            && dims[..kept_from].iter().all(|d| d.1);
+        let outer: u64 = if leading {
+            dims[..kept_from].iter().map(|d| d.0).product()
+        } else {
+            1
+        };
         let p: u64 = dims[..first].iter().map(|d| d.0).product();
         let r: u64 = dims[first..=last].iter().map(|d| d.0).product();
         let q: u64 = dims[last + 1..].iter().map(|d| d.0).product();
         dims.drain(first..=last);
+        if leading {
+            dims.drain(..kept_from);
+        }
         let is_final = !dims.iter().any(|d| d.1);
         let (out_dtype, shape, scale, tname) = if is_final {
             let scale = if mean { 1.0 / r_total as f64 } else { 1.0 };
@@ -106,7 +124,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             pass += 1;
             (
                 acc,
-                Shape::new([(p * q) as usize]),
+                Shape::new([(p / outer * q) as usize]),
                 1.0,
                 format!("{name}/pass{pass}"),
             )
@@ -115,6 +133,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             node: id,
             name: tname,
             p,
+            outer,
             r,
             q,
             kind,

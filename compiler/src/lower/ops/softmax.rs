@@ -79,6 +79,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 node: id,
                 name: name.clone(),
                 p: 1,
+                outer: 1,
                 r: n,
                 q: 1,
                 kind: Kind::Sum,

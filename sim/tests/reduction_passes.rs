@@ -1,0 +1,108 @@
+//! How reductions are lowered. A reduction whose reduced axes are a leading run and an inner
+//! run with only kept axes ahead of the inner one (a batch norm's statistics over `N`, `H`,
+//! `W` of `[N, C, H, W]`) is lowered as one pass, as PopLibs reduces it; other separated
+//! reductions take one pass per run of reduced axes, through an intermediate `…/pass1`
+//! tensor. Both sum every element: the inputs are small integers, so every order gives the
+//! exact sum. An intermediate stage spreads its sums over tiles by their work.
+
+use ipusim_compiler::{compile, CompileOptions, Executable, Target};
+use ipusim_ir::{DType, GraphBuilder, Init, Op, Shape};
+use ipusim_sim::host::QueueHost;
+use ipusim_sim::tensor::Tensor;
+use ipusim_sim::Engine;
+
+const DIMS: [usize; 4] = [4, 8, 6, 5];
+
+/// `ReduceSum(x, axes)` of an F32 `x` of shape [`DIMS`], compiled for mk2.
+fn reduction(axes: &[usize]) -> Executable {
+    let mut b = GraphBuilder::new();
+    let x = b.variable("x", DType::F32, DIMS, Init::Zeros).unwrap();
+    let op = Op::ReduceSum {
+        axes: axes.to_vec(),
+        keep_dims: false,
+    };
+    let y = b.named("y", op, &[x]).unwrap();
+    b.outfeed("y", y).unwrap();
+    compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap()
+}
+
+/// Runs `exe` on `x[i] = i mod 7 − 3` and returns `y` next to its exact value.
+fn run_and_expect(exe: Executable, axes: &[usize]) -> (Vec<f32>, Vec<f32>) {
+    let n: usize = DIMS.iter().product();
+    let xs: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let kept: Vec<usize> = (0..4).filter(|a| !axes.contains(a)).collect();
+    let out_len: usize = kept.iter().map(|&a| DIMS[a]).product();
+    let mut want = vec![0.0f32; out_len];
+    for (i, &v) in xs.iter().enumerate() {
+        let idx = [
+            i / (DIMS[1] * DIMS[2] * DIMS[3]),
+            (i / (DIMS[2] * DIMS[3])) % DIMS[1],
+            (i / DIMS[3]) % DIMS[2],
+            i % DIMS[3],
+        ];
+        let o = kept.iter().fold(0, |acc, &a| acc * DIMS[a] + idx[a]);
+        want[o] += v;
+    }
+    let mut engine = Engine::new(std::sync::Arc::new(exe), Default::default()).unwrap();
+    let t = Tensor::f32(Shape::new(DIMS.to_vec()), xs).unwrap();
+    engine.write_variable("x", &t).unwrap();
+    let mut host = QueueHost::new();
+    engine.run(&mut host).unwrap();
+    let got = host.outfeeds["y"][0]
+        .chunks(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    (got, want)
+}
+
+fn has_pass(exe: &Executable) -> bool {
+    exe.tensors.iter().any(|t| t.name.contains("/pass1"))
+}
+
+#[test]
+fn a_leading_and_an_inner_reduced_run_are_one_pass() {
+    // [N, C, H, W] over N and H (W kept inside, C between): one pass.
+    let exe = reduction(&[0, 2]);
+    assert!(!has_pass(&exe), "an intermediate pass tensor was made");
+    let (got, want) = run_and_expect(exe, &[0, 2]);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_kept_axis_ahead_of_the_reduced_runs_takes_two_passes() {
+    // Over C and W: N is kept ahead of C, so W is reduced first, then C.
+    let exe = reduction(&[1, 3]);
+    assert!(has_pass(&exe), "expected an intermediate pass tensor");
+    let (got, want) = run_and_expect(exe, &[1, 3]);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn the_intermediate_stage_spreads_its_sums_by_their_work() {
+    // A batch norm's statistics of [64, 64, 8, 8]: each channel's sum gathers contributions
+    // from 64 samples on many tiles, so a group of tiles sums far more elements than it has
+    // outputs; its sums spread over as many tiles as that work is worth, not over one tile
+    // per group's few outputs.
+    let mut b = GraphBuilder::new();
+    let x = b
+        .variable("x", DType::F32, [64, 64, 8, 8], Init::Zeros)
+        .unwrap();
+    let op = Op::ReduceMean {
+        axes: vec![0, 2, 3],
+        keep_dims: false,
+    };
+    let y = b.named("y", op, &[x]).unwrap();
+    b.outfeed("y", y).unwrap();
+    let exe = compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap();
+    let combine = exe
+        .compute_sets
+        .iter()
+        .find(|c| c.name == "y/combine")
+        .expect("an intermediate stage");
+    // About √64 groups of tiles: one summing tile per group would be fewer than 16 (59 now).
+    assert!(
+        combine.tiles.len() > 16,
+        "the intermediate sums run on {} tiles",
+        combine.tiles.len()
+    );
+}
