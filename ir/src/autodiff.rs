@@ -30,6 +30,12 @@
 //! contributions are summed left to right by `Add` nodes named `bwd/<node>/grad_sum`, in
 //! the order of the consumers' topological positions, last consumer first (deterministic).
 //!
+//! A composite op with a backward pass of its own (a training batch norm's, PopLibs') is
+//! differentiated by it when [`gradients_with`] is given its rule
+//! ([`crate::decompose::decompose_with_rules`]): the gradient of the node carrying the
+//! composite's name flows straight to the composite's inputs, and the primitives in between
+//! get none.
+//!
 //! Fusions follow PopLibs: `Relu`/`Sigmoid`/`Tanh`/`Gelu` use one `ActivationGrad` node
 //! (popnn's non-linearity gradient); the gradient of `SparseSoftmaxCrossEntropy` is
 //! `(softmax(logits) - onehot(labels)) * dy` (divided by the batch size for the mean), never a
@@ -152,7 +158,7 @@ fn sum_and_propagate(
         dy = builder.op("grad_sum", Op::Add, &[dy, p])?;
     }
     let n = builder.graph().node(node).clone();
-    let (inputs, grads) = match composites.get(node) {
+    let (inputs, grads): (Vec<NodeId>, Vec<Option<NodeId>>) = match composites.get(node) {
         Some(rule) => {
             let inputs = rule.inputs();
             if !inputs.iter().any(|i| active.contains(i)) {
@@ -174,7 +180,6 @@ fn sum_and_propagate(
             (n.inputs.clone(), grads)
         }
     };
-    let (inputs, grads): (Vec<NodeId>, Vec<Option<NodeId>>) = (inputs, grads);
     for (&input, grad) in inputs.iter().zip(grads) {
         let Some(grad) = grad else { continue };
         if !active.contains(&input) {

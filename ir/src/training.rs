@@ -6,13 +6,14 @@
 //!
 //! 1. **Precision policy** ([`crate::precision::apply`]) on the forward graph.
 //! 2. **Backward pass** ([`crate::autodiff::gradients_with`], with the gradient rules of the
-//!    composites that have their own, [`crate::decompose::decompose_with_rules`]) of the loss w.r.t. every trainable
-//!    variable the loss depends on ([`trainable_variables`]), seeded with the constant
-//!    `bwd/loss_scaling` = the static loss-scaling factor in the loss dtype. Seeding with the
-//!    factor is multiplying the loss by it (seed 000, "Underflowing gradients and loss
-//!    scaling") without changing the loss the outfeeds report. Backward tensors have their
-//!    forward tensors' dtypes, so 16.16 and 16.32 gradients are scaled FP16 values during
-//!    backprop; in 16.32 the gradient of a master weight becomes FP32 at the cast.
+//!    composites that have their own, [`crate::decompose::decompose_with_rules`]) of the
+//!    loss w.r.t. every trainable variable the loss depends on ([`trainable_variables`]),
+//!    seeded with the constant `bwd/loss_scaling` = the static loss-scaling factor in the
+//!    loss dtype. Seeding with the factor is multiplying the loss by it (seed 000,
+//!    "Underflowing gradients and loss scaling") without changing the loss the outfeeds
+//!    report. Backward tensors have their forward tensors' dtypes, so 16.16 and 16.32
+//!    gradients are scaled FP16 values during backprop; in 16.32 the gradient of a master
+//!    weight becomes FP32 at the cast.
 //! 3. **Gradient accumulation** over `N = gradient_accumulation` micro-batches. With `N > 1`
 //!    every trained variable `w` gets an accumulator Variable `<w>/grad_accum` (Zeros, dtype
 //!    `accumulation_dtype`, default the weight dtype); the Step phase adds the micro-batch
