@@ -15,7 +15,7 @@ use crate::lower::core::{is_swap_last, Lowerer};
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute;
 use crate::lower::kit::planner::{plan, Home, Plan, Problem};
-use crate::lower::kit::reduction::{chunk_of, sum_split, SplitBlock};
+use crate::lower::kit::split_sum::{chunk_of, sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use ipusim_ir::{DType, NodeId};
 

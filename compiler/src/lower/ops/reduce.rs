@@ -100,10 +100,9 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         while kept_from > 0 && !dims[kept_from - 1].1 {
             kept_from -= 1;
         }
-        let leading = kind != Kind::ArgMax
-            && kept_from > 0
-            && kept_from < first
-            && dims[..kept_from].iter().all(|d| d.1);
+        // (`first` starts a maximal reduced run, so a kept dimension precedes it.)
+        let leading =
+            kind != Kind::ArgMax && kept_from > 0 && dims[..kept_from].iter().all(|d| d.1);
         let outer: u64 = if leading {
             dims[..kept_from].iter().map(|d| d.0).product()
         } else {

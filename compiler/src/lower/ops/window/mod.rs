@@ -12,7 +12,7 @@
 //! grouped convolution of few channels per group) is read row-major. Weights are row-major
 //! (OIHW); a forward convolution whose weight blocks are each read by one tile has its
 //! weights laid out on those tiles ([`weight_layout`]). A split reduction's partials are
-//! summed in PopLibs' stages (`lower::kit::reduction::sum_split`).
+//! summed in PopLibs' stages (`lower::kit::split_sum::sum_split`).
 //!
 //! Not yet done (the closing note of the CNN issue lists them): serial splits, PopLibs'
 //! transforms (`expandDims` for the 3-channel stem), the VMAC vertex; more convolution
@@ -30,7 +30,7 @@ use crate::executable::{Operand, Operands, TensorKind, TileWork, Vertex, VertexG
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute::{grouped, materialized};
-use crate::lower::kit::reduction::{chunk_of, sum_split, SplitBlock};
+use crate::lower::kit::split_sum::{chunk_of, sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use ipusim_exe::layout::{channel_group, storage_dims};
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
