@@ -13,7 +13,7 @@
 //! Out of memory is a result, not an error: the plan marks `oom`, lists the tiles over
 //! capacity, and names the worst tiles with their largest tensors.
 
-use crate::codelets::vertex_state_bytes;
+use crate::codelets::{vertex_state_bytes, Codelet, REDUCE_VERTEX_STATE_BYTES};
 use crate::error::CompileError;
 use crate::executable::{ComputeSet, Exchange, Tensor, TensorId, TensorKind};
 use crate::target::Target;
@@ -33,13 +33,19 @@ const EXCHANGE_CODE_BYTES: u64 = 8;
 
 /// Vertex state of one tile's vertex group. A codelet whose PopLibs vertex is one per tile
 /// ([`crate::codelets::Codelet::is_multi_vertex`]) holds one vertex's state plus, for every
-/// further operand region, a pointer and a length per operand (a 2D vertex's region list);
+/// further operand region, a 4-byte pointer per operand and the region's 4-byte length (a 2D
+/// vertex's region lists: lib/popops/codelets/asm/binaryOps2D.S holds pointers to the lists
+/// of `in1`, `in2` and `out` regions, `out`'s with their lengths);
 /// a worker's vertex whose operands continue the previous one's (the next elements, the
 /// same shared operand, or an overlapping or adjacent part of it, as workers read a staged
 /// broadcast input) is the same region, split among the workers by the vertex itself.
-/// Other codelets hold the state of each vertex.
+/// Other codelets hold the state of each vertex; a `Reduce` vertex is PopLibs' strided
+/// reduce ([`REDUCE_VERTEX_STATE_BYTES`]).
 fn group_state_bytes(tensors: &[Tensor], g: &crate::executable::VertexGroup) -> u64 {
     let each = |v: &crate::executable::Vertex| vertex_state_bytes(v.operands.len(), &v.params);
+    if let Codelet::Reduce { .. } = g.codelet {
+        return g.vertices.len() as u64 * REDUCE_VERTEX_STATE_BYTES;
+    }
     if !g.codelet.is_multi_vertex() {
         return g.vertices.iter().map(|v| u64::from(each(v))).sum();
     }
@@ -61,7 +67,7 @@ fn group_state_bytes(tensors: &[Tensor], g: &crate::executable::VertexGroup) -> 
                 .zip(&w[1].operands)
                 .all(|(a, b)| continues(a, b));
         if !same_region {
-            bytes += 8 * w[1].operands.len() as u64;
+            bytes += 4 * w[1].operands.len() as u64 + 4;
         }
     }
     bytes
@@ -405,4 +411,90 @@ pub(crate) fn resolve_offsets(
         })
         .collect();
     resolved.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codelets::{Access, BlockParams, MapParams, ReduceOp, VertexParams};
+    use crate::executable::{Operand, Operands, TensorKind, Vertex, VertexGroup};
+    use ipusim_ir::{BinaryOp, DType, Shape};
+
+    fn tensor(dtype: DType) -> Tensor {
+        Tensor {
+            name: "t".into(),
+            node: None,
+            kind: TensorKind::Activation,
+            dtype,
+            shape: Shape(vec![1024]),
+            slices: Vec::new(),
+        }
+    }
+
+    fn operand(tensor: u32, offset: u32, len: u32) -> Operand {
+        Operand {
+            tensor: TensorId(tensor),
+            offset,
+            len,
+        }
+    }
+
+    #[test]
+    fn a_reduce_vertex_holds_strided_reduce_state() {
+        let tensors = vec![tensor(DType::F32), tensor(DType::F32)];
+        let vertex = |w: u8| Vertex {
+            worker: w,
+            operands: Operands::from_iter([operand(0, 64 * w as u32, 16), operand(1, 0, 4)]),
+            params: VertexParams::Block(BlockParams {
+                groups: 1,
+                count: 4,
+                width: 4,
+                col_begin: 0,
+                cols: 4,
+                scale: 1.0,
+            }),
+        };
+        let g = VertexGroup {
+            codelet: Codelet::Reduce {
+                op: ReduceOp::Sum,
+                input: DType::F32,
+                acc: DType::F32,
+                output: DType::F32,
+            },
+            vertices: (0..3).map(vertex).collect(),
+        };
+        assert_eq!(group_state_bytes(&tensors, &g), 3 * 22);
+    }
+
+    #[test]
+    fn a_multi_vertex_charges_each_further_region() {
+        let tensors = vec![tensor(DType::F16); 3];
+        let map = || {
+            VertexParams::Map(MapParams {
+                out_begin: None,
+                inputs: [Access::Aligned, Access::Aligned].into_iter().collect(),
+                scale: 1.0,
+            })
+        };
+        // Two workers on the consecutive elements of one region, then a separate region.
+        let v = |w: u8, off: u32| Vertex {
+            worker: w,
+            operands: Operands::from_iter([
+                operand(0, off, 8),
+                operand(1, off, 8),
+                operand(2, off, 8),
+            ]),
+            params: map(),
+        };
+        let g = VertexGroup {
+            codelet: Codelet::Binary {
+                op: BinaryOp::Add,
+                dtype: DType::F16,
+            },
+            vertices: vec![v(0, 0), v(1, 16), v(2, 512)],
+        };
+        // One binaryOps1D vertex (16 bytes) and one further region: a pointer per operand and
+        // its length.
+        assert_eq!(group_state_bytes(&tensors, &g), 16 + 3 * 4 + 4);
+    }
 }

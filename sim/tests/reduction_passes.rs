@@ -106,3 +106,76 @@ fn the_intermediate_stage_spreads_its_sums_by_their_work() {
         combine.tiles.len()
     );
 }
+
+#[test]
+fn a_sum_reads_a_widening_cast_and_its_square_itself() {
+    // `ReduceSum(Cast(x)²)` and `ReduceSum(Cast(x))` of an F16 `x`, as a batch norm's
+    // statistics are spelled: the reductions read `x` (PopLibs' reduce to an F32 result, with
+    // SQUARE_ADD), so no F32 copy or square of `x` is stored, and the sums are exact.
+    let axes = [0usize, 2];
+    let mut b = GraphBuilder::new();
+    let x = b.variable("x", DType::F16, DIMS, Init::Zeros).unwrap();
+    let c = b.named("c", Op::Cast { dtype: DType::F32 }, &[x]).unwrap();
+    let sq = b.named("sq", Op::Mul, &[c, c]).unwrap();
+    let sum = |axes: &[usize]| Op::ReduceSum {
+        axes: axes.to_vec(),
+        keep_dims: false,
+    };
+    let y = b.named("y", sum(&axes), &[sq]).unwrap();
+    let c2 = b.named("c2", Op::Cast { dtype: DType::F32 }, &[x]).unwrap();
+    let z = b.named("z", sum(&axes), &[c2]).unwrap();
+    b.outfeed("y", y).unwrap();
+    b.outfeed("z", z).unwrap();
+    let exe = compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap();
+    for absorbed in ["c", "sq", "c2"] {
+        assert!(
+            exe.tensors.iter().all(|t| t.name != absorbed),
+            "{absorbed} was stored"
+        );
+    }
+    let reads_f16 = |op| {
+        exe.compute_sets.iter().any(|cs| {
+            cs.tiles.iter().any(|t| {
+                t.groups.iter().any(|g| {
+                    g.codelet
+                        == ipusim_compiler::codelets::Codelet::Reduce {
+                            op,
+                            input: DType::F16,
+                            acc: DType::F32,
+                            output: DType::F32,
+                        }
+                })
+            })
+        })
+    };
+    use ipusim_compiler::codelets::ReduceOp;
+    assert!(
+        reads_f16(ReduceOp::SquareAdd),
+        "no SquareAdd of the F16 input"
+    );
+    assert!(reads_f16(ReduceOp::Sum), "no Sum of the F16 input");
+
+    let n: usize = DIMS.iter().product();
+    let xs: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let out_len = DIMS[1] * DIMS[3];
+    let (mut want_y, mut want_z) = (vec![0.0f32; out_len], vec![0.0f32; out_len]);
+    for (i, &v) in xs.iter().enumerate() {
+        let o = ((i / (DIMS[2] * DIMS[3])) % DIMS[1]) * DIMS[3] + i % DIMS[3];
+        want_y[o] += v * v;
+        want_z[o] += v;
+    }
+    let mut engine = Engine::new(std::sync::Arc::new(exe), Default::default()).unwrap();
+    let halves = xs.iter().map(|&v| half::f16::from_f32(v)).collect();
+    let t = Tensor::f16(Shape::new(DIMS.to_vec()), halves).unwrap();
+    engine.write_variable("x", &t).unwrap();
+    let mut host = QueueHost::new();
+    engine.run(&mut host).unwrap();
+    let got = |name: &str| -> Vec<f32> {
+        host.outfeeds[name][0]
+            .chunks(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect()
+    };
+    assert_eq!(got("y"), want_y);
+    assert_eq!(got("z"), want_z);
+}

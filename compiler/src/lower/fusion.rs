@@ -19,7 +19,7 @@
 //! Values are unchanged: each step is the unfused op's codelet with its own rounding (see
 //! [`crate::codelets::Codelet::Fused`]).
 
-use super::core::{FusedGroup, Lowerer};
+use super::core::{FusedGroup, Lowerer, ReduceInput};
 use super::ops;
 use crate::codelets::{Codelet, FusedArg, FusedLeaf, FusedStep, MAX_FUSED_LEAVES, MAX_FUSED_STEPS};
 use ipusim_ir::{NodeId, Op};
@@ -38,7 +38,13 @@ fn step_codelet(lw: &Lowerer, id: NodeId) -> Option<Codelet> {
 }
 
 /// The fused groups of the live nodes of `order`, by root.
-pub(crate) fn plan(lw: &Lowerer, order: &[NodeId], live: &[bool]) -> HashMap<NodeId, FusedGroup> {
+/// Nodes a reduction absorbed ([`super::absorb`]) are neither roots nor members.
+pub(crate) fn plan(
+    lw: &Lowerer,
+    order: &[NodeId],
+    live: &[bool],
+    absorbed: &HashMap<NodeId, ReduceInput>,
+) -> HashMap<NodeId, FusedGroup> {
     let g = lw.graph();
     let is_live = |id: NodeId| live.get(id.as_usize()).copied().unwrap_or(false);
     // Each live node's distinct live consumers.
@@ -52,7 +58,10 @@ pub(crate) fn plan(lw: &Lowerer, order: &[NodeId], live: &[bool]) -> HashMap<Nod
         }
     }
     let leaf_of = |i: NodeId| ops::folded_broadcast(g, i).unwrap_or(i);
-    let mut taken: HashSet<NodeId> = HashSet::new();
+    let mut taken: HashSet<NodeId> = absorbed
+        .values()
+        .flat_map(|a| a.members.iter().flatten().copied())
+        .collect();
     let mut groups = HashMap::new();
     for &root in order.iter().rev() {
         if !is_live(root) || taken.contains(&root) {

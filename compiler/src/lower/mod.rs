@@ -10,7 +10,8 @@
 //! | [`kit`] | shared building blocks: tile mapping, staging and exchanges, the matmul planner, fills, permutations, row ops, the cross-tile reduction | `core` |
 //! | [`ops`] | one module per op family and the per-op table | `core`, `kit` |
 //! | [`fusion`] | which chains of element-wise nodes one fused vertex computes | `core`, `ops` (the element-wise codelets) |
-//! | this driver | scheduling, phases, in-place assignment, inputs, outfeeds, assigns | `core`, `kit`, `ops`, `fusion` |
+//! | [`absorb`] | which widening casts (and their squares) a sum reduction reads itself | `core` |
+//! | this driver | scheduling, phases, in-place assignment, inputs, outfeeds, assigns | `core`, `kit`, `ops`, `fusion`, `absorb` |
 //!
 //! Op modules never call each other; what two families share lives in `kit`.
 //!
@@ -23,6 +24,7 @@
 //! that gathers its operands onto the tiles that need them, and an `Execute`.
 //! Dead nodes (that reach no `Outfeed` or `Assign`) are not lowered.
 
+pub(crate) mod absorb;
 pub(crate) mod core;
 pub(crate) mod fusion;
 pub(crate) mod kit;
@@ -63,10 +65,12 @@ pub(crate) fn lower(
         }
         None => None,
     };
+    let reduce_inputs = absorb::plan(&lw, &order, &live);
     if options.elementwise_fusion {
-        let groups = fusion::plan(&lw, &order, &live);
+        let groups = fusion::plan(&lw, &order, &live, &reduce_inputs);
         lw.set_fused(groups);
     }
+    lw.set_reduce_inputs(reduce_inputs);
     plan_inplace(&mut lw, &order, &live);
     let mut phases = Vec::new();
     let mut pipelined = None;

@@ -536,7 +536,9 @@ fn cast_worker(target: &Target, from: DType, to: DType, n: u64) -> u64 {
 /// or 2 when half data accumulates in float (convert + add).
 fn reduce_worker(target: &Target, op: ReduceOp, input: DType, acc: DType, b: &BlockParams) -> u64 {
     let vw = target.vector_width(input);
-    let c = if op == ReduceOp::Sum && input != acc {
+    // PopLibs estimates SQUARE_ADD as ADD (lib/popops/reduction/CycleEstimationFunctions.cpp,
+    // `isAccumOp`, `vectorisedOp`).
+    let c = if matches!(op, ReduceOp::Sum | ReduceOp::SquareAdd) && input != acc {
         2
     } else {
         1

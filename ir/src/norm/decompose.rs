@@ -37,6 +37,43 @@ fn moments(
     Ok((mean, var))
 }
 
+/// The FP32 statistics of `x` over `axes` in one sweep, kept as size-1 dimensions:
+/// `(mean, var)` with `mean = E[x]`, `var = max(E[x²] − mean², 0)`. This is PopLibs' default
+/// (lib/poplin/Norms.cpp `normStatisticsImpl` with `stableAlgo = false`, PopTorch's and
+/// PopART's default: `reduceMany` of `ADD` and `SQUARE_ADD` over the activations, then
+/// `InverseStdDeviation`, which clamps a negative estimate to 0). Each statistic reads its
+/// own cast of `x`, which the compiler's reduction reads through (no FP32 copy is stored).
+fn moments_one_sweep(
+    e: &mut Emitter<'_, '_>,
+    x: NodeId,
+    axes: Vec<usize>,
+) -> Result<(NodeId, NodeId), IrError> {
+    let mean_in = e.cast("input_f32", x, DType::F32)?;
+    let mean = e.node(
+        "mean",
+        Op::ReduceMean {
+            axes: axes.clone(),
+            keep_dims: true,
+        },
+        &[mean_in],
+    )?;
+    let power_in = e.cast("power_input_f32", x, DType::F32)?;
+    let sq = e.node("square", Op::Mul, &[power_in, power_in])?;
+    let power = e.node(
+        "power",
+        Op::ReduceMean {
+            axes,
+            keep_dims: true,
+        },
+        &[sq],
+    )?;
+    let m2 = e.node("mean_squared", Op::Mul, &[mean, mean])?;
+    let d = e.node("power_minus_mean_squared", Op::Sub, &[power, m2])?;
+    let zero = e.splat("zero", DType::F32, Shape::scalar(), 0.0)?;
+    let var = e.node("var", Op::Max, &[d, zero])?;
+    Ok((mean, var))
+}
+
 /// `1 / sqrt(var + epsilon)` in FP32.
 fn inv_std(e: &mut Emitter<'_, '_>, var: NodeId, epsilon: f64) -> Result<NodeId, IrError> {
     let eps = e.splat("epsilon", DType::F32, Shape::scalar(), epsilon)?;
@@ -142,9 +179,8 @@ pub(crate) fn batch_norm(
     per_channel[1] = dims[1];
     let (mean, var) = match statistics {
         Statistics::Batch => {
-            let xs = e.cast("input_f32", x, DType::F32)?;
             let axes: Vec<usize> = (0..dims.len()).filter(|&a| a != 1).collect();
-            let (mean, var) = moments(e, xs, axes)?;
+            let (mean, var) = moments_one_sweep(e, x, axes)?;
             let n: usize = dims
                 .iter()
                 .enumerate()

@@ -12,9 +12,15 @@
 //! # Precision rule
 //!
 //! The statistics are computed in FP32 under every precision policy, as PopLibs computes
-//! them with float partials: the input is cast to FP32, the mean is a `ReduceMean`, the
-//! variance the `ReduceMean` of the squared deviations from it (two passes, the numerically
-//! stable form), and `inv_std = 1 / sqrt(var + epsilon)`, all in FP32. The mean and `inv_std`
+//! them with float partials. A batch norm's batch statistics take one sweep over the
+//! activations, PopLibs' default (`normStatisticsImpl` with `stableAlgo = false`, the default
+//! of PopTorch's and PopART's `enableStableNorm`): `mean = E[x]` and `power = E[x²]`, two
+//! FP32 `ReduceMean`s of the activations read through their cast (and square) by the
+//! compiler's reduction, then `var = max(power − mean², 0)` (PopLibs' `InverseStdDeviation`
+//! clamps the estimate). The estimate loses precision when `|mean|` is large against the
+//! standard deviation, as PopLibs' does. Group norm's statistics take the stable two
+//! passes: the mean, then the `ReduceMean` of the squared deviations from it. Then
+//! `inv_std = 1 / sqrt(var + epsilon)` in FP32. The mean and `inv_std`
 //! are then rounded to the activation type, and the normalisation
 //! `((x − mean) · inv_std) · scale + shift` runs in the activation type, as PopLibs' whitening
 //! of the activations does.

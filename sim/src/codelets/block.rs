@@ -68,6 +68,8 @@ pub(crate) fn check(
             let ok = match (op, input) {
                 (_, Bool) => false,
                 (ReduceOp::Max, _) => acc == input && output == input,
+                (ReduceOp::SquareAdd, F16 | F32) => acc == F32 && output.is_float(),
+                (ReduceOp::SquareAdd, _) => false,
                 (ReduceOp::Sum, F16) => acc.is_float() && output.is_float(),
                 (ReduceOp::Sum, F32) => acc == F32 && output.is_float(),
                 (ReduceOp::Sum, _) => acc == input && output == input && p.scale == 1.0,
@@ -133,12 +135,16 @@ pub(crate) fn run(
             acc,
             output,
         } => {
+            let square = op == ReduceOp::SquareAdd;
             let op = match op {
-                ReduceOp::Sum => ArithOp::Add,
+                ReduceOp::Sum | ReduceOp::SquareAdd => ArithOp::Add,
                 ReduceOp::Max => ArithOp::Max,
             };
             match acc {
-                DType::F32 => reduce_f32(op, input, output, p, ops, scratch, &mut worker, &mut cx)?,
+                DType::F32 => {
+                    let types = (input, output, square);
+                    reduce_f32(op, types, p, ops, scratch, &mut worker, &mut cx)?
+                }
                 DType::F16 => reduce_f16(op, output, p, ops, &mut worker, &mut cx)?,
                 DType::I32 => reduce_int::<i32>(op, p, ops)?,
                 _ => reduce_int::<u8>(op, p, ops)?,
@@ -260,8 +266,7 @@ fn scaled_dump(acc: String, s: f32, result: Written) -> Vec<DumpValue> {
 #[allow(clippy::too_many_arguments)]
 fn reduce_f32(
     op: ArithOp,
-    input: DType,
-    output: DType,
+    (input, output, square): (DType, DType, bool),
     p: &BlockParams,
     ops: Operands,
     scratch: &mut Scratch,
@@ -283,12 +288,30 @@ fn reduce_f32(
             dst.copy_from_slice(&x32[at..at + cols]);
         }
     };
+    // `SquareAdd` squares each loaded row first (f32 `x · x`, RNE; exact for f16 inputs).
+    let squared = |dst: &mut [f32], element: usize, cx: &mut Cx| -> Result<(), VertexError> {
+        for (c, x) in dst.iter_mut().enumerate() {
+            let (v, f) = fp32::mul(*x, *x);
+            let a = *x;
+            cx.raise(f, element + c, || {
+                vec![dump_value("in", f32v(a)), dump_value("square", f32v(v))]
+            })?;
+            *x = v;
+        }
+        Ok(())
+    };
     let out = ops.output;
     for g in 0..p.groups as usize {
         let at = |i: usize| (g * count + i) * width + c0;
         load(at(0), acc);
+        if square {
+            squared(acc, g * cols, cx)?;
+        }
         for i in 1..count {
             load(at(i), row);
+            if square {
+                squared(row, g * cols, cx)?;
+            }
             if cx.checking() {
                 for c in 0..cols {
                     let (v, f) = if op == ArithOp::Max {

@@ -119,6 +119,19 @@ pub(crate) struct Lowerer<'a> {
     fused: HashMap<NodeId, FusedGroup>,
     /// Element-wise fusion: the root each interior node is computed by.
     fused_into: HashMap<NodeId, NodeId>,
+    /// Sum reductions reading a widening cast (and its square) themselves.
+    reduce_inputs: HashMap<NodeId, ReduceInput>,
+}
+
+/// What a sum reduction reads instead of its IR input (planned by `super::absorb`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReduceInput {
+    /// The node read: the F16 input of the absorbed cast, or the F32 value squared.
+    pub source: NodeId,
+    /// Whether the reduction sums the squares of the values read.
+    pub square: bool,
+    /// The absorbed nodes: the cast, and the square when there is one.
+    pub members: [Option<NodeId>; 2],
 }
 
 /// A chain of element-wise nodes one fused vertex per tile computes (the planner is
@@ -172,6 +185,7 @@ impl<'a> Lowerer<'a> {
             remote: Vec::new(),
             fused: HashMap::new(),
             fused_into: HashMap::new(),
+            reduce_inputs: HashMap::new(),
         }
     }
 
@@ -228,6 +242,22 @@ impl<'a> Lowerer<'a> {
             })
             .collect();
         self.fused = groups;
+    }
+
+    /// Records the sum reductions that read their input's widening cast (and its square)
+    /// themselves: the absorbed nodes are computed by the reduction, as fused members are.
+    pub fn set_reduce_inputs(&mut self, inputs: HashMap<NodeId, ReduceInput>) {
+        for (&r, input) in &inputs {
+            for m in input.members.iter().flatten() {
+                self.fused_into.insert(*m, r);
+            }
+        }
+        self.reduce_inputs = inputs;
+    }
+
+    /// What sum reduction `id` reads instead of its IR input, if it absorbed it.
+    pub fn reduce_input(&self, id: NodeId) -> Option<ReduceInput> {
+        self.reduce_inputs.get(&id).copied()
     }
 
     /// The fused group node `id` is the root of, if any.

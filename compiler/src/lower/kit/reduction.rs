@@ -44,6 +44,9 @@ use std::collections::BTreeMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Sum,
+    /// The sum of the squares of the input (the first pass's local sums square each element;
+    /// the later stages add the partial sums).
+    SumSquares,
     Max,
     ArgMax,
 }
@@ -120,6 +123,7 @@ struct LocalBlock {
 fn codelet(spec: &Spec, output: DType) -> Codelet {
     let op = match spec.kind {
         Kind::Sum => ReduceOp::Sum,
+        Kind::SumSquares => ReduceOp::SquareAdd,
         Kind::Max => ReduceOp::Max,
         Kind::ArgMax => return Codelet::ArgMax { dtype: spec.input },
     };
@@ -301,8 +305,9 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
         }
     }
     // Contributions are exchanged as bytes, so they must all be in the accumulation type:
-    // when the input is not, single rows are converted by a one-row Reduce on their tile.
-    if spec.input != spec.acc {
+    // when the input is not, single rows are converted by a one-row Reduce on their tile
+    // (which also squares them for a sum of squares).
+    if spec.input != spec.acc || spec.kind == Kind::SumSquares {
         for c in std::mem::take(&mut raws) {
             let pos = lw.position(input, c.elem);
             blocks.push(LocalBlock {
@@ -366,9 +371,13 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
         );
         contribs.extend(stored(lw, st, placed));
     }
-    // From here on every contribution is in the accumulation type.
+    // From here on every contribution is in the accumulation type (and squared already).
     let gspec = Spec {
         input: spec.acc,
+        kind: match spec.kind {
+            Kind::SumSquares => Kind::Sum,
+            k => k,
+        },
         ..spec.clone()
     };
     let c = max_count as u64;

@@ -22,7 +22,14 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     };
     let name = node.name.clone();
     let out_ty = node.ty.clone();
-    let x = node.inputs[0];
+    // A sum of a widening cast (or of its square) reads the cast's F16 input itself
+    // (`lower::absorb`), accumulating in the F32 the cast would give.
+    let absorbed = lw.reduce_input(id);
+    let x = absorbed.map_or(node.inputs[0], |a| a.source);
+    let mut kind = match absorbed {
+        Some(a) if a.square => Kind::SumSquares,
+        _ => kind,
+    };
     let in_dtype = lw.graph().node(x).ty.dtype;
     let x_dims = lw.graph().node(x).ty.shape.dims().to_vec();
     // A channel-grouped feature map is reduced in its storage order when that keeps the
@@ -59,8 +66,8 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     // empty reduction gives the identity: 0 for a sum, NaN for a mean (0/0), -inf for a max.
     let fill = if r_total == 0 {
         Some(match (kind, mean) {
-            (Kind::Sum, false) | (Kind::ArgMax, _) => 0.0,
-            (Kind::Sum, true) => f64::NAN,
+            (Kind::Sum | Kind::SumSquares, false) | (Kind::ArgMax, _) => 0.0,
+            (Kind::Sum | Kind::SumSquares, true) => f64::NAN,
             (Kind::Max, _) => f64::NEG_INFINITY,
         })
     } else if dims.iter().all(|d| !d.1) {
@@ -83,6 +90,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         return Ok(());
     }
     let acc = match kind {
+        _ if absorbed.is_some() => out_ty.dtype,
         Kind::Sum => lw.options().partials_type.accumulator_for(in_dtype),
         _ => in_dtype,
     };
@@ -147,6 +155,10 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         } else {
             reduce(lw, &spec, current)
         };
+        // Only the first pass squares.
+        if kind == Kind::SumSquares {
+            kind = Kind::Sum;
+        }
     }
     lw.set_value(id, current);
     Ok(())
