@@ -179,3 +179,54 @@ fn a_sum_reads_a_widening_cast_and_its_square_itself() {
     assert_eq!(got("y"), want_y);
     assert_eq!(got("z"), want_z);
 }
+
+/// The statistics of an F16 `x` as a batch norm spells them, with the reductions named
+/// `{parent}mean` and `{parent}power`: compiled, and run on `x[i] = i mod 7 − 3`.
+fn statistics(parent: &str) -> (usize, Vec<Vec<u8>>) {
+    let mut b = GraphBuilder::new();
+    let x = b.variable("x", DType::F16, DIMS, Init::Zeros).unwrap();
+    let cast = |b: &mut GraphBuilder, name: &str| {
+        b.named(name, Op::Cast { dtype: DType::F32 }, &[x]).unwrap()
+    };
+    let mean_op = Op::ReduceMean {
+        axes: vec![0, 2, 3],
+        keep_dims: false,
+    };
+    let c = cast(&mut b, &format!("{parent}input_f32"));
+    let mean = b
+        .named(&format!("{parent}mean"), mean_op.clone(), &[c])
+        .unwrap();
+    let c2 = cast(&mut b, &format!("{parent}power_input_f32"));
+    let sq = b
+        .named(&format!("{parent}square"), Op::Mul, &[c2, c2])
+        .unwrap();
+    let power = b.named(&format!("{parent}power"), mean_op, &[sq]).unwrap();
+    b.outfeed("mean", mean).unwrap();
+    b.outfeed("power", power).unwrap();
+    let exe = compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap();
+    let sets = exe.compute_sets.len();
+    let n: usize = DIMS.iter().product();
+    let xs = (0..n)
+        .map(|i| half::f16::from_f32((i % 7) as f32 - 3.0))
+        .collect();
+    let mut engine = Engine::new(std::sync::Arc::new(exe), Default::default()).unwrap();
+    let t = Tensor::f16(Shape::new(DIMS.to_vec()), xs).unwrap();
+    engine.write_variable("x", &t).unwrap();
+    let mut host = QueueHost::new();
+    engine.run(&mut host).unwrap();
+    let outs = ["mean", "power"].map(|s| host.outfeeds[s][0].clone());
+    (sets, outs.to_vec())
+}
+
+#[test]
+fn a_composites_sums_share_their_compute_sets() {
+    // PopLibs' reduceMany: the mean and the power of one batch norm (`bn/mean`, `bn/power`)
+    // run in the same compute sets, with the same values as when they run apart.
+    let (together, values) = statistics("bn/");
+    let (apart, values_apart) = statistics("");
+    assert!(
+        together < apart,
+        "{together} compute sets together, {apart} apart"
+    );
+    assert_eq!(values, values_apart);
+}

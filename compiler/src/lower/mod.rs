@@ -90,9 +90,10 @@ pub(crate) fn lower(
             all_reduce_gradients(&mut lw, &nodes)?;
         }
         let mut assigns = Vec::new();
-        for &id in &nodes {
+        let mut lowered_with = std::collections::HashSet::new();
+        for (k, &id) in nodes.iter().enumerate() {
             let node = g.node(id);
-            if lw.fused_into(id).is_some() {
+            if lw.fused_into(id).is_some() || lowered_with.contains(&id) {
                 continue;
             }
             lw.set_ipu_of(id);
@@ -100,6 +101,11 @@ pub(crate) fn lower(
                 Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. } => {}
                 Op::Assign => assigns.push(id),
                 Op::Outfeed { stream } => lower_outfeed(&mut lw, id, stream.clone())?,
+                // A composite's sums in the same compute sets (PopLibs' `reduceMany`).
+                Op::ReduceSum { .. } | Op::ReduceMean { .. } => {
+                    let partners = ops::reduce::lower_with_partners(&mut lw, id, &nodes[k + 1..])?;
+                    lowered_with.extend(partners);
+                }
                 op => (ops::lowering(op).lower)(&mut lw, id)?,
             }
         }

@@ -10,6 +10,67 @@ use crate::lower::kit::reduction::{reduce, Kind, Spec};
 use crate::lower::kit::rows::argmax_rows;
 use ipusim_ir::{NodeId, Op, Shape};
 
+/// Lowers sum reduction `id` together with its partners among `pending` (the live nodes of
+/// the phase after it, in schedule order), as PopLibs' `reduceMany` reduces a batch norm's
+/// statistics (and their gradients' sums) in the same compute sets: the `i`-th superstep of
+/// each is one superstep ([`Lowerer::begin_lanes`]). The partners are the other sum
+/// reductions of the same composite op (the same parent name: a batch norm's `mean` and
+/// `power`), over the same axes of the same input shape, on the same IPU and pipeline
+/// segment, whose inputs are lowered already (so they do not depend on `id`). Returns the
+/// partners lowered.
+pub(crate) fn lower_with_partners(
+    lw: &mut Lowerer,
+    id: NodeId,
+    pending: &[NodeId],
+) -> Result<Vec<NodeId>, CompileError> {
+    let partners = partners(lw, id, pending);
+    if partners.is_empty() {
+        lower(lw, id)?;
+        return Ok(partners);
+    }
+    lw.begin_lanes();
+    let lowered = (|| {
+        lower(lw, id)?;
+        for &p in &partners {
+            lw.next_lane();
+            lw.set_ipu_of(p);
+            lower(lw, p)?;
+        }
+        Ok(())
+    })();
+    lw.end_lanes();
+    lw.set_ipu_of(id);
+    lowered.map(|()| partners)
+}
+
+/// The partners of sum reduction `id` among `pending` (see [`lower_with_partners`]).
+fn partners(lw: &Lowerer, id: NodeId, pending: &[NodeId]) -> Vec<NodeId> {
+    let g = lw.graph();
+    let key = |r: NodeId| {
+        let n = g.node(r);
+        let axes = match &n.op {
+            Op::ReduceSum { axes, .. } | Op::ReduceMean { axes, .. } => axes.clone(),
+            _ => return None,
+        };
+        let input = lw.reduce_input(r).map_or(n.inputs[0], |a| a.source);
+        let parent = n.name.rsplit_once('/')?.0.to_string();
+        let dims = g.node(input).ty.shape.dims().to_vec();
+        Some((parent, axes, dims, lw.ipu_of(r), lw.segment_of(r)))
+    };
+    let Some(mine) = key(id) else {
+        return Vec::new();
+    };
+    let ready = |r: NodeId| {
+        let input = lw.reduce_input(r).map_or(g.node(r).inputs[0], |a| a.source);
+        lw.value_of(input).is_ok() || lw.is_unplaced(input)
+    };
+    pending
+        .iter()
+        .copied()
+        .filter(|&r| r != id && key(r).as_ref() == Some(&mine) && ready(r))
+        .collect()
+}
+
 /// Lowers a reduction node.
 pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let node = lw.graph().node(id);
