@@ -12,6 +12,8 @@ fn docs_example(tag: &str) -> PathBuf {
     let body = &body[body.find('\n').unwrap() + 1..];
     let example = &body[..body.find("```").unwrap()];
     let dir = std::env::temp_dir().join(format!("ipusim-check-{tag}-{}", std::process::id()));
+    // A directory left by an earlier run under the same process id may hold its data file.
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("mlp_digits.ron");
     std::fs::write(&path, example).unwrap();

@@ -230,3 +230,50 @@ fn a_composites_sums_share_their_compute_sets() {
     );
     assert_eq!(values, values_apart);
 }
+
+/// `bn/a = Σ x`, `bn/b = Σ (x · a)` (which waits for `a`) and `bn/c = Σ x`, in that order,
+/// with `parent` for `bn/`: the number of `Reduce` vertices and the outfeeds.
+fn three_sums(parent: &str) -> (usize, Vec<Vec<u8>>) {
+    let mut b = GraphBuilder::new();
+    let x = b.variable("x", DType::F32, DIMS, Init::Zeros).unwrap();
+    let sum = || Op::ReduceSum {
+        axes: vec![0, 2, 3],
+        keep_dims: true,
+    };
+    let a = b.named(&format!("{parent}a"), sum(), &[x]).unwrap();
+    let w = b.named("w", Op::Mul, &[x, a]).unwrap();
+    let s = b.named(&format!("{parent}b"), sum(), &[w]).unwrap();
+    let c = b.named(&format!("{parent}c"), sum(), &[x]).unwrap();
+    for (name, v) in [("a", a), ("b", s), ("c", c)] {
+        b.outfeed(name, v).unwrap();
+    }
+    let exe = compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap();
+    let reduce_vertices = exe
+        .compute_sets
+        .iter()
+        .flat_map(|cs| &cs.tiles)
+        .flat_map(|t| &t.groups)
+        .filter(|g| matches!(g.codelet, ipusim_compiler::Codelet::Reduce { .. }))
+        .map(|g| g.vertices.len())
+        .sum();
+    let n: usize = DIMS.iter().product();
+    let xs = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let mut engine = Engine::new(std::sync::Arc::new(exe), Default::default()).unwrap();
+    engine
+        .write_variable("x", &Tensor::f32(Shape::new(DIMS.to_vec()), xs).unwrap())
+        .unwrap();
+    let mut host = QueueHost::new();
+    engine.run(&mut host).unwrap();
+    let outs = ["a", "b", "c"].map(|s| host.outfeeds[s][0].clone());
+    (reduce_vertices, outs.to_vec())
+}
+
+#[test]
+fn a_sum_lowered_with_an_earlier_partner_is_not_lowered_again() {
+    // `bn/c` is ready with `bn/a` and runs with it; `bn/b` waits for `a`, and must not take
+    // `bn/c` as a partner again: the same vertices as when nothing is shared.
+    let (together, values) = three_sums("bn/");
+    let (apart, values_apart) = three_sums("");
+    assert_eq!(together, apart, "Reduce vertices together and apart");
+    assert_eq!(values, values_apart);
+}

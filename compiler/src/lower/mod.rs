@@ -90,10 +90,20 @@ pub(crate) fn lower(
             all_reduce_gradients(&mut lw, &nodes)?;
         }
         let mut assigns = Vec::new();
-        let mut lowered_with = std::collections::HashSet::new();
+        // A composite's sums in the same compute sets (PopLibs' `reduceMany`): each batch
+        // is lowered by its last member.
+        let batches = ops::reduce::batches(&lw, &nodes);
+        let waiting: std::collections::HashSet<NodeId> = batches
+            .values()
+            .flat_map(|m| m[..m.len() - 1].iter().copied())
+            .collect();
         for (k, &id) in nodes.iter().enumerate() {
             let node = g.node(id);
-            if lw.fused_into(id).is_some() || lowered_with.contains(&id) {
+            // (a sum reduction may have been lowered already, with an earlier batch; a
+            // batch's trigger still lowers the members waiting for it)
+            let sum = matches!(node.op, Op::ReduceSum { .. } | Op::ReduceMean { .. });
+            let done = sum && !batches.contains_key(&id) && lw.value_of(id).is_ok();
+            if lw.fused_into(id).is_some() || waiting.contains(&id) || done {
                 continue;
             }
             lw.set_ipu_of(id);
@@ -101,10 +111,10 @@ pub(crate) fn lower(
                 Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. } => {}
                 Op::Assign => assigns.push(id),
                 Op::Outfeed { stream } => lower_outfeed(&mut lw, id, stream.clone())?,
-                // A composite's sums in the same compute sets (PopLibs' `reduceMany`).
                 Op::ReduceSum { .. } | Op::ReduceMean { .. } => {
-                    let partners = ops::reduce::lower_with_partners(&mut lw, id, &nodes[k + 1..])?;
-                    lowered_with.extend(partners);
+                    let one = [id];
+                    let members = batches.get(&id).map_or(&one[..], Vec::as_slice);
+                    ops::reduce::lower_batch(&mut lw, members, &nodes[k + 1..])?;
                 }
                 op => (ops::lowering(op).lower)(&mut lw, id)?,
             }

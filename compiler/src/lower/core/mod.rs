@@ -242,6 +242,11 @@ impl<'a> Lowerer<'a> {
         self.inplace.get(&value).copied()
     }
 
+    /// True when variable `var` takes a new value in place (some op writes it).
+    pub fn is_written_in_place(&self, var: NodeId) -> bool {
+        self.inplace.values().any(|&v| v == var)
+    }
+
     /// Records that node `value` is computed in place into variable `var`.
     pub fn set_inplace(&mut self, value: NodeId, var: NodeId) {
         self.inplace.insert(value, var);

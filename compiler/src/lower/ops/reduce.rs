@@ -9,66 +9,123 @@ use crate::lower::kit::permute;
 use crate::lower::kit::reduction::{reduce, Kind, Spec};
 use crate::lower::kit::rows::argmax_rows;
 use ipusim_ir::{NodeId, Op, Shape};
+use std::collections::{BTreeMap, HashMap};
 
-/// Lowers sum reduction `id` together with its partners among `pending` (the live nodes of
-/// the phase after it, in schedule order), as PopLibs' `reduceMany` reduces a batch norm's
-/// statistics (and their gradients' sums) in the same compute sets: the `i`-th superstep of
-/// each is one superstep ([`Lowerer::begin_lanes`]). The partners are the other sum
-/// reductions of the same composite op (the same parent name: a batch norm's `mean` and
-/// `power`), over the same axes of the same input shape, on the same IPU and pipeline
-/// segment, whose inputs are lowered already (so they do not depend on `id`). Returns the
-/// partners lowered.
-pub(crate) fn lower_with_partners(
-    lw: &mut Lowerer,
-    id: NodeId,
-    pending: &[NodeId],
-) -> Result<Vec<NodeId>, CompileError> {
-    let partners = partners(lw, id, pending);
-    if partners.is_empty() {
-        lower(lw, id)?;
-        return Ok(partners);
-    }
-    lw.begin_lanes();
-    let lowered = (|| {
-        lower(lw, id)?;
-        for &p in &partners {
-            lw.next_lane();
-            lw.set_ipu_of(p);
-            lower(lw, p)?;
+/// The sum reductions of `nodes` (the live nodes of a phase, in schedule order) lowered
+/// together, as PopLibs' `reduceMany` reduces a batch norm's statistics (and its gradients'
+/// sums) in the same compute sets: by the member lowered last (the batch's trigger), all
+/// members in schedule order. A batch holds sum reductions of one composite op (the same
+/// parent name: a batch norm's `mean` and `power`) over the same axes of the same input
+/// shape (not of a variable updated in place), on the same IPU and pipeline segment; an
+/// earlier member waits for the later ones only while no node before the trigger reads it
+/// (so nothing it feeds, and no later member, needs it sooner), and the members are
+/// batched in as few batches as that allows. Reductions outside any batch of two or more
+/// are not listed.
+pub(crate) fn batches(lw: &Lowerer, nodes: &[NodeId]) -> HashMap<NodeId, Vec<NodeId>> {
+    let g = lw.graph();
+    let position: HashMap<NodeId, usize> = nodes.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    let key = |r: NodeId| key(lw, r);
+    // The first position at which a node of the phase reads `r`.
+    let first_read = |r: NodeId| {
+        g.consumers(r)
+            .into_iter()
+            .filter_map(|c| position.get(&c).copied())
+            .min()
+            .unwrap_or(usize::MAX)
+    };
+    let mut groups: BTreeMap<_, Vec<NodeId>> = BTreeMap::new();
+    for &r in nodes {
+        if let Some(k) = key(r) {
+            groups.entry(k).or_default().push(r);
         }
-        Ok(())
-    })();
-    lw.end_lanes();
-    lw.set_ipu_of(id);
-    lowered.map(|()| partners)
+    }
+    // Fewest batches (the points stabbing the intervals `[position, first read)`): take the
+    // earliest first read among the members left; every member scheduled before it can
+    // wait for the last of them, which lowers them all.
+    let mut out = HashMap::new();
+    for mut left in groups.into_values() {
+        while !left.is_empty() {
+            let deadline = left
+                .iter()
+                .map(|&r| first_read(r))
+                .min()
+                .unwrap_or(usize::MAX);
+            let (batch, rest): (Vec<NodeId>, Vec<NodeId>) =
+                left.iter().partition(|&&r| position[&r] < deadline);
+            // (a member is read after its own position, so the earliest reader's member
+            // is in the batch)
+            if batch.len() > 1 {
+                out.insert(batch[batch.len() - 1], batch);
+            }
+            left = rest;
+        }
+    }
+    out
 }
 
-/// The partners of sum reduction `id` among `pending` (see [`lower_with_partners`]).
-fn partners(lw: &Lowerer, id: NodeId, pending: &[NodeId]) -> Vec<NodeId> {
+/// What reductions share a batch by: the parent name, the axes, the input shape, the IPU
+/// and the pipeline segment (`None`: not a sum reduction, or one kept in place).
+#[allow(clippy::type_complexity)]
+fn key(lw: &Lowerer, r: NodeId) -> Option<(String, Vec<usize>, Vec<usize>, u32, u32)> {
     let g = lw.graph();
-    let key = |r: NodeId| {
-        let n = g.node(r);
-        let axes = match &n.op {
-            Op::ReduceSum { axes, .. } | Op::ReduceMean { axes, .. } => axes.clone(),
-            _ => return None,
-        };
-        let input = lw.reduce_input(r).map_or(n.inputs[0], |a| a.source);
-        let parent = n.name.rsplit_once('/')?.0.to_string();
-        let dims = g.node(input).ty.shape.dims().to_vec();
-        Some((parent, axes, dims, lw.ipu_of(r), lw.segment_of(r)))
+    let n = g.node(r);
+    let axes = match &n.op {
+        Op::ReduceSum { axes, .. } | Op::ReduceMean { axes, .. } => axes.clone(),
+        _ => return None,
     };
-    let Some(mine) = key(id) else {
-        return Vec::new();
-    };
+    let input = lw.reduce_input(r).map_or(n.inputs[0], |a| a.source);
+    // A variable updated in place at its last read: its readers keep their place.
+    if lw.is_written_in_place(input) {
+        return None;
+    }
+    let parent = n.name.rsplit_once('/')?.0.to_string();
+    let dims = g.node(input).ty.shape.dims().to_vec();
+    Some((parent, axes, dims, lw.ipu_of(r), lw.segment_of(r)))
+}
+
+/// Lowers the reductions `members` together ([`batches`]) with the later reductions of
+/// `pending` (the phase's nodes after the trigger) that share their key and whose inputs
+/// are lowered already (so they do not depend on the batch): the `i`-th superstep of each
+/// is one superstep ([`Lowerer::begin_lanes`]). Members lowered already (with an earlier
+/// batch) are skipped.
+pub(crate) fn lower_batch(
+    lw: &mut Lowerer,
+    members: &[NodeId],
+    pending: &[NodeId],
+) -> Result<(), CompileError> {
+    let g = lw.graph();
+    let mine = members.last().and_then(|&r| key(lw, r));
     let ready = |r: NodeId| {
         let input = lw.reduce_input(r).map_or(g.node(r).inputs[0], |a| a.source);
         lw.value_of(input).is_ok() || lw.is_unplaced(input)
     };
-    pending
+    let members: Vec<NodeId> = members
         .iter()
         .copied()
-        .filter(|&r| r != id && key(r).as_ref() == Some(&mine) && ready(r))
-        .collect()
+        .chain(
+            pending
+                .iter()
+                .copied()
+                .filter(|&r| mine.is_some() && key(lw, r) == mine && ready(r)),
+        )
+        .filter(|&r| lw.value_of(r).is_err())
+        .collect();
+    if let [one] = members[..] {
+        return lower(lw, one);
+    }
+    lw.begin_lanes();
+    let lowered = (|| {
+        for (i, &r) in members.iter().enumerate() {
+            if i > 0 {
+                lw.next_lane();
+            }
+            lw.set_ipu_of(r);
+            lower(lw, r)?;
+        }
+        Ok(())
+    })();
+    lw.end_lanes();
+    lowered
 }
 
 /// Lowers a reduction node.
