@@ -94,15 +94,16 @@ pub(crate) fn lower(
         // is lowered by its last member.
         let batches = ops::reduce::batches(&lw, &nodes);
         let waiting: std::collections::HashSet<NodeId> = batches
+            .by_trigger
             .values()
             .flat_map(|m| m[..m.len() - 1].iter().copied())
             .collect();
-        for (k, &id) in nodes.iter().enumerate() {
+        for &id in &nodes {
             let node = g.node(id);
             // (a sum reduction may have been lowered already, with an earlier batch; a
             // batch's trigger still lowers the members waiting for it)
             let sum = matches!(node.op, Op::ReduceSum { .. } | Op::ReduceMean { .. });
-            let done = sum && !batches.contains_key(&id) && lw.value_of(id).is_ok();
+            let done = sum && !batches.by_trigger.contains_key(&id) && lw.value_of(id).is_ok();
             if lw.fused_into(id).is_some() || waiting.contains(&id) || done {
                 continue;
             }
@@ -113,8 +114,8 @@ pub(crate) fn lower(
                 Op::Outfeed { stream } => lower_outfeed(&mut lw, id, stream.clone())?,
                 Op::ReduceSum { .. } | Op::ReduceMean { .. } => {
                     let one = [id];
-                    let members = batches.get(&id).map_or(&one[..], Vec::as_slice);
-                    ops::reduce::lower_batch(&mut lw, members, &nodes[k + 1..])?;
+                    let members = batches.by_trigger.get(&id).map_or(&one[..], Vec::as_slice);
+                    ops::reduce::lower_batch(&mut lw, members, batches.later(id))?;
                 }
                 op => (ops::lowering(op).lower)(&mut lw, id)?,
             }

@@ -11,20 +11,43 @@ use crate::lower::kit::rows::argmax_rows;
 use ipusim_ir::{NodeId, Op, Shape};
 use std::collections::{BTreeMap, HashMap};
 
-/// The sum reductions of `nodes` (the live nodes of a phase, in schedule order) lowered
-/// together, as PopLibs' `reduceMany` reduces a batch norm's statistics (and its gradients'
-/// sums) in the same compute sets: by the member lowered last (the batch's trigger), all
-/// members in schedule order. A batch holds sum reductions of one composite op (the same
-/// parent name: a batch norm's `mean` and `power`) over the same axes of the same input
-/// shape (not of a variable updated in place), on the same IPU and pipeline segment; an
-/// earlier member waits for the later ones only while no node before the trigger reads it
-/// (so nothing it feeds, and no later member, needs it sooner), and the members are
-/// batched in as few batches as that allows. Reductions outside any batch of two or more
-/// are not listed.
-pub(crate) fn batches(lw: &Lowerer, nodes: &[NodeId]) -> HashMap<NodeId, Vec<NodeId>> {
+/// The sum reductions of a phase lowered together, as PopLibs' `reduceMany` reduces a batch
+/// norm's statistics (and its gradients' sums) in the same compute sets ([`batches`]).
+pub(crate) struct Batches {
+    /// Each batch of two or more, by the member lowered last (its trigger), all members in
+    /// schedule order.
+    pub by_trigger: HashMap<NodeId, Vec<NodeId>>,
+    /// Every sum reduction's group: the reductions it may share compute sets with, in
+    /// schedule order.
+    group_of: HashMap<NodeId, usize>,
+    groups: Vec<Vec<NodeId>>,
+}
+
+impl Batches {
+    /// The members of `id`'s group scheduled after it.
+    pub fn later(&self, id: NodeId) -> &[NodeId] {
+        let Some(&g) = self.group_of.get(&id) else {
+            return &[];
+        };
+        let members = &self.groups[g];
+        let at = members
+            .iter()
+            .position(|&m| m == id)
+            .map_or(members.len(), |i| i + 1);
+        &members[at..]
+    }
+}
+
+/// The batches of the sum reductions of `nodes` (the live nodes of a phase, in schedule
+/// order). A group holds the sum reductions of one composite op (the same parent name: a
+/// batch norm's `mean` and `power`) over the same axes of the same input shape (not of a
+/// variable updated in place), on the same IPU and pipeline segment. A member waits for
+/// the later ones only while no node before the batch's trigger reads it (so nothing it
+/// feeds, and no later member, needs it sooner), and a group is split into as few batches
+/// as that allows.
+pub(crate) fn batches(lw: &Lowerer, nodes: &[NodeId]) -> Batches {
     let g = lw.graph();
     let position: HashMap<NodeId, usize> = nodes.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    let key = |r: NodeId| key(lw, r);
     // The first position at which a node of the phase reads `r`.
     let first_read = |r: NodeId| {
         g.consumers(r)
@@ -33,17 +56,25 @@ pub(crate) fn batches(lw: &Lowerer, nodes: &[NodeId]) -> HashMap<NodeId, Vec<Nod
             .min()
             .unwrap_or(usize::MAX)
     };
-    let mut groups: BTreeMap<_, Vec<NodeId>> = BTreeMap::new();
+    let mut by_key: BTreeMap<_, Vec<NodeId>> = BTreeMap::new();
     for &r in nodes {
-        if let Some(k) = key(r) {
-            groups.entry(k).or_default().push(r);
+        if let Some(k) = key(lw, r) {
+            by_key.entry(k).or_default().push(r);
         }
     }
+    let groups: Vec<Vec<NodeId>> = by_key.into_values().collect();
+    let group_of = groups
+        .iter()
+        .enumerate()
+        .flat_map(|(i, m)| m.iter().map(move |&r| (r, i)))
+        .collect();
     // Fewest batches (the points stabbing the intervals `[position, first read)`): take the
     // earliest first read among the members left; every member scheduled before it can
-    // wait for the last of them, which lowers them all.
-    let mut out = HashMap::new();
-    for mut left in groups.into_values() {
+    // wait for the last of them, which lowers them all. (A member is read after its own
+    // position, so the member read first is in the batch.)
+    let mut by_trigger = HashMap::new();
+    for members in &groups {
+        let mut left = members.clone();
         while !left.is_empty() {
             let deadline = left
                 .iter()
@@ -52,19 +83,22 @@ pub(crate) fn batches(lw: &Lowerer, nodes: &[NodeId]) -> HashMap<NodeId, Vec<Nod
                 .unwrap_or(usize::MAX);
             let (batch, rest): (Vec<NodeId>, Vec<NodeId>) =
                 left.iter().partition(|&&r| position[&r] < deadline);
-            // (a member is read after its own position, so the earliest reader's member
-            // is in the batch)
             if batch.len() > 1 {
-                out.insert(batch[batch.len() - 1], batch);
+                by_trigger.insert(batch[batch.len() - 1], batch);
             }
             left = rest;
         }
     }
-    out
+    Batches {
+        by_trigger,
+        group_of,
+        groups,
+    }
 }
 
-/// What reductions share a batch by: the parent name, the axes, the input shape, the IPU
-/// and the pipeline segment (`None`: not a sum reduction, or one kept in place).
+/// What reductions share a group by: the parent name, the axes, the input shape, the IPU
+/// and the pipeline segment (`None`: not a sum reduction, or one of a variable updated in
+/// place, whose readers keep their place before the update).
 #[allow(clippy::type_complexity)]
 fn key(lw: &Lowerer, r: NodeId) -> Option<(String, Vec<usize>, Vec<usize>, u32, u32)> {
     let g = lw.graph();
@@ -74,7 +108,6 @@ fn key(lw: &Lowerer, r: NodeId) -> Option<(String, Vec<usize>, Vec<usize>, u32, 
         _ => return None,
     };
     let input = lw.reduce_input(r).map_or(n.inputs[0], |a| a.source);
-    // A variable updated in place at its last read: its readers keep their place.
     if lw.is_written_in_place(input) {
         return None;
     }
@@ -83,18 +116,16 @@ fn key(lw: &Lowerer, r: NodeId) -> Option<(String, Vec<usize>, Vec<usize>, u32, 
     Some((parent, axes, dims, lw.ipu_of(r), lw.segment_of(r)))
 }
 
-/// Lowers the reductions `members` together ([`batches`]) with the later reductions of
-/// `pending` (the phase's nodes after the trigger) that share their key and whose inputs
-/// are lowered already (so they do not depend on the batch): the `i`-th superstep of each
-/// is one superstep ([`Lowerer::begin_lanes`]). Members lowered already (with an earlier
-/// batch) are skipped.
+/// Lowers the reductions `members` together (a batch, or one reduction) with those of
+/// `later` (the rest of the group, after the trigger) whose inputs are lowered already (so
+/// they do not depend on the batch): the `i`-th superstep of each is one superstep
+/// ([`Lowerer::begin_lanes`]). Members lowered already (with an earlier batch) are skipped.
 pub(crate) fn lower_batch(
     lw: &mut Lowerer,
     members: &[NodeId],
-    pending: &[NodeId],
+    later: &[NodeId],
 ) -> Result<(), CompileError> {
     let g = lw.graph();
-    let mine = members.last().and_then(|&r| key(lw, r));
     let ready = |r: NodeId| {
         let input = lw.reduce_input(r).map_or(g.node(r).inputs[0], |a| a.source);
         lw.value_of(input).is_ok() || lw.is_unplaced(input)
@@ -102,12 +133,7 @@ pub(crate) fn lower_batch(
     let members: Vec<NodeId> = members
         .iter()
         .copied()
-        .chain(
-            pending
-                .iter()
-                .copied()
-                .filter(|&r| mine.is_some() && key(lw, r) == mine && ready(r)),
-        )
+        .chain(later.iter().copied().filter(|&r| ready(r)))
         .filter(|&r| lw.value_of(r).is_err())
         .collect();
     if let [one] = members[..] {
