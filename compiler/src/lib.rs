@@ -21,7 +21,9 @@ pub mod program_tree;
 pub mod report;
 
 // The executable contract, re-exported under the paths this crate has always had.
-pub use ipusim_exe::{codelets, cycles, error, estimate, executable, options, target, timeline};
+pub use ipusim_exe::{
+    codelets, cycles, error, estimate, executable, options, target, timeline, vertex_state,
+};
 
 pub use build::{build, BuildError, BuildOptions, Built};
 pub use codelets::{Codelet, VertexParams};

@@ -13,10 +13,11 @@
 //! Out of memory is a result, not an error: the plan marks `oom`, lists the tiles over
 //! capacity, and names the worst tiles with their largest tensors.
 
-use crate::codelets::{vertex_state_bytes, Codelet, REDUCE_VERTEX_STATE_BYTES};
+use crate::codelets::Codelet;
 use crate::error::CompileError;
 use crate::executable::{ComputeSet, Exchange, Tensor, TensorId, TensorKind};
 use crate::target::Target;
+use crate::vertex_state::{vertex_state_bytes, REDUCE_VERTEX_STATE_BYTES};
 pub use ipusim_exe::memory::{MemoryPlan, TensorBytes, TileMemory, Usage, WorstTile};
 use ipusim_exe::system::System;
 use ipusim_exe::system::TileId;

@@ -18,6 +18,7 @@
 //! | [`options`] | [`CompileOptions`], [`PartialsType`] | `error` |
 //! | [`codelets`] | the codelet registry: each codelet's semantics and parameters | — |
 //! | [`layout`] | channel-grouped layouts of feature maps (storage shapes, the index map) | — |
+//! | [`vertex_state`] | the bytes of a vertex's state (PopLibs' Mk2 layouts) | `codelets` |
 //! | [`memory`] | the memory plan's data types, tensor usage over steps | `ids`, `system` |
 //! | [`estimate`] | the static cycle estimate's data types | — |
 //! | [`program`] | the control program: its tree, the pipeline's schedule, the program steps | `ids`, `system` |
@@ -42,6 +43,7 @@ pub mod system;
 pub mod target;
 pub mod timeline;
 pub mod verify;
+pub mod vertex_state;
 
 pub use codelets::{Codelet, VertexParams};
 pub use error::CompileError;

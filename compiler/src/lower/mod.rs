@@ -20,7 +20,9 @@
 //! `Assign`s (variables take their new values at the end of the phase). An `Assign` whose
 //! value is an element-wise op reading the variable itself, computed after every other read of
 //! the variable in that phase, is done in place: the op writes straight into the variable
-//! (PopLibs' `scaledAddTo`). Each op becomes one or more BSP supersteps: `Sync`, an optional `Exchange`
+//! (PopLibs' `scaledAddTo`). A composite op's sum reductions are lowered together, by the
+//! last of each batch ([`ops::reduce::batches`]), their supersteps shared as PopLibs'
+//! `reduceMany` shares them. Each op becomes one or more BSP supersteps: `Sync`, an optional `Exchange`
 //! that gathers its operands onto the tiles that need them, and an `Execute`.
 //! Dead nodes (that reach no `Outfeed` or `Assign`) are not lowered.
 

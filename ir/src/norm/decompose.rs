@@ -9,6 +9,20 @@ use crate::graph::NodeId;
 use crate::op::Op;
 use crate::rewrite::Emitter;
 
+/// `ReduceMean(x)` over `axes`, kept as size-1 dimensions.
+fn mean_over(
+    e: &mut Emitter<'_, '_>,
+    part: &str,
+    x: NodeId,
+    axes: &[usize],
+) -> Result<NodeId, IrError> {
+    let op = Op::ReduceMean {
+        axes: axes.to_vec(),
+        keep_dims: true,
+    };
+    e.node(part, op, &[x])
+}
+
 /// The FP32 statistics of `xs` (an FP32 node) over `axes`, kept as size-1 dimensions:
 /// `(mean, var)`.
 fn moments(
@@ -16,24 +30,10 @@ fn moments(
     xs: NodeId,
     axes: Vec<usize>,
 ) -> Result<(NodeId, NodeId), IrError> {
-    let mean = e.node(
-        "mean",
-        Op::ReduceMean {
-            axes: axes.clone(),
-            keep_dims: true,
-        },
-        &[xs],
-    )?;
+    let mean = mean_over(e, "mean", xs, &axes)?;
     let d = e.node("deviation", Op::Sub, &[xs, mean])?;
     let sq = e.node("squared_deviation", Op::Mul, &[d, d])?;
-    let var = e.node(
-        "var",
-        Op::ReduceMean {
-            axes,
-            keep_dims: true,
-        },
-        &[sq],
-    )?;
+    let var = mean_over(e, "var", sq, &axes)?;
     Ok((mean, var))
 }
 
@@ -49,24 +49,10 @@ fn moments_one_sweep(
     axes: Vec<usize>,
 ) -> Result<(NodeId, NodeId), IrError> {
     let mean_in = e.cast("input_f32", x, DType::F32)?;
-    let mean = e.node(
-        "mean",
-        Op::ReduceMean {
-            axes: axes.clone(),
-            keep_dims: true,
-        },
-        &[mean_in],
-    )?;
+    let mean = mean_over(e, "mean", mean_in, &axes)?;
     let power_in = e.cast("power_input_f32", x, DType::F32)?;
     let sq = e.node("square", Op::Mul, &[power_in, power_in])?;
-    let power = e.node(
-        "power",
-        Op::ReduceMean {
-            axes,
-            keep_dims: true,
-        },
-        &[sq],
-    )?;
+    let power = mean_over(e, "power", sq, &axes)?;
     let m2 = e.node("mean_squared", Op::Mul, &[mean, mean])?;
     let d = e.node("power_minus_mean_squared", Op::Sub, &[power, m2])?;
     let zero = e.splat("zero", DType::F32, Shape::scalar(), 0.0)?;

@@ -9,9 +9,11 @@
 //! consumer of a variable want — goes through the [`Hooks`] the driver gives it.
 //!
 //! Its multi-IPU methods (stages and pipeline segments, copies onto another IPU, the
-//! replicas' all-reduce, remote buffers) are in [`ipus`].
+//! replicas' all-reduce, remote buffers) are in [`ipus`]; holding supersteps back to emit
+//! several lowerings' interleaved is in [`lanes`].
 
 mod ipus;
+mod lanes;
 
 use super::kit::mapping::{self, Index, Mapping};
 use super::kit::planner::Plan;
@@ -122,21 +124,7 @@ pub(crate) struct Lowerer<'a> {
     /// Sum reductions reading a widening cast (and its square) themselves.
     reduce_inputs: HashMap<NodeId, ReduceInput>,
     /// Independent lowerings whose supersteps are being interleaved ([`Lowerer::begin_lanes`]).
-    lanes: Option<Lanes>,
-}
-
-/// A superstep held back while lanes are open.
-struct Pending {
-    name: String,
-    node: Option<NodeId>,
-    copies: Vec<ByteCopy>,
-    tiles: Vec<TileWork>,
-}
-
-/// The supersteps of each open lane, and the lane being lowered.
-struct Lanes {
-    current: usize,
-    steps: Vec<Vec<Pending>>,
+    lanes: Option<lanes::Lanes>,
 }
 
 /// What a sum reduction reads instead of its IR input (planned by `super::absorb`).
@@ -707,50 +695,6 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// Opens lanes: the supersteps of the lowerings that follow are held back, one lane per
-    /// lowering ([`Lowerer::next_lane`]), and [`Lowerer::end_lanes`] emits the `i`-th
-    /// superstep of every lane as one (PopLibs' `reduceMany`, which reduces several tensors
-    /// in the same compute sets). The lowerings must be independent of each other and emit
-    /// nothing but supersteps.
-    pub fn begin_lanes(&mut self) {
-        self.lanes = Some(Lanes {
-            current: 0,
-            steps: vec![Vec::new()],
-        });
-    }
-
-    /// Starts the next lane.
-    pub fn next_lane(&mut self) {
-        if let Some(lanes) = &mut self.lanes {
-            lanes.steps.push(Vec::new());
-            lanes.current = lanes.steps.len() - 1;
-        }
-    }
-
-    /// Closes the lanes, emitting their supersteps interleaved: the `i`-th of every lane as
-    /// one superstep, named by the lanes' names (their common `/`-separated prefix, then the
-    /// rest of each joined by `+`).
-    pub fn end_lanes(&mut self) {
-        let Some(lanes) = self.lanes.take() else {
-            return;
-        };
-        let n = lanes.steps.iter().map(Vec::len).max().unwrap_or(0);
-        let mut lanes: Vec<_> = lanes.steps.into_iter().map(Vec::into_iter).collect();
-        for _ in 0..n {
-            let parts: Vec<Pending> = lanes.iter_mut().filter_map(Iterator::next).collect();
-            let names: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
-            let name = joined_name(&names);
-            let node = parts.first().and_then(|p| p.node);
-            let mut copies = Vec::new();
-            let mut tiles = Vec::new();
-            for p in parts {
-                copies.extend(p.copies);
-                tiles.extend(p.tiles);
-            }
-            self.superstep(&name, node, copies, tiles);
-        }
-    }
-
     /// Emits one BSP superstep: `Sync`, the exchange of `copies` (if any), then the compute
     /// set of `tiles` (if any vertices; the groups of entries of one tile run one after the
     /// other, in the order given).
@@ -766,12 +710,7 @@ impl<'a> Lowerer<'a> {
             return;
         }
         if let Some(lanes) = &mut self.lanes {
-            lanes.steps[lanes.current].push(Pending {
-                name: name.to_string(),
-                node,
-                copies,
-                tiles,
-            });
+            lanes.hold(name, node, copies, tiles);
             return;
         }
         self.push_body(Program::Sync(SyncScope::Internal), Part::Body(self.segment));
@@ -819,31 +758,6 @@ impl<'a> Lowerer<'a> {
             );
         }
     }
-}
-
-/// `a/b/x` and `a/b/y` as `a/b/x+y`: the names' common prefix up to a `/`, then the rest
-/// of each joined by `+` (one name as it is).
-fn joined_name(names: &[&str]) -> String {
-    let Some((first, rest)) = names.split_first() else {
-        return String::new();
-    };
-    if rest.is_empty() {
-        return first.to_string();
-    }
-    let mut cut = first.len();
-    for n in rest {
-        let mut common = first
-            .bytes()
-            .zip(n.bytes())
-            .take_while(|(a, b)| a == b)
-            .count();
-        while !first.is_char_boundary(common) {
-            common -= 1;
-        }
-        cut = cut.min(first[..common].rfind('/').map_or(0, |i| i + 1));
-    }
-    let tails: Vec<&str> = names.iter().map(|n| &n[cut..]).collect();
-    format!("{}{}", &first[..cut], tails.join("+"))
 }
 
 /// Slices of a mapping on IPU `ipu`, with interval offsets relative to the slice start.

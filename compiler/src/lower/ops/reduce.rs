@@ -96,6 +96,12 @@ pub(crate) fn batches(lw: &Lowerer, nodes: &[NodeId]) -> Batches {
     }
 }
 
+/// The node sum reduction `r` reads: its input, or the source of the cast it absorbed.
+fn read_node(lw: &Lowerer, r: NodeId) -> NodeId {
+    lw.reduce_input(r)
+        .map_or(lw.graph().node(r).inputs[0], |a| a.source)
+}
+
 /// What reductions share a group by: the parent name, the axes, the input shape, the IPU
 /// and the pipeline segment (`None`: not a sum reduction, or one of a variable updated in
 /// place, whose readers keep their place before the update).
@@ -107,7 +113,7 @@ fn key(lw: &Lowerer, r: NodeId) -> Option<(String, Vec<usize>, Vec<usize>, u32, 
         Op::ReduceSum { axes, .. } | Op::ReduceMean { axes, .. } => axes.clone(),
         _ => return None,
     };
-    let input = lw.reduce_input(r).map_or(n.inputs[0], |a| a.source);
+    let input = read_node(lw, r);
     if lw.is_written_in_place(input) {
         return None;
     }
@@ -125,9 +131,8 @@ pub(crate) fn lower_batch(
     members: &[NodeId],
     later: &[NodeId],
 ) -> Result<(), CompileError> {
-    let g = lw.graph();
     let ready = |r: NodeId| {
-        let input = lw.reduce_input(r).map_or(g.node(r).inputs[0], |a| a.source);
+        let input = read_node(lw, r);
         lw.value_of(input).is_ok() || lw.is_unplaced(input)
     };
     let members: Vec<NodeId> = members
