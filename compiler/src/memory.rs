@@ -446,14 +446,7 @@ mod tests {
         let vertex = |w: u8| Vertex {
             worker: w,
             operands: Operands::from_iter([operand(0, 64 * w as u32, 16), operand(1, 0, 4)]),
-            params: VertexParams::Block(BlockParams {
-                groups: 1,
-                count: 4,
-                width: 4,
-                col_begin: 0,
-                cols: 4,
-                scale: 1.0,
-            }),
+            params: VertexParams::Block(BlockParams::new(1, 4, 4, (0, 4))),
         };
         let g = VertexGroup {
             codelet: Codelet::Reduce {

@@ -62,7 +62,11 @@
 //! `(g · count + i) · width + w`; the vertex handles columns `w ∈ [col_begin, col_begin +
 //! cols)` of every group. Reductions run over `i` **sequentially in ascending `i`**, starting
 //! from `(g, 0, w)`; this order, with the cross-tile order of `ipusim_compiler`'s reduction lowering, is
-//! what a floating-point error bound is derived from.
+//! what a floating-point error bound is derived from. A `Reduce` may repeat its block
+//! `outer` times, `outer_stride` elements apart, summing every repeat into the same outputs
+//! (PopLibs' strided reduce with outer strides): its rows are then `j = 0..outer · count`,
+//! row `j` at `(j / count) · outer_stride + (g · count + j % count) · width`, in ascending
+//! `j`.
 //!
 //! # The codelets
 //!
@@ -156,7 +160,8 @@ pub enum Codelet {
         output: DType,
     },
     /// Operands `[in (input), out (output)]`; params `Block`. For each group `g` and column
-    /// `c`: `acc = in(g, 0, col_begin + c)` converted exactly to `acc`; for `i = 1..count`
+    /// `c`: `acc = in(g, 0, col_begin + c)` converted exactly to `acc`; for each further row
+    /// `i` (`1..count`, or `1..outer · count` with repeats, see the module docs)
     /// in ascending order `acc = acc ⊕ in(g, i, col_begin + c)` with each sum rounded to
     /// `acc` (f32: RNE, f16: the worker's mode, integers wrap); then
     /// `out[g · cols + c] = round_output(acc · s)` with `s` = `scale` rounded RNE to f32: one
@@ -620,6 +625,49 @@ pub struct BlockParams {
     pub cols: u32,
     /// Scale applied to `Reduce` results (1 otherwise).
     pub scale: f64,
+    /// Repeats of the block summed into the same outputs (a `Reduce`'s outer strides,
+    /// PopLibs' `numOuterStrides` of the strided reduce: lib/popops/codelets/
+    /// ReduceCodelets.hpp `computeStridedReduce`); 1 for none. Row `j` of a group is
+    /// repeat `j / count`, row `j % count`.
+    #[serde(default = "one")]
+    pub outer: u32,
+    /// Elements from the start of one repeat to the start of the next (0 with one repeat).
+    #[serde(default)]
+    pub outer_stride: u32,
+}
+
+impl BlockParams {
+    /// A block of `groups × count × width` elements, handling columns
+    /// `[col_begin, col_begin + cols)`, without repeats.
+    pub fn new(groups: u32, count: u32, width: u32, (col_begin, cols): (u32, u32)) -> Self {
+        BlockParams {
+            groups,
+            count,
+            width,
+            col_begin,
+            cols,
+            scale: 1.0,
+            outer: 1,
+            outer_stride: 0,
+        }
+    }
+
+    /// Rows summed into each output: `outer × count`.
+    pub fn rows(&self) -> u64 {
+        u64::from(self.outer.max(1)) * u64::from(self.count)
+    }
+
+    /// Elements from the block's start to row `j` (of `rows()`) of group 0.
+    pub fn row_offset(&self, j: u64) -> u64 {
+        let count = u64::from(self.count.max(1));
+        (j / count) * u64::from(self.outer_stride) + (j % count) * u64::from(self.width)
+    }
+
+    /// Elements the block spans: `(outer − 1) × outer_stride + groups × count × width`.
+    pub fn span(&self) -> u64 {
+        u64::from(self.outer.max(1) - 1) * u64::from(self.outer_stride)
+            + u64::from(self.groups) * u64::from(self.count) * u64::from(self.width)
+    }
 }
 
 impl WindowParams {

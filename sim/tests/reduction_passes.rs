@@ -277,3 +277,65 @@ fn a_sum_lowered_with_an_earlier_partner_is_not_lowered_again() {
     assert_eq!(together, apart, "Reduce vertices together and apart");
     assert_eq!(values, values_apart);
 }
+
+/// Every `Reduce` vertex of `exe` with its parameters.
+fn reduce_params(exe: &Executable) -> Vec<ipusim_compiler::codelets::BlockParams> {
+    use ipusim_compiler::codelets::{Codelet, VertexParams};
+    exe.compute_sets
+        .iter()
+        .flat_map(|cs| &cs.tiles)
+        .flat_map(|t| &t.groups)
+        .filter(|g| matches!(g.codelet, Codelet::Reduce { .. }))
+        .flat_map(|g| &g.vertices)
+        .filter_map(|v| match &v.params {
+            VertexParams::Block(b) => Some(b.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_tiles_images_of_the_same_channels_are_one_vertexs_repeats() {
+    // Statistics over N, H, W of [N, C, H, W] with many small images: a tile holds several
+    // whole images, and sums all of them per channel in one vertex (PopLibs' strided reduce
+    // with outer strides), not one contribution per image.
+    let dims = [48usize, 4, 2, 4];
+    let mut b = GraphBuilder::new();
+    let x = b.variable("x", DType::F32, dims, Init::Zeros).unwrap();
+    let op = Op::ReduceSum {
+        axes: vec![0, 2, 3],
+        keep_dims: false,
+    };
+    let y = b.named("y", op, &[x]).unwrap();
+    b.outfeed("y", y).unwrap();
+    let exe = compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap();
+    let params = reduce_params(&exe);
+    let repeated: Vec<_> = params.iter().filter(|p| p.outer > 1).collect();
+    assert!(
+        !repeated.is_empty(),
+        "no vertex repeats its block: {params:?}"
+    );
+    let image = (dims[1] * dims[2] * dims[3]) as u32;
+    for p in &repeated {
+        // A worker's channels of one image, repeated image after image (the tile holds
+        // whole images, so the stride is one image).
+        assert_eq!(p.outer_stride, image, "{p:?}");
+    }
+    // Every element is still summed once: the exact sums of small integers.
+    let n: usize = dims.iter().product();
+    let xs: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let mut want = vec![0.0f32; dims[1]];
+    for (i, &v) in xs.iter().enumerate() {
+        want[(i / (dims[2] * dims[3])) % dims[1]] += v;
+    }
+    let mut engine = Engine::new(std::sync::Arc::new(exe), Default::default()).unwrap();
+    let t = Tensor::f32(Shape::new(dims.to_vec()), xs).unwrap();
+    engine.write_variable("x", &t).unwrap();
+    let mut host = QueueHost::new();
+    engine.run(&mut host).unwrap();
+    let got: Vec<f32> = host.outfeeds["y"][0]
+        .chunks(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    assert_eq!(got, want);
+}

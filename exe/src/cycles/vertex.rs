@@ -543,10 +543,15 @@ fn reduce_worker(target: &Target, op: ReduceOp, input: DType, acc: DType, b: &Bl
     } else {
         1
     };
+    // Each outer stride after the first restarts the inner loop: PopLibs charges
+    // `numOuterStrides × (3 + cyclesPerOp × (numPartials − 1))` per output vector
+    // (lib/popops/reduction/CycleEstimationFunctions.cpp,
+    // getCyclesEstimateForStridedReduce), so 3 cycles per further repeat.
+    let restarts = 3 * u64::from(b.outer.max(1) - 1);
     let per_group = if b.width == 1 && b.cols == 1 {
-        10 + (b.count as u64).div_ceil(vw) * c + 6
+        10 + b.rows().div_ceil(vw) * c + 6 + restarts
     } else {
-        10 + (b.cols as u64).div_ceil(vw) * (4 + b.count as u64 * c)
+        10 + (b.cols as u64).div_ceil(vw) * (4 + b.rows() * c + restarts)
     };
     let scale = if b.scale != 1.0 { b.cols as u64 } else { 0 };
     20 + b.groups as u64 * (per_group + scale)
@@ -625,14 +630,12 @@ pub fn reduce_block_cycles(
     width: u64,
 ) -> u64 {
     let nw = target.worker_contexts.max(1) as u64;
-    let b = BlockParams {
-        groups: 1,
-        count: count as u32,
-        width: width as u32,
-        col_begin: 0,
-        cols: width.div_ceil(nw) as u32,
-        scale: 1.0,
-    };
+    let b = BlockParams::new(
+        1,
+        count as u32,
+        width as u32,
+        (0, width.div_ceil(nw) as u32),
+    );
     11 + nw * reduce_worker(target, ReduceOp::Sum, input, acc, &b)
 }
 
@@ -690,6 +693,24 @@ mod tests {
         assert_eq!(cast_worker(&t, DType::F16, DType::F32, 8), 19 + 4 + 1);
         // float -> half: 4 elements per 2 cycles.
         assert_eq!(cast_worker(&t, DType::F32, DType::F16, 8), 19 + 4 + 2);
+    }
+
+    #[test]
+    fn a_reduces_outer_strides_cost_their_rows_and_a_restart_each() {
+        // Repeats sum `outer × count` rows, plus PopLibs' 3 cycles per further inner-loop
+        // start (getCyclesEstimateForStridedReduce: numOuterStrides × (3 + …)).
+        let t = Target::mk2();
+        let once = BlockParams::new(2, 16, 8, (0, 8));
+        let flat = BlockParams::new(2, 48, 8, (0, 8));
+        let repeated = BlockParams {
+            outer: 3,
+            outer_stride: 2 * 16 * 8,
+            ..once.clone()
+        };
+        let cost = |b: &BlockParams| reduce_worker(&t, ReduceOp::Sum, DType::F16, DType::F32, b);
+        let vectors = 8u64.div_ceil(t.vector_width(DType::F16));
+        assert_eq!(cost(&repeated), cost(&flat) + 2 * vectors * 3 * 2);
+        assert!(cost(&repeated) < 3 * cost(&once));
     }
 
     /// A group of fused vertices of `lens` outputs each (one per worker).

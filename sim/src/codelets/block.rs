@@ -52,6 +52,21 @@ pub(crate) fn check(
     if c == 0 {
         return Err("reduces a block of 0 rows".into());
     }
+    let repeated = p.outer != 1;
+    if repeated && !matches!(codelet, Codelet::Reduce { .. }) {
+        return Err(format!(
+            "repeats its block {} times: only a Reduce repeats",
+            p.outer
+        ));
+    }
+    if p.outer == 0 || (repeated && u64::from(p.outer_stride) < g * c * w) {
+        return Err(format!(
+            "repeats a {}-element block {} times {} elements apart",
+            g * c * w,
+            p.outer,
+            p.outer_stride
+        ));
+    }
     let rows = || -> Result<(), String> {
         if w != 1 || cols != 1 || p.col_begin != 0 {
             return Err("a row codelet needs width = cols = 1".into());
@@ -77,7 +92,7 @@ pub(crate) fn check(
             if !ok {
                 return Err(format!("{} is not supported", codelet.full_name()));
             }
-            vec![(input, g * c * w), (output, g * cols)]
+            vec![(input, p.span()), (output, g * cols)]
         }
         Codelet::ArgMax { dtype } => vec![(dtype, g * c * w), (I32, g * cols)],
         Codelet::Softmax { dtype, .. } => {
@@ -301,13 +316,14 @@ fn reduce_f32(
         Ok(())
     };
     let out = ops.output;
+    let rows = p.rows() as usize;
     for g in 0..p.groups as usize {
-        let at = |i: usize| (g * count + i) * width + c0;
+        let at = |i: usize| g * count * width + p.row_offset(i as u64) as usize + c0;
         load(at(0), acc);
         if square {
             squared(acc, g * cols, cx)?;
         }
-        for i in 1..count {
+        for i in 1..rows {
             load(at(i), row);
             if square {
                 squared(row, g * cols, cx)?;
@@ -355,14 +371,14 @@ fn reduce_f16(
     worker: &mut Worker,
     cx: &mut Cx,
 ) -> Result<(), VertexError> {
-    let (count, width) = (p.count as usize, p.width as usize);
+    let rows = p.rows();
     let s = round::round_f32(p.scale).0;
     let x = typed::<f16>(ops.inputs[0])?;
     let out = ops.output;
     for (e, base) in columns(p) {
         let mut acc = x[base];
-        for i in 1..count {
-            let xi = x[base + i * width];
+        for i in 1..rows {
+            let xi = x[base + p.row_offset(i) as usize];
             let (v, f) = if op == ArithOp::Max {
                 fp16::max(acc, xi)
             } else {
@@ -414,13 +430,13 @@ fn reduce_int<T: IntArith + Pod>(
     p: &BlockParams,
     ops: Operands,
 ) -> Result<(), VertexError> {
-    let (count, width) = (p.count as usize, p.width as usize);
+    let rows = p.rows();
     let x = typed::<T>(ops.inputs[0])?;
     let out = typed_mut::<T>(ops.output)?;
     for (e, base) in columns(p) {
         let mut acc = x[base];
-        for i in 1..count {
-            let xi = x[base + i * width];
+        for i in 1..rows {
+            let xi = x[base + p.row_offset(i) as usize];
             acc = if op == ArithOp::Max {
                 acc.max(xi)
             } else {

@@ -11,9 +11,12 @@
 //!
 //! 1. **On each tile** (stage 1), every run of consecutive input rows `r` it holds for one
 //!    `p` is summed by a `Reduce` vertex sequentially in ascending `r` (a run of one row is
-//!    passed on as is). Each run is a *contribution* to the outputs it covers, keyed by its
-//!    first `(o, r)` as `o · R + r` (`o` the outer index, 0 without one): the order of the
-//!    sum is ascending `o`, then `r`.
+//!    passed on as is); the runs of the same rows and outputs for consecutive outer indices,
+//!    at one stride in the tile's memory, are one vertex's repeats (PopLibs' strided reduce
+//!    with outer strides), summed on in ascending `o`, then `r`. Each run (with its repeats)
+//!    is a *contribution* to the outputs it covers, keyed by its first `(o, r)` as
+//!    `o · R + r` (`o` the outer index, 0 without one): the order of the sum is ascending
+//!    key.
 //! 2. **Optionally** (when an output has many contributions and a second superstep is
 //!    cheaper than gathering them all on one tile), the contributing tiles are split into
 //!    `K ≈ √C` groups of consecutive tile numbers; each group's contributions are summed on a
@@ -109,15 +112,45 @@ struct Piece {
 }
 
 /// A stage-1 local reduction block: `groups × count × width` input elements at slice
-/// position `pos` of the input on `tile`, producing `groups × width` outputs from `o_begin`.
+/// position `pos` of the input on `tile`, repeated for `outer` consecutive outer indices
+/// `stride` elements apart, producing `groups × width` outputs from `o_begin`.
 struct LocalBlock {
     tile: u32,
     pos: u64,
     groups: u64,
     count: u64,
     width: u64,
+    outer: u64,
+    stride: u64,
     o_begin: u64,
     key: u64,
+}
+
+impl LocalBlock {
+    /// Takes `next` in as a further repeat when it is the next outer index's block of the
+    /// same outputs on the same tile, at the same stride (PopLibs' strided reduce sums such
+    /// repeats with its outer strides: a batch norm's statistics over the images a tile
+    /// holds). `r` is the rows per outer index.
+    fn absorb(&mut self, next: &LocalBlock, r: u64) -> bool {
+        let size = self.groups * self.count * self.width;
+        let stride = if self.outer == 1 {
+            next.pos.saturating_sub(self.pos)
+        } else {
+            self.stride
+        };
+        let fits = self.tile == next.tile
+            && (self.groups, self.count, self.width, self.o_begin)
+                == (next.groups, next.count, next.width, next.o_begin)
+            && next.key == self.key + self.outer * r
+            && stride >= size
+            && next.pos == self.pos + self.outer * stride
+            && u32::try_from(stride).is_ok();
+        if fits {
+            self.stride = stride;
+            self.outer += 1;
+        }
+        fits
+    }
 }
 
 fn codelet(spec: &Spec, output: DType) -> Codelet {
@@ -171,8 +204,14 @@ fn local_work(
         .iter()
         .map(|b| {
             let at = dst(lw, b);
-            let vertices =
-                block_vertices(lw, (input, b.pos), at, (b.groups, b.count, b.width), scale);
+            let vertices = block_vertices(
+                lw,
+                (input, b.pos),
+                at,
+                (b.groups, b.count, b.width),
+                (b.outer, b.stride),
+                scale,
+            );
             TileWork::one_group(lw.tile_id(b.tile), codelet(spec, output), vertices)
         })
         .collect()
@@ -279,15 +318,20 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
         let o_begin = (pc.p % kept) * q + pc.q0;
         let key0 = (pc.p / kept) * r + pc.r;
         if local && pc.count >= 2 {
-            blocks.push(LocalBlock {
+            let block = LocalBlock {
                 tile: pc.tile,
                 pos: pc.pos,
                 groups: pc.groups,
                 count: pc.count,
                 width: pc.width,
+                outer: 1,
+                stride: 0,
                 o_begin,
                 key: key0,
-            });
+            };
+            if !blocks.last_mut().is_some_and(|last| last.absorb(&block, r)) {
+                blocks.push(block);
+            }
             continue;
         }
         for g in 0..pc.groups {
@@ -316,6 +360,8 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
                 groups: 1,
                 count: 1,
                 width: c.len,
+                outer: 1,
+                stride: 0,
                 o_begin: c.o_begin,
                 key: c.key,
             });
@@ -609,6 +655,7 @@ fn gather(
                     (inbox.tensor, at, width * count),
                     (dest.tensor, out_pos + a),
                     (1, count, width),
+                    (1, 0),
                     (a, b),
                     scale,
                 ));
@@ -625,16 +672,19 @@ fn gather(
 }
 
 /// `Reduce` vertices of a block `groups × count × width` read at slice position `in_pos` of
-/// `input` and written at `out_pos` of `out`, split over the workers by groups (several
-/// groups) or by columns in whole vectors (one group).
+/// `input`, repeated `outer.0` times `outer.1` elements apart (every repeat summed into the
+/// same outputs), and written at `out_pos` of `out`, split over the workers by groups
+/// (several groups) or by columns in whole vectors (one group).
 pub(crate) fn block_vertices(
     lw: &Lowerer,
     (input, in_pos): (TensorId, u64),
     (out, out_pos): (TensorId, u64),
     (groups, count, width): (u64, u64, u64),
+    outer: (u64, u64),
     scale: f64,
 ) -> Vec<Vertex> {
     let nw = lw.target().worker_contexts;
+    let repeats = outer.0.saturating_sub(1) * outer.1;
     if groups > 1 {
         worker_slices(groups, 1, nw)
             .into_iter()
@@ -646,10 +696,11 @@ pub(crate) fn block_vertices(
                     (
                         input,
                         in_pos + g0 * count * width,
-                        (g1 - g0) * count * width,
+                        repeats + (g1 - g0) * count * width,
                     ),
                     (out, out_pos + g0 * width),
                     (g1 - g0, count, width),
+                    outer,
                     (0, width),
                     scale,
                 )
@@ -664,9 +715,10 @@ pub(crate) fn block_vertices(
                 block_vertex(
                     lw,
                     w as u8,
-                    (input, in_pos, count * width),
+                    (input, in_pos, repeats + count * width),
                     (out, out_pos + a),
                     (1, count, width),
+                    outer,
                     (a, b),
                     scale,
                 )
@@ -676,14 +728,17 @@ pub(crate) fn block_vertices(
 }
 
 /// A block vertex (`Reduce`, `ArgMax`) on `worker`: it reads `len` elements of `input` from
-/// slice position `pos` holding a `groups × count × width` block, handles columns
-/// `[a, b)`, and writes `groups × (b − a)` outputs from slice position `out_pos` of `out`.
+/// slice position `pos` holding a `groups × count × width` block (repeated `outer.0` times
+/// `outer.1` elements apart), handles columns `[a, b)`, and writes `groups × (b − a)`
+/// outputs from slice position `out_pos` of `out`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn block_vertex(
     lw: &Lowerer,
     worker: u8,
     (input, pos, len): (TensorId, u64, u64),
     (out, out_pos): (TensorId, u64),
     (groups, count, width): (u64, u64, u64),
+    (outer, outer_stride): (u64, u64),
     (a, b): (u64, u64),
     scale: f64,
 ) -> Vertex {
@@ -704,12 +759,15 @@ pub(crate) fn block_vertex(
             },
         ]),
         params: VertexParams::Block(BlockParams {
-            groups: groups as u32,
-            count: count as u32,
-            width: width as u32,
-            col_begin: a as u32,
-            cols: (b - a) as u32,
             scale,
+            outer: outer as u32,
+            outer_stride: if outer > 1 { outer_stride as u32 } else { 0 },
+            ..BlockParams::new(
+                groups as u32,
+                count as u32,
+                width as u32,
+                (a as u32, (b - a) as u32),
+            )
         }),
     }
 }

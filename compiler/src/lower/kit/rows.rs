@@ -82,14 +82,7 @@ fn row_vertices(
             Vertex {
                 worker: w as u8,
                 operands,
-                params: VertexParams::Block(BlockParams {
-                    groups: (b - a) as u32,
-                    count: r as u32,
-                    width: 1,
-                    col_begin: 0,
-                    cols: 1,
-                    scale: 1.0,
-                }),
+                params: VertexParams::Block(BlockParams::new((b - a) as u32, r as u32, 1, (0, 1))),
             }
         })
         .collect()

@@ -236,6 +236,7 @@ fn sum_pieces(
         (inbox.tensor, at),
         (out, out_pos),
         (1, count, width),
+        (1, 0),
         1.0,
     );
     let sum = Codelet::ReduceAdd {
