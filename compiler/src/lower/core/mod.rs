@@ -29,7 +29,10 @@ use ipusim_exe::memory::Usage;
 use ipusim_exe::system::{SyncScope, TileId};
 use ipusim_ir::pipeline::Placement;
 use ipusim_ir::{DType, Graph, NodeId, Op, Shape};
+use std::any::Any;
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// Where a node's value is: a tensor, possibly seen with its last two dimensions swapped
 /// (a `Transpose` that is folded into its consumers until one needs it materialised), or
@@ -125,6 +128,9 @@ pub(crate) struct Lowerer<'a> {
     reduce_inputs: HashMap<NodeId, ReduceInput>,
     /// Independent lowerings whose supersteps are being interleaved ([`Lowerer::begin_lanes`]).
     lanes: Option<lanes::Lanes>,
+    /// Results of pure planning functions by a key naming all they depend on
+    /// ([`Lowerer::memoized`]).
+    memo: RefCell<HashMap<String, Rc<dyn Any>>>,
 }
 
 /// What a sum reduction reads instead of its IR input (planned by `super::absorb`).
@@ -191,7 +197,26 @@ impl<'a> Lowerer<'a> {
             fused_into: HashMap::new(),
             reduce_inputs: HashMap::new(),
             lanes: None,
+            memo: RefCell::new(HashMap::new()),
         }
+    }
+
+    /// The result of the pure planning function `compute` for `key`, computed once per
+    /// lowering: `key` must name everything `compute` reads besides the target and the
+    /// options (a convolution plan of the same problem, tiles and memory budget is the same
+    /// plan; ResNet101's 23 equal `layer3` blocks are planned once per pass).
+    pub fn memoized<T: Clone + 'static>(&self, key: String, compute: impl FnOnce() -> T) -> T {
+        let hit = self
+            .memo
+            .borrow()
+            .get(&key)
+            .and_then(|v| v.downcast_ref::<T>().cloned());
+        if let Some(v) = hit {
+            return v;
+        }
+        let v = compute();
+        self.memo.borrow_mut().insert(key, Rc::new(v.clone()));
+        v
     }
 
     /// The graph being lowered.

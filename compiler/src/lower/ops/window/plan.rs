@@ -592,9 +592,18 @@ pub(super) struct Problem<'a> {
 /// The split of fewest estimated cycles that fits the memory budget (else of fewest bytes),
 /// using at most `tiles` blocks per group.
 pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split {
-    let target = lw.target();
     let proportion = lw.options().memory_proportion(&lw.graph().node(id).name);
-    let budget = (proportion * target.bytes_per_tile as f64) as u64;
+    let budget = (proportion * lw.target().bytes_per_tile as f64) as u64;
+    // The search reads only the problem, the tiles, the budget and the target.
+    let key = format!(
+        "window-plan {:?} {:?} {:?} {:?} {:?} {:?} {:?} {tiles} {budget}",
+        pr.kind, pr.codelet, pr.geometry, pr.groups, pr.input, pr.partials, pr.extents
+    );
+    lw.memoized(key, || search(lw.target(), pr, tiles, budget))
+}
+
+/// [`plan`]'s search over the candidate splits.
+fn search(target: &Target, pr: &Problem, tiles: u32, budget: u64) -> Split {
     let (kind, g, e) = (pr.kind, pr.geometry, pr.extents);
     let (gc, gro, gred) = pr.groups.granularity(kind);
     let red_extent = reduction_extent(kind, g);
@@ -645,7 +654,7 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
                         red: sred,
                         method,
                     };
-                    let (cycles, bytes) = cost(lw.target(), pr, split);
+                    let (cycles, bytes) = cost(target, pr, split);
                     let fits = bytes <= budget;
                     let better = match &best {
                         None => true,
