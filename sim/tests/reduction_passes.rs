@@ -15,12 +15,22 @@ const DIMS: [usize; 4] = [4, 8, 6, 5];
 
 /// `ReduceSum(x, axes)` of an F32 `x` of shape [`DIMS`], compiled for mk2.
 fn reduction(axes: &[usize]) -> Executable {
+    reduction_of(
+        &DIMS,
+        Op::ReduceSum {
+            axes: axes.to_vec(),
+            keep_dims: false,
+        },
+    )
+}
+
+/// The reduction `op` of an F32 variable `x` of shape `dims` into outfeed `y`, compiled for
+/// mk2.
+fn reduction_of(dims: &[usize], op: Op) -> Executable {
     let mut b = GraphBuilder::new();
-    let x = b.variable("x", DType::F32, DIMS, Init::Zeros).unwrap();
-    let op = Op::ReduceSum {
-        axes: axes.to_vec(),
-        keep_dims: false,
-    };
+    let x = b
+        .variable("x", DType::F32, dims.to_vec(), Init::Zeros)
+        .unwrap();
     let y = b.named("y", op, &[x]).unwrap();
     b.outfeed("y", y).unwrap();
     compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap()
@@ -83,17 +93,11 @@ fn the_intermediate_stage_spreads_its_sums_by_their_work() {
     // from 64 samples on many tiles, so a group of tiles sums far more elements than it has
     // outputs; its sums spread over as many tiles as that work is worth, not over one tile
     // per group's few outputs.
-    let mut b = GraphBuilder::new();
-    let x = b
-        .variable("x", DType::F32, [64, 64, 8, 8], Init::Zeros)
-        .unwrap();
     let op = Op::ReduceMean {
         axes: vec![0, 2, 3],
         keep_dims: false,
     };
-    let y = b.named("y", op, &[x]).unwrap();
-    b.outfeed("y", y).unwrap();
-    let exe = compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap();
+    let exe = reduction_of(&[64, 64, 8, 8], op);
     let combine = exe
         .compute_sets
         .iter()
@@ -300,15 +304,11 @@ fn a_tiles_images_of_the_same_channels_are_one_vertexs_repeats() {
     // whole images, and sums all of them per channel in one vertex (PopLibs' strided reduce
     // with outer strides), not one contribution per image.
     let dims = [48usize, 4, 2, 4];
-    let mut b = GraphBuilder::new();
-    let x = b.variable("x", DType::F32, dims, Init::Zeros).unwrap();
     let op = Op::ReduceSum {
         axes: vec![0, 2, 3],
         keep_dims: false,
     };
-    let y = b.named("y", op, &[x]).unwrap();
-    b.outfeed("y", y).unwrap();
-    let exe = compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap();
+    let exe = reduction_of(&dims, op);
     let params = reduce_params(&exe);
     let repeated: Vec<_> = params.iter().filter(|p| p.outer > 1).collect();
     assert!(
