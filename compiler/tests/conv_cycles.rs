@@ -164,3 +164,60 @@ fn the_slic_vertex_is_offered_only_where_it_can_run() {
         );
     }
 }
+
+/// The plans (`partition`, reduction and column splits) of two equal convolutions `y1`,
+/// `y2` of one graph, with a per-op memory proportion for `y2`, if given.
+fn equal_convs(proportion: Option<f64>) -> Vec<(String, [u32; 4], u32, u32)> {
+    let mut b = GraphBuilder::new();
+    let x = b
+        .variable("x", DType::F16, [8, 128, 32, 32], Init::Zeros)
+        .unwrap();
+    for y in ["y1", "y2"] {
+        let w = b
+            .variable(
+                &format!("{y}.weight"),
+                DType::F16,
+                [128, 128, 3, 3],
+                Init::Zeros,
+            )
+            .unwrap();
+        let op = Op::Conv2d {
+            stride: vec![],
+            padding: vec![1, 1, 1, 1],
+            dilation: vec![],
+            groups: 1,
+        };
+        let out = b.named(y, op, &[x, w]).unwrap();
+        b.outfeed(y, out).unwrap();
+    }
+    let mut options = CompileOptions::default();
+    if let Some(p) = proportion {
+        options.memory_proportions.insert("y2".into(), p);
+    }
+    let exe = compile(&b.finish(), &Target::mk2(), &options).unwrap();
+    CompileReport::new("convs", None, &exe)
+        .convolutions
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                c.partition,
+                c.reduction_split,
+                c.column_split,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn equal_convolutions_share_a_plan_unless_their_memory_proportions_differ() {
+    // Plans are computed once per problem (the lowering memoizes them): equal layers get
+    // the same plan, and a per-op proportion is part of the problem.
+    let same = equal_convs(None);
+    assert_eq!(same.len(), 2, "{same:?}");
+    let plan = |r: &(String, [u32; 4], u32, u32)| (r.1, r.2, r.3);
+    assert_eq!(plan(&same[0]), plan(&same[1]), "{same:?}");
+    let apart = equal_convs(Some(0.02));
+    assert_eq!(plan(&apart[0]), plan(&same[0]), "{apart:?}");
+    assert_ne!(plan(&apart[1]), plan(&same[1]), "{apart:?}");
+}
