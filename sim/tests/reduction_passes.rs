@@ -339,3 +339,28 @@ fn a_tiles_images_of_the_same_channels_are_one_vertexs_repeats() {
         .collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn the_sum_of_a_variables_squares_is_compiled() {
+    // `ReduceSum(Mul(x, x))` of a variable (an L2 penalty): the reduction reads the square
+    // of a node without inputs through `SquareAdd`. It used to panic the compiler.
+    let mut b = GraphBuilder::new();
+    let x = b.variable("x", DType::F32, [64, 8], Init::Zeros).unwrap();
+    let sq = b.mul(x, x).unwrap();
+    let op = Op::ReduceSum {
+        axes: vec![0, 1],
+        keep_dims: false,
+    };
+    let y = b.named("y", op, &[sq]).unwrap();
+    b.outfeed("y", y).unwrap();
+    let exe = compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap();
+    let xs: Vec<f32> = (0..512).map(|i| (i % 7) as f32 - 3.0).collect();
+    let want: f32 = xs.iter().map(|v| v * v).sum();
+    let mut engine = Engine::new(std::sync::Arc::new(exe), Default::default()).unwrap();
+    let t = Tensor::f32(Shape::new(vec![64, 8]), xs).unwrap();
+    engine.write_variable("x", &t).unwrap();
+    let mut host = QueueHost::new();
+    engine.run(&mut host).unwrap();
+    let got = f32::from_le_bytes(host.outfeeds["y"][0][..4].try_into().unwrap());
+    assert_eq!(got, want);
+}

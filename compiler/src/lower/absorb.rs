@@ -44,7 +44,7 @@ pub(crate) fn plan(lw: &Lowerer, order: &[NodeId], live: &[bool]) -> HashMap<Nod
             && g.node(cn.inputs[0]).ty.dtype == DType::F16
             && only_user(c, user, n)
             && same_place(c, user))
-        .then_some(cn.inputs[0])
+        .then(|| cn.inputs[0])
     };
     let mut out = HashMap::new();
     for &r in order.iter().filter(|&&id| is_live(id)) {
