@@ -38,6 +38,7 @@ fn mlp4096_training_step() -> Graph {
         precision: Precision::P16_32,
         gradient_accumulation: 1,
         accumulation_dtype: None,
+        stable_norm: false,
     });
     prepare(&p, None, false).unwrap().graph
 }

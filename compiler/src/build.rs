@@ -72,6 +72,9 @@ pub struct BuildOptions {
     /// Image infeeds cross the host link as u8 and are cast and normalised on the device
     /// (`--eight-bit-io`, `ipusim_ir::eight_bit`).
     pub eight_bit_io: bool,
+    /// Batch norm's batch statistics in two passes (`--stable-norm`, PopTorch's
+    /// `enableStableNorm(True)`), besides the training spec's `stable_norm`.
+    pub stable_norm: bool,
 }
 
 impl Default for BuildOptions {
@@ -91,6 +94,7 @@ impl Default for BuildOptions {
             ipus: None,
             recompute: false,
             eight_bit_io: false,
+            stable_norm: false,
             replicas: None,
             replicated_optimizer_state_sharding: false,
             batch: None,
@@ -144,6 +148,13 @@ pub fn source_program<'p>(
     if options.eight_bit_io {
         p = Cow::Owned(eight_bit_io(&p).map_err(BuildError::Step)?);
     }
+    if options.stable_norm && p.training.as_ref().is_some_and(|t| !t.stable_norm) {
+        let mut q = p.into_owned();
+        if let Some(t) = q.training.as_mut() {
+            t.stable_norm = true;
+        }
+        p = Cow::Owned(q);
+    }
     Ok(p)
 }
 
@@ -153,6 +164,7 @@ impl BuildOptions {
         BuildOptions {
             batch: None,
             eight_bit_io: false,
+            stable_norm: false,
             ..self.clone()
         }
     }
@@ -340,6 +352,7 @@ mod tests {
             precision: Precision::P16_32,
             gradient_accumulation,
             accumulation_dtype: None,
+            stable_norm: false,
         });
         p
     }

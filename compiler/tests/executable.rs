@@ -286,6 +286,7 @@ fn flagship_training_step_from_the_transform() {
         precision: Precision::P16_32,
         gradient_accumulation: 2,
         accumulation_dtype: None,
+        stable_norm: false,
     });
     for precision in Precision::ALL {
         let step = prepare(&p, Some(precision), false).unwrap();

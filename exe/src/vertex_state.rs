@@ -5,9 +5,12 @@
 use crate::codelets::{Access, VertexParams};
 
 /// Vertex state of one `Reduce` vertex. Our block vertex (`groups` groups of `count` rows of
-/// `width`, columns `cols` of them reduced) is PopLibs' `STRIDED_REDUCE` specialisation of
-/// `Reduce`/`ScaledReduce` (ReduceCodelets.hpp, ReductionVertexDefs.hpp): `numOutputs = cols`,
-/// `numPartials = count`, `partialsWidth = width`, `numOuterStrides = groups`. Its Mk2 state
+/// `width`, columns `cols` of them reduced, the block repeated `outer` times into the same
+/// outputs) is PopLibs' `STRIDED_REDUCE` specialisation of `Reduce`/`ScaledReduce`
+/// (ReduceCodelets.hpp, ReductionVertexDefs.hpp): `numOutputs = cols`, `numPartials =
+/// count`, `partialsWidth = width`, `numOuterStrides = outer`, `outerStride = outer_stride`
+/// (our several groups in one vertex are our choice: PopLibs would give each its own
+/// strided reduce; the state is counted once). Its Mk2 state
 /// (lib/popops/codelets/asm/ReductionSpecial3.S, the `VECTOR_AVAIL_SCALED_PTR32` layout) is
 /// the `out` and `partials` scaled pointers (2 bytes each), the `countsAndStrides` pointer
 /// (4) and the scale's scaled pointer (2), 12 bytes in 4-byte-aligned state, plus the five

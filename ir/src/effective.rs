@@ -62,6 +62,7 @@ mod tests {
             precision,
             gradient_accumulation: 1,
             accumulation_dtype: None,
+            stable_norm: false,
         });
         p
     }

@@ -257,6 +257,7 @@ pub fn op_tour() -> Result<Program, IrError> {
         precision: Precision::P16_16,
         gradient_accumulation: 4,
         accumulation_dtype: Some(DType::F32),
+        stable_norm: false,
     });
     Ok(program)
 }
@@ -444,6 +445,7 @@ pub fn cnn_tour() -> Result<Program, IrError> {
         precision: Precision::P32_32,
         gradient_accumulation: 1,
         accumulation_dtype: None,
+        stable_norm: false,
     });
     Ok(program)
 }

@@ -241,6 +241,11 @@ pub struct TrainingSpec {
     /// Dtype of the gradient accumulators (default: the weights' dtype).
     #[serde(default)]
     pub accumulation_dtype: Option<DType>,
+    /// Batch norm's batch statistics in two passes, the mean and then the squared deviations
+    /// from it (PopTorch's `opts.Precision.enableStableNorm(True)`, PopLibs' `stableAlgo`),
+    /// instead of PopLibs' default single sweep (`E[x²] − E[x]²`); see [`crate::norm`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stable_norm: bool,
 }
 
 fn one() -> f64 {

@@ -443,6 +443,7 @@ pub fn resnet(spec: &ResNetSpec) -> Result<Program, IrError> {
         precision: spec.precision,
         gradient_accumulation: 1,
         accumulation_dtype: None,
+        stable_norm: false,
     });
     Ok(p)
 }
@@ -451,7 +452,10 @@ pub fn resnet(spec: &ResNetSpec) -> Result<Program, IrError> {
 /// `Assign` writes once its composite ops are decomposed for a training step (batch norm's
 /// running statistics are state, not parameters).
 pub fn trainable_parameters(program: &Program) -> Result<u64, IrError> {
-    let g = crate::decompose::decompose(&program.graph, crate::decompose::Statistics::Batch)?;
+    let g = crate::decompose::decompose(
+        &program.graph,
+        crate::decompose::Statistics::Batch { stable: false },
+    )?;
     Ok(crate::training::trainable_variables(&g)
         .into_iter()
         .map(|id| g.node(id).ty.num_elements() as u64)

@@ -308,6 +308,7 @@ mod tests {
             precision: Precision::P16_32,
             gradient_accumulation,
             accumulation_dtype: None,
+            stable_norm: false,
         });
         prepare(&p, None, false).unwrap().graph
     }

@@ -135,6 +135,8 @@ pub struct TrainingSummary {
     /// Dtype of the gradient accumulators.
     #[serde(serialize_with = "dtype_name")]
     pub accumulation_dtype: DType,
+    /// Batch norm's batch statistics in two passes (the spec's `stable_norm`).
+    pub stable_norm: bool,
 }
 
 /// Dtypes serialise by their lower-case names (`f16`), as in messages and reports.
@@ -237,6 +239,7 @@ pub fn summarize(program: &Program) -> ProgramSummary {
         loss_scaling: t.loss_scaling,
         gradient_accumulation: t.gradient_accumulation,
         accumulation_dtype: t.accumulation_dtype.unwrap_or(t.precision.weights()),
+        stable_norm: t.stable_norm,
     });
     ProgramSummary {
         name: program.name.clone(),

@@ -179,7 +179,9 @@ pub fn training_step(program: &Program, spec: &TrainingSpec) -> Result<Graph, Ir
     check_spec(spec)?;
     let (forward, rules) = decompose_with_rules(
         &precision::apply(&program.graph, spec.precision)?,
-        Statistics::Batch,
+        Statistics::Batch {
+            stable: spec.stable_norm,
+        },
     )?;
     let loss = forward.find(&spec.loss).ok_or_else(|| {
         IrError::Program(format!(

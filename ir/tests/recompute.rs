@@ -17,6 +17,7 @@ fn step() -> Graph {
         precision: Precision::P32_32,
         gradient_accumulation: 1,
         accumulation_dtype: None,
+        stable_norm: false,
     });
     prepare(&p, None, false).unwrap().graph
 }

@@ -445,6 +445,7 @@ pub fn import(
                 precision: t.precision,
                 gradient_accumulation: 1,
                 accumulation_dtype: None,
+                stable_norm: false,
             },
             dims[1],
         ));

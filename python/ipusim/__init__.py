@@ -100,6 +100,12 @@ class _Precision:
         self._owner._set("precision", policy)
         return self._owner
 
+    def enableStableNorm(self, on: bool) -> "Options":
+        """Batch norm's batch statistics in two passes instead of PopLibs' single sweep
+        (``--stable-norm``), PopTorch's name."""
+        self._owner._set("stable_norm", bool(on))
+        return self._owner
+
 
 _SCHEDULES = ("Grouped", "Interleaved", "Sequential")
 

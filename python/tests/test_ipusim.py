@@ -246,3 +246,13 @@ def test_elementwise_fusion_is_the_clis_and_can_be_turned_off():
     plain = ipusim.load(program).compile(ipusim.Options().elementwiseFusion(False)).to_dict()
     assert plain == json.loads(cli("compile", program, "--json", "--no-elementwise-fusion"))
     assert len(fused["compute_sets"]) < len(plain["compute_sets"])
+
+
+def test_stable_norm_is_the_clis():
+    program = str(REPO / "programs" / "resnet_digits.ron")
+    opts = ipusim.Options()
+    opts.Precision.enableStableNorm(True)
+    stable = ipusim.load(program).compile(opts).to_dict()
+    assert stable == json.loads(cli("compile", program, "--json", "--stable-norm"))
+    single = json.loads(cli("compile", program, "--json"))
+    assert stable["total_cycles"] > single["total_cycles"]

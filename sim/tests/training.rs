@@ -36,6 +36,7 @@ fn spec(optimizer: Optimizer, precision: Precision, loss_scaling: f64, ga: u32) 
         precision,
         gradient_accumulation: ga,
         accumulation_dtype: None,
+        stable_norm: false,
     }
 }
 

@@ -298,6 +298,9 @@ fn render(file: &str, s: &ProgramSummary) -> String {
                 t.gradient_accumulation,
                 t.accumulation_dtype
             );
+            if t.stable_norm {
+                out += "  batch norm statistics in two passes (stable_norm)\n";
+            }
         }
     }
 

@@ -97,6 +97,11 @@ pub struct BuildArgs {
     /// normalised (ImageNet statistics) on the first IPU.
     #[arg(long)]
     pub eight_bit_io: bool,
+    /// Batch norm's batch statistics in two passes, the mean and then the squared deviations
+    /// from it (PopTorch's opts.Precision.enableStableNorm(True)), instead of PopLibs'
+    /// default single sweep; as the training spec's stable_norm.
+    #[arg(long)]
+    pub stable_norm: bool,
     /// Keep the optimizer state in streaming memory (the TF-IPU guide §6.8): loaded before
     /// each weight update and stored after it, besides the program's
     /// offload_optimizer_state.
@@ -193,6 +198,7 @@ impl BuildArgs {
             ipus: self.ipus,
             recompute: self.recompute,
             eight_bit_io: self.eight_bit_io,
+            stable_norm: self.stable_norm,
             offload_optimizer_state: self.offload_optimizer_state,
             elementwise_fusion: !self.no_elementwise_fusion,
             replicated_optimizer_state_sharding: self.replicated_optimizer_state_sharding,

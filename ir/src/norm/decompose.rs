@@ -164,9 +164,14 @@ pub(crate) fn batch_norm(
     let mut per_channel = vec![1; dims.len()];
     per_channel[1] = dims[1];
     let (mean, var) = match statistics {
-        Statistics::Batch => {
+        Statistics::Batch { stable } => {
             let axes: Vec<usize> = (0..dims.len()).filter(|&a| a != 1).collect();
-            let (mean, var) = moments_one_sweep(e, x, axes)?;
+            let (mean, var) = if stable {
+                let xs = e.cast("input_f32", x, DType::F32)?;
+                moments(e, xs, axes)?
+            } else {
+                moments_one_sweep(e, x, axes)?
+            };
             let n: usize = dims
                 .iter()
                 .enumerate()
@@ -199,7 +204,7 @@ pub(crate) fn batch_norm(
     let inv = inv_std(e, var, epsilon)?;
     let (whitened, inv_std) = whiten(e, x, mean, inv)?;
     let (out, scale_b) = affine(e, whitened, scale, shift)?;
-    let parts = (statistics == Statistics::Batch).then_some(BatchNormParts {
+    let parts = matches!(statistics, Statistics::Batch { .. }).then_some(BatchNormParts {
         x,
         scale,
         shift,

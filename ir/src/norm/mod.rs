@@ -18,8 +18,11 @@
 //! FP32 `ReduceMean`s of the activations read through their cast (and square) by the
 //! compiler's reduction, then `var = max(power − mean², 0)` (PopLibs' `InverseStdDeviation`
 //! clamps the estimate). The estimate loses precision when `|mean|` is large against the
-//! standard deviation, as PopLibs' does. Group norm's statistics take the stable two
-//! passes: the mean, then the `ReduceMean` of the squared deviations from it. Then
+//! standard deviation, as PopLibs' does. With the training spec's `stable_norm` (PopTorch's
+//! `enableStableNorm(True)`, PopLibs' `stableAlgo`) a batch norm's statistics take two
+//! passes instead, as group norm's always do: the mean of the activations cast to FP32,
+//! then the `ReduceMean` of the squared deviations from it (the FP32 deviations are
+//! stored; no cancellation). Then
 //! `inv_std = 1 / sqrt(var + epsilon)` in FP32. The mean and `inv_std`
 //! are then rounded to the activation type, and the normalisation
 //! `((x − mean) · inv_std) · scale + shift` runs in the activation type, as PopLibs' whitening
@@ -46,8 +49,11 @@ use crate::op::Op;
 /// Which statistics a batch norm uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Statistics {
-    /// The micro-batch's (a training step); the running statistics are updated.
-    Batch,
+    /// The micro-batch's (a training step); the running statistics are updated. `stable`:
+    /// in two passes (the mean, then the mean of the squared deviations: PopLibs'
+    /// `stableAlgo`, PopTorch's `enableStableNorm(True)`), else in PopLibs' default single
+    /// sweep.
+    Batch { stable: bool },
     /// The running statistics (inference).
     Running,
 }

@@ -25,6 +25,7 @@ fn spec(optimizer: Optimizer, precision: Precision, ls: f64, ga: u32) -> Trainin
         precision,
         gradient_accumulation: ga,
         accumulation_dtype: None,
+        stable_norm: false,
     }
 }
 

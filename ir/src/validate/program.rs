@@ -311,6 +311,7 @@ mod tests {
             precision: Default::default(),
             gradient_accumulation: 1,
             accumulation_dtype: None,
+            stable_norm: false,
         }
     }
 
