@@ -59,38 +59,63 @@ fn cycles_never_fall_as_the_batch_grows() {
     }
 }
 
-/// The convolution rows (`partition`, reduction and column splits) of
-/// `x[n, c, h, w] * w[o, c, 3, 3]` compiled for mk2 with a per-op memory proportion for
-/// `y`, if given, and the fullest tile's bytes.
-fn conv_plan(proportion: Option<f64>) -> (Vec<([u32; 4], u32, u32)>, u64) {
+/// `x[8, 128, 32, 32] * w[128, 128, 3, 3]` (padding 1), one convolution per name in `names`
+/// (each with its own weights `NAME.weight`, into an outfeed of its name), compiled for mk2
+/// with the per-op memory `proportions`: the report's convolution rows (name, `partition`,
+/// reduction and column splits) and the fullest tile's bytes.
+fn equal_convs(
+    names: &[&str],
+    proportions: &[(&str, f64)],
+) -> (Vec<(String, [u32; 4], u32, u32)>, u64) {
     let mut b = GraphBuilder::new();
     let x = b
         .variable("x", DType::F16, [8, 128, 32, 32], Init::Zeros)
         .unwrap();
-    let w = b
-        .variable("w", DType::F16, [128, 128, 3, 3], Init::Zeros)
-        .unwrap();
-    let op = Op::Conv2d {
-        stride: vec![],
-        padding: vec![1, 1, 1, 1],
-        dilation: vec![],
-        groups: 1,
-    };
-    let y = b.named("y", op, &[x, w]).unwrap();
-    b.outfeed("y", y).unwrap();
-    let g = b.finish();
-    let mut options = CompileOptions::default();
-    if let Some(p) = proportion {
-        options.memory_proportions.insert("y".into(), p);
+    for &y in names {
+        let w = b
+            .variable(
+                &format!("{y}.weight"),
+                DType::F16,
+                [128, 128, 3, 3],
+                Init::Zeros,
+            )
+            .unwrap();
+        let op = Op::Conv2d {
+            stride: vec![],
+            padding: vec![1, 1, 1, 1],
+            dilation: vec![],
+            groups: 1,
+        };
+        let out = b.named(y, op, &[x, w]).unwrap();
+        b.outfeed(y, out).unwrap();
     }
-    let exe = compile(&g, &Target::mk2(), &options).unwrap();
-    let report = CompileReport::new("conv", None, &exe);
+    let mut options = CompileOptions::default();
+    for &(name, p) in proportions {
+        options.memory_proportions.insert(name.into(), p);
+    }
+    let exe = compile(&b.finish(), &Target::mk2(), &options).unwrap();
+    let report = CompileReport::new("convs", None, &exe);
     let rows = report
         .convolutions
         .iter()
-        .map(|c| (c.partition, c.reduction_split, c.column_split))
+        .map(|c| {
+            (
+                c.name.clone(),
+                c.partition,
+                c.reduction_split,
+                c.column_split,
+            )
+        })
         .collect();
     (rows, report.memory.max_tile_bytes)
+}
+
+/// The plan (`partition`, reduction and column splits) of one such convolution `y`, with a
+/// per-op memory proportion if given, and the fullest tile's bytes.
+fn conv_plan(proportion: Option<f64>) -> (Vec<([u32; 4], u32, u32)>, u64) {
+    let proportions: Vec<(&str, f64)> = proportion.map(|p| ("y", p)).into_iter().collect();
+    let (rows, bytes) = equal_convs(&["y"], &proportions);
+    (rows.into_iter().map(|r| (r.1, r.2, r.3)).collect(), bytes)
 }
 
 #[test]
@@ -165,59 +190,15 @@ fn the_slic_vertex_is_offered_only_where_it_can_run() {
     }
 }
 
-/// The plans (`partition`, reduction and column splits) of two equal convolutions `y1`,
-/// `y2` of one graph, with a per-op memory proportion for `y2`, if given.
-fn equal_convs(proportion: Option<f64>) -> Vec<(String, [u32; 4], u32, u32)> {
-    let mut b = GraphBuilder::new();
-    let x = b
-        .variable("x", DType::F16, [8, 128, 32, 32], Init::Zeros)
-        .unwrap();
-    for y in ["y1", "y2"] {
-        let w = b
-            .variable(
-                &format!("{y}.weight"),
-                DType::F16,
-                [128, 128, 3, 3],
-                Init::Zeros,
-            )
-            .unwrap();
-        let op = Op::Conv2d {
-            stride: vec![],
-            padding: vec![1, 1, 1, 1],
-            dilation: vec![],
-            groups: 1,
-        };
-        let out = b.named(y, op, &[x, w]).unwrap();
-        b.outfeed(y, out).unwrap();
-    }
-    let mut options = CompileOptions::default();
-    if let Some(p) = proportion {
-        options.memory_proportions.insert("y2".into(), p);
-    }
-    let exe = compile(&b.finish(), &Target::mk2(), &options).unwrap();
-    CompileReport::new("convs", None, &exe)
-        .convolutions
-        .iter()
-        .map(|c| {
-            (
-                c.name.clone(),
-                c.partition,
-                c.reduction_split,
-                c.column_split,
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn equal_convolutions_share_a_plan_unless_their_memory_proportions_differ() {
     // Plans are computed once per problem (the lowering memoizes them): equal layers get
     // the same plan, and a per-op proportion is part of the problem.
-    let same = equal_convs(None);
+    let same = equal_convs(&["y1", "y2"], &[]).0;
     assert_eq!(same.len(), 2, "{same:?}");
     let plan = |r: &(String, [u32; 4], u32, u32)| (r.1, r.2, r.3);
     assert_eq!(plan(&same[0]), plan(&same[1]), "{same:?}");
-    let apart = equal_convs(Some(0.02));
+    let apart = equal_convs(&["y1", "y2"], &[("y2", 0.02)]).0;
     assert_eq!(plan(&apart[0]), plan(&same[0]), "{apart:?}");
     assert_ne!(plan(&apart[1]), plan(&same[1]), "{apart:?}");
 }
