@@ -59,14 +59,14 @@ fn cycles_never_fall_as_the_batch_grows() {
     }
 }
 
+/// A report's convolution row: name, `partition`, reduction and column splits.
+type PlanRow = (String, [u32; 4], u32, u32);
+
 /// `x[8, 128, 32, 32] * w[128, 128, 3, 3]` (padding 1), one convolution per name in `names`
 /// (each with its own weights `NAME.weight`, into an outfeed of its name), compiled for mk2
 /// with the per-op memory `proportions`: the report's convolution rows (name, `partition`,
 /// reduction and column splits) and the fullest tile's bytes.
-fn equal_convs(
-    names: &[&str],
-    proportions: &[(&str, f64)],
-) -> (Vec<(String, [u32; 4], u32, u32)>, u64) {
+fn equal_convs(names: &[&str], proportions: &[(&str, f64)]) -> (Vec<PlanRow>, u64) {
     let mut b = GraphBuilder::new();
     let x = b
         .variable("x", DType::F16, [8, 128, 32, 32], Init::Zeros)
@@ -196,7 +196,7 @@ fn equal_convolutions_share_a_plan_unless_their_memory_proportions_differ() {
     // the same plan, and a per-op proportion is part of the problem.
     let same = equal_convs(&["y1", "y2"], &[]).0;
     assert_eq!(same.len(), 2, "{same:?}");
-    let plan = |r: &(String, [u32; 4], u32, u32)| (r.1, r.2, r.3);
+    let plan = |r: &PlanRow| (r.1, r.2, r.3);
     assert_eq!(plan(&same[0]), plan(&same[1]), "{same:?}");
     let apart = equal_convs(&["y1", "y2"], &[("y2", 0.02)]).0;
     assert_eq!(plan(&apart[0]), plan(&same[0]), "{apart:?}");
