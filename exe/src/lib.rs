@@ -16,7 +16,8 @@
 //! | [`target`] | [`Target`]: one chip's figures, presets, target files | `error` |
 //! | [`system`] | [`System`] of IPUs and their links, [`SyncScope`] | `ids`, `error`, `target` |
 //! | [`options`] | [`CompileOptions`], [`PartialsType`] | `error` |
-//! | [`codelets`] | the codelet registry: each codelet's semantics and parameters | — |
+//! | [`block_params`] | a block vertex's parameters and the addressing of its rows (repeats included) | — |
+//! | [`codelets`] | the codelet registry: each codelet's semantics and parameters | `block_params` |
 //! | [`layout`] | channel-grouped layouts of feature maps (storage shapes, the index map) | — |
 //! | [`vertex_state`] | the bytes of a vertex's state (PopLibs' Mk2 layouts) | `codelets` |
 //! | [`memory`] | the memory plan's data types, tensor usage over steps | `ids`, `system` |
@@ -29,6 +30,7 @@
 //!
 //! To check that no module uses one below it: `grep -rn '^use crate::' exe/src`.
 
+pub mod block_params;
 pub mod codelets;
 pub mod cycles;
 pub mod error;

@@ -316,15 +316,14 @@ fn reduce_f32(
         Ok(())
     };
     let out = ops.output;
-    let rows = p.rows() as usize;
     for g in 0..p.groups as usize {
-        let at = |i: usize| g * count * width + p.row_offset(i as u64) as usize + c0;
+        let at = |offset: usize| g * count * width + offset + c0;
         load(at(0), acc);
         if square {
             squared(acc, g * cols, cx)?;
         }
-        for i in 1..rows {
-            load(at(i), row);
+        for (i, offset) in p.row_offsets().enumerate().skip(1) {
+            load(at(offset), row);
             if square {
                 squared(row, g * cols, cx)?;
             }
@@ -371,14 +370,13 @@ fn reduce_f16(
     worker: &mut Worker,
     cx: &mut Cx,
 ) -> Result<(), VertexError> {
-    let rows = p.rows();
     let s = round::round_f32(p.scale).0;
     let x = typed::<f16>(ops.inputs[0])?;
     let out = ops.output;
     for (e, base) in columns(p) {
         let mut acc = x[base];
-        for i in 1..rows {
-            let xi = x[base + p.row_offset(i) as usize];
+        for (i, offset) in p.row_offsets().enumerate().skip(1) {
+            let xi = x[base + offset];
             let (v, f) = if op == ArithOp::Max {
                 fp16::max(acc, xi)
             } else {
@@ -430,13 +428,12 @@ fn reduce_int<T: IntArith + Pod>(
     p: &BlockParams,
     ops: Operands,
 ) -> Result<(), VertexError> {
-    let rows = p.rows();
     let x = typed::<T>(ops.inputs[0])?;
     let out = typed_mut::<T>(ops.output)?;
     for (e, base) in columns(p) {
         let mut acc = x[base];
-        for i in 1..rows {
-            let xi = x[base + p.row_offset(i) as usize];
+        for offset in p.row_offsets().skip(1) {
+            let xi = x[base + offset];
             acc = if op == ArithOp::Max {
                 acc.max(xi)
             } else {
