@@ -19,6 +19,7 @@ const CASES: &[(&str, ErrorKind)] = &[
     ("bad_learning_rate", ErrorKind::Invalid),
     ("bad_precision", ErrorKind::Syntax),
     ("bad_shape", ErrorKind::Shape),
+    ("bad_stable_norm", ErrorKind::Syntax),
     ("conv_groups", ErrorKind::Shape),
     ("conv_kernel_too_large", ErrorKind::Shape),
     ("csv_columns", ErrorKind::Invalid),
