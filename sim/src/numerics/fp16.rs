@@ -4,7 +4,10 @@
 //!
 //! How each exact value is obtained:
 //! - `add`, `sub`: exact in `f64` (an FP16 sum spans at most 2^16 down to 2^-24: 41 bits);
+//!   under round to nearest, rounded to f32 first, which double rounding leaves exact
+//!   ([`add`]);
 //! - `mul`: exact in `f64` (an 11×11-bit product has at most 22 bits; numerics.md §5.1);
+//!   under round to nearest, exact in f32 ([`mul`]);
 //! - `scaled_add` (`a + s·b`): `s·b` exact in `f64`, the sum exact with TwoSum;
 //! - `div`, `sqrt`: the `f64` result plus the sign of its exact residual `a − q·b` or
 //!   `a − s²`, computed exactly with an FMA (the residual of a correctly rounded quotient or
@@ -31,16 +34,28 @@ use super::round::{two_sum, Rounding, Tail, F16_NAN};
 use super::transcendental;
 
 /// `a + b`.
+///
+/// Round to nearest takes a fast path: the sum is rounded to f32 and then to FP16, and
+/// rounding twice to nearest gives the once-rounded result whenever the first format has at
+/// least `2p + 2` significant bits for a second of `p` (Figueroa, "When is double rounding
+/// innocuous?", SIGNUM Newsletter 30(3), 1995, for `+ − × ÷ √`): f32's 24 bits against
+/// FP16's 11. A test holds the two paths to the same bits and flags.
 #[inline]
 pub fn add(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
     let draw = r.draw();
+    if draw.is_none() {
+        return nearest_from_f32(a.to_f32() + b.to_f32(), r);
+    }
     r.round_f16_with(a.to_f64() + b.to_f64(), Tail::Exact, draw)
 }
 
-/// `a - b`.
+/// `a - b`, with the fast path of [`add`] under round to nearest.
 #[inline]
 pub fn sub(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
     let draw = r.draw();
+    if draw.is_none() {
+        return nearest_from_f32(a.to_f32() - b.to_f32(), r);
+    }
     r.round_f16_with(a.to_f64() - b.to_f64(), Tail::Exact, draw)
 }
 
@@ -54,17 +69,25 @@ pub fn sub(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
 pub fn mul(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
     let draw = r.draw();
     if draw.is_none() {
-        let p = a.to_f32() * b.to_f32();
-        if p.is_nan() {
-            return (F16_NAN, FpSts::INV);
-        }
-        let q = f16::from_f32(p);
-        if q.is_infinite() && p.is_finite() {
-            return r.overflow_f16(p < 0.0);
-        }
-        return (q, FpSts::empty());
+        return nearest_from_f32(a.to_f32() * b.to_f32(), r);
     }
     r.round_f16_with(a.to_f64() * b.to_f64(), Tail::Exact, draw)
+}
+
+/// The FP16 result and flags, under round to nearest, of an f32 value `p` that rounds to
+/// FP16 as the exact result does (see [`add`] and [`mul`]): `half`'s conversion rounds to
+/// nearest even; NaN raises INV; a finite value beyond FP16's range overflows by the
+/// `nanoo` policy; an infinite `p` (from an infinite operand) passes without flags.
+#[inline]
+fn nearest_from_f32(p: f32, r: &Rounding) -> (f16, FpSts) {
+    if p.is_nan() {
+        return (F16_NAN, FpSts::INV);
+    }
+    let q = f16::from_f32(p);
+    if q.is_infinite() && p.is_finite() {
+        return r.overflow_f16(p < 0.0);
+    }
+    (q, FpSts::empty())
 }
 
 /// `a / b`; a finite non-zero `a` over zero gives NaN with DIV0 (see the module docs).
@@ -333,6 +356,36 @@ mod tests {
                     let bb = f16::from_bits(bb);
                     let want = r.round_f16_with(a.to_f64() * bb.to_f64(), Tail::Exact, None);
                     assert_eq!(b(mul(a, bb, &mut r)), b(want), "{a:?} x {bb:?}");
+                }
+            }
+        }
+    }
+
+    /// The round-to-nearest fast paths of `add` and `sub` (double rounding through f32)
+    /// give the bits and flags of the general rounding of the exact sum, for every FP16 `a`
+    /// against a spread of `b` and against the neighbours of every power of two, where a sum
+    /// lands on FP16's half-way points (both signs, subnormals, zeros, infinities, NaNs).
+    #[test]
+    fn sum_fast_paths_equal_the_exact_rounding() {
+        let bs: Vec<u16> = (0..=0xffffu32)
+            .step_by(61)
+            .map(|x| x as u16)
+            .chain((0..31u16).flat_map(|e| {
+                let p = e << 10;
+                [p, p + 1, p.saturating_sub(1), p | 0x8000, (p + 1) | 0x8000]
+            }))
+            .chain([0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x03ff, 0x83ff])
+            .collect();
+        for nanoo in [false, true] {
+            let mut r = Rounding::nearest(nanoo);
+            for a in 0..=0xffffu16 {
+                let a = f16::from_bits(a);
+                for &bb in &bs {
+                    let bb = f16::from_bits(bb);
+                    let want = r.round_f16_with(a.to_f64() + bb.to_f64(), Tail::Exact, None);
+                    assert_eq!(b(add(a, bb, &mut r)), b(want), "{a:?} + {bb:?}");
+                    let want = r.round_f16_with(a.to_f64() - bb.to_f64(), Tail::Exact, None);
+                    assert_eq!(b(sub(a, bb, &mut r)), b(want), "{a:?} - {bb:?}");
                 }
             }
         }
