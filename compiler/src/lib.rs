@@ -40,6 +40,7 @@ use ipusim_exe::system::System;
 use ipusim_exe::verify;
 use ipusim_ir::pipeline::Placement;
 use ipusim_ir::{Graph, Op};
+use rayon::prelude::*;
 
 /// Compiles `graph` for one IPU of `target`. Out of memory is not an error: see
 /// [`MemoryPlan::oom`].
@@ -94,19 +95,22 @@ pub fn compile_placed(
         exe.steps.len(),
     )?;
     memory::resolve_offsets(&exe.tensors, &mut exe.compute_sets, &mut exe.exchanges)?;
-    for cs in &mut exe.compute_sets {
+    // Each compute set's and exchange's cycles depend on it alone: estimated on the host's
+    // cores.
+    exe.compute_sets.par_iter_mut().for_each(|cs| {
         for tw in &mut cs.tiles {
             tw.cycles = cycles::tile_work_cycles(target, tw);
         }
         cs.cycles = cs.tiles.iter().map(|t| t.cycles).max().unwrap_or(0);
-    }
-    for ex in &mut exe.exchanges {
+    });
+    let system = &exe.system;
+    exe.exchanges.par_iter_mut().for_each(|ex| {
         ex.cycles = if ex.crosses_ipus() {
-            cycles::ipu_copy_cycles(target, &exe.system, ex)
+            cycles::ipu_copy_cycles(target, system, ex)
         } else {
             cycles::exchange_cycles(target, ex)
         };
-    }
+    });
     if options.verify {
         verify::planned(&exe, &low.usage)?;
         let errors = verify::executable(&exe);

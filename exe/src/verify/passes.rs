@@ -272,7 +272,8 @@ pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
             ));
         }
     }
-    for (tile, allocs) in per.iter_mut().enumerate() {
+    // Every tile checked on the host's cores; the first violation in tile order is reported.
+    let check_tile = |(tile, allocs): (usize, &mut Vec<Alloc>)| -> Option<CompileError> {
         allocs.sort_unstable();
         let mut active: Vec<Alloc> = Vec::new();
         for a in allocs.iter() {
@@ -280,7 +281,7 @@ pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
             for b in &active {
                 let disjoint_life = !a.4 && !b.4 && (a.3 < b.2 || b.3 < a.2);
                 if !disjoint_life {
-                    return Err(fail(
+                    return Some(fail(
                         PASS,
                         format!(
                             "tile {tile}: tensors '{}' and '{}' share bytes while both live",
@@ -299,7 +300,7 @@ pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
             + m.vertex_state
             + m.code;
         if sum != m.total {
-            return Err(fail(
+            return Some(fail(
                 PASS,
                 format!(
                     "tile {tile}: categories add up to {sum}, total says {}",
@@ -309,13 +310,17 @@ pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
         }
         let data_end = allocs.iter().map(|a| a.1).max().unwrap_or(0);
         if data_end > m.variables + m.constants + m.exchange_buffers + m.temporaries {
-            return Err(fail(
+            return Some(fail(
                 PASS,
                 format!(
                     "tile {tile}: data ends at byte {data_end}, beyond the accounted data bytes"
                 ),
             ));
         }
+        None
+    };
+    match per.par_iter_mut().enumerate().find_map_first(check_tile) {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    Ok(())
 }
