@@ -6,6 +6,8 @@ mod common;
 
 use common::programs;
 use ipusim_compiler::executable::{Program, TensorId};
+use ipusim_compiler::BuildOptions;
+use ipusim_runtime::launch::{launch, LaunchOptions};
 use ipusim_sim::engine::{EngineError, EngineOptions, Place, Settled};
 use ipusim_sim::numerics::{FpConfig, FpSts, StochasticRounding};
 use ipusim_sim::tensor::Tensor;
@@ -103,6 +105,50 @@ fn same_seed_same_traces_and_values_on_one_and_two_threads() {
         assert_eq!(one, again, "{name}: two runs with one thread");
         assert_eq!(one, two, "{name}: one thread against two");
     }
+}
+
+/// The shipped CNN on a whole mk2, two training steps with stochastic rounding: its
+/// convolutions and batch norms are large enough to run their tiles on the pool with two
+/// threads, and give the same trace, outfeeds and variables as on one.
+#[test]
+fn a_cnn_step_is_the_same_on_one_and_two_threads() {
+    let observe = |threads| {
+        let options = LaunchOptions {
+            build: BuildOptions {
+                device_iterations: Some(2),
+                ..BuildOptions::default()
+            },
+            engine: EngineOptions {
+                fp: sr(),
+                seed: 7,
+                threads: Some(threads),
+                record_trace: true,
+            },
+        };
+        let mut l = launch(&programs::root().join("programs/resnet_digits.ron"), &options)
+            .expect("resnet_digits launches");
+        let parallel = l.engine.parallel_compute_sets();
+        l.engine.run(&mut l.host).unwrap();
+        let outfeeds: Vec<Vec<u8>> = l
+            .host
+            .outfeeds
+            .values()
+            .flatten()
+            .map(Tensor::to_bytes)
+            .collect();
+        let vars: Vec<Vec<u8>> = l
+            .engine
+            .variables()
+            .iter()
+            .map(|(n, _)| l.engine.read_tensor(n).unwrap().to_bytes())
+            .collect();
+        (parallel, (l.engine.take_trace(), outfeeds, vars))
+    };
+    let (parallel, one) = observe(1);
+    let (_, two) = observe(2);
+    assert!(parallel > 10, "{parallel} compute sets on the pool");
+    assert!(!one.0.events.is_empty());
+    assert_eq!(one, two, "one thread against two");
 }
 
 #[test]

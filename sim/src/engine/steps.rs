@@ -24,12 +24,13 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-/// Compute sets of at least this many tile-cycles (summed over their tiles) run their tiles
-/// in parallel; smaller ones run on the calling thread. The engine simulates about a
-/// billion tile-cycles per host second, so this is about a millisecond of work: below it,
-/// waking the pool and moving tiles' memory between cores' caches cost more than they save
-/// (measured on the flagship, whose compute sets are all smaller: 2 threads were slower
-/// than 1 with a threshold of 50,000).
+/// Compute sets of at least this much host work (tile-cycles summed over their tiles plus a
+/// per-vertex cost, [`super::plan::VERTEX_HOST_WORK`]) run their tiles in parallel; smaller
+/// ones run on the calling thread. The engine simulates about a billion tile-cycles per
+/// host second, so this is about a millisecond of work: below it, waking the pool and
+/// moving tiles' memory between cores' caches cost more than they save (measured on the
+/// flagship, whose compute sets are all smaller: 2 threads were slower than 1 with a
+/// threshold of 50,000 tile-cycles and no vertex cost). Our own choice, measured.
 const PARALLEL_TILE_CYCLES: u64 = 1_000_000;
 
 /// How one tile's part of a compute set ended (16 bytes: one per tile per compute set is
@@ -135,6 +136,17 @@ pub(super) fn select_mut<'t>(
 }
 
 impl Engine {
+    /// How many of the executable's compute sets run their tiles on the host threads' pool
+    /// (those of at least [`PARALLEL_TILE_CYCLES`] of host work); the others run on the
+    /// calling thread.
+    pub fn parallel_compute_sets(&self) -> usize {
+        self.plan
+            .compute_sets
+            .iter()
+            .filter(|p| p.work >= PARALLEL_TILE_CYCLES)
+            .count()
+    }
+
     /// Runs compute set `id` (started at device cycle `start`); returns its cycles.
     pub(super) fn run_compute_set(
         &mut self,
