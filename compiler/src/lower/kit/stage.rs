@@ -11,6 +11,7 @@ use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{local_run, locate, Mapping};
 use ipusim_exe::system::TileId;
 use ipusim_ir::{NodeId, Shape};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -88,10 +89,10 @@ impl ExchangeBuilder {
                 tile: TileId::new(dst_ipu, dst_tile),
                 offset: dst_off,
             };
-            match self.dedup.get(&key) {
-                Some(&c) => self.copies[c].dsts.push(d),
-                None => {
-                    self.dedup.insert(key, self.copies.len());
+            match self.dedup.entry(key) {
+                Entry::Occupied(c) => self.copies[*c.get()].dsts.push(d),
+                Entry::Vacant(v) => {
+                    v.insert(self.copies.len());
                     self.copies.push(ByteCopy {
                         src_tile: TileId::new(src_ipu, s.tile),
                         src_offset: (src_pos * es) as u32,
@@ -120,7 +121,7 @@ pub(crate) struct Staging {
     name: String,
     node: Option<NodeId>,
     tensor: Option<TensorId>,
-    sizes: Vec<(u32, u64)>,
+    sizes: TileSizes,
 }
 
 impl Staging {
@@ -131,7 +132,7 @@ impl Staging {
             name,
             node,
             tensor: None,
-            sizes: Vec::new(),
+            sizes: TileSizes::default(),
         }
     }
 
@@ -192,20 +193,12 @@ impl Staging {
                 t
             }
         };
-        let slot = match self.sizes.iter().rposition(|s| s.0 == tile) {
-            Some(i) => i,
-            None => {
-                self.sizes.push((tile, 0));
-                self.sizes.len() - 1
-            }
-        };
-        let pos = self.sizes[slot].1;
+        let pos = self.sizes.alloc(tile, ranges.iter().map(|r| r.1).sum());
         let mut at = pos;
         for &(b, len) in &ranges {
             eb.copy_elems(lw, self.source, b, len, tensor, tile, at);
             at += len;
         }
-        self.sizes[slot].1 = at;
         Operand {
             tensor,
             offset: (pos * es) as u32,
@@ -216,7 +209,7 @@ impl Staging {
     /// Gives the staging tensor its final shape and mapping (one interval per tile).
     pub fn finish(self, lw: &mut Lowerer) {
         if let Some(t) = self.tensor {
-            one_interval_per_tile(lw, t, self.sizes);
+            one_interval_per_tile(lw, t, self.sizes.sizes);
         }
     }
 }
@@ -225,7 +218,7 @@ impl Staging {
 /// growing region.
 pub(crate) struct TileScratch {
     pub tensor: TensorId,
-    sizes: Vec<(u32, u64)>,
+    sizes: TileSizes,
 }
 
 impl TileScratch {
@@ -246,28 +239,43 @@ impl TileScratch {
         );
         TileScratch {
             tensor,
-            sizes: Vec::new(),
+            sizes: TileSizes::default(),
         }
     }
 
     /// Reserves `len` elements on `tile`; returns their slice-relative element position.
     pub fn alloc(&mut self, tile: u32, len: u64) -> u64 {
-        match self.sizes.iter_mut().rev().find(|s| s.0 == tile) {
-            Some(s) => {
-                let p = s.1;
-                s.1 += len;
-                p
-            }
-            None => {
-                self.sizes.push((tile, len));
-                0
-            }
-        }
+        self.sizes.alloc(tile, len)
     }
 
     /// Gives the tensor its final mapping.
     pub fn finish(self, lw: &mut Lowerer) {
-        one_interval_per_tile(lw, self.tensor, self.sizes);
+        one_interval_per_tile(lw, self.tensor, self.sizes.sizes);
+    }
+}
+
+/// Elements reserved so far per tile of a tensor that grows on each tile (in the order the
+/// tiles were first asked for), found by tile in constant time: a tensor on every tile of a
+/// chip is asked for tile by tile, and a search of the list per request was quadratic.
+#[derive(Default)]
+struct TileSizes {
+    sizes: Vec<(u32, u64)>,
+    slots: FxMap<u32, usize>,
+}
+
+impl TileSizes {
+    /// Reserves `len` elements on `tile`; returns their position in the tile's region.
+    fn alloc(&mut self, tile: u32, len: u64) -> u64 {
+        let slot = match self.sizes.last() {
+            Some(&(t, _)) if t == tile => self.sizes.len() - 1,
+            _ => *self.slots.entry(tile).or_insert_with(|| {
+                self.sizes.push((tile, 0));
+                self.sizes.len() - 1
+            }),
+        };
+        let at = self.sizes[slot].1;
+        self.sizes[slot].1 += len;
+        at
     }
 }
 
