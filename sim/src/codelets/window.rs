@@ -422,16 +422,21 @@ fn conv(
             staged.clear();
             staged.resize(out_len, 0);
             flags |= product(types, shape, a, b, chunk, staged, (pbuf, qbuf), reborrow)?;
-            let width = len(p.out_cols) as u64;
+            // A unit's plane is `cols` elements `out_group` apart from its first
+            // (`layout::storage_index` is linear in the plane position).
+            let step = p.out_group as usize * es;
             for r in 0..rows {
-                for j in 0..cols {
-                    let (row, col) = (j as u64 / width, j as u64 % width);
-                    let at = p.out_position(u + r as u32, row, col) as usize * es;
-                    let from = (r * cols + j) * es;
-                    let dst = ops.output.get_mut(at..at + es).ok_or_else(|| {
-                        EngineError::invalid("window units outside the output block")
-                    })?;
-                    dst.copy_from_slice(&staged[from..from + es]);
+                let at = p.out_position(u + r as u32, 0, 0) as usize * es;
+                let end = match cols {
+                    0 => at,
+                    _ => at + (cols - 1) * step + es,
+                };
+                let dst = ops.output.get_mut(at..end).ok_or_else(|| {
+                    EngineError::invalid("window units outside the output block")
+                })?;
+                let src = &staged[r * cols * es..(r + 1) * cols * es];
+                for (d, v) in dst.chunks_mut(step).zip(src.chunks_exact(es)) {
+                    d[..es].copy_from_slice(v);
                 }
             }
         }
