@@ -14,6 +14,7 @@
 //! flag.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 use ipusim_ir::Activation;
 
 use crate::numerics::error::{check_len, NumericsError};
@@ -127,6 +128,9 @@ pub fn binary_f16(
     r: &mut Rounding,
 ) -> Result<FpSts, NumericsError> {
     lengths("binary_f16", &[("a", a.len()), ("b", b.len())], dst.len())?;
+    if r.rng().is_none() && matches!(op, ArithOp::Add | ArithOp::Sub | ArithOp::Mul) {
+        return nearest_sums_products(op, a, b, dst, r);
+    }
     Ok(match op {
         ArithOp::Add => each2(a, b, dst, |x, y| fp16::add(x, y, r)),
         ArithOp::Sub => each2(a, b, dst, |x, y| fp16::sub(x, y, r)),
@@ -135,6 +139,36 @@ pub fn binary_f16(
         ArithOp::Min => each2(a, b, dst, fp16::min),
         ArithOp::Max => each2(a, b, dst, fp16::max),
     })
+}
+
+/// FP16 `+`, `−`, `×` under round to nearest, a block at a time: the operands widened to
+/// f32 (exact), the operation in f32 and the results rounded to FP16 by the bulk
+/// conversion, which applies the IPU's NaN and overflow rules with their flags. This is the
+/// fast path of [`fp16::add`], [`fp16::sub`] and [`fp16::mul`] (a product of two FP16
+/// values is exact in f32, and a sum rounded through f32 rounds to FP16 as the exact sum
+/// does), so every element and the flags equal the scalar operation's.
+fn nearest_sums_products(
+    op: ArithOp,
+    a: &[f16],
+    b: &[f16],
+    dst: &mut [f16],
+    r: &mut Rounding,
+) -> Result<FpSts, NumericsError> {
+    const CHUNK: usize = 256;
+    let (mut x, mut y) = ([0f32; CHUNK], [0f32; CHUNK]);
+    let mut flags = FpSts::empty();
+    for ((a, b), d) in a.chunks(CHUNK).zip(b.chunks(CHUNK)).zip(dst.chunks_mut(CHUNK)) {
+        let (x, y) = (&mut x[..a.len()], &mut y[..a.len()]);
+        a.convert_to_f32_slice(x);
+        b.convert_to_f32_slice(y);
+        match op {
+            ArithOp::Add => x.iter_mut().zip(&*y).for_each(|(p, q)| *p += q),
+            ArithOp::Sub => x.iter_mut().zip(&*y).for_each(|(p, q)| *p -= q),
+            _ => x.iter_mut().zip(&*y).for_each(|(p, q)| *p *= q),
+        }
+        flags |= super::convert::f32_to_f16_slice(x, d, r)?;
+    }
+    Ok(flags)
 }
 
 /// `dst[j] = a[j] op b[j]` in FP32.
@@ -304,6 +338,30 @@ mod tests {
             }
             assert_eq!(flags, expect);
             assert_eq!(ks, ss);
+        }
+    }
+
+    /// The round-to-nearest block path of FP16 `+`, `−`, `×` gives every element and the
+    /// flags of the scalar operations, over random bit patterns (NaNs, infinities,
+    /// subnormals, overflowing products and sums), with both overflow policies.
+    #[test]
+    fn nearest_sums_and_products_equal_the_scalar_operations() {
+        let x = halves();
+        let y: Vec<f16> = x.iter().rev().copied().collect();
+        for nanoo in [false, true] {
+            for op in [ArithOp::Add, ArithOp::Sub, ArithOp::Mul] {
+                let mut out = vec![f16::ZERO; x.len()];
+                let flags = binary_f16(op, &x, &y, &mut out, &mut Rounding::nearest(nanoo));
+                let mut r = Rounding::nearest(nanoo);
+                let mut expect = FpSts::empty();
+                for j in 0..x.len() {
+                    let (v, f) = fp16::binary(op, x[j], y[j], &mut r);
+                    assert_eq!(out[j].to_bits(), v.to_bits(), "{op:?} {:?} {:?}", x[j], y[j]);
+                    expect |= f;
+                }
+                assert_eq!(flags.unwrap(), expect, "{op:?}");
+                assert!(expect.contains(FpSts::OFLO) && expect.contains(FpSts::INV));
+            }
         }
     }
 
