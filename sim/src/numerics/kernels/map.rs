@@ -154,7 +154,8 @@ fn nearest_sums_products(
     dst: &mut [f16],
     r: &mut Rounding,
 ) -> Result<FpSts, NumericsError> {
-    const CHUNK: usize = 256;
+    // Small: the buffers are zeroed on every call, and a vertex has few elements.
+    const CHUNK: usize = 64;
     let (mut x, mut y) = ([0f32; CHUNK], [0f32; CHUNK]);
     let mut flags = FpSts::empty();
     for ((a, b), d) in a.chunks(CHUNK).zip(b.chunks(CHUNK)).zip(dst.chunks_mut(CHUNK)) {
