@@ -125,8 +125,11 @@ fn a_cnn_step_is_the_same_on_one_and_two_threads() {
                 record_trace: true,
             },
         };
-        let mut l = launch(&programs::root().join("programs/resnet_digits.ron"), &options)
-            .expect("resnet_digits launches");
+        let mut l = launch(
+            &programs::root().join("programs/resnet_digits.ron"),
+            &options,
+        )
+        .expect("resnet_digits launches");
         let parallel = l.engine.parallel_compute_sets();
         l.engine.run(&mut l.host).unwrap();
         let outfeeds: Vec<Vec<u8>> = l

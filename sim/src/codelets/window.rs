@@ -431,9 +431,10 @@ fn conv(
                     0 => at,
                     _ => at + (cols - 1) * step + es,
                 };
-                let dst = ops.output.get_mut(at..end).ok_or_else(|| {
-                    EngineError::invalid("window units outside the output block")
-                })?;
+                let dst = ops
+                    .output
+                    .get_mut(at..end)
+                    .ok_or_else(|| EngineError::invalid("window units outside the output block"))?;
                 let src = &staged[r * cols * es..(r + 1) * cols * es];
                 for (d, v) in dst.chunks_mut(step).zip(src.chunks_exact(es)) {
                     d[..es].copy_from_slice(v);

@@ -158,7 +158,11 @@ fn nearest_sums_products(
     const CHUNK: usize = 64;
     let (mut x, mut y) = ([0f32; CHUNK], [0f32; CHUNK]);
     let mut flags = FpSts::empty();
-    for ((a, b), d) in a.chunks(CHUNK).zip(b.chunks(CHUNK)).zip(dst.chunks_mut(CHUNK)) {
+    for ((a, b), d) in a
+        .chunks(CHUNK)
+        .zip(b.chunks(CHUNK))
+        .zip(dst.chunks_mut(CHUNK))
+    {
         let (x, y) = (&mut x[..a.len()], &mut y[..a.len()]);
         a.convert_to_f32_slice(x);
         b.convert_to_f32_slice(y);
@@ -357,7 +361,13 @@ mod tests {
                 let mut expect = FpSts::empty();
                 for j in 0..x.len() {
                     let (v, f) = fp16::binary(op, x[j], y[j], &mut r);
-                    assert_eq!(out[j].to_bits(), v.to_bits(), "{op:?} {:?} {:?}", x[j], y[j]);
+                    assert_eq!(
+                        out[j].to_bits(),
+                        v.to_bits(),
+                        "{op:?} {:?} {:?}",
+                        x[j],
+                        y[j]
+                    );
                     expect |= f;
                 }
                 assert_eq!(flags.unwrap(), expect, "{op:?}");
