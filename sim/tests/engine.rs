@@ -73,6 +73,13 @@ fn observe(
     let mut l = programs::launch_with(&programs::sim_program(name), &programs::mk2(16), options);
     l.engine.run(&mut l.host).unwrap();
     l.engine.run(&mut l.host).unwrap();
+    observed(&mut l)
+}
+
+/// The trace, outfeeds and variables of a launched program after its runs.
+fn observed(
+    l: &mut ipusim_runtime::launch::Launched,
+) -> (ipusim_sim::trace::Trace, Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let outfeeds = l
         .host
         .outfeeds
@@ -132,20 +139,7 @@ fn a_cnn_step_is_the_same_on_one_and_two_threads() {
         .expect("resnet_digits launches");
         let parallel = l.engine.parallel_compute_sets();
         l.engine.run(&mut l.host).unwrap();
-        let outfeeds: Vec<Vec<u8>> = l
-            .host
-            .outfeeds
-            .values()
-            .flatten()
-            .map(Tensor::to_bytes)
-            .collect();
-        let vars: Vec<Vec<u8>> = l
-            .engine
-            .variables()
-            .iter()
-            .map(|(n, _)| l.engine.read_tensor(n).unwrap().to_bytes())
-            .collect();
-        (parallel, (l.engine.take_trace(), outfeeds, vars))
+        (parallel, observed(&mut l))
     };
     let (parallel, one) = observe(1);
     let (_, two) = observe(2);

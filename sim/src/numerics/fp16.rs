@@ -348,14 +348,25 @@ mod tests {
                 0, 0x8000, 1, 0x8001, 0x03ff, 0x0400, 0x7bff, 0x7c00, 0xfc00, 0x7e00,
             ])
             .collect();
+        fast_path_equals_the_exact_rounding(&bs, "x", mul, |x, y| x * y);
+    }
+
+    /// `fast(a, b)` under round to nearest against the rounding of `exact(a, b)` in `f64`,
+    /// for every FP16 `a` and every `b` of `bs` (bits), with both overflow policies.
+    fn fast_path_equals_the_exact_rounding(
+        bs: &[u16],
+        what: &str,
+        fast: fn(f16, f16, &mut Rounding) -> (f16, FpSts),
+        exact: fn(f64, f64) -> f64,
+    ) {
         for nanoo in [false, true] {
             let mut r = Rounding::nearest(nanoo);
             for a in 0..=0xffffu16 {
                 let a = f16::from_bits(a);
-                for &bb in &bs {
+                for &bb in bs {
                     let bb = f16::from_bits(bb);
-                    let want = r.round_f16_with(a.to_f64() * bb.to_f64(), Tail::Exact, None);
-                    assert_eq!(b(mul(a, bb, &mut r)), b(want), "{a:?} x {bb:?}");
+                    let want = r.round_f16_with(exact(a.to_f64(), bb.to_f64()), Tail::Exact, None);
+                    assert_eq!(b(fast(a, bb, &mut r)), b(want), "{a:?} {what} {bb:?}");
                 }
             }
         }
@@ -376,19 +387,8 @@ mod tests {
             }))
             .chain([0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x03ff, 0x83ff])
             .collect();
-        for nanoo in [false, true] {
-            let mut r = Rounding::nearest(nanoo);
-            for a in 0..=0xffffu16 {
-                let a = f16::from_bits(a);
-                for &bb in &bs {
-                    let bb = f16::from_bits(bb);
-                    let want = r.round_f16_with(a.to_f64() + bb.to_f64(), Tail::Exact, None);
-                    assert_eq!(b(add(a, bb, &mut r)), b(want), "{a:?} + {bb:?}");
-                    let want = r.round_f16_with(a.to_f64() - bb.to_f64(), Tail::Exact, None);
-                    assert_eq!(b(sub(a, bb, &mut r)), b(want), "{a:?} - {bb:?}");
-                }
-            }
-        }
+        fast_path_equals_the_exact_rounding(&bs, "+", add, |x, y| x + y);
+        fast_path_equals_the_exact_rounding(&bs, "-", sub, |x, y| x - y);
     }
 
     #[test]
