@@ -33,6 +33,11 @@ thread_local! {
 /// threshold of 50,000 tile-cycles and no vertex cost). Our own choice, measured.
 const PARALLEL_TILE_CYCLES: u64 = 1_000_000;
 
+/// Whether the compute set of `plan` runs its tiles on the pool.
+fn on_pool(plan: &super::plan::ComputeSetPlan) -> bool {
+    plan.work >= PARALLEL_TILE_CYCLES
+}
+
 /// How one tile's part of a compute set ended (16 bytes: one per tile per compute set is
 /// collected, so the rare stop is boxed).
 struct TileOutcome {
@@ -140,11 +145,7 @@ impl Engine {
     /// (those of at least [`PARALLEL_TILE_CYCLES`] of host work); the others run on the
     /// calling thread.
     pub fn parallel_compute_sets(&self) -> usize {
-        self.plan
-            .compute_sets
-            .iter()
-            .filter(|p| p.work >= PARALLEL_TILE_CYCLES)
-            .count()
+        self.plan.compute_sets.iter().filter(|p| on_pool(p)).count()
     }
 
     /// Runs compute set `id` (started at device cycle `start`); returns its cycles.
@@ -160,7 +161,7 @@ impl Engine {
         let ctl = self.ctl;
         let dtypes = &self.plan.dtypes;
         let states = select_mut(&mut self.tiles, &plan.dense);
-        let parallel = plan.work >= PARALLEL_TILE_CYCLES;
+        let parallel = on_pool(plan);
         let outcomes: Vec<TileOutcome> = match &self.workers {
             Workers::Pool(pool) if parallel => pool.install(|| par_run(dtypes, cs, states, ctl)),
             Workers::Global if parallel => par_run(dtypes, cs, states, ctl),

@@ -324,30 +324,6 @@ fn finite_blocks(
 /// reduction; other operations are treated as Add).
 pub fn accumulate_f32(op: ArithOp, acc: &mut [f32], x: &[f32]) -> Result<FpSts, NumericsError> {
     lengths("accumulate_f32", &[("x", x.len())], acc.len())?;
-    if op != ArithOp::Max {
-        // Sums a block at a time into a buffer, kept when all are finite (see
-        // [`finite_blocks`]).
-        let mut sums = [0f32; F32_BLOCK];
-        let mut flags = FpSts::empty();
-        for (acc, x) in acc.chunks_mut(F32_BLOCK).zip(x.chunks(F32_BLOCK)) {
-            let sums = &mut sums[..acc.len()];
-            let mut finite = true;
-            for ((s, a), v) in sums.iter_mut().zip(&*acc).zip(x) {
-                *s = a + v;
-                finite &= s.is_finite();
-            }
-            if finite {
-                acc.copy_from_slice(sums);
-            } else {
-                for (a, v) in acc.iter_mut().zip(x) {
-                    let (r, f) = fp32::add(*a, *v);
-                    *a = r;
-                    flags |= f;
-                }
-            }
-        }
-        return Ok(flags);
-    }
     #[inline(always)]
     fn run(acc: &mut [f32], x: &[f32], step: impl Fn(f32, f32) -> (f32, FpSts)) -> FpSts {
         let mut flags = FpSts::empty();
@@ -358,10 +334,27 @@ pub fn accumulate_f32(op: ArithOp, acc: &mut [f32], x: &[f32]) -> Result<FpSts, 
         }
         flags
     }
-    Ok(match op {
-        ArithOp::Max => run(acc, x, fp32::max),
-        _ => run(acc, x, fp32::add),
-    })
+    if op == ArithOp::Max {
+        return Ok(run(acc, x, fp32::max));
+    }
+    // Sums a block at a time into a buffer, kept when all are finite, else the block
+    // summed by the scalar operation (see [`finite_blocks`]).
+    let mut sums = [0f32; F32_BLOCK];
+    let mut flags = FpSts::empty();
+    for (acc, x) in acc.chunks_mut(F32_BLOCK).zip(x.chunks(F32_BLOCK)) {
+        let sums = &mut sums[..acc.len()];
+        let mut finite = true;
+        for ((s, a), v) in sums.iter_mut().zip(&*acc).zip(x) {
+            *s = a + v;
+            finite &= s.is_finite();
+        }
+        if finite {
+            acc.copy_from_slice(sums);
+        } else {
+            flags |= run(acc, x, fp32::add);
+        }
+    }
+    Ok(flags)
 }
 
 #[cfg(test)]
