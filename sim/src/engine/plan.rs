@@ -36,6 +36,22 @@ pub(crate) struct ComputeSetPlan {
 /// cheap as the flagship's one-vertex-per-tile sets and ran on one thread.
 pub(crate) const VERTEX_HOST_WORK: u64 = 125;
 
+/// Compute sets of at least this much host work (`ComputeSetPlan::work`) run their tiles in
+/// parallel; smaller ones run on the calling thread. The engine simulates about a billion
+/// tile-cycles per host second, so this is about a millisecond of work: below it, waking
+/// the pool and moving tiles' memory between cores' caches cost more than they save
+/// (measured on the flagship, whose compute sets are all smaller: 2 threads were slower
+/// than 1 with a threshold of 50,000 tile-cycles and no vertex cost). Our own choice,
+/// measured.
+const PARALLEL_TILE_CYCLES: u64 = 1_000_000;
+
+impl ComputeSetPlan {
+    /// Whether the compute set runs its tiles on the host threads' pool.
+    pub fn on_pool(&self) -> bool {
+        self.work >= PARALLEL_TILE_CYCLES
+    }
+}
+
 /// The whole plan.
 #[derive(Clone, Debug)]
 pub(crate) struct Plan {

@@ -24,20 +24,6 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-/// Compute sets of at least this much host work (tile-cycles summed over their tiles plus a
-/// per-vertex cost, [`super::plan::VERTEX_HOST_WORK`]) run their tiles in parallel; smaller
-/// ones run on the calling thread. The engine simulates about a billion tile-cycles per
-/// host second, so this is about a millisecond of work: below it, waking the pool and
-/// moving tiles' memory between cores' caches cost more than they save (measured on the
-/// flagship, whose compute sets are all smaller: 2 threads were slower than 1 with a
-/// threshold of 50,000 tile-cycles and no vertex cost). Our own choice, measured.
-const PARALLEL_TILE_CYCLES: u64 = 1_000_000;
-
-/// Whether the compute set of `plan` runs its tiles on the pool.
-fn on_pool(plan: &super::plan::ComputeSetPlan) -> bool {
-    plan.work >= PARALLEL_TILE_CYCLES
-}
-
 /// How one tile's part of a compute set ended (16 bytes: one per tile per compute set is
 /// collected, so the rare stop is boxed).
 struct TileOutcome {
@@ -142,10 +128,14 @@ pub(super) fn select_mut<'t>(
 
 impl Engine {
     /// How many of the executable's compute sets run their tiles on the host threads' pool
-    /// (those of at least [`PARALLEL_TILE_CYCLES`] of host work); the others run on the
+    /// (those of enough host work, `ComputeSetPlan::on_pool`); the others run on the
     /// calling thread.
     pub fn parallel_compute_sets(&self) -> usize {
-        self.plan.compute_sets.iter().filter(|p| on_pool(p)).count()
+        self.plan
+            .compute_sets
+            .iter()
+            .filter(|p| p.on_pool())
+            .count()
     }
 
     /// Runs compute set `id` (started at device cycle `start`); returns its cycles.
@@ -161,7 +151,7 @@ impl Engine {
         let ctl = self.ctl;
         let dtypes = &self.plan.dtypes;
         let states = select_mut(&mut self.tiles, &plan.dense);
-        let parallel = on_pool(plan);
+        let parallel = plan.on_pool();
         let outcomes: Vec<TileOutcome> = match &self.workers {
             Workers::Pool(pool) if parallel => pool.install(|| par_run(dtypes, cs, states, ctl)),
             Workers::Global if parallel => par_run(dtypes, cs, states, ctl),
