@@ -310,6 +310,58 @@ fn flagship_training_step_from_the_transform() {
     }
 }
 
+/// AdamW's weight update (`decayed - delta`, `decayed = w · (1 - lr·wd)`) is one fused
+/// vertex that reads the weight as a leaf: it writes the weight in place (as PopART's
+/// in-place optimizer updates do), with no assign copy of the weight, in every precision.
+#[test]
+fn adamw_weight_updates_are_done_in_place() {
+    use ipusim_ir::training::prepare;
+    use ipusim_ir::{DType, Optimizer, Precision, TrainingSpec};
+    let mut p = flagship_forward();
+    p.training = Some(TrainingSpec {
+        loss: "loss".into(),
+        optimizer: Optimizer::AdamW {
+            learning_rate: 0.001,
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+            weight_decay: 0.01,
+            accum_type: Some(DType::F16),
+            first_order_momentum_accum_type: Some(DType::F16),
+            second_order_momentum_accum_type: Some(DType::F32),
+        },
+        loss_scaling: 1000.0,
+        precision: Precision::P16_16,
+        gradient_accumulation: 2,
+        accumulation_dtype: None,
+        stable_norm: false,
+    });
+    for precision in Precision::ALL {
+        let step = prepare(&p, Some(precision), false).unwrap();
+        let opts = CompileOptions {
+            gradient_accumulation: step.gradient_accumulation,
+            ..CompileOptions::default()
+        };
+        let exe = compile(&step.graph, &Target::mk2(), &opts).unwrap();
+        check_addresses(&exe);
+        for w in ["dense1/weights", "dense2/weights"] {
+            let var = exe.value(w).unwrap().tensor.unwrap();
+            let new = exe
+                .value(&format!("update/{w}/new"))
+                .unwrap()
+                .tensor
+                .unwrap();
+            assert_eq!(var, new, "{precision}: {w} is not updated in place");
+            let copied = exe.exchanges.iter().any(|x| {
+                x.copies
+                    .iter()
+                    .any(|c| c.dst_tensor == var && c.src_tensor != var)
+            });
+            assert!(!copied, "{precision}: {w} is written by a copy");
+        }
+    }
+}
+
 #[test]
 fn one_ipu_report_has_one_per_ipu_row_equal_to_the_totals() {
     let g = common::mlp_training_step(8, &[16, 12, 4], DType::F16, DType::F32);

@@ -18,9 +18,10 @@
 //! Schedule: the Step-phase nodes in topological order, then the Update-phase nodes. Each
 //! phase body starts with the host-to-device stream copies of its `Input`s and ends with its
 //! `Assign`s (variables take their new values at the end of the phase). An `Assign` whose
-//! value is an element-wise op reading the variable itself, computed after every other read of
-//! the variable in that phase, is done in place: the op writes straight into the variable
-//! (PopLibs' `scaledAddTo`). A composite op's sum reductions are lowered together, by the
+//! value is an element-wise op reading the variable itself (directly, or as a leaf of the
+//! fused group the value is the root of), computed after every other read of the variable in
+//! that phase, is done in place: the op writes straight into the variable (PopLibs'
+//! `scaledAddTo`, and PopART's in-place optimizer updates such as `AdamVarUpdate`). A composite op's sum reductions are lowered together, by the
 //! last of each batch ([`ops::reduce::batches`]), their supersteps shared as PopLibs'
 //! `reduceMany` shares them. Each op becomes one or more BSP supersteps: `Sync`, an optional `Exchange`
 //! that gathers its operands onto the tiles that need them, and an `Execute`.
@@ -290,10 +291,17 @@ fn plan_inplace(lw: &mut Lowerer, order: &[NodeId], live: &[bool]) {
             );
         // The variable is read element for element (same type as the value), so the op
         // may write over it: each output element is written after its inputs are read.
+        // A fused root reads its group's leaves element for element (the variable has the
+        // value's type, so it is no broadcast): its vertex reads every leaf of an element
+        // before it writes the element, as the value's own op does.
+        let reads_var = match lw.fused(value) {
+            Some(group) => group.leaves.contains(&var),
+            None => v.inputs.contains(&var),
+        };
         if !elementwise
             || v.phase != node.phase
             || lw.ipu_of(value) != lw.ipu_of(var)
-            || !v.inputs.contains(&var)
+            || !reads_var
             || v.ty != lw.graph().node(var).ty
             || lw.inplace_target(value).is_some()
         {
