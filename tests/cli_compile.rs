@@ -102,8 +102,31 @@ fn json_contract_fields_and_sums() {
             }
             assert_eq!(m["oom"], false);
             assert!(m["oom_tiles"].as_array().unwrap().is_empty());
+            // PopVision's memory types: the code's parts add up to it; one IPU has no
+            // global exchange.
+            let k = &m["categories"];
+            let parts = code_parts(k);
+            assert_eq!(parts.iter().sum::<u64>(), k["code"].as_u64().unwrap());
+            assert!(parts[..3].iter().all(|&b| b > 0), "{k}");
+            assert_eq!(parts[3], 0, "{k}");
+            let worst = &m["worst_tiles"][0];
+            assert_eq!(worst["categories"]["total"], worst["bytes"]);
         }
     }
+}
+
+/// `memory.categories`' control, vertex, internal and global exchange code.
+fn code_parts(k: &serde_json::Value) -> [u64; 4] {
+    [
+        "control_code",
+        "vertex_code",
+        "internal_exchange_code",
+        "global_exchange_code",
+    ]
+    .map(|f| {
+        k[f].as_u64()
+            .unwrap_or_else(|| panic!("memory.categories.{f}: {k}"))
+    })
 }
 
 #[test]

@@ -83,6 +83,22 @@ fn the_report_has_a_row_per_ipu_with_the_labels_on_the_loss_ipu() {
         (0..3).map(|i| field(i, "execute_cycles")).sum::<u64>(),
         r["categories"]["OnTileExecute"].as_u64().unwrap()
     );
+    // The copies between the stages' IPUs are global exchange code, the code's fourth part.
+    let k = &r["memory"]["categories"];
+    let code = |f: &str| k[f].as_u64().unwrap_or_else(|| panic!("{f}: {k}"));
+    assert!(code("global_exchange_code") > 0, "{k}");
+    assert_eq!(
+        [
+            "control_code",
+            "vertex_code",
+            "internal_exchange_code",
+            "global_exchange_code"
+        ]
+        .map(code)
+        .iter()
+        .sum::<u64>(),
+        code("code")
+    );
     // The batch arithmetic.
     let b = &r["batch"];
     assert_eq!(

@@ -269,26 +269,36 @@ pub(crate) fn plan(
             if tile >= ntiles {
                 continue;
             }
-            mem[tile].code += CONTROL_CODE_BYTES;
+            mem[tile].control_code += CONTROL_CODE_BYTES;
             if recomputed(&cs.name) {
                 continue;
             }
             for g in &tw.groups {
                 if codelets[tile].insert(g.codelet.code_key()) {
-                    mem[tile].code += g.codelet.info().code_bytes as u64;
+                    mem[tile].vertex_code += g.codelet.info().code_bytes as u64;
                 }
                 mem[tile].vertex_state += group_state_bytes(tensors, g);
             }
         }
     }
+    // An endpoint of a copy that crosses IPUs is global exchange code on its tile (the
+    // source's when any destination is on another IPU, a destination's when it is).
     for ex in exchanges.iter().filter(|ex| !recomputed(&ex.name)) {
         for c in &ex.copies {
+            let src_ipu = c.src_tile.ipu();
+            let code = |m: &mut TileMemory, global: bool| {
+                if global {
+                    m.global_exchange_code += EXCHANGE_CODE_BYTES;
+                } else {
+                    m.internal_exchange_code += EXCHANGE_CODE_BYTES;
+                }
+            };
             if let Some(m) = mem.get_mut(dense(c.src_tile)) {
-                m.code += EXCHANGE_CODE_BYTES;
+                code(m, c.dsts.iter().any(|d| d.tile.ipu() != src_ipu));
             }
             for d in &c.dsts {
                 if let Some(m) = mem.get_mut(dense(d.tile)) {
-                    m.code += EXCHANGE_CODE_BYTES;
+                    code(m, d.tile.ipu() != src_ipu);
                 }
             }
         }
@@ -296,6 +306,7 @@ pub(crate) fn plan(
     let capacity = target.bytes_per_tile as u64;
     let mut oom_tiles = Vec::new();
     for m in &mut mem {
+        m.code = m.control_code + m.vertex_code + m.internal_exchange_code + m.global_exchange_code;
         m.total = m.variables
             + m.constants
             + m.exchange_buffers
@@ -330,6 +341,7 @@ pub(crate) fn plan(
                 tile: tile_id(t),
                 bytes: mem[t].total,
                 largest,
+                categories: mem[t].clone(),
             }
         })
         .collect();

@@ -51,6 +51,15 @@ pub struct MemoryCategories {
     pub code: u64,
     pub exchange_buffers: u64,
     pub temporaries: u64,
+    /// The parts of `code`, PopVision's code types.
+    #[serde(default)]
+    pub control_code: u64,
+    #[serde(default)]
+    pub vertex_code: u64,
+    #[serde(default)]
+    pub internal_exchange_code: u64,
+    #[serde(default)]
+    pub global_exchange_code: u64,
 }
 
 /// The memory part of the report.
@@ -447,6 +456,10 @@ impl CompileReport {
             cats.code += t.code;
             cats.exchange_buffers += t.exchange_buffers;
             cats.temporaries += t.temporaries;
+            cats.control_code += t.control_code;
+            cats.vertex_code += t.vertex_code;
+            cats.internal_exchange_code += t.internal_exchange_code;
+            cats.global_exchange_code += t.global_exchange_code;
         }
         CompileReport {
             program: program.to_string(),
@@ -720,16 +733,20 @@ impl CompileReport {
             group(m.peak_live_bytes)
         );
         let k = &m.categories;
-        let _ = writeln!(s, "{:<18} {:>16}", "category", "bytes (all tiles)");
+        let _ = writeln!(s, "{:<20} {:>16}", "category", "bytes (all tiles)");
         for (name, v) in [
             ("variables", k.variables),
             ("constants", k.constants),
             ("vertex state", k.vertex_state),
             ("code", k.code),
+            ("  control code", k.control_code),
+            ("  vertex code", k.vertex_code),
+            ("  internal exchange", k.internal_exchange_code),
+            ("  global exchange", k.global_exchange_code),
             ("exchange buffers", k.exchange_buffers),
             ("temporaries", k.temporaries),
         ] {
-            let _ = writeln!(s, "{:<18} {:>16}", name, group(v));
+            let _ = writeln!(s, "{:<20} {:>16}", name, group(v));
         }
         if m.oom {
             let _ = writeln!(
@@ -762,6 +779,26 @@ impl CompileReport {
                 group(w.bytes),
                 largest
             );
+            let c = &w.categories;
+            if c.total > 0 {
+                let _ = writeln!(
+                    s,
+                    "{:>22}variables {}, constants {}, exchange buffers {}, temporaries {}, \
+                     vertex state {}, code {} (control {}, vertex {}, internal exchange {}, \
+                     global exchange {})",
+                    "",
+                    group(c.variables),
+                    group(c.constants),
+                    group(c.exchange_buffers),
+                    group(c.temporaries),
+                    group(c.vertex_state),
+                    group(c.code),
+                    group(c.control_code),
+                    group(c.vertex_code),
+                    group(c.internal_exchange_code),
+                    group(c.global_exchange_code)
+                );
+            }
         }
         s
     }

@@ -31,8 +31,24 @@ pub struct TileMemory {
     pub temporaries: u64,
     /// Vertex state.
     pub vertex_state: u64,
-    /// Code: codelets used on the tile, control code, exchange code.
+    /// Code: codelets used on the tile, control code, exchange code (the sum of the four
+    /// parts below, PopVision's code types).
     pub code: u64,
+    /// Of `code`: control code, the call and sync of each compute set on the tile
+    /// (PopVision's "Control Code").
+    #[serde(default)]
+    pub control_code: u64,
+    /// Of `code`: each codelet used on the tile, once ("Vertex Code").
+    #[serde(default)]
+    pub vertex_code: u64,
+    /// Of `code`: the code of the tile's copy endpoints between tiles of its IPU ("Internal
+    /// Exchange Code").
+    #[serde(default)]
+    pub internal_exchange_code: u64,
+    /// Of `code`: the code of the tile's copy endpoints to or from other IPUs ("Global
+    /// Exchange Code").
+    #[serde(default)]
+    pub global_exchange_code: u64,
     /// Sum of the categories.
     pub total: u64,
 }
@@ -57,6 +73,9 @@ pub struct WorstTile {
     pub bytes: u64,
     /// Its largest tensors, largest first.
     pub largest: Vec<TensorBytes>,
+    /// Its bytes by category.
+    #[serde(default)]
+    pub categories: TileMemory,
 }
 
 /// The memory plan of an executable.

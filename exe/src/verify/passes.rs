@@ -308,6 +308,17 @@ pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
                 ),
             ));
         }
+        let code =
+            m.control_code + m.vertex_code + m.internal_exchange_code + m.global_exchange_code;
+        if code != m.code {
+            return Some(fail(
+                PASS,
+                format!(
+                    "tile {tile}: code types add up to {code}, code says {}",
+                    m.code
+                ),
+            ));
+        }
         let data_end = allocs.iter().map(|a| a.1).max().unwrap_or(0);
         if data_end > m.variables + m.constants + m.exchange_buffers + m.temporaries {
             return Some(fail(

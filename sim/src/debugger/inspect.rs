@@ -440,6 +440,10 @@ pub fn tile_memory(
         ("temporaries (peak)", m.temporaries),
         ("vertex state", m.vertex_state),
         ("code", m.code),
+        ("  control code", m.control_code),
+        ("  vertex code", m.vertex_code),
+        ("  internal exchange", m.internal_exchange_code),
+        ("  global exchange", m.global_exchange_code),
     ] {
         let _ = writeln!(s, "  {name:<20}{v:>10} B");
     }
