@@ -109,10 +109,45 @@ impl ExchangeBuilder {
         self.cursor.insert(src, i.saturating_sub(1));
     }
 
-    /// The copies.
+    /// The copies, each run of copies that continue one another merged into one copy (one
+    /// message): a contiguous region moves as one, as Poplar's exchange moves a tensor's
+    /// contiguous region, where the requests came element range by element range (a
+    /// window's rows, a vertex's operands). Only copies made one after the other merge, so
+    /// the order of the copies, and every byte each destination receives, stay the same.
     pub fn finish(self) -> Vec<ByteCopy> {
-        self.copies
+        merge_runs(self.copies)
     }
+}
+
+/// `copies` with each copy that continues the one before it ([`continues`]) merged into it.
+fn merge_runs(copies: Vec<ByteCopy>) -> Vec<ByteCopy> {
+    let mut out: Vec<ByteCopy> = Vec::with_capacity(copies.len());
+    for c in copies {
+        if let Some(p) = out.last_mut() {
+            if continues(p, &c) {
+                p.bytes += c.bytes;
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Whether copy `c` continues `p`: the same source tile and tensors, the source bytes right
+/// after `p`'s, and as many destinations, each on the tile of `p`'s and right after its
+/// bytes there.
+fn continues(p: &ByteCopy, c: &ByteCopy) -> bool {
+    p.src_tile == c.src_tile
+        && p.src_tensor == c.src_tensor
+        && p.dst_tensor == c.dst_tensor
+        && p.src_offset.checked_add(p.bytes) == Some(c.src_offset)
+        && p.bytes.checked_add(c.bytes).is_some()
+        && p.dsts.len() == c.dsts.len()
+        && p.dsts
+            .iter()
+            .zip(&c.dsts)
+            .all(|(a, b)| a.tile == b.tile && a.offset.checked_add(p.bytes) == Some(b.offset))
 }
 
 /// A staging tensor being filled: per tile, the number of elements requested so far.
@@ -289,4 +324,64 @@ fn one_interval_per_tile(lw: &mut Lowerer, t: TensorId, mut sizes: Vec<(u32, u64
         at += n;
     }
     lw.set_mapping(t, Shape::new([at as usize]), Mapping::from_pieces(pieces));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy(src: (u32, u32), bytes: u32, dsts: &[(u32, u32)], dst_tensor: u32) -> ByteCopy {
+        ByteCopy {
+            src_tile: TileId::new(0, src.0),
+            src_offset: src.1,
+            bytes,
+            src_tensor: TensorId(1),
+            dst_tensor: TensorId(dst_tensor),
+            dsts: dsts
+                .iter()
+                .map(|&(tile, offset)| CopyDst {
+                    tile: TileId::new(0, tile),
+                    offset,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn contiguous_runs_merge_into_one_message() {
+        // Three rows of 16 bytes, tile 3 to tile 5, then a broadcast pair to tiles 5 and 6.
+        let merged = merge_runs(vec![
+            copy((3, 0), 16, &[(5, 64)], 2),
+            copy((3, 16), 16, &[(5, 80)], 2),
+            copy((3, 32), 16, &[(5, 96)], 2),
+            copy((3, 100), 8, &[(5, 0), (6, 8)], 2),
+            copy((3, 108), 8, &[(5, 8), (6, 16)], 2),
+        ]);
+        assert_eq!(merged.len(), 2);
+        assert_eq!((merged[0].src_offset, merged[0].bytes), (0, 48));
+        assert_eq!(merged[0].dsts[0].offset, 64);
+        assert_eq!((merged[1].src_offset, merged[1].bytes), (100, 16));
+        assert_eq!(merged[1].dsts.len(), 2);
+    }
+
+    #[test]
+    fn copies_that_do_not_continue_stay_apart() {
+        for next in [
+            copy((3, 16), 16, &[(6, 16)], 2),         // another destination tile
+            copy((3, 16), 16, &[(5, 32)], 2),         // a gap at the destination
+            copy((3, 24), 16, &[(5, 16)], 2),         // a gap at the source
+            copy((4, 16), 16, &[(5, 16)], 2),         // another source tile
+            copy((3, 16), 16, &[(5, 16)], 7),         // another destination tensor
+            copy((3, 16), 16, &[(5, 16), (6, 0)], 2), // a broadcast after a single copy
+        ] {
+            let merged = merge_runs(vec![copy((3, 0), 16, &[(5, 0)], 2), next.clone()]);
+            assert_eq!(merged.len(), 2, "{next:?}");
+        }
+        // Sizes that would overflow a copy's 32-bit byte count stay apart.
+        let big = merge_runs(vec![
+            copy((3, 0), u32::MAX - 8, &[(5, 0)], 2),
+            copy((3, u32::MAX - 8), 16, &[(5, u32::MAX - 8)], 2),
+        ]);
+        assert_eq!(big.len(), 2);
+    }
 }
