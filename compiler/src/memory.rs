@@ -306,7 +306,7 @@ pub(crate) fn plan(
     let capacity = target.bytes_per_tile as u64;
     let mut oom_tiles = Vec::new();
     for m in &mut mem {
-        m.code = m.control_code + m.vertex_code + m.internal_exchange_code + m.global_exchange_code;
+        m.code = m.code_types_sum();
         m.total = m.variables
             + m.constants
             + m.exchange_buffers

@@ -53,6 +53,16 @@ pub struct TileMemory {
     pub total: u64,
 }
 
+impl TileMemory {
+    /// The sum of the code types, which `code` holds.
+    pub fn code_types_sum(&self) -> u64 {
+        self.control_code
+            + self.vertex_code
+            + self.internal_exchange_code
+            + self.global_exchange_code
+    }
+}
+
 /// A tensor's bytes on one tile.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorBytes {

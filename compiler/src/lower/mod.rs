@@ -21,10 +21,11 @@
 //! value is an element-wise op reading the variable itself (directly, or as a leaf of the
 //! fused group the value is the root of), computed after every other read of the variable in
 //! that phase, is done in place: the op writes straight into the variable (PopLibs'
-//! `scaledAddTo`, and PopART's in-place optimizer updates such as `AdamVarUpdate`). A composite op's sum reductions are lowered together, by the
-//! last of each batch ([`ops::reduce::batches`]), their supersteps shared as PopLibs'
-//! `reduceMany` shares them. Each op becomes one or more BSP supersteps: `Sync`, an optional `Exchange`
-//! that gathers its operands onto the tiles that need them, and an `Execute`.
+//! `scaledAddTo`, and PopART's in-place optimizer updates such as `AdamVarUpdate`). A
+//! composite op's sum reductions are lowered together, by the last of each batch
+//! ([`ops::reduce::batches`]), their supersteps shared as PopLibs' `reduceMany` shares them.
+//! Each op becomes one or more BSP supersteps: `Sync`, an optional `Exchange` that gathers
+//! its operands onto the tiles that need them, and an `Execute`.
 //! Dead nodes (that reach no `Outfeed` or `Assign`) are not lowered.
 
 pub(crate) mod absorb;

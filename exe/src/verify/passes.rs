@@ -308,8 +308,7 @@ pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
                 ),
             ));
         }
-        let code =
-            m.control_code + m.vertex_code + m.internal_exchange_code + m.global_exchange_code;
+        let code = m.code_types_sum();
         if code != m.code {
             return Some(fail(
                 PASS,
