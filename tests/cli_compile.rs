@@ -295,13 +295,14 @@ fn element_wise_chains_are_fused_into_one_vertex_per_tile_with_the_same_values()
             .collect()
     };
     let (f, p) = (names(&fused), names(&plain));
-    // `sum -> prod -> quot -> act` is one group (its root `act` read by two consumers),
-    // `wide -> e` another; `scaled` (ScaledAdd) and `pick` (Select) stay on their own.
-    for gone in ["sum", "prod", "quot", "wide"] {
+    // `sum -> prod -> quot -> act -> scaled -> wide -> e` is one group (each value read
+    // only by the next; `scaled` a ScaledAdd step with its scale); `pick` (a Select, which
+    // is no step) and the comparison it reads stay on their own.
+    for gone in ["sum", "prod", "quot", "act", "scaled", "wide"] {
         assert!(p.contains(&gone.to_string()), "{p:?}");
         assert!(!f.contains(&gone.to_string()), "{f:?}");
     }
-    for kept in ["act", "scaled", "e", "pick"] {
+    for kept in ["e", "bigger", "pick"] {
         assert!(f.contains(&kept.to_string()), "{f:?}");
     }
     assert!(f.len() < p.len());
@@ -312,6 +313,7 @@ fn element_wise_chains_are_fused_into_one_vertex_per_tile_with_the_same_values()
         dump.contains("Fused<Binary<Add,f16>(in0,in1);Binary<Mul,f16>(t0,in2);"),
         "{dump}"
     );
+    assert!(dump.contains("ScaledAdd<f16>(t3,in0,0.1)"), "{dump}");
     // Element-wise ops only: the outfeeds are bit for bit the unfused ones.
     let dir = scratch("fusion_values");
     let (a, _) = common::run_saving(program.to_str().unwrap(), &dir, "fused", &[]);

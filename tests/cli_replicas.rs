@@ -139,6 +139,13 @@ fn by_name(saved: &serde_json::Value) -> std::collections::BTreeMap<String, serd
         .collect()
 }
 
+/// True for the name of an optimizer state variable.
+fn is_state(name: &str) -> bool {
+    ["/momentum", "/adam_m", "/adam_v"]
+        .iter()
+        .any(|s| name.ends_with(s))
+}
+
 /// Bytes replicated tensor sharding saves per replica on the optimizer state of `saved`:
 /// each state tensor of `n >= replicas` elements keeps `ceil(n / replicas)` of them.
 fn state_bytes_saved(saved: &serde_json::Value, replicas: usize) -> u64 {
@@ -146,12 +153,7 @@ fn state_bytes_saved(saved: &serde_json::Value, replicas: usize) -> u64 {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|v| {
-            let name = v["name"].as_str().unwrap();
-            ["/momentum", "/adam_m", "/adam_v"]
-                .iter()
-                .any(|s| name.ends_with(s))
-        })
+        .filter(|v| is_state(v["name"].as_str().unwrap()))
         .map(|v| {
             let n: u64 = v["shape"]
                 .as_array()
@@ -196,7 +198,15 @@ fn sharding_the_optimizer_state_keeps_every_value_and_saves_its_memory() {
         let vars = |x: &serde_json::Value| x["memory"]["categories"]["variables"].as_u64().unwrap();
         let saved = state_bytes_saved(&plain_vars, replicas);
         assert!(saved > 0);
-        assert_eq!(vars(&p) - vars(&s), saved, "{program}");
+        // The variables fall by the state beyond one shard, plus at most the alignment
+        // padding (under 8 bytes a slice) of the full state's slices on the used tiles.
+        let states = by_name(&plain_vars).keys().filter(|n| is_state(n)).count() as u64;
+        let tiles = p["used_tiles"].as_u64().unwrap();
+        let fell = vars(&p) - vars(&s);
+        assert!(
+            (saved..saved + 7 * states * tiles).contains(&fell),
+            "{program}: {fell} bytes fewer, {saved} bytes of state beyond a shard"
+        );
         // The gradients of the sharded state are reduce-scattered instead of all-reduced,
         // and each update's result all-gathered.
         let count = |x: &serde_json::Value, kind: &str| x["collectives"][kind]["count"].as_u64();

@@ -182,17 +182,17 @@ fn printing_a_fused_node_names_the_node_that_computes_it() {
     let program = "tests/programs/sim/elementwise.ron";
     let o = step(
         &[program, "--target", TARGET],
-        "break act\ncontinue\nprint sum\nquit\n",
+        "break e\ncontinue\nprint sum\nquit\n",
     );
     let all = format!("{}{}", text(&o), String::from_utf8_lossy(&o.stderr));
     assert!(
-        all.contains("'sum' is computed inside the fused vertices of 'act' and never stored"),
+        all.contains("'sum' is computed inside the fused vertices of 'e' and never stored"),
         "{all}"
     );
     assert!(all.contains("--no-elementwise-fusion"), "{all}");
     let o = step(
         &[program, "--target", TARGET, "--no-elementwise-fusion"],
-        "break act\ncontinue\nprint sum\nquit\n",
+        "break e\ncontinue\nprint sum\nquit\n",
     );
     let all = format!("{}{}", text(&o), String::from_utf8_lossy(&o.stderr));
     assert!(all.contains("sum: f16"), "{all}");

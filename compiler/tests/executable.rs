@@ -312,9 +312,10 @@ fn flagship_training_step_from_the_transform() {
 
 /// AdamW's weight update (`decayed - delta`, `decayed = w · (1 - lr·wd)`) is one fused
 /// vertex that reads the weight as a leaf: it writes the weight in place (as PopART's
-/// in-place optimizer updates do), with no assign copy of the weight, in every precision.
+/// in-place optimizer updates do), with no assign copy of the weight, in every precision;
+/// so are the moments' updates.
 #[test]
-fn adamw_weight_updates_are_done_in_place() {
+fn adamw_updates_are_done_in_place() {
     use ipusim_ir::training::prepare;
     use ipusim_ir::{DType, Optimizer, Precision, TrainingSpec};
     let mut p = flagship_forward();
@@ -344,13 +345,21 @@ fn adamw_weight_updates_are_done_in_place() {
         };
         let exe = compile(&step.graph, &Target::mk2(), &opts).unwrap();
         check_addresses(&exe);
-        for w in ["dense1/weights", "dense2/weights"] {
+        // The weights, and Adam's moments (`m·beta1 + (1 − beta1)·g` and
+        // `v·beta2 + (1 − beta2)·g²`, a multiply and a ScaledAdd fused into one vertex).
+        let updates = ["dense1/weights", "dense2/weights"]
+            .into_iter()
+            .flat_map(|w| {
+                [
+                    (w.to_string(), format!("update/{w}/new")),
+                    (format!("{w}/adam_m"), format!("update/{w}/m_new")),
+                    (format!("{w}/adam_v"), format!("update/{w}/v_new")),
+                ]
+            });
+        for (w, new) in updates {
+            let w = w.as_str();
             let var = exe.value(w).unwrap().tensor.unwrap();
-            let new = exe
-                .value(&format!("update/{w}/new"))
-                .unwrap()
-                .tensor
-                .unwrap();
+            let new = exe.value(&new).unwrap().tensor.unwrap();
             assert_eq!(var, new, "{precision}: {w} is not updated in place");
             let copied = exe.exchanges.iter().any(|x| {
                 x.copies

@@ -222,8 +222,9 @@ pub enum Codelet {
     /// to `dtype`. Flags: INV (NaN), OFLO.
     MaxPool { grad: bool, dtype: DType },
     /// Operands `[leaf_0, …, leaf_{k−1}, out]`; params `Map` (one access per leaf). The
-    /// steps in order, each a single-op element-wise codelet (`Unary`, `Binary`, `Cast`,
-    /// `ActivationGrad`) with that codelet's exact semantics, rounding and flags, applied to
+    /// steps in order, each a single-op element-wise codelet (`Unary`, `Binary`, `ScaledAdd`
+    /// with its step's scale, `Cast`, `ActivationGrad`) with that codelet's exact semantics,
+    /// rounding and flags, applied to
     /// the leaves and the earlier steps' values ([`FusedArg`]); `out` is the last step's
     /// value. Only the output is stored. Flags: the union of the steps' flags.
     Fused {
@@ -271,19 +272,51 @@ pub enum FusedArg {
 /// One step of a [`Codelet::Fused`]: a single-op element-wise codelet and its inputs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FusedStep {
-    /// `Unary`, `Binary`, `Cast` or `ActivationGrad`.
+    /// `Unary`, `Binary`, `ScaledAdd`, `Cast` or `ActivationGrad`.
     pub codelet: Codelet,
     /// Its inputs, in the codelet's operand order.
     pub args: Vec<FusedArg>,
+    /// A `ScaledAdd` step's scale, as the bits of the f32 the unfused vertex rounds its scale
+    /// to ([`MapParams::scale`]); the bits of 1.0 for every other step. A constant of the
+    /// generated codelet, as PopLibs' map expressions embed their constants.
+    #[serde(default = "FusedStep::unit_scale")]
+    pub scale_bits: u32,
 }
 
 impl FusedStep {
+    /// A step of `codelet` reading `args`, with `scale` for a `ScaledAdd` (rounded to f32
+    /// as the unfused vertex rounds it; ignored by other codelets).
+    pub fn new(codelet: Codelet, args: Vec<FusedArg>, scale: f64) -> FusedStep {
+        let scale_bits = if matches!(codelet, Codelet::ScaledAdd { .. }) {
+            // `as` rounds to nearest, ties to even: the unfused vertex's rounding of its scale.
+            (scale as f32).to_bits()
+        } else {
+            FusedStep::unit_scale()
+        };
+        FusedStep {
+            codelet,
+            args,
+            scale_bits,
+        }
+    }
+
+    /// The bits of 1.0f32: the scale of a step that has none.
+    fn unit_scale() -> u32 {
+        1.0f32.to_bits()
+    }
+
+    /// The step's scale as the vertex parameters carry it ([`MapParams::scale`]).
+    pub fn scale(&self) -> f64 {
+        f64::from(f32::from_bits(self.scale_bits))
+    }
+
     /// The element type of the step's value.
     pub fn dtype(&self) -> DType {
         match self.codelet {
             Codelet::Binary { op, .. } if op.is_comparison() => DType::Bool,
             Codelet::Unary { dtype, .. }
             | Codelet::Binary { dtype, .. }
+            | Codelet::ScaledAdd { dtype }
             | Codelet::ActivationGrad { dtype, .. } => dtype,
             Codelet::Cast { to, .. } => to,
             // Not a step codelet (the simulator's check refuses it).
@@ -299,6 +332,7 @@ impl Codelet {
             self,
             Codelet::Unary { .. }
                 | Codelet::Binary { .. }
+                | Codelet::ScaledAdd { .. }
                 | Codelet::Cast { .. }
                 | Codelet::ActivationGrad { .. }
         )
@@ -830,7 +864,13 @@ impl Codelet {
                                 FusedArg::Step(i) => format!("t{i}"),
                             })
                             .collect();
-                        format!("{}({})", s.codelet.full_name(), args.join(","))
+                        let scale = match s.codelet {
+                            Codelet::ScaledAdd { .. } => {
+                                format!(",{}", f32::from_bits(s.scale_bits))
+                            }
+                            _ => String::new(),
+                        };
+                        format!("{}({}{scale})", s.codelet.full_name(), args.join(","))
                     })
                     .collect();
                 format!("Fused<{}>", parts.join(";"))

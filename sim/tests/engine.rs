@@ -298,8 +298,9 @@ fn other_exceptions_name_their_operands() {
     let EngineError::FpException(dump) = &err else {
         panic!("{err}")
     };
-    // `quot` is step 2 of the vertices that compute `act` (sum, prod, quot, act fused).
-    assert_eq!(dump.compute_set, "act");
+    // `quot` is step 2 of the vertices that compute `e` (sum, prod, quot, act, scaled,
+    // wide and e fused).
+    assert_eq!(dump.compute_set, "e");
     assert!(dump.trapped.contains(FpSts::DIV0), "{err}");
     assert_eq!(dump.operands.len(), 3, "{err}");
     assert_eq!(dump.operands[1].name, "step 2 Binary<Div,f16>: b");

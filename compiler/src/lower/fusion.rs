@@ -4,7 +4,8 @@
 //! fused element-wise expressions).
 //!
 //! A group is a root and the members it absorbs: a member is a node whose op is a single-op
-//! element-wise codelet (`Unary`, `Binary`, `Cast` to another type, `ActivationGrad`),
+//! element-wise codelet (`Unary`, `Binary`, `ScaledAdd` with its scale, `Cast` to another
+//! type, `ActivationGrad`),
 //! whose one live consumer (counting every use) is already in the group, with the root's
 //! shape (so the root reads it element for element), in the same phase, on the same IPU
 //! and pipeline segment. Nodes are taken roots first (reverse schedule order), each root
@@ -25,16 +26,16 @@ use crate::codelets::{Codelet, FusedArg, FusedLeaf, FusedStep, MAX_FUSED_LEAVES,
 use ipusim_ir::{NodeId, Op};
 use std::collections::{HashMap, HashSet};
 
-/// The codelet of node `id` when it can be a fused step.
-fn step_codelet(lw: &Lowerer, id: NodeId) -> Option<Codelet> {
+/// The codelet of node `id` and its scale (`ScaledAdd`; else 1) when it can be a fused step.
+fn step_codelet(lw: &Lowerer, id: NodeId) -> Option<(Codelet, f64)> {
     let node = lw.graph().node(id);
     if let Op::Cast { dtype } = node.op {
         if lw.graph().node(node.inputs[0]).ty.dtype == dtype {
             return None;
         }
     }
-    let (codelet, _) = ops::elementwise::codelet_of(lw, id).ok()?;
-    codelet.is_fusible_step().then_some(codelet)
+    let (codelet, scale) = ops::elementwise::codelet_of(lw, id).ok()?;
+    codelet.is_fusible_step().then_some((codelet, scale))
 }
 
 /// The fused groups of the live nodes of `order`, by root.
@@ -72,7 +73,7 @@ pub(crate) fn plan(
         };
         let rn = g.node(root);
         let mut members: Vec<NodeId> = vec![root];
-        let mut codelets: HashMap<NodeId, Codelet> = HashMap::from([(root, root_codelet)]);
+        let mut codelets: HashMap<NodeId, (Codelet, f64)> = HashMap::from([(root, root_codelet)]);
         // Depth first over the inputs of the members.
         let mut stack: Vec<NodeId> = rn.inputs.iter().rev().copied().collect();
         while let Some(i) = stack.pop() {
@@ -160,7 +161,7 @@ fn group(
     lw: &Lowerer,
     root: NodeId,
     members: &[NodeId],
-    codelets: &HashMap<NodeId, Codelet>,
+    codelets: &HashMap<NodeId, (Codelet, f64)>,
     leaf_of: impl Fn(NodeId) -> NodeId + Copy,
 ) -> FusedGroup {
     let g = lw.graph();
@@ -174,9 +175,9 @@ fn group(
     });
     let steps: Vec<FusedStep> = order
         .iter()
-        .map(|&m| FusedStep {
-            codelet: codelets[&m].clone(),
-            args: g
+        .map(|&m| {
+            let (codelet, scale) = codelets[&m].clone();
+            let args = g
                 .node(m)
                 .inputs
                 .iter()
@@ -186,7 +187,8 @@ fn group(
                         leaves.iter().position(|&l| l == leaf_of(i)).unwrap_or(0) as u8,
                     ),
                 })
-                .collect(),
+                .collect();
+            FusedStep::new(codelet, args, scale)
         })
         .collect();
     let leaf_info = leaves

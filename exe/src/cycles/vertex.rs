@@ -353,7 +353,7 @@ pub fn fused_multi_vertex(leaves: &[FusedLeaf], steps: &[FusedStep], n: u64, vw:
 /// numFusedOps`, `m` the elements it reads (`n`, or 1 for a scalar) and `vectorWidth` that of
 /// the first input's type; the MultiVertex figure is rounded up to a multiple of the worker
 /// contexts by the caller. Casts are not fused ops (`traverseExpressionTree` counts the
-/// unary, binary and ternary ops).
+/// unary, binary and ternary ops); a `ScaledAdd` step is two (`Add(a, Mul(b, Const))`).
 pub fn fused_vertex_cycles(
     leaves: &[FusedLeaf],
     steps: &[FusedStep],
@@ -361,10 +361,15 @@ pub fn fused_vertex_cycles(
     vw: u64,
     multi_vertex: bool,
 ) -> u64 {
-    let ops = steps
+    let ops: u64 = steps
         .iter()
-        .filter(|s| !matches!(s.codelet, Codelet::Cast { .. }))
-        .count() as u64;
+        .map(|s| match s.codelet {
+            Codelet::Cast { .. } => 0,
+            // `a + scale·b`: a multiply by a constant and an add in the expression tree.
+            Codelet::ScaledAdd { .. } => 2,
+            _ => 1,
+        })
+        .sum();
     let reads: u64 = leaves
         .iter()
         .map(|l| {
@@ -744,10 +749,7 @@ mod tests {
     }
 
     fn step(codelet: Codelet, args: &[FusedArg]) -> FusedStep {
-        FusedStep {
-            codelet,
-            args: args.to_vec(),
-        }
+        FusedStep::new(codelet, args.to_vec(), 1.0)
     }
 
     #[test]
@@ -808,5 +810,33 @@ mod tests {
         }];
         let g = fused_group(leaves, steps, &[100, 100, 101]);
         assert_eq!(group_cycles(&t, &g).total, 6 * (13 + 50 + 1));
+        // Adam's first moment, m * beta1 + 0.1 * g, over 1200 float outputs: the ScaledAdd
+        // is Add(a, Mul(b, Const)), two fused ops beside the multiply: 3 ops, so
+        // 20 + (600 + 600 + 1) x 3 = 3623, rounded up to a multiple of 6 workers: 3624.
+        let float = |scalar| FusedLeaf {
+            dtype: DType::F32,
+            scalar,
+        };
+        let steps = vec![
+            step(
+                Codelet::Binary {
+                    op: BinaryOp::Mul,
+                    dtype: DType::F32,
+                },
+                &[Leaf(0), Leaf(1)],
+            ),
+            FusedStep::new(
+                Codelet::ScaledAdd { dtype: DType::F32 },
+                vec![Step(0), Leaf(2)],
+                0.1,
+            ),
+        ];
+        assert_eq!(steps[1].scale_bits, 0.1f32.to_bits());
+        let g = fused_group(
+            vec![float(false), float(true), float(false)],
+            steps,
+            &[200; 6],
+        );
+        assert_eq!(group_cycles(&t, &g).total, 3624);
     }
 }

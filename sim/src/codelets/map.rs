@@ -187,13 +187,14 @@ fn fused(
     if bufs.len() < steps.len() {
         bufs.resize_with(steps.len(), Default::default);
     }
-    let params = VertexParams::Map(MapParams {
-        out_begin: None,
-        inputs: Default::default(),
-        scale: 1.0,
-    });
     let mut flags = FpSts::empty();
     for (k, step) in steps.iter().enumerate() {
+        // A step's parameters: its inputs read element for element, its scale (`ScaledAdd`).
+        let params = VertexParams::Map(MapParams {
+            out_begin: None,
+            inputs: Default::default(),
+            scale: step.scale(),
+        });
         let (earlier, rest) = bufs.split_at_mut(k);
         let mut args: [&[u8]; MAX_INPUTS] = [&[]; MAX_INPUTS];
         for (slot, arg) in step.args.iter().enumerate().take(MAX_INPUTS) {
