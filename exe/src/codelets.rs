@@ -224,9 +224,9 @@ pub enum Codelet {
     /// Operands `[leaf_0, …, leaf_{k−1}, out]`; params `Map` (one access per leaf). The
     /// steps in order, each a single-op element-wise codelet (`Unary`, `Binary`, `ScaledAdd`
     /// with its step's scale, `Cast`, `ActivationGrad`) with that codelet's exact semantics,
-    /// rounding and flags, applied to
-    /// the leaves and the earlier steps' values ([`FusedArg`]); `out` is the last step's
-    /// value. Only the output is stored. Flags: the union of the steps' flags.
+    /// rounding and flags, applied to the leaves and the earlier steps' values
+    /// ([`FusedArg`]); `out` is the last step's value. Only the output is stored. Flags: the
+    /// union of the steps' flags.
     Fused {
         /// Each leaf's element type and whether it is one element read for every output (a
         /// scalar, which PopLibs' estimate counts as one element).

@@ -5,11 +5,10 @@
 //!
 //! A group is a root and the members it absorbs: a member is a node whose op is a single-op
 //! element-wise codelet (`Unary`, `Binary`, `ScaledAdd` with its scale, `Cast` to another
-//! type, `ActivationGrad`),
-//! whose one live consumer (counting every use) is already in the group, with the root's
-//! shape (so the root reads it element for element), in the same phase, on the same IPU
-//! and pipeline segment. Nodes are taken roots first (reverse schedule order), each root
-//! absorbing its inputs depth first while the group has at most
+//! type, `ActivationGrad`), whose one live consumer (counting every use) is already in the
+//! group, with the root's shape (so the root reads it element for element), in the same
+//! phase, on the same IPU and pipeline segment. Nodes are taken roots first (reverse
+//! schedule order), each root absorbing its inputs depth first while the group has at most
 //! [`MAX_FUSED_LEAVES`](crate::codelets::MAX_FUSED_LEAVES) leaves and
 //! [`MAX_FUSED_STEPS`](crate::codelets::MAX_FUSED_STEPS) steps; a group of one node stays
 //! unfused. Leaves may be broadcast (a per-channel statistic): the fused vertex reads them
@@ -18,7 +17,8 @@
 //! `ChannelMul`) — our model, documented as such in the estimator.
 //!
 //! Values are unchanged: each step is the unfused op's codelet with its own rounding (see
-//! [`crate::codelets::Codelet::Fused`]).
+//! [`crate::codelets::Codelet::Fused`]). A fused optimizer update whose leaves include the
+//! variable it assigns is then done in place (`plan_inplace` in the lowering driver).
 
 use super::core::{FusedGroup, Lowerer, ReduceInput};
 use super::ops;
