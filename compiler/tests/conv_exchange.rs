@@ -2,7 +2,8 @@
 //! summed in PopLibs' stages (`poplin/ConvReducePlan.cpp`), so that no reducing tile
 //! receives a message from every partial; and a forward convolution whose weight blocks are
 //! each read by one tile reads its weights where they are laid out (PopLibs'
-//! `createWeights`), with no exchange of them.
+//! `createWeights`), with no exchange of them; and a feature map holds the batch inside each
+//! channel group (PopLibs' `createInput`).
 
 use ipusim_compiler::{compile, CompileOptions, CompileReport, Executable, Target};
 use ipusim_ir::{DType, GraphBuilder, Init, Op};
@@ -116,4 +117,46 @@ fn weights_read_by_one_tile_each_are_laid_out_where_they_are_read() {
     let (_, rows) = forward_splits(&exe);
     assert!(rows > 1, "the case needs the rows split");
     assert!(weight_bytes_moved(&exe) > 0);
+}
+
+/// `y2 = w2 * relu(w1 * x)` for `x[n, 256, 2, 2]`, 1×1 convolutions of 256 channels, FP16.
+fn conv_chain(n: usize) -> Executable {
+    let (c, f) = (256usize, 2usize);
+    let mut b = GraphBuilder::new();
+    let x = b
+        .variable("x", DType::F16, [n, c, f, f], Init::Zeros)
+        .unwrap();
+    let conv = || Op::Conv2d {
+        stride: vec![],
+        padding: vec![],
+        dilation: vec![],
+        groups: 1,
+    };
+    let w1 = b
+        .variable("w1", DType::F16, [c, c, 1, 1], Init::Zeros)
+        .unwrap();
+    let w2 = b
+        .variable("w2", DType::F16, [c, c, 1, 1], Init::Zeros)
+        .unwrap();
+    let y1 = b.named("y1", conv(), &[x, w1]).unwrap();
+    let r = b.named("r", Op::Relu, &[y1]).unwrap();
+    let y2 = b.named("y2", conv(), &[r, w2]).unwrap();
+    b.outfeed("y2", y2).unwrap();
+    compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap()
+}
+
+#[test]
+fn a_feature_map_holds_the_batch_inside_each_channel_group() {
+    // PopLibs' `createInput` layout, `[C/g][N][H][W][g]`: the images of a channel group are
+    // one run (`plane_rect`'s unit tests count the regions a block reads from it), and the
+    // relu between the convolutions keeps its producer's groups.
+    let exe = conv_chain(8);
+    let v = exe.value("r").expect("the relu's value");
+    assert!(
+        v.group > 1,
+        "the relu keeps its convolution's channel groups"
+    );
+    let t = exe.tensor(v.tensor.expect("a tensor"));
+    let g = v.group as usize;
+    assert_eq!(t.shape.dims(), &[256 / g, 8, 2, 2, g]);
 }

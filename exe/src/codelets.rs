@@ -716,14 +716,13 @@ impl WindowParams {
         let width = u64::from(self.out_cols.1.saturating_sub(self.out_cols.0));
         let nl = u64::from(n - self.batch.0);
         let cl = u64::from(ch - self.out_channels.0);
-        crate::layout::storage_index(
-            nl,
-            cl,
-            row * width + col,
-            self.out_channel_count(),
-            rows * width,
-            u64::from(self.out_group),
-        )
+        crate::layout::Grouped {
+            batch: self.batch_count(),
+            channels: self.out_channel_count(),
+            spatial: rows * width,
+            group: u64::from(self.out_group),
+        }
+        .index(nl, cl, row * width + col)
     }
 }
 

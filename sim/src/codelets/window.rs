@@ -195,7 +195,7 @@ impl WindowScratch {
                 DType::F16 => dst.extend(typed::<f16>(src)?.iter().map(|v| v.to_f32())),
                 _ => dst.extend_from_slice(typed::<f32>(src)?),
             }
-            if layout.group > 1 {
+            if layout.group() > 1 {
                 self.tmp.clear();
                 self.tmp.resize(dst.len(), 0.0);
                 layout.ungroup(dst, &mut self.tmp);
@@ -209,48 +209,53 @@ impl WindowScratch {
 }
 
 /// The channel-grouped layout of an operand block: `batch × channels` planes of `plane`
-/// elements, the channels in groups of `group` held innermost ([`ipusim_exe::layout`]).
+/// elements, the channels in groups of `group` held innermost and the batch inside a group
+/// ([`ipusim_exe::layout`]).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct BlockLayout {
-    group: u32,
-    channels: u64,
-    plane: u64,
-}
+pub(crate) struct BlockLayout(layout::Grouped);
 
 impl BlockLayout {
     /// Row-major planes (group 1).
-    const PLAIN: BlockLayout = BlockLayout {
-        group: 1,
+    const PLAIN: BlockLayout = BlockLayout(layout::Grouped {
+        batch: 1,
         channels: 1,
-        plane: 1,
-    };
+        spatial: 1,
+        group: 1,
+    });
 
-    fn new(group: u32, channels: u64, plane: u64) -> BlockLayout {
-        BlockLayout {
-            group: group.max(1),
+    fn new(group: u32, batch: u64, channels: u64, plane: u64) -> BlockLayout {
+        BlockLayout(layout::Grouped {
+            batch: batch.max(1),
             channels: channels.max(1),
-            plane: plane.max(1),
-        }
+            spatial: plane.max(1),
+            group: u64::from(group.max(1)),
+        })
+    }
+
+    fn group(&self) -> u64 {
+        self.0.group
     }
 
     /// The block position of element `s` of plane `(n, c)` (block-relative).
     fn at(&self, n: u64, c: u64, s: u64) -> usize {
-        layout::storage_index(n, c, s, self.channels, self.plane, u64::from(self.group)) as usize
+        self.0.index(n, c, s) as usize
     }
 
     /// `dst[logical(i)] = src[i]` for every storage position `i` (positions whose logical
-    /// index falls outside `dst` are dropped): the storage order `[N, C/g, S, g]` walked in
+    /// index falls outside `dst` are dropped): the storage order `[C/g, N, S, g]` walked in
     /// nested loops, without a division per element.
     fn ungroup(&self, src: &[f32], dst: &mut [f32]) {
-        let (g, plane, channels) = (
-            self.group as usize,
-            self.plane as usize,
-            self.channels as usize,
+        let l = &self.0;
+        let (g, plane, channels, batch) = (
+            l.group as usize,
+            l.spatial as usize,
+            l.channels as usize,
+            l.batch as usize,
         );
         let groups = (channels / g).max(1);
         let mut i = 0;
-        'all: for n in 0.. {
-            for cg in 0..groups {
+        'all: for cg in 0..groups {
+            for n in 0..batch {
                 for s in 0..plane {
                     for gi in 0..g {
                         let Some(&v) = src.get(i) else {
@@ -269,14 +274,14 @@ impl BlockLayout {
     /// The logical (NCHW block) index of storage position `i`.
     #[cfg(test)]
     fn logical(&self, i: usize) -> usize {
-        let (g, i) = (u64::from(self.group), i as u64);
+        let l = &self.0;
+        let (g, i) = (l.group, i as u64);
         let gi = i % g;
         let rest = i / g;
-        let s = rest % self.plane;
-        let rest = rest / self.plane;
-        let groups = (self.channels / g).max(1);
-        let (n, cg) = (rest / groups, rest % groups);
-        ((n * self.channels + cg * g + gi) * self.plane + s) as usize
+        let s = rest % l.spatial;
+        let rest = rest / l.spatial;
+        let (cg, n) = (rest / l.batch, rest % l.batch);
+        ((n * l.channels + cg * g + gi) * l.spatial + s) as usize
     }
 }
 
@@ -423,7 +428,7 @@ fn conv(
             staged.resize(out_len, 0);
             flags |= product(types, shape, a, b, chunk, staged, (pbuf, qbuf), reborrow)?;
             // A unit's plane is `cols` elements `out_group` apart from its first
-            // (`layout::storage_index` is linear in the plane position).
+            // (`layout::Grouped::index` is linear in the plane position).
             let step = p.out_group as usize * es;
             for r in 0..rows {
                 let at = p.out_position(u + r as u32, 0, 0) as usize * es;
@@ -450,13 +455,19 @@ fn conv(
 fn operand_layouts(pass: WindowPass, p: &WindowParams) -> (BlockLayout, BlockLayout) {
     let plane = |r: (u32, u32), c: (u32, u32)| (len(r) * len(c)) as u64;
     let red = len(p.in_channels) as u64;
-    let x = BlockLayout::new(p.in_group, red, plane(p.in_rows, p.in_cols));
+    let x = BlockLayout::new(
+        p.in_group,
+        p.batch_count(),
+        red,
+        plane(p.in_rows, p.in_cols),
+    );
     match pass {
         WindowPass::Forward | WindowPass::InputGrad => (x, BlockLayout::PLAIN),
         WindowPass::WeightGrad => (
             x,
             BlockLayout::new(
                 p.aux_group,
+                p.batch_count(),
                 p.out_channel_count(),
                 plane(p.out_rows, p.out_cols),
             ),
@@ -801,8 +812,8 @@ fn pool_typed<T: Copy + PartialEq>(
     let g = &p.geometry;
     let ob = p.out_channel_count();
     let plane = |r: (u32, u32), w: u32| u64::from(r.1.saturating_sub(r.0)) * u64::from(w);
-    let x_layout = BlockLayout::new(p.in_group, ob, plane(p.in_rows, g.w));
-    let dy_layout = BlockLayout::new(p.aux_group, ob, plane(p.aux_rows, g.ow));
+    let x_layout = BlockLayout::new(p.in_group, p.batch_count(), ob, plane(p.in_rows, g.w));
+    let dy_layout = BlockLayout::new(p.aux_group, p.batch_count(), ob, plane(p.aux_rows, g.ow));
     let mut flags = FpSts::empty();
     let inside = || EngineError::invalid("a pooling window inside the padding");
     let outside = || EngineError::invalid("pooling units outside the output block");
@@ -857,13 +868,14 @@ mod tests {
     /// whole and partial blocks.
     #[test]
     fn ungroup_follows_the_logical_index() {
-        for (group, channels, plane, len) in [
-            (4, 8, 6, 2 * 8 * 6),
-            (8, 16, 1, 3 * 16),
-            (4, 8, 5, 8 * 5 + 7),
-            (2, 2, 9, 2 * 9),
+        for (group, batch, channels, plane, len) in [
+            (4, 2, 8, 6, 2 * 8 * 6),
+            (8, 3, 16, 1, 3 * 16),
+            (4, 2, 8, 5, 2 * 4 * 5 + 7),
+            (2, 1, 2, 9, 2 * 9),
+            (2, 3, 4, 2, 3 * 4 * 2),
         ] {
-            let layout = BlockLayout::new(group, channels, plane);
+            let layout = BlockLayout::new(group, batch, channels, plane);
             let src: Vec<f32> = (0..len).map(|i| i as f32).collect();
             let mut want = vec![-1.0; len];
             for (i, &v) in src.iter().enumerate() {
@@ -875,7 +887,7 @@ mod tests {
             layout.ungroup(&src, &mut got);
             assert_eq!(
                 got, want,
-                "group {group}, channels {channels}, plane {plane}"
+                "group {group}, batch {batch}, channels {channels}, plane {plane}"
             );
         }
     }

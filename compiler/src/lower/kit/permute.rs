@@ -224,27 +224,45 @@ pub(crate) fn row_major_view(lw: &mut Lowerer, id: NodeId) -> Result<Value, Comp
 }
 
 /// The row-major copy of node `id`'s value `stored`, held with its channels grouped by
-/// `group`: made once by a permuting exchange (the storage `[N, C/g, S…, g]` read as
+/// `group`: made once by a permuting exchange (the storage `[C/g, N, S…, g]` read as
 /// `[N, C/g, g, S…]`), as PopLibs rearranges a tensor for a consumer that wants another
-/// layout; a value with one element per channel plane is stored in row-major order already
-/// and is its own copy.
+/// layout; a value of one image with one element per channel plane is stored in row-major
+/// order already and is its own copy.
 fn row_major(lw: &mut Lowerer, id: NodeId, stored: TensorId, group: u32) -> TensorId {
     if let Some(t) = lw.row_major_copy(id) {
         return t;
     }
     let shape = lw.graph().node(id).ty.shape.clone();
     let spatial: usize = shape.dims().iter().skip(2).product();
-    if spatial <= 1 {
+    if spatial <= 1 && shape.dims().first().is_none_or(|&n| n <= 1) {
         return stored;
     }
     let storage = Shape::new(ipusim_exe::layout::storage_dims(shape.dims(), group));
     let r = storage.rank();
-    let mut perm: Vec<usize> = vec![0, 1, r - 1];
+    let mut perm: Vec<usize> = vec![1, 0, r - 1];
     perm.extend(2..r - 1);
     let name = format!("{}/row_major", lw.graph().node(id).name);
     let t = permute(lw, id, &name, stored, &storage, &perm);
     lw.set_row_major_copy(id, t);
     t
+}
+
+/// A copy of node `id`'s value (logical `[N, C, S…]`, `C` a multiple of `group`) held
+/// grouped by `group` (storage `[C/g, N, S…, g]`, [`ipusim_exe::layout`]): made by a
+/// permuting exchange from its row-major value (`[N, C/g, g, S…]`), for a consumer that
+/// reads it in a grouped feature map's order.
+pub(crate) fn regrouped(
+    lw: &mut Lowerer,
+    id: NodeId,
+    group: u32,
+) -> Result<TensorId, CompileError> {
+    let t = materialized(lw, id)?;
+    let dims = lw.graph().node(id).ty.shape.dims().to_vec();
+    let g = group.max(1) as usize;
+    let spatial: usize = dims.iter().skip(2).product();
+    let src = Shape::new([dims[0], dims[1] / g, g, spatial]);
+    let name = format!("{}/grouped", lw.graph().node(id).name);
+    Ok(permute(lw, id, &name, t, &src, &[1, 0, 3, 2]))
 }
 
 /// Node `id` takes `input`'s elements as they are (a reshape, a cast to the same type).

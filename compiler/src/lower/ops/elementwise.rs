@@ -141,13 +141,18 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     for &i in &inputs {
         let shape = lw.graph().node(i).ty.shape.clone();
         let (t, g) = permute::grouped(lw, i)?;
-        let (t, g) = if g > 1 && (g != out_group || shape != out_ty.shape) {
+        let same_rank = shape.rank() == out_ty.shape.rank();
+        let (t, g) = if g > 1 && (g != out_group || !same_rank) {
             (permute::materialized(lw, i)?, 1)
+        } else if g <= 1 && per_image_channel(shape.dims(), out_ty.shape.dims(), out_group) {
+            (permute::regrouped(lw, i, out_group)?, out_group)
         } else {
             (t, g)
         };
-        reads.push(if g > 1 {
+        reads.push(if g > 1 && shape == out_ty.shape {
             Read::Aligned
+        } else if g > 1 {
+            read_in(&grouped_strides(shape.dims(), out_ty.shape.dims(), g))
         } else {
             read_in(&storage_strides(
                 shape.dims(),
@@ -364,11 +369,55 @@ fn storage_strides(input: &[usize], out: &[usize], group: u32) -> Vec<(u64, u64)
     if dims.len() == rank {
         return out.iter().map(|&d| d as u64).zip(st).collect();
     }
-    // [N, C/g, S…, g]: the channel's stride splits into g·stride (groups) and stride.
+    // [C/g, N, S…, g]: the channel's stride splits into g·stride (groups) and stride.
     let g = u64::from(group);
-    let mut v = vec![(dims[0] as u64, st[0]), (dims[1] as u64, st[1] * g)];
+    let mut v = vec![(dims[0] as u64, st[1] * g), (dims[1] as u64, st[0])];
     v.extend((2..rank).map(|d| (out[d] as u64, st[d])));
     v.push((g, st[1]));
+    v
+}
+
+/// Whether a row-major input of logical `input` dims, broadcast over a feature map of `out`
+/// dims held grouped by `group`, has a value per image and channel (`[N, C, 1…]` under
+/// `[N, C, S…]`, several images): read in the map's storage order, each of its values is a
+/// piece of `group` elements, so it is read through a grouped copy instead
+/// ([`permute::regrouped`]), whose pieces for a run of the map are one region.
+fn per_image_channel(input: &[usize], out: &[usize], group: u32) -> bool {
+    group > 1
+        && input.len() == out.len()
+        && input != out
+        && out.first().is_some_and(|&n| n > 1)
+        && input[..2] == out[..2]
+        && ipusim_exe::layout::can_group(out, group)
+}
+
+/// For each dimension of the output's storage order (`out` logical dims held grouped by
+/// `group`), its size and the element stride of an input of logical dims `input` (of the
+/// same rank, each dimension the output's or 1) held grouped by `group` too (storage
+/// `[C/g, N, S…, g]`; 0 along a broadcast dimension).
+fn grouped_strides(input: &[usize], out: &[usize], group: u32) -> Vec<(u64, u64)> {
+    let g = u64::from(group);
+    let (n_in, c_in) = (input[0] as u64, input[1] as u64);
+    let along = |size: u64, full: usize, stride: u64| {
+        if size == full as u64 && size != 1 {
+            stride
+        } else {
+            0
+        }
+    };
+    // Row-major strides of the input's spatial dims, in elements of `g`.
+    let mut spatial = vec![0u64; input.len().saturating_sub(2)];
+    let mut acc = 1u64;
+    for d in (2..input.len()).rev() {
+        spatial[d - 2] = along(input[d] as u64, out[d], acc * g);
+        acc *= input[d] as u64;
+    }
+    let mut v = vec![
+        (out[1] as u64 / g, along(c_in, out[1], n_in * acc * g)),
+        (out[0] as u64, along(n_in, out[0], acc * g)),
+    ];
+    v.extend((2..out.len()).map(|d| (out[d] as u64, spatial[d - 2])));
+    v.push((g, if c_in == out[1] as u64 { 1 } else { 0 }));
     v
 }
 
@@ -567,27 +616,85 @@ mod tests {
     #[test]
     fn per_channel_inputs_read_a_grouped_output_through_its_channel_order() {
         // mean [1, 32, 1, 1] over [2, 32, 3, 3] grouped by 16: storage [2, 2, 3, 3, 16]
-        // reads channel (cg·16 + gi), broadcast over batch and space.
+        // ([C/g, N, H, W, g]) reads channel (cg·16 + gi), broadcast over batch and space.
         match read_in(&storage_strides(&[1, 32, 1, 1], &[2, 32, 3, 3], 16)) {
             Read::Broadcast { dims, strides } => {
-                assert_eq!(dims, vec![2, 2, 9, 16]);
-                assert_eq!(strides, vec![0, 16, 0, 1]);
+                assert_eq!(dims, vec![2, 18, 16]);
+                assert_eq!(strides, vec![16, 0, 1]);
             }
             Read::Aligned => panic!("expected broadcast"),
         }
         // A row-major map of the output's shape is read permuted.
         match read_in(&storage_strides(&[2, 32, 3, 3], &[2, 32, 3, 3], 16)) {
             Read::Broadcast { dims, strides } => {
-                assert_eq!(dims, vec![4, 9, 16]);
-                assert_eq!(strides, vec![16 * 9, 1, 9]);
+                assert_eq!(dims, vec![2, 2, 9, 16]);
+                assert_eq!(strides, vec![16 * 9, 32 * 9, 1, 9]);
             }
             Read::Aligned => panic!("expected a permuted read"),
         }
-        // One element per plane: the grouped order is the row-major one.
+        // One element per plane of one image: the grouped order is the row-major one; of
+        // several images it is not (the batch lies inside a channel group).
         assert!(matches!(
-            read_in(&storage_strides(&[2, 32, 1, 1], &[2, 32, 1, 1], 16)),
+            read_in(&storage_strides(&[1, 32, 1, 1], &[1, 32, 1, 1], 16)),
             Read::Aligned
         ));
+        assert!(matches!(
+            read_in(&storage_strides(&[2, 32, 1, 1], &[2, 32, 1, 1], 16)),
+            Read::Broadcast { .. }
+        ));
+    }
+
+    #[test]
+    fn a_grouped_input_is_read_in_its_own_storage_order() {
+        // Per image and channel [2, 32, 1, 1], and a [1, 32, 1, 3] input, under [2, 32, 3, 3],
+        // all grouped by 16: every output storage position reads the input's storage
+        // element of the same (n, c, s).
+        let out = [2usize, 32, 3, 3];
+        let lo = ipusim_exe::layout::Grouped {
+            batch: 2,
+            channels: 32,
+            spatial: 9,
+            group: 16,
+        };
+        for input in [[2usize, 32, 1, 1], [1, 32, 1, 3], [2, 32, 3, 3]] {
+            let li = ipusim_exe::layout::Grouped {
+                batch: input[0] as u64,
+                channels: 32,
+                spatial: (input[2] * input[3]) as u64,
+                group: 16,
+            };
+            let (dims, strides) = match read_in(&grouped_strides(&input, &out, 16)) {
+                Read::Broadcast { dims, strides } => (dims, strides),
+                Read::Aligned => (vec![2 * 32 * 9], vec![1]),
+            };
+            let acc = BroadcastAccess {
+                dims,
+                strides,
+                start: 0,
+                base: 0,
+            };
+            for n in 0..2u64 {
+                for c in 0..32u64 {
+                    for s in 0..9u64 {
+                        let (h, w) = (s / 3, s % 3);
+                        let ni = if input[0] == 1 { 0 } else { n };
+                        let si = if input[2] == 1 { 0 } else { h * 3 }
+                            + if input[3] == 1 { 0 } else { w };
+                        let want = li.index(ni, c, si);
+                        assert_eq!(
+                            acc.index(lo.index(n, c, s)),
+                            want,
+                            "{input:?} at {n},{c},{s}"
+                        );
+                    }
+                }
+            }
+        }
+        // A per-image-and-channel input of several images is read through a grouped copy.
+        assert!(per_image_channel(&[2, 32, 1, 1], &out, 16));
+        assert!(!per_image_channel(&[1, 32, 1, 1], &out, 16));
+        assert!(!per_image_channel(&out, &out, 16));
+        assert!(!per_image_channel(&[2, 32, 1, 1], &out, 1));
     }
 
     #[test]
@@ -635,7 +742,7 @@ mod tests {
 
     #[test]
     fn a_tile_of_channel_groups_reads_per_channel_inputs_through_one_pattern() {
-        // mean [1, 32, 1, 1] over [2, 32, 3, 3] grouped by 8: storage [2, 4, 3, 3, 8].
+        // mean [1, 32, 1, 1] over [2, 32, 3, 3] grouped by 8: storage [4, 2, 3, 3, 8].
         let (dims, strides) = match read_in(&storage_strides(&[1, 32, 1, 1], &[2, 32, 3, 3], 8)) {
             Read::Broadcast { dims, strides } => (dims, strides),
             Read::Aligned => panic!("expected broadcast"),
@@ -648,9 +755,9 @@ mod tests {
         };
         // A tile holding rows 1..3 of channel groups 1 and 2 of both batch elements.
         let plane = 9 * 8;
-        let ranges: Vec<(u64, u64)> = [(0u64, 1u64), (0, 2), (1, 1), (1, 2)]
+        let ranges: Vec<(u64, u64)> = [(0u64, 1u64), (1, 1), (0, 2), (1, 2)]
             .iter()
-            .map(|&(n, cg)| ((n * 4 + cg) * plane + 3 * 8, 6 * 8))
+            .map(|&(n, cg)| ((cg * 2 + n) * plane + 3 * 8, 6 * 8))
             .collect();
         let lp = tile_pattern(&dims, &strides, &ranges).expect("one pattern");
         let mut p = 0;
@@ -661,7 +768,7 @@ mod tests {
             }
         }
         // Intervals whose boxes differ have no common pattern.
-        assert!(tile_pattern(&dims, &strides, &[(0, 16), (plane, 8)]).is_none());
+        assert!(tile_pattern(&dims, &strides, &[(0, 16), (2 * plane, 8)]).is_none());
     }
 
     #[test]

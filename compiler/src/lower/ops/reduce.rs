@@ -181,11 +181,24 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     };
     let in_dtype = lw.graph().node(x).ty.dtype;
     let x_dims = lw.graph().node(x).ty.shape.dims().to_vec();
-    // A channel-grouped feature map is reduced in its storage order when that keeps the
-    // order of the dimensions that remain: the channels are reduced, or every spatial axis
-    // is (a normalisation's statistics); otherwise its row-major copy is.
+    // A channel-grouped feature map (storage `[C/g, N, S…, g]`) is reduced in its storage
+    // order when that keeps the order of the dimensions that remain: the channels are
+    // reduced, or the batch and every spatial axis are (a normalisation's statistics), or
+    // the batch is one image and every spatial axis is reduced (a global pool). A global
+    // pool of several images is reduced in storage order too, its `[C/g, N, g]` result then
+    // permuted to `[N, C]` (an exchange of the pooled values, not of the map); any other
+    // reduction reads the map's row-major copy.
     let (stored, group) = permute::grouped(lw, x)?;
-    let keeps_order = axes.contains(&1) || (2..x_dims.len()).all(|d| axes.contains(&d));
+    let spatial_reduced = (2..x_dims.len()).all(|d| axes.contains(&d));
+    let reorder = group > 1
+        && spatial_reduced
+        && !axes.contains(&0)
+        && !axes.contains(&1)
+        && x_dims.first().is_some_and(|&n| n > 1)
+        && kind != Kind::ArgMax;
+    let keeps_order = axes.contains(&1)
+        || (spatial_reduced && (axes.contains(&0) || x_dims.first() == Some(&1)))
+        || reorder;
     let (input, group) = if group > 1 && keeps_order && kind != Kind::ArgMax {
         (stored, group)
     } else {
@@ -193,8 +206,8 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     };
     // (size, reduced) of the dimensions larger than one, in storage order.
     let storage: Vec<(usize, bool)> = if group > 1 {
-        let mut v = vec![(x_dims[0], axes.contains(&0))];
-        v.push((x_dims[1] / group as usize, axes.contains(&1)));
+        let mut v = vec![(x_dims[1] / group as usize, axes.contains(&1))];
+        v.push((x_dims[0], axes.contains(&0)));
         v.extend((2..x_dims.len()).map(|d| (x_dims[d], axes.contains(&d))));
         v.push((group as usize, axes.contains(&1)));
         v
@@ -275,7 +288,12 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         let is_final = !dims.iter().any(|d| d.1);
         let (out_dtype, shape, scale, tname) = if is_final {
             let scale = if mean { 1.0 / r_total as f64 } else { 1.0 };
-            (out_ty.dtype, out_ty.shape.clone(), scale, name.clone())
+            if reorder {
+                let flat = Shape::new([out_ty.num_elements()]);
+                (out_ty.dtype, flat, scale, format!("{name}/grouped"))
+            } else {
+                (out_ty.dtype, out_ty.shape.clone(), scale, name.clone())
+            }
         } else {
             pass += 1;
             (
@@ -308,6 +326,11 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         if kind == Kind::SumSquares {
             kind = Kind::Sum;
         }
+    }
+    if reorder {
+        let g = group as usize;
+        let grouped = Shape::new([x_dims[1] / g, x_dims[0], g]);
+        current = permute::permute(lw, id, &name, current, &grouped, &[1, 0, 2]);
     }
     lw.set_value(id, current);
     Ok(())

@@ -7,8 +7,8 @@
 //! Feature maps are held with their channels grouped ([`ipusim_exe::layout`], as PopLibs'
 //! `createInput` lays out a convolution's activations): a pass writes its output grouped by
 //! [`channel_group`] of its channels and reads its inputs in whatever group their producer
-//! chose, so that each tile's block of a feature map is one contiguous run per batch element
-//! and channel group. A value whose group does not fall on the convolution's groups (a
+//! chose, so that each tile's block of a feature map is one contiguous run per channel
+//! group (per batch element too when the block does not hold the whole batch). A value whose group does not fall on the convolution's groups (a
 //! grouped convolution of few channels per group) is read row-major. Weights are row-major
 //! (OIHW); a forward convolution whose weight blocks are each read by one tile has its
 //! weights laid out on those tiles ([`weight_layout`]). A split reduction's partials are

@@ -417,13 +417,15 @@ fn coalesce(ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 
 /// Rows `rows` and columns `cols` of the planes `(n, channel)` for `n` in `batch`,
 /// `channel` in `channels` (absolute channel indices, on whole groups of `group`) of a
-/// feature map with `chans` channels, `h` rows and `w` columns held grouped by `group`: one
-/// run of `rows × w × group` elements per batch element and channel group when the columns
-/// are all of them, else one run of `cols × group` per row.
+/// feature map of `n_all` batch elements, `chans` channels, `h` rows and `w` columns held
+/// grouped by `group` (`[C/g, N, H, W, g]`; row-major NCHW for a group of 1), in storage
+/// order: one run of `rows × w × group` elements per channel group and batch element when
+/// the columns are all of them (the batch elements of a group merge when the rows are all of
+/// them too), else one run of `cols × group` per row.
 fn plane_rect(
     (batch, channels): ((u32, u32), (u32, u32)),
     (rows, cols): ((u32, u32), (u32, u32)),
-    (chans, h, w): (u32, u32, u32),
+    (n_all, chans, h, w): (u32, u32, u32, u32),
     group: u32,
 ) -> Ranges {
     let g = u64::from(group.max(1));
@@ -431,21 +433,34 @@ fn plane_rect(
     let groups = u64::from(chans) / g;
     let whole = cols.0 == 0 && cols.1 >= w;
     let mut out = Vec::new();
-    for n in batch.0..batch.1 {
-        for cg in u64::from(channels.0) / g..u64::from(channels.1).div_ceil(g) {
-            let plane = (u64::from(n) * groups + cg) * h64;
-            if whole {
-                out.push((
-                    (plane + u64::from(rows.0)) * w64 * g,
-                    u64::from(span(rows)) * w64 * g,
-                ));
-                continue;
+    // The runs of the plane whose first row is storage row `plane`.
+    let mut push = |plane: u64| {
+        if whole {
+            out.push((
+                (plane + u64::from(rows.0)) * w64 * g,
+                u64::from(span(rows)) * w64 * g,
+            ));
+            return;
+        }
+        for r in rows.0..rows.1 {
+            out.push((
+                ((plane + u64::from(r)) * w64 + u64::from(cols.0)) * g,
+                u64::from(span(cols)) * g,
+            ));
+        }
+    };
+    let (n0, n1) = (u64::from(batch.0), u64::from(batch.1));
+    let (cg0, cg1) = (u64::from(channels.0) / g, u64::from(channels.1).div_ceil(g));
+    if g > 1 {
+        for cg in cg0..cg1 {
+            for n in n0..n1 {
+                push((cg * u64::from(n_all) + n) * h64);
             }
-            for r in rows.0..rows.1 {
-                out.push((
-                    ((plane + u64::from(r)) * w64 + u64::from(cols.0)) * g,
-                    u64::from(span(cols)) * g,
-                ));
+        }
+    } else {
+        for n in n0..n1 {
+            for c in cg0..cg1 {
+                push((n * groups + c) * h64);
             }
         }
     }
@@ -476,13 +491,13 @@ pub(super) fn output_ranges(kind: Kind, g: &WindowGeometry, b: &Block, gr: Group
         Kind::Conv(WindowPass::Forward) => plane_rect(
             (b.batch, (o0 + b.channels.0, o0 + b.channels.1)),
             (b.rows, b.cols),
-            (g.o, g.oh, g.ow),
+            (g.n, g.o, g.oh, g.ow),
             gr.out,
         ),
         Kind::Conv(WindowPass::InputGrad) => plane_rect(
             (b.batch, (c0 + b.channels.0, c0 + b.channels.1)),
             (b.rows, b.cols),
-            (g.c, g.h, g.w),
+            (g.n, g.c, g.h, g.w),
             gr.out,
         ),
         Kind::Conv(WindowPass::WeightGrad) => {
@@ -491,13 +506,13 @@ pub(super) fn output_ranges(kind: Kind, g: &WindowGeometry, b: &Block, gr: Group
         Kind::Pool { grad: false } => plane_rect(
             (b.batch, b.channels),
             (b.rows, b.cols),
-            (g.c, g.oh, g.ow),
+            (g.n, g.c, g.oh, g.ow),
             gr.out,
         ),
         Kind::Pool { grad: true } => plane_rect(
             (b.batch, b.channels),
             (b.rows, b.cols),
-            (g.c, g.h, g.w),
+            (g.n, g.c, g.h, g.w),
             gr.out,
         ),
     }
@@ -517,7 +532,7 @@ pub(super) fn operand_ranges(
             let x = plane_rect(
                 (b.batch, (c0 + b.red.0, c0 + b.red.1)),
                 (p.in_rows, p.in_cols),
-                (g.c, g.h, g.w),
+                (g.n, g.c, g.h, g.w),
                 gr.x,
             );
             let w = weight_block(g, (o0 + b.channels.0, o0 + b.channels.1), b.red);
@@ -527,7 +542,7 @@ pub(super) fn operand_ranges(
             let dy = plane_rect(
                 (b.batch, (o0 + b.red.0, o0 + b.red.1)),
                 (p.in_rows, p.in_cols),
-                (g.o, g.oh, g.ow),
+                (g.n, g.o, g.oh, g.ow),
                 gr.x,
             );
             let w = weight_block(g, (o0 + b.red.0, o0 + b.red.1), b.channels);
@@ -537,13 +552,13 @@ pub(super) fn operand_ranges(
             let x = plane_rect(
                 (b.batch, (c0 + b.rows.0, c0 + b.rows.1)),
                 (p.in_rows, p.in_cols),
-                (g.c, g.h, g.w),
+                (g.n, g.c, g.h, g.w),
                 gr.x,
             );
             let dy = plane_rect(
                 (b.batch, (o0 + b.channels.0, o0 + b.channels.1)),
                 (p.out_rows, p.out_cols),
-                (g.o, g.oh, g.ow),
+                (g.n, g.o, g.oh, g.ow),
                 gr.aux,
             );
             (x, dy)
@@ -552,14 +567,14 @@ pub(super) fn operand_ranges(
             let x = plane_rect(
                 (b.batch, b.channels),
                 (p.in_rows, (0, g.w)),
-                (g.c, g.h, g.w),
+                (g.n, g.c, g.h, g.w),
                 gr.x,
             );
             let dy = if grad {
                 plane_rect(
                     (b.batch, b.channels),
                     (p.aux_rows, (0, g.ow)),
-                    (g.c, g.oh, g.ow),
+                    (g.n, g.c, g.oh, g.ow),
                     gr.aux,
                 )
             } else {
@@ -849,24 +864,46 @@ mod tests {
 
     #[test]
     fn plane_rects_of_a_grouped_map_are_one_run_per_channel_group_and_row() {
-        // 2 channel groups of 16 (channels 16..48 of 64), rows 2..4 of 8, width 5.
-        let r = plane_rect(((0, 1), (16, 48)), ((2, 4), (0, 5)), (64, 8, 5), 16);
+        // 2 channel groups of 16 (channels 16..48 of 64), rows 2..4 of 8, width 5, image 0
+        // of 1.
+        let r = plane_rect(((0, 1), (16, 48)), ((2, 4), (0, 5)), (1, 64, 8, 5), 16);
         assert_eq!(r.len(), 2);
         assert_eq!(r[0], ((8 + 2) * 5 * 16, 2 * 5 * 16));
         assert_eq!(r[1], ((2 * 8 + 2) * 5 * 16, 2 * 5 * 16));
         // Ungrouped: one run per channel.
         assert_eq!(
-            plane_rect(((0, 1), (16, 48)), ((2, 4), (0, 5)), (64, 8, 5), 1).len(),
+            plane_rect(((0, 1), (16, 48)), ((2, 4), (0, 5)), (1, 64, 8, 5), 1).len(),
             32
         );
         // Whole planes of consecutive groups merge.
         assert_eq!(
-            plane_rect(((0, 1), (0, 32)), ((0, 8), (0, 5)), (64, 8, 5), 16).len(),
+            plane_rect(((0, 1), (0, 32)), ((0, 8), (0, 5)), (1, 64, 8, 5), 16).len(),
             1
         );
         // A range of columns: one run per row and channel group.
-        let r = plane_rect(((0, 1), (0, 16)), ((1, 3), (2, 4)), (64, 8, 5), 16);
+        let r = plane_rect(((0, 1), (0, 16)), ((1, 3), (2, 4)), (1, 64, 8, 5), 16);
         assert_eq!(r, vec![((5 + 2) * 16, 2 * 16), ((2 * 5 + 2) * 16, 2 * 16)]);
+    }
+
+    #[test]
+    fn the_batch_of_a_channel_group_is_one_run() {
+        // 4 images of 64 channels, 2x2 maps, grouped by 8: storage [8, 4, 2, 2, 8].
+        let plane = 2 * 2 * 8;
+        // All 4 images of channels 16..32 (groups 2 and 3): one run of both groups.
+        let r = plane_rect(((0, 4), (16, 32)), ((0, 2), (0, 2)), (4, 64, 2, 2), 8);
+        assert_eq!(r, vec![(2 * 4 * plane, 2 * 4 * plane)]);
+        // Images 1..3 of the same channels: one run per group, group-major.
+        let r = plane_rect(((1, 3), (16, 32)), ((0, 2), (0, 2)), (4, 64, 2, 2), 8);
+        assert_eq!(
+            r,
+            vec![
+                ((2 * 4 + 1) * plane, 2 * plane),
+                ((3 * 4 + 1) * plane, 2 * plane)
+            ]
+        );
+        // Row-major (group 1): one run per image and channel, image-major.
+        let r = plane_rect(((0, 2), (1, 3)), ((0, 2), (0, 2)), (4, 64, 2, 2), 1);
+        assert_eq!(r, vec![(4, 8), ((64 + 1) * 4, 8)]);
     }
 
     #[test]
