@@ -23,22 +23,40 @@ pub(crate) struct PartialPiece {
 
 /// One output block of a split reduction (a matmul's or a window pass's): its partial
 /// blocks in reduction order (`(tile, slice position of the block)` in the partials
-/// tensor), its number of elements, the tiles that sum it (the `j`-th sums chunk `j` of
-/// `⌈elems / tiles⌉` elements; an intermediate stage's sections take consecutive runs of
-/// them) and, per chunk, where its sum goes in the output (slice position of its first
-/// element on its tile).
+/// tensor), its number of elements, the grain of its chunks, the tiles that sum it (the
+/// `j`-th sums chunk `j`, [`chunk_of`]; an intermediate stage's sections take consecutive
+/// runs of them) and, per chunk, where its sum goes in the output (slice position of its
+/// first element on its tile).
 pub(crate) struct SplitBlock {
     pub sources: Vec<(u32, u64)>,
     pub elems: u64,
+    pub grain: u64,
     pub tiles: Vec<u32>,
     pub out_pos: Vec<u64>,
 }
 
-/// Chunk `j` of `n` of `elems` elements: the part of a split reduction's output block that
-/// its `j`-th tile sums (the output's mapping and [`sum_split`] both cut blocks so).
-pub(crate) fn chunk_of(j: u64, n: u64, elems: u64) -> (u64, u64) {
-    let chunk = elems.div_ceil(n.max(1));
+/// Chunk `j` of `n` of `elems` elements cut on multiples of `grain`: the part of a split
+/// reduction's output block that its `j`-th tile sums (the output's mapping and
+/// [`sum_split`] both cut blocks so), `⌈elems / n⌉` rounded up to the grain, so that the
+/// last tiles may have nothing to sum.
+pub(crate) fn chunk_of(j: u64, n: u64, elems: u64, grain: u64) -> (u64, u64) {
+    let g = grain.max(1);
+    let chunk = elems.div_ceil(n.max(1)).div_ceil(g) * g;
     ((j * chunk).min(elems), ((j + 1) * chunk).min(elems))
+}
+
+/// The grain a convolution's partials are summed in: PopLibs' `partialGroupedReduce`
+/// (`lib/poplin/ConvReduce.cpp`) splits a tile group's output regions over its tiles in
+/// multiples of `max(partialChansPerGroup, vectorWidth(resultType))` rounded up to the
+/// vector width. Ours takes the output's type for every stage (PopLibs each stage's result
+/// type: the partials' for an intermediate one).
+pub(crate) fn reduce_grain(
+    target: &ipusim_exe::Target,
+    result: DType,
+    chans_per_group: u64,
+) -> u64 {
+    let vw = target.vector_width(result);
+    chans_per_group.max(vw).div_ceil(vw) * vw
 }
 
 /// Sums the partial blocks of a split reduction's output `blocks`, stored in `partials`
@@ -126,7 +144,7 @@ pub(crate) fn sum_split(
     for (bi, b) in blocks.iter().enumerate() {
         let n = b.tiles.len() as u64;
         for j in 0..n {
-            let (c0, c1) = chunk_of(j, n, b.elems);
+            let (c0, c1) = chunk_of(j, n, b.elems, b.grain);
             if c0 == c1 {
                 continue;
             }
@@ -174,7 +192,7 @@ fn sum_sections(
             let n = ((i + 1) * r / d).max(t0 + 1) - t0;
             let mut pieces = Vec::new();
             for j in 0..n {
-                let (c0, c1) = chunk_of(j, n, b.elems);
+                let (c0, c1) = chunk_of(j, n, b.elems, b.grain);
                 if c0 == c1 {
                     continue;
                 }
@@ -244,4 +262,33 @@ fn sum_pieces(
         output: output_type,
     };
     TileWork::one_group(lw.tile_id(rt), sum, vertices)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_fall_on_the_grain_and_the_last_tiles_may_have_none() {
+        // 100 elements over 16 tiles in a grain of 16: ⌈100 / 16⌉ = 7 rounded up to 16.
+        let chunks: Vec<(u64, u64)> = (0..16).map(|j| chunk_of(j, 16, 100, 16)).collect();
+        assert_eq!(chunks[0], (0, 16));
+        assert_eq!(chunks[5], (80, 96));
+        assert_eq!(chunks[6], (96, 100));
+        assert!(chunks[7..].iter().all(|&(a, b)| a == b));
+        // A grain of one cuts ⌈elems / n⌉ as before.
+        assert_eq!(chunk_of(1, 16, 100, 1), (7, 14));
+    }
+
+    #[test]
+    fn the_grain_is_poplibs_rounded_partial_channel_group() {
+        // `max(partialChansPerGroup, vectorWidth)` rounded up to the vector width
+        // (`ConvReduce.cpp`), on Mk2's 64-bit vectors: 4 halves, 2 floats.
+        let t = ipusim_exe::Target::mk2();
+        assert_eq!(reduce_grain(&t, DType::F16, 16), 16);
+        assert_eq!(reduce_grain(&t, DType::F16, 1), 4);
+        assert_eq!(reduce_grain(&t, DType::F16, 6), 8);
+        assert_eq!(reduce_grain(&t, DType::F32, 1), 2);
+        assert_eq!(reduce_grain(&t, DType::F32, 3), 4);
+    }
 }

@@ -405,7 +405,7 @@ fn grouped_strides(input: &[usize], out: &[usize], group: u32) -> Vec<(u64, u64)
             0
         }
     };
-    // Row-major strides of the input's spatial dims, in elements of `g`.
+    // The input's element strides along its spatial dims (`g` elements per position).
     let mut spatial = vec![0u64; input.len().saturating_sub(2)];
     let mut acc = 1u64;
     for d in (2..input.len()).rev() {

@@ -457,7 +457,7 @@ fn output_mapping(lw: &Lowerer, geo: &Geometry, plan: &Plan) -> Mapping {
             let bn = nr.1 - nr.0;
             let bm = mr.1 - mr.0;
             let e = (gr.1 - gr.0) * bm * bn;
-            let (c0, c1) = chunk_of(ki, plan.sk, e);
+            let (c0, c1) = chunk_of(ki, plan.sk, e, MATMUL_GRAIN);
             // A block of whole rows is contiguous within each group: one piece per group
             // (the pieces are disjoint, so `from_pieces` makes the same mapping as row by
             // row), else one piece per row.
@@ -600,6 +600,10 @@ fn chunk(lw: &mut Lowerer, ch: &Chunk) {
     }
 }
 
+/// The grain of a matmul's split-reduction chunks: one element (not yet PopLibs'
+/// `partialGroupedReduce` grain, which convolutions take, `split_sum::reduce_grain`).
+const MATMUL_GRAIN: u64 = 1;
+
 /// Sums the `sk` partial blocks (in `ptensor`, each block's start on its tile in
 /// `partial_at`) of every output block on the block's reduction tiles.
 fn reduce_partials(
@@ -634,7 +638,7 @@ fn reduce_partials(
         let (bm, bn) = (mr.1 - mr.0, nr.1 - nr.0);
         let out_pos = (0..plan.sk)
             .map(|j| {
-                let c0 = chunk_of(j, plan.sk, e).0;
+                let c0 = chunk_of(j, plan.sk, e, MATMUL_GRAIN).0;
                 if c0 >= e {
                     return 0; // an empty chunk: nothing is written
                 }
@@ -647,6 +651,7 @@ fn reduce_partials(
         split.push(SplitBlock {
             sources,
             elems: e,
+            grain: MATMUL_GRAIN,
             tiles,
             out_pos,
         });

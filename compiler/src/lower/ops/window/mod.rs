@@ -8,11 +8,12 @@
 //! `createInput` lays out a convolution's activations): a pass writes its output grouped by
 //! [`channel_group`] of its channels and reads its inputs in whatever group their producer
 //! chose, so that each tile's block of a feature map is one contiguous run per channel
-//! group (per batch element too when the block does not hold the whole batch). A value whose group does not fall on the convolution's groups (a
-//! grouped convolution of few channels per group) is read row-major. Weights are row-major
-//! (OIHW); a forward convolution whose weight blocks are each read by one tile has its
-//! weights laid out on those tiles ([`weight_layout`]). A split reduction's partials are
-//! summed in PopLibs' stages (`lower::kit::split_sum::sum_split`).
+//! group (per batch element too when the block does not hold the whole batch). A value
+//! whose group does not fall on the convolution's groups (a grouped convolution of few
+//! channels per group) is read row-major. Weights are row-major (OIHW); a forward
+//! convolution whose weight blocks are each read by one tile has its weights laid out on
+//! those tiles ([`weight_layout`]). A split reduction's partials are summed in PopLibs'
+//! stages (`lower::kit::split_sum::sum_split`).
 //!
 //! Not yet done (the closing note of the CNN issue lists them): serial splits, PopLibs'
 //! transforms (`expandDims` for the 3-channel stem), the VMAC vertex; more convolution
@@ -30,7 +31,7 @@ use crate::executable::{Operand, Operands, TensorKind, TileWork, Vertex, VertexG
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::permute::{grouped, materialized};
-use crate::lower::kit::split_sum::{chunk_of, sum_split, SplitBlock};
+use crate::lower::kit::split_sum::{chunk_of, reduce_grain, sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use ipusim_exe::layout::{channel_group, storage_dims};
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
@@ -43,6 +44,16 @@ use plan::{
 /// The blocks of each output block of a split reduction, keyed by the output block (group,
 /// batch, channels, rows), in reduction order.
 type Reduction = std::collections::BTreeMap<OutputKey, Vec<usize>>;
+
+/// The channels per group of a pass's partials, the grain its split reduction is summed in
+/// ([`reduce_grain`]): the output's channel group (a feature map's); one for the weight
+/// gradient, whose output is the row-major weights.
+fn partial_chans(kind: Kind, gr: Groups) -> u64 {
+    match kind {
+        Kind::Conv(WindowPass::WeightGrad) => 1,
+        _ => u64::from(gr.out.max(1)),
+    }
+}
 
 /// The op of the family a node is.
 fn kind_of(op: &Op) -> Option<Kind> {
@@ -305,13 +316,14 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     }
     // The output, each block on its tile (split reductions: in chunks over the block's tiles).
     let mut pieces = Vec::new();
+    let grain = reduce_grain(lw.target(), output, partial_chans(kind, gr));
     if reduce {
         for members in reduction.values() {
             let ranges = output_ranges(kind, &g, &blocks[members[0]], gr);
             let e: u64 = ranges.iter().map(|r| r.1).sum();
             let n = members.len() as u64;
             for (j, &i) in members.iter().enumerate() {
-                let (c0, c1) = chunk_of(j as u64, n, e);
+                let (c0, c1) = chunk_of(j as u64, n, e, grain);
                 for (b, l) in sub_ranges(&ranges, c0, c1) {
                     pieces.push((tile_of(i), b, b + l));
                 }
@@ -484,13 +496,14 @@ fn reduce_partials(
     (out, partials, output): (crate::executable::TensorId, DType, DType),
 ) {
     let mut split = Vec::with_capacity(reduction.len());
+    let grain = reduce_grain(lw.target(), output, partial_chans(kind, gr));
     for members in reduction.values() {
         let ranges = output_ranges(kind, g, &blocks[members[0]], gr);
         let e: u64 = ranges.iter().map(|r| r.1).sum();
         let n = members.len() as u64;
         let out_pos = (0..n)
             .map(|j| {
-                let (c0, c1) = chunk_of(j, n, e);
+                let (c0, c1) = chunk_of(j, n, e, grain);
                 // An empty chunk writes nothing.
                 sub_ranges(&ranges, c0, c1)
                     .first()
@@ -498,6 +511,7 @@ fn reduce_partials(
             })
             .collect();
         split.push(SplitBlock {
+            grain,
             sources: members
                 .iter()
                 .map(|&i| ((src.tile_of)(i), src.at[i]))
