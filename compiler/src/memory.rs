@@ -19,6 +19,7 @@ use crate::executable::{ComputeSet, Exchange, Tensor, TensorId, TensorKind};
 use crate::target::Target;
 use crate::vertex_state::{vertex_state_bytes, REDUCE_VERTEX_STATE_BYTES};
 pub use ipusim_exe::memory::{MemoryPlan, TensorBytes, TileMemory, Usage, WorstTile};
+use ipusim_exe::slices::{find_tile, SliceLookup};
 use ipusim_exe::system::System;
 use ipusim_exe::system::TileId;
 use rayon::prelude::*;
@@ -31,6 +32,14 @@ const CONTROL_CODE_BYTES: u64 = 24;
 /// Exchange code per copy endpoint on a tile (a pointer set-up and a send/receive; not
 /// found, chosen).
 const EXCHANGE_CODE_BYTES: u64 = 8;
+
+/// The codelets and vertex state of one compute set: its distinct codelets' code keys and
+/// bytes, and each tile's vertex state and codelets (indices into them).
+struct SetCode {
+    keys: Vec<std::borrow::Cow<'static, str>>,
+    bytes: Vec<u64>,
+    tiles: Vec<(u64, Vec<usize>)>,
+}
 
 /// Vertex state of one tile's vertex group. A codelet whose PopLibs vertex is one per tile
 /// ([`crate::codelets::Codelet::is_multi_vertex`]) holds one vertex's state plus, for every
@@ -262,23 +271,74 @@ pub(crate) fn plan(
     // vertices and exchange code again, as Poplar's RecomputeThenBackpropagate calls the
     // forward's program (TF-IPU guide §6.6); their tensors are temporaries planned above.
     let recomputed = |name: &str| name.starts_with(ipusim_ir::recompute::PREFIX);
-    let mut codelets: Vec<BTreeSet<std::borrow::Cow<'static, str>>> = vec![BTreeSet::new(); ntiles];
-    for cs in compute_sets {
-        for tw in &cs.tiles {
+    // Each tile's vertex state and codelets in each compute set, on the host's cores (a
+    // recomputed compute set has none of its own). A compute set's distinct codelets are
+    // named once (a fused codelet's name is its whole expression), each tile's by index.
+    let tensors_ro: &[Tensor] = tensors;
+    let per_cs: Vec<SetCode> = compute_sets
+        .par_iter()
+        .map(|cs| {
+            let mut distinct: Vec<&Codelet> = Vec::new();
+            let mut tiles = Vec::new();
+            if !recomputed(&cs.name) {
+                for tw in &cs.tiles {
+                    let state = tw
+                        .groups
+                        .iter()
+                        .map(|g| group_state_bytes(tensors_ro, g))
+                        .sum();
+                    let used = tw
+                        .groups
+                        .iter()
+                        .map(|g| match distinct.iter().position(|&c| *c == g.codelet) {
+                            Some(i) => i,
+                            None => {
+                                distinct.push(&g.codelet);
+                                distinct.len() - 1
+                            }
+                        })
+                        .collect();
+                    tiles.push((state, used));
+                }
+            }
+            SetCode {
+                keys: distinct.iter().map(|c| c.code_key()).collect(),
+                bytes: distinct
+                    .iter()
+                    .map(|c| c.info().code_bytes as u64)
+                    .collect(),
+                tiles,
+            }
+        })
+        .collect();
+    // Code of each codelet once per tile: keys numbered over the program.
+    let mut key_ids: std::collections::HashMap<std::borrow::Cow<'static, str>, usize> =
+        std::collections::HashMap::new();
+    let mut codelets: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); ntiles];
+    for (cs, code) in compute_sets.iter().zip(per_cs) {
+        let ids: Vec<usize> = code
+            .keys
+            .into_iter()
+            .map(|k| {
+                let next = key_ids.len();
+                *key_ids.entry(k).or_insert(next)
+            })
+            .collect();
+        for (ti, tw) in cs.tiles.iter().enumerate() {
             let tile = dense(tw.tile);
             if tile >= ntiles {
                 continue;
             }
             mem[tile].control_code += CONTROL_CODE_BYTES;
-            if recomputed(&cs.name) {
+            let Some((state, used)) = code.tiles.get(ti) else {
                 continue;
-            }
-            for g in &tw.groups {
-                if codelets[tile].insert(g.codelet.code_key()) {
-                    mem[tile].vertex_code += g.codelet.info().code_bytes as u64;
+            };
+            for &u in used {
+                if codelets[tile].insert(ids[u]) {
+                    mem[tile].vertex_code += code.bytes[u];
                 }
-                mem[tile].vertex_state += group_state_bytes(tensors, g);
             }
+            mem[tile].vertex_state += state;
         }
     }
     // An endpoint of a copy that crosses IPUs is global exchange code on its tile (the
@@ -375,11 +435,12 @@ pub(crate) fn resolve_offsets(
         .iter()
         .map(|t| t.slices.iter().map(|s| (s.tile, s.offset as u64)).collect())
         .collect();
-    let base = |t: TensorId, tile: TileId| -> Result<u64, CompileError> {
+    let base = |lookup: &mut SliceLookup, t: TensorId, tile: TileId| {
         let list = &slices[t.0 as usize];
-        list.binary_search_by_key(&tile, |s| s.0)
+        lookup
+            .find(t, tile, || find_tile(list, tile, |s| s.0))
             .map(|i| list[i].1)
-            .map_err(|_| CompileError::Verify {
+            .ok_or_else(|| CompileError::Verify {
                 pass: "offset resolution",
                 message: format!(
                     "tensor '{}' has no slice on tile {tile}",
@@ -398,11 +459,13 @@ pub(crate) fn resolve_offsets(
     let resolved: Vec<Result<(), CompileError>> = compute_sets
         .par_iter_mut()
         .map(|cs| {
+            let mut lookup = SliceLookup::new();
             for tw in &mut cs.tiles {
                 for g in &mut tw.groups {
                     for v in &mut g.vertices {
                         for o in &mut v.operands {
-                            o.offset = add(o.offset, base(o.tensor, tw.tile)?, &cs.name)?;
+                            let b = base(&mut lookup, o.tensor, tw.tile)?;
+                            o.offset = add(o.offset, b, &cs.name)?;
                         }
                     }
                 }
@@ -414,10 +477,13 @@ pub(crate) fn resolve_offsets(
     let resolved: Vec<Result<(), CompileError>> = exchanges
         .par_iter_mut()
         .map(|ex| {
+            let mut lookup = SliceLookup::new();
             for c in &mut ex.copies {
-                c.src_offset = add(c.src_offset, base(c.src_tensor, c.src_tile)?, &ex.name)?;
+                let b = base(&mut lookup, c.src_tensor, c.src_tile)?;
+                c.src_offset = add(c.src_offset, b, &ex.name)?;
                 for d in &mut c.dsts {
-                    d.offset = add(d.offset, base(c.dst_tensor, d.tile)?, &ex.name)?;
+                    let b = base(&mut lookup, c.dst_tensor, d.tile)?;
+                    d.offset = add(d.offset, b, &ex.name)?;
                 }
             }
             Ok(())

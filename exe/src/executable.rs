@@ -165,10 +165,7 @@ impl Tensor {
 
     /// The slice on `tile`, if any.
     pub fn slice_on(&self, tile: TileId) -> Option<&TileSlice> {
-        self.slices
-            .binary_search_by_key(&tile, |s| s.tile)
-            .ok()
-            .map(|i| &self.slices[i])
+        crate::slices::find_tile(&self.slices, tile, |s| s.tile).map(|i| &self.slices[i])
     }
 }
 

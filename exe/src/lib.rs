@@ -41,6 +41,7 @@ pub mod layout;
 pub mod memory;
 pub mod options;
 pub mod program;
+pub mod slices;
 pub mod system;
 pub mod target;
 pub mod timeline;

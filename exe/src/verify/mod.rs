@@ -27,6 +27,7 @@ pub use crate::error::{render, Location, VerifierError};
 pub use passes::{lowered, planned};
 
 use crate::executable::{ComputeSet, Exchange, Executable, StepKind, Tensor, TensorId, TensorKind};
+use crate::slices::{find_tile, SliceLookup};
 use crate::system::TileId;
 use rayon::prelude::*;
 
@@ -36,6 +37,7 @@ pub fn executable(exe: &Executable) -> Vec<VerifierError> {
         exe,
         errors: Vec::new(),
         slice_bytes: slice_bytes(exe),
+        slice_tiles: slice_tiles(exe),
     };
     v.tables();
     for t in &exe.tensors {
@@ -45,6 +47,15 @@ pub fn executable(exe: &Executable) -> Vec<VerifierError> {
     v.copies();
     v.streams();
     v.errors
+}
+
+/// The tiles of every tensor's slices, in slice order (dense, for the searches of the
+/// operand and copy checks).
+pub(crate) fn slice_tiles(exe: &Executable) -> Vec<Vec<TileId>> {
+    exe.tensors
+        .iter()
+        .map(|t| t.slices.iter().map(|s| s.tile).collect())
+        .collect()
 }
 
 /// The bytes of every tensor's slices, by tensor and slice, computed once: the operand and
@@ -66,6 +77,7 @@ pub(crate) fn mapping_errors(exe: &Executable) -> Vec<VerifierError> {
         exe,
         errors: Vec::new(),
         slice_bytes: Vec::new(),
+        slice_tiles: Vec::new(),
     };
     for t in &exe.tensors {
         v.mapping(t);
@@ -79,6 +91,8 @@ struct Verifier<'a> {
     /// The bytes of every tensor's slices, by tensor and slice ([`slice_bytes`]; empty for
     /// the mapping checks alone, which do not use it).
     slice_bytes: Vec<Vec<u64>>,
+    /// The tiles of every tensor's slices ([`slice_tiles`]; empty as `slice_bytes` is).
+    slice_tiles: Vec<Vec<TileId>>,
 }
 
 impl Verifier<'_> {
@@ -288,16 +302,24 @@ impl Verifier<'_> {
     }
 
     /// Bytes `[off, off + bytes)` of tile `tile` lie inside tensor `t`'s bytes there.
-    fn inside(&self, t: TensorId, tile: TileId, off: u64, bytes: u64) -> Result<(), String> {
+    fn inside(
+        &self,
+        lookup: &mut SliceLookup,
+        t: TensorId,
+        tile: TileId,
+        (off, bytes): (u64, u64),
+    ) -> Result<(), String> {
         let tensor = self
             .exe
             .tensors
             .get(t.0 as usize)
             .ok_or_else(|| format!("names tensor {} of {}", t.0, self.exe.tensors.len()))?;
-        let i = tensor
-            .slices
-            .binary_search_by_key(&tile, |s| s.tile)
-            .map_err(|_| format!("tensor '{}' has no bytes on tile {tile}", tensor.name))?;
+        let i = lookup
+            .find(t, tile, || match self.slice_tiles.get(t.0 as usize) {
+                Some(tiles) => find_tile(tiles, tile, |&t| t),
+                None => find_tile(&tensor.slices, tile, |s| s.tile),
+            })
+            .ok_or_else(|| format!("tensor '{}' has no bytes on tile {tile}", tensor.name))?;
         let s = &tensor.slices[i];
         let start = s.offset as u64;
         let size = match self.slice_bytes.get(t.0 as usize).and_then(|b| b.get(i)) {
@@ -331,6 +353,7 @@ impl Verifier<'_> {
     fn operands_of(&self, cs: &ComputeSet) -> Vec<VerifierError> {
         let exe = self.exe;
         let mut errors = Vec::new();
+        let mut lookup = SliceLookup::new();
         let mut fail = |location, message| {
             errors.push(VerifierError {
                 invariant: 3,
@@ -361,7 +384,12 @@ impl Verifier<'_> {
                             .tensors
                             .get(o.tensor.0 as usize)
                             .map_or(1, |t| t.dtype.size_bytes() as u64);
-                        let r = self.inside(o.tensor, tw.tile, o.offset as u64, o.len as u64 * es);
+                        let r = self.inside(
+                            &mut lookup,
+                            o.tensor,
+                            tw.tile,
+                            (o.offset as u64, o.len as u64 * es),
+                        );
                         if let Err(m) = r {
                             fail(
                                 loc(),
@@ -390,6 +418,7 @@ impl Verifier<'_> {
     /// Invariant 4 in one exchange.
     fn copies_of(&self, ex: &Exchange) -> Vec<VerifierError> {
         let mut errors = Vec::new();
+        let mut lookup = SliceLookup::new();
         for (ci, c) in ex.copies.iter().enumerate() {
             let mut fail = |message| {
                 errors.push(VerifierError {
@@ -402,15 +431,20 @@ impl Verifier<'_> {
                 })
             };
             if let Err(m) = self.inside(
+                &mut lookup,
                 c.src_tensor,
                 c.src_tile,
-                c.src_offset as u64,
-                c.bytes as u64,
+                (c.src_offset as u64, c.bytes as u64),
             ) {
                 fail(format!("source: {m}"));
             }
             for d in &c.dsts {
-                if let Err(m) = self.inside(c.dst_tensor, d.tile, d.offset as u64, c.bytes as u64) {
+                if let Err(m) = self.inside(
+                    &mut lookup,
+                    c.dst_tensor,
+                    d.tile,
+                    (d.offset as u64, c.bytes as u64),
+                ) {
                     fail(format!("destination: {m}"));
                 }
             }

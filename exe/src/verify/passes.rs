@@ -19,6 +19,7 @@
 use crate::error::CompileError;
 use crate::executable::{Executable, StepKind, TensorId, TensorKind};
 use crate::memory::Usage;
+use crate::slices::{find_tile, SliceLookup};
 use crate::system::TileId;
 use rayon::prelude::*;
 
@@ -35,20 +36,20 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
         return Err(fail(PASS, e.to_string()));
     }
     // Tiles and bytes of every slice, in slice order (dense, for the searches below).
-    let tiles: Vec<Vec<TileId>> = low
-        .tensors
-        .iter()
-        .map(|t| t.slices.iter().map(|s| s.tile).collect())
-        .collect();
+    let tiles = super::slice_tiles(low);
     let sizes = super::slice_bytes(low);
-    let within = |t: TensorId, tile: TileId, off: u64, bytes: u64| -> Result<(), String> {
+    let within = |lookup: &mut SliceLookup,
+                  t: TensorId,
+                  tile: TileId,
+                  (off, bytes): (u64, u64)|
+     -> Result<(), String> {
         let tensor = low
             .tensors
             .get(t.0 as usize)
             .ok_or_else(|| format!("unknown tensor {}", t.0))?;
-        let si = tiles[t.0 as usize]
-            .binary_search(&tile)
-            .map_err(|_| format!("tensor '{}' has no elements on tile {tile}", tensor.name))?;
+        let si = lookup
+            .find(t, tile, || find_tile(&tiles[t.0 as usize], tile, |&t| t))
+            .ok_or_else(|| format!("tensor '{}' has no elements on tile {tile}", tensor.name))?;
         let size = sizes[t.0 as usize][si];
         if off + bytes > size {
             return Err(format!(
@@ -62,6 +63,7 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
     // Every compute set and exchange checked on the host's cores; the first violation in
     // program order is reported.
     let vertex_error = low.compute_sets.par_iter().find_map_first(|cs| {
+        let mut lookup = SliceLookup::new();
         for tw in &cs.tiles {
             for g in &tw.groups {
                 for (vi, v) in g.vertices.iter().enumerate() {
@@ -76,9 +78,12 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
                     }
                     for o in &v.operands {
                         let es = low.tensors[o.tensor.0 as usize].dtype.size_bytes() as u64;
-                        if let Err(m) =
-                            within(o.tensor, tw.tile, o.offset as u64, o.len as u64 * es)
-                        {
+                        if let Err(m) = within(
+                            &mut lookup,
+                            o.tensor,
+                            tw.tile,
+                            (o.offset as u64, o.len as u64 * es),
+                        ) {
                             return Some(fail(
                                 PASS,
                                 format!(
@@ -98,17 +103,23 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
         return Err(e);
     }
     let copy_error = low.exchanges.par_iter().find_map_first(|ex| {
+        let mut lookup = SliceLookup::new();
         ex.copies.iter().find_map(|c| {
             let src = within(
+                &mut lookup,
                 c.src_tensor,
                 c.src_tile,
-                c.src_offset as u64,
-                c.bytes as u64,
+                (c.src_offset as u64, c.bytes as u64),
             )
             .map_err(|m| fail(PASS, format!("exchange '{}' source: {m}", ex.name)));
             let dsts = c.dsts.iter().try_for_each(|d| {
-                within(c.dst_tensor, d.tile, d.offset as u64, c.bytes as u64)
-                    .map_err(|m| fail(PASS, format!("exchange '{}' destination: {m}", ex.name)))
+                within(
+                    &mut lookup,
+                    c.dst_tensor,
+                    d.tile,
+                    (d.offset as u64, c.bytes as u64),
+                )
+                .map_err(|m| fail(PASS, format!("exchange '{}' destination: {m}", ex.name)))
             });
             src.and(dsts).err()
         })
