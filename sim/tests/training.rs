@@ -4,7 +4,7 @@
 //! fixes (seed 000, "Underflowing gradients and loss scaling").
 
 use ipusim_ir::models::{mlp, MlpSpec};
-use ipusim_ir::training::{prepare, trainable_variables, training_step};
+use ipusim_ir::training::{prepare, training_step};
 use ipusim_ir::{Graph, Op, Optimizer, Precision, Program, TensorType, TrainingSpec};
 use ipusim_sim::init::tensor_from_f64;
 use ipusim_sim::interp::{Interpreter, Streams};
@@ -150,12 +150,13 @@ fn mlp_training_graph_gradients_match_finite_differences() {
 
 /// Initial values of a graph's trainable variables (the same in every interpreter).
 fn weights(it: &Interpreter, g: &Graph) -> Vec<(String, Vec<f64>)> {
-    trainable_variables(g)
-        .into_iter()
-        .map(|id| {
-            let name = g.node(id).name.clone();
-            let v = it.variable(&name).unwrap().to_f64_vec();
-            (name, v)
+    // The training graph assigns every weight, so they are found by name (the forward
+    // graph's trainable variables), each checked to be a Variable of the graph.
+    VARS.iter()
+        .map(|&name| {
+            let id = g.find(name).unwrap_or_else(|| panic!("no node {name}"));
+            assert!(matches!(g.node(id).op, Op::Variable { .. }), "{name}");
+            (name.to_string(), it.variable(name).unwrap().to_f64_vec())
         })
         .collect()
 }
@@ -431,6 +432,68 @@ fn adamw_follows_pytorch() {
     assert_eq!(dtype(&format!("{var}/adam_m")), ipusim_ir::DType::F16);
     assert_eq!(dtype(&format!("{var}/adam_v")), ipusim_ir::DType::F32);
     assert_eq!(dtype(&format!("{var}/grad_accum")), ipusim_ir::DType::F16);
+}
+
+/// AdamW with the hands-on day's state dtypes (FP16 first moment, FP32 second) and
+/// PyTorch's default epsilon (1e-8, below FP16's smallest subnormal): a weight whose gradient
+/// is zero (its input feature is zero in every sample) has zero moments, and its ratio is
+/// divided in the second moment's FP32, where `0 / (0 + 1e-8)` is zero. Divided in FP16, the
+/// epsilon flushed to zero and the ratio was 0/0: NaN weights after the first update.
+#[test]
+fn adamw_keeps_weights_with_zero_gradients_finite() {
+    let s = spec(
+        Optimizer::AdamW {
+            learning_rate: 0.01,
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+            weight_decay: 0.01,
+            accum_type: Some(ipusim_ir::DType::F16),
+            first_order_momentum_accum_type: Some(ipusim_ir::DType::F16),
+            second_order_momentum_accum_type: Some(ipusim_ir::DType::F32),
+        },
+        Precision::P16_16,
+        1000.0,
+        1,
+    );
+    let p = program(&[4, 3, 2], 5, Op::Tanh, s.clone());
+    let g = training_step(&p, &s).unwrap();
+    // The IPU's arithmetic (FP16 rounding), not the exact mode's identities.
+    let mut it = Interpreter::new(&g, FpConfig::default(), 0).unwrap();
+    let mut rng = Pcg32::seed_from_u64(3);
+    let w0 = weights(&it, &g);
+    for step in 0..2 {
+        // Feature 0 is zero in every sample: the first layer's weights reading it get a
+        // zero gradient.
+        let mut mb = batch(&it, &mut rng, 1.0, 2);
+        for (name, t) in mb.iter_mut() {
+            if name != "labels" {
+                let mut v = t.to_f64_vec();
+                let n = v.len() / 4;
+                for row in v.chunks_mut(4).take(n) {
+                    row[0] = 0.0;
+                }
+                *t = tensor_from_f64(&t.ty(), &v).unwrap();
+            }
+        }
+        it.step(std::slice::from_ref(&mb)).unwrap();
+        for (name, w) in weights(&it, &g) {
+            assert!(
+                w.iter().all(|x| x.is_finite()),
+                "step {step}: {name} holds a non-finite weight: {w:?}"
+            );
+        }
+    }
+    // The first layer's weights of feature 0 (row 0 of `[4, 3]`) only decayed, by `1 - lr *
+    // wd` = 0.9999, which is 1 in FP16: unchanged. The others trained.
+    let (name, first) = &w0[0];
+    assert_eq!(name, VARS[0]);
+    let after = it.variable(name).unwrap().to_f64_vec();
+    assert_eq!(after[..3], first[..3], "{name}'s zero-gradient row moved");
+    assert!(
+        after[3..].iter().zip(&first[3..]).any(|(a, b)| a != b),
+        "{name}'s other rows did not train"
+    );
 }
 
 /// Mean loss over `steps` steps of SGD on a teacher-labelled problem, first and last fifth.

@@ -23,8 +23,11 @@
 //!   the hands-on day's optimizer): state `<w>/adam_m` in `first_order_momentum_accum_type`
 //!   and `<w>/adam_v` in `second_order_momentum_accum_type` (default the weight dtype; the
 //!   gradient is cast to each); `m_new`, `v_new` as Adam's; `v_scaled = sqrt(v_new) *
-//!   inv_sqrt_bias2`, `denominator = v_scaled + epsilon` (in `v`'s dtype, cast to `m`'s),
-//!   `ratio = m_new / denominator` (cast to the weight dtype), `delta = ratio * step_size`,
+//!   inv_sqrt_bias2`, `denominator = v_scaled + epsilon` and `ratio = m_new / denominator`
+//!   in `v`'s dtype (`m_new` cast to it: PopART's `AdamUpdaterOpx` divides in the second
+//!   moment's type; divided in an FP16 first moment's, the denominator would flush a small
+//!   epsilon to zero and make 0/0 of every weight whose gradient has been zero), `ratio`
+//!   cast to the weight dtype, `delta = ratio * step_size`,
 //!   `decayed = w * (1 - lr * weight_decay)`, `new = decayed - delta`: PyTorch's order
 //!   (weight decay first, epsilon added after the bias correction of `sqrt(v)`). The shared
 //!   FP32 scalars `update/adam/step_size = lr / (1 - beta1^t)` and
@@ -235,8 +238,8 @@ impl<'a> Updater<'a> {
                 let scaled = b.op("v_scaled", Op::Mul, &[root, inv_bias2])?;
                 let eps = b.scalar("epsilon", vdt, epsilon)?;
                 let denom = b.op("denominator", Op::Add, &[scaled, eps])?;
-                let denom = cast_to(b, "denominator_m", denom, mdt)?;
-                let ratio = b.op("ratio", Op::Div, &[m_new, denom])?;
+                let m_v = cast_to(b, "m_new_v", m_new, vdt)?;
+                let ratio = b.op("ratio", Op::Div, &[m_v, denom])?;
                 let ratio = cast_to(b, "ratio_w", ratio, wdt)?;
                 let step = self.adam_lr(b, wdt)?;
                 let delta = b.op("delta", Op::Mul, &[ratio, step])?;
