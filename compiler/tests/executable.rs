@@ -313,7 +313,9 @@ fn flagship_training_step_from_the_transform() {
 /// AdamW's weight update (`decayed - delta`, `decayed = w · (1 - lr·wd)`) is one fused
 /// vertex that reads the weight as a leaf: it writes the weight in place (as PopART's
 /// in-place optimizer updates do), with no assign copy of the weight, in every precision;
-/// so are the moments' updates.
+/// so are the moments' updates. The updater term `delta` (the moments' ratio times the step)
+/// is its own vertex where the moments are, and the weight's update moves only it, not the
+/// two moments (PopART's `AdamUpdaterOp` and `AdamVarUpdateOp`).
 #[test]
 fn adamw_updates_are_done_in_place() {
     use ipusim_ir::training::prepare;
@@ -367,6 +369,29 @@ fn adamw_updates_are_done_in_place() {
                     .any(|c| c.dst_tensor == var && c.src_tensor != var)
             });
             assert!(!copied, "{precision}: {w} is written by a copy");
+        }
+        for w in ["dense1/weights", "dense2/weights"] {
+            let tensor = |name: &str| exe.value(name).unwrap().tensor.unwrap();
+            let moments = [
+                tensor(&format!("{w}/adam_m")),
+                tensor(&format!("{w}/adam_v")),
+            ];
+            let delta = tensor(&format!("update/{w}/delta"));
+            let sources: Vec<_> = exe
+                .exchanges
+                .iter()
+                .filter(|x| x.name.starts_with(&format!("update/{w}/new")))
+                .flat_map(|x| &x.copies)
+                .map(|c| c.src_tensor)
+                .collect();
+            assert!(
+                !sources.iter().any(|s| moments.contains(s)),
+                "{precision}: {w}'s update reads its moments"
+            );
+            assert!(
+                sources.contains(&delta),
+                "{precision}: {w}'s update does not move its updater term"
+            );
         }
     }
 }

@@ -16,6 +16,12 @@
 //! scalar inputs and leave the per-channel step to its channel-op vertices (`AddToChannel`,
 //! `ChannelMul`) — our model, documented as such in the estimator.
 //!
+//! An optimizer's update of a variable (an Update-phase root assigned to a Variable) does
+//! not absorb an updater term: an input that does not read the variable and whose chain
+//! reads two or more full-size values (Adam's moments). That term is a group of its own,
+//! computed where the moments are, and the update moves its one result (PopART's
+//! `AdamUpdaterOp` and `AdamVarUpdateOp`).
+//!
 //! Values are unchanged: each step is the unfused op's codelet with its own rounding (see
 //! [`crate::codelets::Codelet::Fused`]). A fused optimizer update whose leaves include the
 //! variable it assigns is then done in place (`plan_inplace` in the lowering driver).
@@ -72,6 +78,11 @@ pub(crate) fn plan(
             continue;
         };
         let rn = g.node(root);
+        // An optimizer's update of a variable takes in only what reads the variable, or
+        // what reads at most one full-size value of its own (see `updater`).
+        let target = (rn.phase == ipusim_ir::Phase::Update)
+            .then(|| assigned_variable(g, &consumers, root))
+            .flatten();
         let mut members: Vec<NodeId> = vec![root];
         let mut codelets: HashMap<NodeId, (Codelet, f64)> = HashMap::from([(root, root_codelet)]);
         // Depth first over the inputs of the members.
@@ -89,7 +100,7 @@ pub(crate) fn plan(
                 && lw.ipu_of(i) == lw.ipu_of(root)
                 && lw.segment_of(i) == lw.segment_of(root)
                 && members.len() < MAX_FUSED_STEPS;
-            if !joins {
+            if !joins || target.is_some_and(|w| updater(lw, &consumers, i, w)) {
                 continue;
             }
             let Some(c) = step_codelet(lw, i) else {
@@ -111,6 +122,52 @@ pub(crate) fn plan(
         groups.insert(root, group(lw, root, &members, &codelets, leaf_of));
     }
     groups
+}
+
+/// The variable `root`'s value is assigned to, if any (an optimizer's update of a weight).
+fn assigned_variable(
+    g: &ipusim_ir::Graph,
+    consumers: &HashMap<NodeId, Vec<NodeId>>,
+    root: NodeId,
+) -> Option<NodeId> {
+    consumers.get(&root)?.iter().find_map(|&c| {
+        let n = g.node(c);
+        let var = *n.inputs.first()?;
+        (matches!(n.op, Op::Assign)
+            && n.inputs.get(1) == Some(&root)
+            && matches!(g.node(var).op, Op::Variable { .. }))
+        .then_some(var)
+    })
+}
+
+/// True when `id`, an input of an update of variable `w`, is an updater term: it does not
+/// read `w`, and the fusible chain it heads reads two or more full-size values (an Adam's
+/// moments). PopART computes such a term where its inputs are (`AdamUpdaterOp`, in the
+/// optimizer state's layout, which follows the gradient's) and moves the one result to the
+/// weight (`AdamVarUpdateOp`); fused into the weight's update, each of its inputs would move
+/// to the weight's tiles instead. A term of one full-size value (SGD's `lr * g`, a
+/// momentum's velocity) stays fused: moving it or its input costs the same.
+fn updater(lw: &Lowerer, consumers: &HashMap<NodeId, Vec<NodeId>>, id: NodeId, w: NodeId) -> bool {
+    let g = lw.graph();
+    let shape = &g.node(id).ty.shape;
+    let mut stack = vec![id];
+    let mut seen = HashSet::new();
+    let mut full_leaves = 0;
+    while let Some(n) = stack.pop() {
+        if n == w {
+            return false;
+        }
+        if !seen.insert(n) || g.node(n).ty.shape != *shape {
+            continue;
+        }
+        let single = consumers.get(&n).is_some_and(|c| c.len() == 1);
+        if n == id || (single && step_codelet(lw, n).is_some()) {
+            stack.extend(g.node(n).inputs.iter().copied());
+        } else {
+            full_leaves += 1;
+        }
+    }
+    full_leaves >= 2
 }
 
 /// The leaves of `members`: their inputs outside the group, in first-use order of a depth-first
