@@ -1,6 +1,6 @@
-//! Finding a tensor's slice on a tile: the search the verifier, the memory plan's offset
-//! resolution and the engine make for every operand and copy endpoint, millions of times
-//! for a large model.
+//! Finding a tensor's slice on a tile: the search the verifier and the memory plan's offset
+//! resolution make for every operand and copy endpoint, millions of times for a large
+//! model, and the lowering's and the debugger's lookups (`Tensor::slice_on`).
 
 use crate::ids::{TensorId, TileId};
 
