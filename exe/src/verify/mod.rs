@@ -91,7 +91,8 @@ struct Verifier<'a> {
     /// The bytes of every tensor's slices, by tensor and slice ([`slice_bytes`]; empty for
     /// the mapping checks alone, which do not use it).
     slice_bytes: Vec<Vec<u64>>,
-    /// The tiles of every tensor's slices ([`slice_tiles`]; empty as `slice_bytes` is).
+    /// The tiles of every tensor's slices ([`slice_tiles`]; empty, as `slice_bytes` is, for
+    /// the mapping checks alone).
     slice_tiles: Vec<Vec<TileId>>,
 }
 
@@ -315,9 +316,9 @@ impl Verifier<'_> {
             .get(t.0 as usize)
             .ok_or_else(|| format!("names tensor {} of {}", t.0, self.exe.tensors.len()))?;
         let i = lookup
-            .find(t, tile, || match self.slice_tiles.get(t.0 as usize) {
-                Some(tiles) => find_tile(tiles, tile, |&t| t),
-                None => find_tile(&tensor.slices, tile, |s| s.tile),
+            .find(t, tile, || {
+                let tiles = self.slice_tiles.get(t.0 as usize)?;
+                find_tile(tiles, tile, |&t| t)
             })
             .ok_or_else(|| format!("tensor '{}' has no bytes on tile {tile}", tensor.name))?;
         let s = &tensor.slices[i];
