@@ -57,7 +57,7 @@
 //!
 //! # Block codelets
 //!
-//! `Reduce`, `ArgMax`, `Softmax`, `SoftmaxCrossEntropy` take [`BlockParams`]: the input
+//! `Reduce`, `ArgMax`, `Softmax`, `SoftmaxCrossEntropy`, `SoftmaxStage` take [`BlockParams`]: the input
 //! operand is a block of `groups × count × width` elements, element `(g, i, w)` at
 //! `(g · count + i) · width + w`; the vertex handles columns `w ∈ [col_begin, col_begin +
 //! cols)` of every group. Reductions run over `i` **sequentially in ascending `i`**, starting
@@ -240,6 +240,33 @@ pub enum Codelet {
     /// `out[g] = rne32(ln32(s) − t_label)`; a label outside `[0, count)` gives 0.
     /// Flags: INV, OFLO.
     SoftmaxCrossEntropy { dtype: DType },
+    /// One stage of a softmax, log-softmax or cross-entropy whose rows are split over tiles
+    /// and workers ([`SoftmaxStage`]); params `Block` with `width = cols = 1`: `groups`
+    /// pieces of rows, `count` elements each, and one `max` (`dtype`) and one `sum` (f32)
+    /// per group. With `m` the row's maximum (a `Reduce` Max of the row) and `s` the
+    /// sequential f32 sum of its `e_i` (a `Reduce` Sum of the `Exp` stage's output), the
+    /// stages compute exactly what [`Codelet::Softmax`] and [`Codelet::SoftmaxCrossEntropy`]
+    /// compute in one vertex: same operations, same roundings, same sum order.
+    SoftmaxStage { stage: SoftmaxStage, dtype: DType },
+}
+
+/// The stages of a split softmax ([`Codelet::SoftmaxStage`]); `t_i = rne32(x_i − m)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SoftmaxStage {
+    /// Operands `[in (dtype), max (dtype), out (F32)]`: `out_i = exp32(t_i)`. Flags: INV,
+    /// OFLO.
+    Exp,
+    /// Operands `[exp (F32), sum (F32), out (dtype)]`: `out_i = round(e_i / s)`, one
+    /// rounding of the exact quotient. Flags: INV, OFLO.
+    Div,
+    /// Operands `[in (dtype), max (dtype), sum (F32), out (dtype)]`:
+    /// `out_i = round(t_i − ln32(s))`, one rounding of the exact difference. Flags: INV,
+    /// OFLO.
+    LogSub,
+    /// Operands `[logits (dtype), labels (I32), max (dtype), sum (F32), out (F32)]`, whole
+    /// rows (`count` = the row length): `out[g] = rne32(ln32(s) − t_label)`, 0 for a label
+    /// outside `[0, count)`. Flags: INV, OFLO.
+    Loss,
 }
 
 /// The most leaves a [`Codelet::Fused`] reads (ours: bounds a fused vertex's operands).
@@ -768,6 +795,17 @@ impl Codelet {
             Codelet::SoftmaxCrossEntropy { .. } => {
                 ("SoftmaxCrossEntropy", &["logits", "labels", "out"], 768)
             }
+            // Our choice: about a third of the one-vertex softmax's code each.
+            Codelet::SoftmaxStage { stage, .. } => match stage {
+                SoftmaxStage::Exp => ("SoftmaxExp", &["in", "max", "out"], 256),
+                SoftmaxStage::Div => ("SoftmaxDiv", &["exp", "sum", "out"], 256),
+                SoftmaxStage::LogSub => ("LogSoftmaxSub", &["in", "max", "sum", "out"], 256),
+                SoftmaxStage::Loss => (
+                    "CrossEntropyLoss",
+                    &["logits", "labels", "max", "sum", "out"],
+                    256,
+                ),
+            },
             Codelet::Conv {
                 method: ConvMethod::Amp,
                 ..
@@ -827,6 +865,7 @@ impl Codelet {
                 format!("{}<{dtype}>", if *log { "LogSoftmax" } else { "Softmax" })
             }
             Codelet::SoftmaxCrossEntropy { dtype } => format!("SoftmaxCrossEntropy<{dtype}>"),
+            Codelet::SoftmaxStage { dtype, .. } => format!("{}<{dtype}>", self.info().name),
             Codelet::Conv {
                 pass,
                 input,
@@ -893,6 +932,7 @@ impl Codelet {
                 | Codelet::ArgMax { .. }
                 | Codelet::Softmax { .. }
                 | Codelet::SoftmaxCrossEntropy { .. }
+                | Codelet::SoftmaxStage { .. }
         )
     }
 }

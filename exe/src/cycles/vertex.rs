@@ -9,7 +9,7 @@
 
 use crate::codelets::{
     Access, AmpParams, BlockParams, Codelet, FusedLeaf, FusedStep, MapParams, ReduceOp,
-    VertexParams,
+    SoftmaxStage, VertexParams,
 };
 use crate::executable::VertexGroup;
 use crate::target::Target;
@@ -479,6 +479,21 @@ fn vertex_worker(target: &Target, codelet: &Codelet, params: &VertexParams, n: u
             VertexParams::Block(b) => {
                 let rows = b.groups as u64 * b.cols as u64;
                 20 + rows * (40 + 6 + b.count as u64 * (1 + 1 + 3 + 1))
+            }
+            _ => 0,
+        },
+        Codelet::SoftmaxStage { stage, .. } => match params {
+            VertexParams::Block(b) => {
+                // Our model, the one-vertex softmax's per-element costs above split by
+                // stage (subtract 1, exp 3, divide 5, ln 6 per row), with our choice of 10
+                // cycles of set-up per piece of row (the whole row's set-up is 30 there).
+                let (per_piece, per_element) = match stage {
+                    SoftmaxStage::Exp => (10, 1 + 3),
+                    SoftmaxStage::Div => (10, 5),
+                    SoftmaxStage::LogSub => (10 + 6, 1 + 1),
+                    SoftmaxStage::Loss => (40 + 6, 0),
+                };
+                20 + b.groups as u64 * (per_piece + b.count as u64 * per_element)
             }
             _ => 0,
         },

@@ -24,7 +24,7 @@ use crate::numerics::{cast, fp16, fp32, round, ArithOp, FpSts, Rounding, Tail};
 use bytemuck::Pod;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
-use ipusim_exe::codelets::{BlockParams, Codelet, ReduceOp};
+use ipusim_exe::codelets::{BlockParams, Codelet, ReduceOp, SoftmaxStage};
 use ipusim_exe::executable::{Tensor, Vertex};
 use ipusim_ir::DType;
 
@@ -109,6 +109,22 @@ pub(crate) fn check(
             }
             vec![(dtype, g * c), (I32, g), (F32, g)]
         }
+        Codelet::SoftmaxStage { stage, dtype } => {
+            rows()?;
+            if !dtype.is_float() {
+                return Err("softmax of a non-float type".into());
+            }
+            match stage {
+                SoftmaxStage::Exp => vec![(dtype, g * c), (dtype, g), (F32, g * c)],
+                SoftmaxStage::Div => vec![(F32, g * c), (F32, g), (dtype, g * c)],
+                SoftmaxStage::LogSub => {
+                    vec![(dtype, g * c), (dtype, g), (F32, g), (dtype, g * c)]
+                }
+                SoftmaxStage::Loss => {
+                    vec![(dtype, g * c), (I32, g), (dtype, g), (F32, g), (F32, g)]
+                }
+            }
+        }
         _ => return Err("is not a block codelet".into()),
     };
     if v.operands.len() != want.len() {
@@ -175,6 +191,9 @@ pub(crate) fn run(
             softmax(log, dtype, p, ops, scratch, &mut worker, &mut cx)?
         }
         Codelet::SoftmaxCrossEntropy { dtype } => cross_entropy(dtype, p, ops, scratch, &mut cx)?,
+        Codelet::SoftmaxStage { stage, dtype } => {
+            softmax_stage(stage, dtype, p, ops, scratch, &mut worker, &mut cx)?
+        }
         _ => return Err(EngineError::internal("not a block codelet").into()),
     }
     Ok(cx.sts)
@@ -470,12 +489,21 @@ fn row_internals(
     cx: &mut Cx,
 ) -> Result<f32, VertexError> {
     let m = fold_row(t, fp32::max, ("max", "x"), first, cx)?;
+    exp_row(t, e, m, first, cx)?;
+    fold_row(e, fp32::add, ("sum", "exp"), first, cx)
+}
+
+/// `t[i] ← rne32(t_i − m)` and `e[i] ← exp32(t_i)` along a row (or a piece of one), the
+/// flags of element `i` raised on `first + i`.
+fn exp_row(
+    t: &mut [f32],
+    e: &mut [f32],
+    m: f32,
+    first: usize,
+    cx: &mut Cx,
+) -> Result<(), VertexError> {
     for (i, (ti, ei)) in t.iter_mut().zip(e.iter_mut()).enumerate() {
-        let x = *ti;
-        let (d, f) = fp32::sub(x, m);
-        cx.raise(f, first + i, || {
-            vec![dump_value("x", f32v(x)), dump_value("max", f32v(m))]
-        })?;
+        let d = centred(*ti, m, first + i, cx)?;
         let (v, f) = fp32::exp(d);
         cx.raise(f, first + i, || {
             vec![dump_value("x - max", f32v(d)), dump_value("exp", f32v(v))]
@@ -483,7 +511,23 @@ fn row_internals(
         *ti = d;
         *ei = v;
     }
-    fold_row(e, fp32::add, ("sum", "exp"), first, cx)
+    Ok(())
+}
+
+/// `rne32(x − m)`, its flags raised on `element`.
+fn centred(x: f32, m: f32, element: usize, cx: &mut Cx) -> Result<f32, VertexError> {
+    let (d, f) = fp32::sub(x, m);
+    cx.raise(f, element, || {
+        vec![dump_value("x", f32v(x)), dump_value("max", f32v(m))]
+    })?;
+    Ok(d)
+}
+
+/// `ln32(s)`, its flags raised on `element`.
+fn log_sum(s: f32, element: usize, cx: &mut Cx) -> Result<f32, VertexError> {
+    let (v, f) = fp32::log(s);
+    cx.raise(f, element, || vec![dump_value("sum", f32v(s))])?;
+    Ok(v)
 }
 
 /// `op` folded over a row sequentially in ascending order from its first value, each
@@ -521,6 +565,64 @@ fn widen_row(dtype: DType, bytes: &[u8], at: usize, dst: &mut [f32]) -> Result<(
     Ok(())
 }
 
+/// Element `at` of a `dtype` operand, widened to f32.
+fn widen_one(dtype: DType, bytes: &[u8], at: usize) -> Result<f32, EngineError> {
+    Ok(if dtype == DType::F16 {
+        typed::<f16>(bytes)?[at].to_f32()
+    } else {
+        typed::<f32>(bytes)?[at]
+    })
+}
+
+/// Output element `at` of a softmax row, `round(v / w)` with `v = e_i`, `w = s`, or of a
+/// log-softmax row, `round(v − w)` with `v = t_i`, `w = ln s`: one rounding of the exact
+/// result to `dtype`.
+#[allow(clippy::too_many_arguments)]
+fn row_output(
+    log: bool,
+    dtype: DType,
+    (v, w): (f32, f32),
+    out: &mut [u8],
+    at: usize,
+    worker: &mut Worker,
+    cx: &mut Cx,
+) -> Result<(), VertexError> {
+    let (bytes, f) = match (dtype, log) {
+        (DType::F16, true) => {
+            let (r, f) = fp16::add_wide(f64::from(v), -f64::from(w), &mut worker.rounding());
+            typed_mut::<f16>(out)?[at] = r;
+            (Written::F16(r), f)
+        }
+        (DType::F16, false) => {
+            let (r, f) = fp16::div_wide(f64::from(v), f64::from(w), &mut worker.rounding());
+            typed_mut::<f16>(out)?[at] = r;
+            (Written::F16(r), f)
+        }
+        (_, true) => {
+            let (r, f) = fp32::sub(v, w);
+            typed_mut::<f32>(out)?[at] = r;
+            (Written::F32(r), f)
+        }
+        (_, false) => {
+            let (r, f) = fp32::div(v, w);
+            typed_mut::<f32>(out)?[at] = r;
+            (Written::F32(r), f)
+        }
+    };
+    cx.raise(f, at, || {
+        let (a, b) = if log {
+            ("x - max", "log sum")
+        } else {
+            ("exp", "sum")
+        };
+        vec![
+            dump_value(a, f32v(v)),
+            dump_value(b, f32v(w)),
+            dump_value("result", bytes.show()),
+        ]
+    })
+}
+
 fn softmax(
     log: bool,
     dtype: DType,
@@ -533,58 +635,86 @@ fn softmax(
     let count = p.count as usize;
     let t = scratch.p.take::<f32>(count);
     let e = scratch.q.take::<f32>(count);
-    let out = ops.output;
     for g in 0..p.groups as usize {
         let first = g * count;
         widen_row(dtype, ops.inputs[0], first, t)?;
         let s = row_internals(t, e, first, cx)?;
-        let ln_s = if log {
-            let (v, f) = fp32::log(s);
-            cx.raise(f, first, || vec![dump_value("sum", f32v(s))])?;
-            v
-        } else {
-            0.0
-        };
+        let w = if log { log_sum(s, first, cx)? } else { s };
         for i in 0..count {
-            let (ti, ei) = (t[i], e[i]);
-            let (bytes, f) = match (dtype, log) {
-                (DType::F16, true) => {
-                    let (v, f) =
-                        fp16::add_wide(f64::from(ti), -f64::from(ln_s), &mut worker.rounding());
-                    typed_mut::<f16>(out)?[first + i] = v;
-                    (Written::F16(v), f)
-                }
-                (DType::F16, false) => {
-                    let (v, f) =
-                        fp16::div_wide(f64::from(ei), f64::from(s), &mut worker.rounding());
-                    typed_mut::<f16>(out)?[first + i] = v;
-                    (Written::F16(v), f)
-                }
-                (_, true) => {
-                    let (v, f) = fp32::sub(ti, ln_s);
-                    typed_mut::<f32>(out)?[first + i] = v;
-                    (Written::F32(v), f)
-                }
-                (_, false) => {
-                    let (v, f) = fp32::div(ei, s);
-                    typed_mut::<f32>(out)?[first + i] = v;
-                    (Written::F32(v), f)
-                }
-            };
-            cx.raise(f, first + i, || {
-                let (a, b) = if log { ("x - max", ti) } else { ("exp", ei) };
-                vec![
-                    dump_value(a, f32v(b)),
-                    dump_value(
-                        if log { "log sum" } else { "sum" },
-                        f32v(if log { ln_s } else { s }),
-                    ),
-                    dump_value("result", bytes.show()),
-                ]
-            })?;
+            let v = if log { t[i] } else { e[i] };
+            row_output(log, dtype, (v, w), ops.output, first + i, worker, cx)?;
         }
     }
     Ok(())
+}
+
+/// One stage of a split softmax ([`SoftmaxStage`]), `groups` pieces of `count` elements.
+fn softmax_stage(
+    stage: SoftmaxStage,
+    dtype: DType,
+    p: &BlockParams,
+    ops: Operands,
+    scratch: &mut Scratch,
+    worker: &mut Worker,
+    cx: &mut Cx,
+) -> Result<(), VertexError> {
+    let count = p.count as usize;
+    let t = scratch.p.take::<f32>(count);
+    for g in 0..p.groups as usize {
+        let first = g * count;
+        match stage {
+            SoftmaxStage::Exp => {
+                widen_row(dtype, ops.inputs[0], first, t)?;
+                let m = widen_one(dtype, ops.inputs[1], g)?;
+                let e = &mut typed_mut::<f32>(ops.output)?[first..first + count];
+                exp_row(t, e, m, first, cx)?;
+            }
+            SoftmaxStage::Div => {
+                let s = typed::<f32>(ops.inputs[1])?[g];
+                for i in 0..count {
+                    let e = typed::<f32>(ops.inputs[0])?[first + i];
+                    row_output(false, dtype, (e, s), ops.output, first + i, worker, cx)?;
+                }
+            }
+            SoftmaxStage::LogSub => {
+                widen_row(dtype, ops.inputs[0], first, t)?;
+                let m = widen_one(dtype, ops.inputs[1], g)?;
+                let ln_s = log_sum(typed::<f32>(ops.inputs[2])?[g], first, cx)?;
+                for (i, &x) in t.iter().enumerate() {
+                    let d = centred(x, m, first + i, cx)?;
+                    row_output(true, dtype, (d, ln_s), ops.output, first + i, worker, cx)?;
+                }
+            }
+            SoftmaxStage::Loss => {
+                let label = typed::<i32>(ops.inputs[1])?[g];
+                typed_mut::<f32>(ops.output)?[g] =
+                    match usize::try_from(label).ok().filter(|&l| l < count) {
+                        Some(l) => {
+                            let m = widen_one(dtype, ops.inputs[2], g)?;
+                            let tl =
+                                centred(widen_one(dtype, ops.inputs[0], first + l)?, m, g, cx)?;
+                            let ln_s = log_sum(typed::<f32>(ops.inputs[3])?[g], g, cx)?;
+                            loss(ln_s, tl, l, g, cx)?
+                        }
+                        None => 0.0,
+                    };
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A row's cross-entropy `rne32(ln s − t_label)`, its flags raised on `element`.
+fn loss(ln_s: f32, tl: f32, label: usize, element: usize, cx: &mut Cx) -> Result<f32, VertexError> {
+    let (v, f) = fp32::sub(ln_s, tl);
+    cx.raise(f, element, || {
+        vec![
+            dump_value("log sum", f32v(ln_s)),
+            dump_value(format!("x[{label}] - max"), f32v(tl)),
+            dump_value("result", f32v(v)),
+        ]
+    })?;
+    Ok(v)
 }
 
 fn cross_entropy(
@@ -604,20 +734,7 @@ fn cross_entropy(
         let s = row_internals(t, e, g, cx)?;
         let label = labels[g];
         out[g] = match usize::try_from(label).ok().filter(|&l| l < count) {
-            Some(l) => {
-                let (ln_s, f) = fp32::log(s);
-                cx.raise(f, g, || vec![dump_value("sum", f32v(s))])?;
-                let (v, f) = fp32::sub(ln_s, t[l]);
-                let tl = t[l];
-                cx.raise(f, g, || {
-                    vec![
-                        dump_value("log sum", f32v(ln_s)),
-                        dump_value(format!("x[{l}] - max"), f32v(tl)),
-                        dump_value("result", f32v(v)),
-                    ]
-                })?;
-                v
-            }
+            Some(l) => loss(log_sum(s, g, cx)?, t[l], l, g, cx)?,
             None => 0.0,
         };
     }

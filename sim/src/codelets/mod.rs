@@ -133,7 +133,8 @@ pub(crate) fn execute(
             Codelet::Reduce { .. }
             | Codelet::ArgMax { .. }
             | Codelet::Softmax { .. }
-            | Codelet::SoftmaxCrossEntropy { .. },
+            | Codelet::SoftmaxCrossEntropy { .. }
+            | Codelet::SoftmaxStage { .. },
             VertexParams::Block(p),
         ) => block::run(codelet, p, ops, scratch, worker),
         (_, VertexParams::Map(_) | VertexParams::Fill { .. }) => {

@@ -202,7 +202,8 @@ fn check_vertex(
             Codelet::Reduce { .. }
             | Codelet::ArgMax { .. }
             | Codelet::Softmax { .. }
-            | Codelet::SoftmaxCrossEntropy { .. },
+            | Codelet::SoftmaxCrossEntropy { .. }
+            | Codelet::SoftmaxStage { .. },
             VertexParams::Block(p),
         ) => block::check(codelet, p, v, tensors),
         (_, VertexParams::Map(_) | VertexParams::Fill { .. }) => map::check(codelet, v, tensors),

@@ -1,7 +1,7 @@
 //! Building blocks the op families share: tile mappings and grains ([`mapping`]),
 //! staging operands onto tiles with exchanges ([`stage`]), the matmul planner ([`planner`]),
 //! fills ([`fill`]), permutations and element moves ([`permute`]), row-wise block vertices
-//! ([`rows`]), the cross-tile reduction tree in its documented order ([`reduction`]), and
+//! ([`rows`]) and long rows split over tiles ([`split_rows`]), the cross-tile reduction tree in its documented order ([`reduction`]), and
 //! the staged sum of split reductions' partials ([`split_sum`]).
 
 pub(crate) mod fill;
@@ -10,5 +10,6 @@ pub(crate) mod permute;
 pub(crate) mod planner;
 pub mod reduction;
 pub(crate) mod rows;
+pub(crate) mod split_rows;
 pub(crate) mod split_sum;
 pub(crate) mod stage;

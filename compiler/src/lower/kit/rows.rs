@@ -51,7 +51,7 @@ fn own_rows(lw: &Lowerer, input: TensorId, p: u64, r: u64) -> Vec<Rows> {
 fn row_vertices(
     lw: &Lowerer,
     xin: Operand,
-    labels: Option<Operand>,
+    per_row: &[Operand],
     (out, out_pos, out_per_row): (TensorId, u64, u64),
     nrows: u64,
     r: u64,
@@ -67,10 +67,11 @@ fn row_vertices(
                 offset: xin.offset + (a * r * ies) as u32,
                 len: ((b - a) * r) as u32,
             }]);
-            if let Some(l) = labels {
+            for o in per_row {
+                let es = lw.tensor(o.tensor).dtype.size_bytes() as u64;
                 operands.push(Operand {
-                    tensor: l.tensor,
-                    offset: l.offset + (a * 4) as u32,
+                    tensor: o.tensor,
+                    offset: o.offset + (a * es) as u32,
                     len: (b - a) as u32,
                 });
             }
@@ -88,13 +89,15 @@ fn row_vertices(
         .collect()
 }
 
-/// One row op: `codelet` over the `p` rows of `r` elements of `input` (and one label per
-/// row), writing `per_row` outputs per row into a new tensor of `dtype` and `shape`.
+/// One row op: `codelet` over the `p` rows of `r` elements of `input` (and one element per
+/// row of each `per_row` tensor: labels, statistics), writing `out.3` outputs per row into
+/// a new tensor of kind, dtype and shape `out.0..3`.
 pub(crate) struct RowOp<'a> {
     pub node: NodeId,
     pub name: &'a str,
     pub input: TensorId,
-    pub labels: Option<TensorId>,
+    /// Each with the suffix of its staging tensor's name.
+    pub per_row: Vec<(TensorId, &'static str)>,
     pub p: u64,
     pub r: u64,
     pub codelet: Codelet,
@@ -120,17 +123,20 @@ pub(crate) fn row_op(lw: &mut Lowerer, op: RowOp) -> TensorId {
     );
     let mut eb = ExchangeBuilder::default();
     let mut sx = Staging::new(op.input, format!("{}/in", op.name), Some(op.node));
-    let mut sl = op
-        .labels
-        .map(|l| Staging::new(l, format!("{}/labels", op.name), Some(op.node)));
+    let mut sl: Vec<Staging> = op
+        .per_row
+        .iter()
+        .map(|&(t, what)| Staging::new(t, format!("{}/{what}", op.name), Some(op.node)))
+        .collect();
     let mut tiles = Vec::new();
     for x in &rows {
         let xin = sx.operand(lw, &mut eb, x.tile, &[(x.p0 * r, (x.p1 - x.p0) * r)]);
-        let lin = sl
-            .as_mut()
-            .map(|s| s.operand(lw, &mut eb, x.tile, &[(x.p0, x.p1 - x.p0)]));
+        let lin: Vec<Operand> = sl
+            .iter_mut()
+            .map(|s| s.operand(lw, &mut eb, x.tile, &[(x.p0, x.p1 - x.p0)]))
+            .collect();
         let out_pos = lw.position(out, x.p0 * per_row);
-        let vertices = row_vertices(lw, xin, lin, (out, out_pos, per_row), x.p1 - x.p0, r);
+        let vertices = row_vertices(lw, xin, &lin, (out, out_pos, per_row), x.p1 - x.p0, r);
         tiles.push(TileWork::one_group(
             lw.tile_id(x.tile),
             op.codelet.clone(),
@@ -138,7 +144,7 @@ pub(crate) fn row_op(lw: &mut Lowerer, op: RowOp) -> TensorId {
         ));
     }
     sx.finish(lw);
-    if let Some(s) = sl {
+    for s in sl {
         s.finish(lw);
     }
     lw.superstep(op.name, Some(op.node), eb.finish(), tiles);
@@ -153,7 +159,7 @@ pub(crate) fn argmax_rows(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> Ten
             node: spec.node,
             name: &spec.name,
             input,
-            labels: None,
+            per_row: Vec::new(),
             p: spec.p,
             r: spec.r,
             codelet: Codelet::ArgMax { dtype: spec.input },

@@ -1,5 +1,6 @@
 //! `Softmax`, `LogSoftmax` and `SparseSoftmaxCrossEntropy` along the last axis, with the
-//! row operations of [`crate::lower::kit::rows`]; along another axis, a permutation to the
+//! row operations of [`crate::lower::kit::rows`] (rows of [`SPLIT_ROW`] elements or more
+//! split over tiles and workers by [`crate::lower::kit::split_rows`]); along another axis, a permutation to the
 //! last axis, the row op, and the permutation back.
 
 use crate::codelets::Codelet;
@@ -9,6 +10,7 @@ use crate::lower::core::Lowerer;
 use crate::lower::kit::permute;
 use crate::lower::kit::reduction::{self as reduce, Kind, Spec};
 use crate::lower::kit::rows::{row_op, RowOp};
+use crate::lower::kit::split_rows::{SplitRows, SPLIT_ROW};
 use ipusim_ir::{DType, LossReduction, NodeId, Op, Shape};
 
 /// Lowers `Softmax`, `LogSoftmax` and `SparseSoftmaxCrossEntropy`.
@@ -53,24 +55,35 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             let labels = permute::materialized(lw, node.inputs[1])?;
             let (n, c) = (dims[0] as u64, dims[1] as u64);
             let rows_name = format!("{name}/rows");
-            let losses = row_op(
-                lw,
-                RowOp {
-                    node: id,
-                    name: &rows_name,
-                    input: logits,
-                    labels: Some(labels),
-                    p: n,
-                    r: c,
-                    codelet: Codelet::SoftmaxCrossEntropy { dtype: xt.dtype },
-                    out: (
-                        TensorKind::Partials,
-                        DType::F32,
-                        Shape::new([n as usize]),
-                        1,
-                    ),
-                },
-            );
+            let split = SplitRows {
+                node: id,
+                name: &rows_name,
+                input: logits,
+                p: n,
+                r: c,
+            };
+            let losses = if c >= SPLIT_ROW {
+                split.cross_entropy(lw, labels)
+            } else {
+                row_op(
+                    lw,
+                    RowOp {
+                        node: id,
+                        name: &rows_name,
+                        input: logits,
+                        per_row: vec![(labels, "labels")],
+                        p: n,
+                        r: c,
+                        codelet: Codelet::SoftmaxCrossEntropy { dtype: xt.dtype },
+                        out: (
+                            TensorKind::Partials,
+                            DType::F32,
+                            Shape::new([n as usize]),
+                            1,
+                        ),
+                    },
+                )
+            };
             let scale = match reduction {
                 LossReduction::Mean => 1.0 / n.max(1) as f64,
                 LossReduction::Sum => 1.0,
@@ -107,6 +120,17 @@ fn softmax_rows(
     log: bool,
 ) -> TensorId {
     let r = *shape.dims().last().unwrap_or(&1) as u64;
+    let p = shape.num_elements() as u64 / r.max(1);
+    if r >= SPLIT_ROW {
+        let split = SplitRows {
+            node: id,
+            name,
+            input,
+            p,
+            r,
+        };
+        return split.softmax(lw, log, shape);
+    }
     let dtype = lw.tensor(input).dtype;
     row_op(
         lw,
@@ -114,8 +138,8 @@ fn softmax_rows(
             node: id,
             name,
             input,
-            labels: None,
-            p: shape.num_elements() as u64 / r.max(1),
+            per_row: Vec::new(),
+            p,
             r,
             codelet: Codelet::Softmax { log, dtype },
             out: (TensorKind::Activation, dtype, shape.clone(), r),
