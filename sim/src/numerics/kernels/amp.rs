@@ -296,15 +296,23 @@ fn matmul(shape: MatMulShape, a: &[f32], b: &[f32], partials: Partials, chunk: u
         }
         Partials::F16(out, r) => (out, r),
     };
-    let mut sums = vec![0f32; n];
+    // The chunk sums of a block of rows first (they do not depend on the partials), then
+    // the partial writes in (row, chunk, column) order.
+    let chunks = k.div_ceil(chunk);
+    let mut sums = vec![0f32; ROWS.min(m) * chunks * n];
     let mut scratch = RowScratch::default();
-    for i in 0..m {
-        let a_row = &a[i * k..(i + 1) * k];
-        for c0 in (0..k).step_by(chunk) {
-            let c1 = (c0 + chunk).min(k);
-            chunk_sums(&a_row[c0..c1], &b[c0 * n..c1 * n], &mut sums);
-            flags |= write_f16_row(&mut out[i * n..(i + 1) * n], &sums, r, &mut scratch);
+    let mut i = 0;
+    while i < m {
+        let rows = ROWS.min(m - i);
+        let block = &mut sums[..rows * chunks * n];
+        chunk_sums(&a[i * k..(i + rows) * k], &b[..k * n], block, k, n, chunk);
+        for (row, row_sums) in block.chunks_exact(chunks * n).enumerate() {
+            let p = &mut out[(i + row) * n..(i + row + 1) * n];
+            for s in row_sums.chunks_exact(n) {
+                flags |= write_f16_row(p, s, r, &mut scratch);
+            }
         }
+        i += rows;
     }
     flags
 }
@@ -363,9 +371,41 @@ fn f32_partials_cols<const R: usize>(
     }
 }
 
-/// The `R × W` block of `out` at `(i, j)`: for every chunk, `s = a·b` then fused
-/// multiply-adds down the chunk, then `P += s` (the module docs' order, per element).
-#[allow(clippy::too_many_arguments)]
+/// Writes into `s` the chunk sums of the `R × W` block at column `j` over the reduction rows
+/// `[c0, c1)`: `s = a[c0]·b[c0]`, then `s = fma(a[kk], b[kk], s)` down the chunk. Plain index
+/// loops over constant-size rows, so that each row of `s` stays in vector registers and
+/// each element of `a` is one broadcast.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn chunk_block<const R: usize, const W: usize>(
+    rows: &[&[f32]; R],
+    b: &[f32],
+    j: usize,
+    (c0, c1): (usize, usize),
+    n: usize,
+    s: &mut [[f32; W]; R],
+) {
+    let b0: &[f32; W] = b[c0 * n + j..][..W].try_into().unwrap_or(&[0.0; W]);
+    for r in 0..R {
+        let av = rows[r][c0];
+        for w in 0..W {
+            s[r][w] = av * b0[w];
+        }
+    }
+    for kk in c0 + 1..c1 {
+        let bk: &[f32; W] = b[kk * n + j..][..W].try_into().unwrap_or(&[0.0; W]);
+        for r in 0..R {
+            let av = rows[r][kk];
+            for w in 0..W {
+                s[r][w] = av.mul_add(bk[w], s[r][w]);
+            }
+        }
+    }
+}
+
+/// The `R × W` block of `out` at `(i, j)`: for every chunk, its chunk sums
+/// ([`chunk_block`]), then `P += s` (the module docs' order, per element).
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 #[inline(always)]
 fn f32_partials_block<const R: usize, const W: usize>(
     a: &[f32],
@@ -378,58 +418,101 @@ fn f32_partials_block<const R: usize, const W: usize>(
     chunk: usize,
 ) {
     let mut p = [[0f32; W]; R];
-    for (r, pr) in p.iter_mut().enumerate() {
-        pr.copy_from_slice(&out[(i + r) * n + j..][..W]);
+    for r in 0..R {
+        p[r].copy_from_slice(&out[(i + r) * n + j..][..W]);
     }
-    let a = &a[i * k..(i + R) * k];
+    let rows: [&[f32]; R] = std::array::from_fn(|r| &a[(i + r) * k..(i + r + 1) * k]);
     let mut c0 = 0;
     while c0 < k {
         let c1 = (c0 + chunk).min(k);
         let mut s = [[0f32; W]; R];
-        let b0: &[f32; W] = b[c0 * n + j..][..W].try_into().unwrap_or(&[0.0; W]);
-        for (r, sr) in s.iter_mut().enumerate() {
-            let av = a[r * k + c0];
-            for (sv, bv) in sr.iter_mut().zip(b0) {
-                *sv = av * bv;
-            }
-        }
-        for kk in c0 + 1..c1 {
-            let bk: &[f32; W] = b[kk * n + j..][..W].try_into().unwrap_or(&[0.0; W]);
-            for (r, sr) in s.iter_mut().enumerate() {
-                let av = a[r * k + kk];
-                for (sv, bv) in sr.iter_mut().zip(bk) {
-                    *sv = av.mul_add(*bv, *sv);
-                }
-            }
-        }
-        for (pr, sr) in p.iter_mut().zip(&s) {
-            for (pv, sv) in pr.iter_mut().zip(sr) {
-                *pv += sv;
+        chunk_block::<R, W>(&rows, b, j, (c0, c1), n, &mut s);
+        for r in 0..R {
+            for w in 0..W {
+                p[r][w] += s[r][w];
             }
         }
         c0 = c1;
     }
-    for (r, pr) in p.iter().enumerate() {
-        out[(i + r) * n + j..][..W].copy_from_slice(pr);
+    for r in 0..R {
+        out[(i + r) * n + j..][..W].copy_from_slice(&p[r]);
     }
 }
 
 simd_dispatch! {
-    /// `sums[j] = a[0]·b[0][j]`, then `sums[j] = fma(a[kk], b[kk][j], sums[j])` for the
-    /// remaining rows of the chunk: the chunk sums of one output row.
-    fn chunk_sums(a: &[f32], b: &[f32], sums: &mut [f32]) -> () => chunk_sums_body
+    /// The chunk sums of the rows of `a` (at most [`ROWS`] rows of `k`) against `b` (`k × n`):
+    /// `sums[(r · chunks + c) · n + j]` is `a[r][c0]·b[c0][j]` followed by
+    /// `fma(a[r][kk], b[kk][j], ·)` down chunk `c` (the module docs' `s`), computed in
+    /// register blocks as the FP32-partials kernel computes them.
+    fn chunk_sums(a: &[f32], b: &[f32], sums: &mut [f32], k: usize, n: usize, chunk: usize) -> () => chunk_sums_body
 }
 
 #[inline(always)]
-fn chunk_sums_body(a: &[f32], b: &[f32], sums: &mut [f32]) {
-    let n = sums.len();
-    for (s, bv) in sums.iter_mut().zip(&b[..n]) {
-        *s = a[0] * bv;
-    }
-    for (av, b_row) in a[1..].iter().zip(b[n..].chunks_exact(n)) {
-        for (s, bv) in sums.iter_mut().zip(b_row) {
-            *s = av.mul_add(*bv, *s);
+fn chunk_sums_body(a: &[f32], b: &[f32], sums: &mut [f32], k: usize, n: usize, chunk: usize) {
+    let rows = a.len() / k;
+    if rows == ROWS {
+        chunk_sums_cols::<ROWS>(a, b, sums, k, n, chunk);
+    } else {
+        let per_row = sums.len() / rows.max(1);
+        for (a_row, row_sums) in a.chunks_exact(k).zip(sums.chunks_exact_mut(per_row)) {
+            chunk_sums_cols::<1>(a_row, b, row_sums, k, n, chunk);
         }
+    }
+}
+
+/// [`chunk_sums`] of `R` rows, column block by column block (32, 16, 8 and single columns).
+#[inline(always)]
+fn chunk_sums_cols<const R: usize>(
+    a: &[f32],
+    b: &[f32],
+    sums: &mut [f32],
+    k: usize,
+    n: usize,
+    chunk: usize,
+) {
+    let mut j = 0;
+    while j + 32 <= n {
+        chunk_sums_block::<R, 32>(a, b, sums, j, k, n, chunk);
+        j += 32;
+    }
+    while j + 16 <= n {
+        chunk_sums_block::<R, 16>(a, b, sums, j, k, n, chunk);
+        j += 16;
+    }
+    while j + 8 <= n {
+        chunk_sums_block::<R, 8>(a, b, sums, j, k, n, chunk);
+        j += 8;
+    }
+    for j in j..n {
+        chunk_sums_block::<R, 1>(a, b, sums, j, k, n, chunk);
+    }
+}
+
+/// The chunk sums of the `R × W` block at column `j`, chunk by chunk.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn chunk_sums_block<const R: usize, const W: usize>(
+    a: &[f32],
+    b: &[f32],
+    sums: &mut [f32],
+    j: usize,
+    k: usize,
+    n: usize,
+    chunk: usize,
+) {
+    let chunks = k.div_ceil(chunk);
+    let rows: [&[f32]; R] = std::array::from_fn(|r| &a[r * k..(r + 1) * k]);
+    let mut c0 = 0;
+    let mut c = 0;
+    while c0 < k {
+        let c1 = (c0 + chunk).min(k);
+        let mut s = [[0f32; W]; R];
+        chunk_block::<R, W>(&rows, b, j, (c0, c1), n, &mut s);
+        for r in 0..R {
+            sums[(r * chunks + c) * n + j..][..W].copy_from_slice(&s[r]);
+        }
+        c0 = c1;
+        c += 1;
     }
 }
 
