@@ -16,9 +16,10 @@
 //! | [`target`] | [`Target`]: one chip's figures, presets, target files | `error` |
 //! | [`system`] | [`System`] of IPUs and their links, [`SyncScope`] | `ids`, `error`, `target` |
 //! | [`options`] | [`CompileOptions`], [`PartialsType`] | `error` |
-//! | [`block_params`] | a block vertex's parameters and the addressing of its rows (repeats included) | — |
-//! | [`codelets`] | the codelet registry: each codelet's semantics and parameters | `block_params` |
 //! | [`layout`] | channel-grouped layouts of feature maps (storage shapes, the index map) | — |
+//! | [`block_params`] | a block vertex's parameters and the addressing of its rows (repeats included) | — |
+//! | [`window_params`] | a window vertex's parameters: the convolution pass and vertex, the window's geometry, the operand blocks' ranges | `layout` |
+//! | [`codelets`] | the codelet registry: each codelet's semantics and parameters | `block_params`, `window_params` |
 //! | [`vertex_state`] | the bytes of a vertex's state (PopLibs' Mk2 layouts) | `codelets` |
 //! | [`memory`] | the memory plan's data types, tensor usage over steps | `ids`, `system` |
 //! | [`estimate`] | the static cycle estimate's data types | — |
@@ -47,6 +48,7 @@ pub mod target;
 pub mod timeline;
 pub mod verify;
 pub mod vertex_state;
+pub mod window_params;
 
 pub use codelets::{Codelet, VertexParams};
 pub use error::CompileError;

@@ -6,6 +6,8 @@
 //! another axis is lowered as a transpose to the last axis, the row softmax, and the
 //! transpose back. The cross-entropy's per-row losses (f32) are then summed by the
 //! reduction of [`super::reduce`] (its documented order), scaled by `1/n` for the mean.
+//! Softmax rows too long for one worker are split over tiles by [`super::split_rows`],
+//! whose per-row sums and losses are row ops of this module.
 
 use crate::codelets::{BlockParams, Codelet, VertexParams};
 use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex};

@@ -1,7 +1,7 @@
 //! `Softmax`, `LogSoftmax` and `SparseSoftmaxCrossEntropy` along the last axis, with the
 //! row operations of [`crate::lower::kit::rows`] (rows of [`SPLIT_ROW`] elements or more
-//! split over tiles and workers by [`crate::lower::kit::split_rows`]); along another axis, a permutation to the
-//! last axis, the row op, and the permutation back.
+//! split over tiles and workers by [`crate::lower::kit::split_rows`]); along another axis,
+//! a permutation to the last axis, the row op, and the permutation back.
 
 use crate::codelets::Codelet;
 use crate::error::CompileError;
