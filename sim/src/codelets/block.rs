@@ -671,9 +671,9 @@ fn softmax_stage(
             }
             SoftmaxStage::Div => {
                 let s = typed::<f32>(ops.inputs[1])?[g];
-                for i in 0..count {
-                    let e = typed::<f32>(ops.inputs[0])?[first + i];
-                    row_output(false, dtype, (e, s), ops.output, first + i, worker, cx)?;
+                let e = &typed::<f32>(ops.inputs[0])?[first..first + count];
+                for (i, &ei) in e.iter().enumerate() {
+                    row_output(false, dtype, (ei, s), ops.output, first + i, worker, cx)?;
                 }
             }
             SoftmaxStage::LogSub => {

@@ -61,10 +61,7 @@ impl SplitRows<'_> {
     /// the input is.
     pub(crate) fn softmax(&self, lw: &mut Lowerer, log: bool, shape: &Shape) -> TensorId {
         let dtype = lw.tensor(self.input).dtype;
-        let pieces = self.pieces(lw);
-        let m = self.maxima(lw);
-        let e = self.exp(lw, &pieces, m);
-        let s = self.sums(lw, e);
+        let (pieces, m, e, s) = self.internals(lw);
         let out = lw.new_tensor(
             self.name.to_string(),
             Some(self.node),
@@ -92,10 +89,7 @@ impl SplitRows<'_> {
     /// elements on the rows' first tiles.
     pub(crate) fn cross_entropy(&self, lw: &mut Lowerer, labels: TensorId) -> TensorId {
         let dtype = lw.tensor(self.input).dtype;
-        let pieces = self.pieces(lw);
-        let m = self.maxima(lw);
-        let e = self.exp(lw, &pieces, m);
-        let s = self.sums(lw, e);
+        let (_, m, _, s) = self.internals(lw);
         row_op(
             lw,
             RowOp {
@@ -117,6 +111,15 @@ impl SplitRows<'_> {
                 ),
             },
         )
+    }
+
+    /// Stages 1–3: the pieces of rows, the maxima `m`, `exp(x − m)` and the sums.
+    fn internals(&self, lw: &mut Lowerer) -> (Vec<Piece>, TensorId, TensorId, TensorId) {
+        let pieces = self.pieces(lw);
+        let m = self.maxima(lw);
+        let e = self.exp(lw, &pieces, m);
+        let s = self.sums(lw, e);
+        (pieces, m, e, s)
     }
 
     /// The input's mapping (the tiles and element ranges it has).

@@ -342,6 +342,35 @@ fn f32_partials_body(a: &[f32], b: &[f32], out: &mut [f32], k: usize, n: usize, 
     }
 }
 
+/// Runs `body` for the column blocks of `n` columns, in order: blocks of 32, then 16, then
+/// 8, then single columns, with `j` the block's first column and `W` its width (a const).
+macro_rules! column_blocks {
+    ($n:expr, |$j:ident, $w:ident| $body:expr) => {{
+        let n = $n;
+        let mut $j = 0;
+        while $j + 32 <= n {
+            const $w: usize = 32;
+            $body;
+            $j += 32;
+        }
+        while $j + 16 <= n {
+            const $w: usize = 16;
+            $body;
+            $j += 16;
+        }
+        while $j + 8 <= n {
+            const $w: usize = 8;
+            $body;
+            $j += 8;
+        }
+        while $j < n {
+            const $w: usize = 1;
+            $body;
+            $j += 1;
+        }
+    }};
+}
+
 /// Rows `[i, i + R)` of `out`, column block by column block (32, 16, 8 and single columns).
 #[inline(always)]
 fn f32_partials_cols<const R: usize>(
@@ -353,22 +382,9 @@ fn f32_partials_cols<const R: usize>(
     n: usize,
     chunk: usize,
 ) {
-    let mut j = 0;
-    while j + 32 <= n {
-        f32_partials_block::<R, 32>(a, b, out, i, j, k, n, chunk);
-        j += 32;
-    }
-    while j + 16 <= n {
-        f32_partials_block::<R, 16>(a, b, out, i, j, k, n, chunk);
-        j += 16;
-    }
-    while j + 8 <= n {
-        f32_partials_block::<R, 8>(a, b, out, i, j, k, n, chunk);
-        j += 8;
-    }
-    for j in j..n {
-        f32_partials_block::<R, 1>(a, b, out, i, j, k, n, chunk);
-    }
+    column_blocks!(n, |j, W| f32_partials_block::<R, W>(
+        a, b, out, i, j, k, n, chunk
+    ));
 }
 
 /// Writes into `s` the chunk sums of the `R × W` block at column `j` over the reduction rows
@@ -470,22 +486,9 @@ fn chunk_sums_cols<const R: usize>(
     n: usize,
     chunk: usize,
 ) {
-    let mut j = 0;
-    while j + 32 <= n {
-        chunk_sums_block::<R, 32>(a, b, sums, j, k, n, chunk);
-        j += 32;
-    }
-    while j + 16 <= n {
-        chunk_sums_block::<R, 16>(a, b, sums, j, k, n, chunk);
-        j += 16;
-    }
-    while j + 8 <= n {
-        chunk_sums_block::<R, 8>(a, b, sums, j, k, n, chunk);
-        j += 8;
-    }
-    for j in j..n {
-        chunk_sums_block::<R, 1>(a, b, sums, j, k, n, chunk);
-    }
+    column_blocks!(n, |j, W| chunk_sums_block::<R, W>(
+        a, b, sums, j, k, n, chunk
+    ));
 }
 
 /// The chunk sums of the `R × W` block at column `j`, chunk by chunk.
