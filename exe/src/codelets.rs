@@ -74,6 +74,7 @@
 
 use ipusim_ir::{Activation, BinaryOp, DType, UnaryOp};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 pub use crate::block_params::BlockParams;
 pub use crate::window_params::{ConvMethod, WindowGeometry, WindowParams, WindowPass};
@@ -431,13 +432,15 @@ pub enum Access {
 
 /// A broadcast read: output `j` of the vertex reads operand element
 /// `Σ_d coord_d(start + j) · strides[d] − base`, with `coord(x)` the row-major coordinates
-/// of `x` in `dims`.
+/// of `x` in `dims`. The pattern (`dims`, `strides`) is shared: the vertices of a tile, and
+/// of a whole op, read an input through the same one, and a large graph has millions of
+/// broadcast reads, which would otherwise each hold two heap allocations.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BroadcastAccess {
     /// Dimensions the vertex's outputs are indexed in (merged; size-1 dimensions removed).
-    pub dims: Vec<u64>,
+    pub dims: Arc<[u64]>,
     /// Element stride of the input per dimension (0 where broadcast).
-    pub strides: Vec<u64>,
+    pub strides: Arc<[u64]>,
     /// Position in `dims` of the vertex's first output.
     pub start: u64,
     /// The input index held at operand element 0.

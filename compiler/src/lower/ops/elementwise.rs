@@ -17,6 +17,7 @@ use crate::lower::kit::permute;
 use crate::lower::kit::stage::{ExchangeBuilder, Staging};
 use ipusim_exe::layout::storage_dims;
 use ipusim_ir::{NodeId, Op, Shape};
+use std::sync::Arc;
 
 /// How one input of an element-wise op is read, before staging.
 enum Read {
@@ -206,6 +207,19 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let vw = lw.target().vector_width(out_dtype);
     let nw = lw.target().worker_contexts;
     let slices = lw.tensor(out).slices.clone();
+    // Each broadcast read's pattern over the output positions, shared by the vertices
+    // that read through it.
+    let global: Vec<Option<SharedPattern>> = reads
+        .iter()
+        .map(|r| match r {
+            Read::Aligned => None,
+            Read::Broadcast { dims, strides } => Some(SharedPattern {
+                dims: dims.as_slice().into(),
+                strides: strides.as_slice().into(),
+                local: None,
+            }),
+        })
+        .collect();
     let mut tiles = Vec::with_capacity(slices.len());
     for slice in &slices {
         let tile = slice.tile.tile();
@@ -233,6 +247,23 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             } else {
                 None
             };
+        // How each input is read on this tile: through the tile's own pattern, the op's, or
+        // aligned.
+        let patterns: Vec<Option<SharedPattern>> = match &block {
+            Some(b) => b
+                .iter()
+                .zip(&global)
+                .map(|(lp, g)| match lp {
+                    Some(lp) => Some(SharedPattern {
+                        dims: lp.dims.as_slice().into(),
+                        strides: lp.strides.as_slice().into(),
+                        local: Some(lp.origin),
+                    }),
+                    None => g.clone(),
+                })
+                .collect(),
+            None => global.clone(),
+        };
         // Tile-level operands and, for broadcast inputs, the staged input range.
         let mut tile_ops: Vec<(Operand, u64)> = Vec::with_capacity(reads.len());
         for (k, read) in reads.iter().enumerate() {
@@ -280,11 +311,11 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             let out_begin = cut_intervals.then(|| global_index(&ranges, p0));
             let mut operands = Operands::new();
             let mut access = Accesses::new();
-            for (k, read) in reads.iter().enumerate() {
+            for (k, pattern) in patterns.iter().enumerate() {
                 let (op, lo) = tile_ops[k];
                 let es = lw.tensor(op.tensor).dtype.size_bytes() as u64;
-                match read {
-                    Read::Aligned => {
+                match pattern {
+                    None => {
                         operands.push(Operand {
                             tensor: op.tensor,
                             offset: op.offset + (p0 * es) as u32,
@@ -292,22 +323,25 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                         });
                         access.push(Access::Aligned);
                     }
-                    Read::Broadcast { dims, strides } => {
-                        // The pattern, where it is evaluated, and the input index of bidx 0.
-                        let (dims, strides, start, origin) =
-                            match block.as_ref().and_then(|b| b[k].as_ref()) {
-                                Some(lp) => (lp.dims.clone(), lp.strides.clone(), p0, lp.origin),
-                                None => (dims.clone(), strides.clone(), out_begin.unwrap_or(0), 0),
-                            };
-                        let (vlo, vhi) = pattern_range(&dims, &strides, start, start + len);
+                    Some(SharedPattern {
+                        dims,
+                        strides,
+                        local,
+                    }) => {
+                        // Where the pattern is evaluated, and the input index of its 0.
+                        let (start, origin) = match *local {
+                            Some(origin) => (p0, origin),
+                            None => (out_begin.unwrap_or(0), 0),
+                        };
+                        let (vlo, vhi) = pattern_range(dims, strides, start, start + len);
                         operands.push(Operand {
                             tensor: op.tensor,
                             offset: op.offset + ((origin + vlo - lo) * es) as u32,
                             len: (vhi + 1 - vlo) as u32,
                         });
                         access.push(Access::Broadcast(Box::new(BroadcastAccess {
-                            dims,
-                            strides,
+                            dims: dims.clone(),
+                            strides: strides.clone(),
                             start,
                             base: vlo,
                         })));
@@ -449,6 +483,16 @@ fn read_in(dims_strides: &[(u64, u64)]) -> Read {
         st.push(0);
     }
     Read::Broadcast { dims, strides: st }
+}
+
+/// A broadcast read's pattern as the vertices hold it (shared), and the input index of
+/// its position 0 when it is a tile's own pattern (`None`: the op's, evaluated at output
+/// positions).
+#[derive(Clone)]
+struct SharedPattern {
+    dims: Arc<[u64]>,
+    strides: Arc<[u64]>,
+    local: Option<u64>,
 }
 
 /// A broadcast input's pattern over a tile's own element positions (its slice's intervals
@@ -668,8 +712,8 @@ mod tests {
                 Read::Aligned => (vec![2 * 32 * 9], vec![1]),
             };
             let acc = BroadcastAccess {
-                dims,
-                strides,
+                dims: dims.into(),
+                strides: strides.into(),
                 start: 0,
                 base: 0,
             };
@@ -732,8 +776,8 @@ mod tests {
     /// The input index a tile position reads through `lp`.
     fn local_index(lp: &LocalPattern, p: u64) -> u64 {
         let acc = BroadcastAccess {
-            dims: lp.dims.clone(),
-            strides: lp.strides.clone(),
+            dims: lp.dims.as_slice().into(),
+            strides: lp.strides.as_slice().into(),
             start: 0,
             base: 0,
         };
@@ -748,8 +792,8 @@ mod tests {
             Read::Aligned => panic!("expected broadcast"),
         };
         let acc = BroadcastAccess {
-            dims: dims.clone(),
-            strides: strides.clone(),
+            dims: dims.as_slice().into(),
+            strides: strides.as_slice().into(),
             start: 0,
             base: 0,
         };
@@ -776,8 +820,8 @@ mod tests {
         let dims = [3u64, 2, 5];
         let strides = [0u64, 5, 1];
         let acc = BroadcastAccess {
-            dims: dims.to_vec(),
-            strides: strides.to_vec(),
+            dims: dims.as_slice().into(),
+            strides: strides.as_slice().into(),
             start: 0,
             base: 0,
         };
