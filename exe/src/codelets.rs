@@ -229,12 +229,15 @@ pub enum Codelet {
     /// rounding and flags, applied to the leaves and the earlier steps' values
     /// ([`FusedArg`]); `out` is the last step's value. Only the output is stored. Flags: the
     /// union of the steps' flags.
+    ///
+    /// The leaves and steps are shared: every tile's vertex group of a fused op holds the
+    /// same codelet, which a clone would otherwise copy step by step.
     Fused {
         /// Each leaf's element type and whether it is one element read for every output (a
         /// scalar, which PopLibs' estimate counts as one element).
-        leaves: Vec<FusedLeaf>,
+        leaves: Arc<[FusedLeaf]>,
         /// The steps; the last one's value is the output.
-        steps: Vec<FusedStep>,
+        steps: Arc<[FusedStep]>,
     },
     /// Operands `[logits (dtype), labels (I32), out (F32)]`; params `Block` with
     /// `width = cols = 1`: one row of `count` logits per group, `labels[g]` its class.

@@ -248,7 +248,7 @@ fn group(
             FusedStep::new(codelet, args, scale)
         })
         .collect();
-    let leaf_info = leaves
+    let leaf_info: Vec<FusedLeaf> = leaves
         .iter()
         .map(|&l| FusedLeaf {
             dtype: g.node(l).ty.dtype,
@@ -259,8 +259,8 @@ fn group(
         leaves,
         members: order,
         codelet: Codelet::Fused {
-            leaves: leaf_info,
-            steps,
+            leaves: leaf_info.into(),
+            steps: steps.into(),
         },
     }
 }

@@ -740,7 +740,10 @@ mod tests {
         use crate::ids::TensorId;
         let n_leaves = leaves.len();
         VertexGroup {
-            codelet: Codelet::Fused { leaves, steps },
+            codelet: Codelet::Fused {
+                leaves: leaves.into(),
+                steps: steps.into(),
+            },
             vertices: lens
                 .iter()
                 .enumerate()
