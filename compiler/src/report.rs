@@ -313,7 +313,7 @@ fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
             .filter_map(
                 |t| match t.groups.first().and_then(|g| g.vertices.first()) {
                     Some(v) => match &v.params {
-                        VertexParams::Window(p) => Some(p.as_ref().clone()),
+                        VertexParams::Window(p) => Some(p.params()),
                         _ => None,
                     },
                     None => None,

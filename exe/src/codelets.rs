@@ -77,7 +77,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 pub use crate::block_params::BlockParams;
-pub use crate::window_params::{ConvMethod, WindowGeometry, WindowParams, WindowPass};
+pub use crate::window_params::{
+    ConvMethod, WindowGeometry, WindowParams, WindowPass, WindowVertex,
+};
 
 /// The reduction operator of a [`Codelet::Reduce`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -404,7 +406,7 @@ pub enum VertexParams {
     /// Block codelets.
     Block(BlockParams),
     /// Window codelets (`Conv`, `MaxPool`).
-    Window(Box<WindowParams>),
+    Window(WindowVertex),
 }
 
 /// Parameters of an element-wise vertex.

@@ -43,7 +43,7 @@ use ipusim_ir::{DType, Init, Literal, NodeId, Shape};
 use serde::{Deserialize, Serialize};
 
 /// Version of the serialised format; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// A compiled program.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

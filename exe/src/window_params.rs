@@ -1,8 +1,11 @@
 //! The parameters of a window vertex (`Conv`, `MaxPool`: [`crate::codelets::Codelet`]):
 //! which pass a convolution partial computes, the PopLibs vertex it stands for, the
 //! geometry of the window, and the channel and row ranges of the tile's operand blocks.
+//! A vertex holds its tile's block shared with the other workers' vertices
+//! ([`WindowVertex`]): a large CNN has millions of window vertices, six per block.
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Which product a [`Codelet::Conv`](crate::codelets::Codelet::Conv) vertex computes.
 /// Operand blocks hold the channel and row ranges of [`WindowParams`], each in its channel
@@ -169,7 +172,8 @@ pub struct WindowParams {
     /// `WeightGrad` holds `out_cols`, of `MaxPoolGrad` every column.
     pub in_cols: (u32, u32),
     /// The vertex's units `[begin, end)` in block order (`(batch, channel)` pairs, or output
-    /// channels for `WeightGrad`); it writes exactly their elements of the output block.
+    /// channels for `WeightGrad`); it writes exactly their elements of the output block. In
+    /// a [`WindowVertex`]'s shared block: every unit of the block.
     pub units: (u32, u32),
     /// AMP input channels per pass (`Conv`; 1 for pools).
     pub input_channels: u32,
@@ -225,5 +229,25 @@ impl WindowParams {
             group: u64::from(self.out_group),
         }
         .index(nl, cl, row * width + col)
+    }
+}
+
+/// A window vertex's parameters as the executable holds them: its tile's block, shared by
+/// the vertices of the tile's group (one per worker), and the worker's units of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowVertex {
+    /// The block (its `units` are all of the block's).
+    pub block: Arc<WindowParams>,
+    /// The vertex's units `[begin, end)` (see [`WindowParams::units`]).
+    pub units: (u32, u32),
+}
+
+impl WindowVertex {
+    /// The vertex's own parameters: the block's, with the vertex's units.
+    pub fn params(&self) -> WindowParams {
+        WindowParams {
+            units: self.units,
+            ..(*self.block).clone()
+        }
     }
 }

@@ -64,7 +64,7 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
             // The group is costed as the one PopLibs vertex over the tile's block.
             return match group.vertices.first().map(|v| &v.params) {
                 Some(VertexParams::Window(p)) => finish(
-                    super::window::window_group_cycles(target, &group.codelet, p),
+                    super::window::window_group_cycles(target, &group.codelet, &p.params()),
                     workers,
                 ),
                 _ => finish(0, workers),

@@ -141,7 +141,7 @@ pub(crate) fn execute(
             map::run(codelet, &v.params, ops, scratch, worker)
         }
         (Codelet::Conv { .. } | Codelet::MaxPool { .. }, VertexParams::Window(p)) => {
-            window::run(codelet, p, ops, scratch, worker)
+            window::run(codelet, &p.params(), ops, scratch, worker)
         }
         _ => Err(EngineError::invalid(format!(
             "{} vertex with {} parameters",

@@ -208,7 +208,7 @@ fn check_vertex(
         ) => block::check(codelet, p, v, tensors),
         (_, VertexParams::Map(_) | VertexParams::Fill { .. }) => map::check(codelet, v, tensors),
         (Codelet::Conv { .. } | Codelet::MaxPool { .. }, VertexParams::Window(p)) => {
-            crate::codelets::window::check(codelet, p, v, tensors)
+            crate::codelets::window::check(codelet, &p.params(), v, tensors)
         }
         (_, p) => Err(format!(
             "has {} parameters",

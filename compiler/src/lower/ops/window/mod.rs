@@ -24,7 +24,7 @@
 mod plan;
 
 use crate::codelets::{
-    Codelet, ConvMethod, VertexParams, WindowGeometry, WindowParams, WindowPass,
+    Codelet, ConvMethod, VertexParams, WindowGeometry, WindowPass, WindowVertex,
 };
 use crate::error::CompileError;
 use crate::executable::{Operand, Operands, TensorKind, TileWork, Vertex, VertexGroup};
@@ -40,6 +40,7 @@ use plan::{
     block_params, blocks, extents, operand_ranges, output_ranges, pass_channels, span, Block,
     Groups, Kind, OutputKey, Problem,
 };
+use std::sync::Arc;
 
 /// The blocks of each output block of a split reduction, keyed by the output block (group,
 /// batch, channels, rows), in reduction order.
@@ -390,6 +391,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             offset: (out_pos * es) as u32,
             len: block_len as u32,
         };
+        let block = Arc::new(params.clone());
         let vertices = worker_slices(u64::from(units), 1, nw)
             .into_iter()
             .enumerate()
@@ -400,10 +402,10 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 Vertex {
                     worker: w as u8,
                     operands,
-                    params: VertexParams::Window(Box::new(WindowParams {
+                    params: VertexParams::Window(WindowVertex {
+                        block: block.clone(),
                         units: (u0 as u32, u1 as u32),
-                        ..params.clone()
-                    })),
+                    }),
                 }
             })
             .collect();
