@@ -332,9 +332,11 @@ pub struct ByteCopy {
     pub dsts: CopyDsts,
 }
 
-/// A copy's destinations, the first held inline: most copies have one, and a large graph
-/// has millions of copies, which would otherwise each hold a heap allocation.
-pub type CopyDsts = smallvec::SmallVec<[CopyDst; 1]>;
+/// A copy's destinations, the first two held inline: most copies have one or two, and a
+/// large graph has millions of copies, which would otherwise each hold a heap allocation.
+/// Two inline destinations take no more room than one (the inline array shares its bytes
+/// with the spilled pointer and length).
+pub type CopyDsts = smallvec::SmallVec<[CopyDst; 2]>;
 
 /// An exchange phase: copies between tiles, all sources read before any destination is
 /// written.
