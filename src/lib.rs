@@ -4,7 +4,7 @@
 //! [`ir`] (graph IR), [`exe`] (the executable contract: chip, codelets, cycle estimators,
 //! verifier), [`compiler`] (lowering to tiles and the static cycle report), [`sim`] (numerics, reference interpreter, BSP engine, debugger) and [`runtime`]
 //! (sessions, feeds, reports). The `ipusim` binary's command-line interface lives in
-//! [`cli`].
+//! [`cli`], its allocator in [`allocator`].
 
 pub use ipusim_compiler as compiler;
 pub use ipusim_exe as exe;
@@ -13,6 +13,7 @@ pub use ipusim_onnx as onnx;
 pub use ipusim_runtime as runtime;
 pub use ipusim_sim as sim;
 
+pub mod allocator;
 pub mod cli;
 #[doc(hidden)]
 pub mod fuzzing;

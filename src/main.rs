@@ -1,27 +1,10 @@
-//! The `ipusim` command-line tool; all logic lives in [`ipusim::cli`].
-//!
-//! The binary allocates through mimalloc, with large OS pages allowed (transparent huge
-//! pages, which mimalloc asks for with `madvise(MADV_HUGEPAGE)`). A compile of a large CNN
-//! fills gigabytes of small blocks (vertices, copies, plans), and under glibc's malloc a
-//! third of its time was the kernel's page faults and page clearing. Measured alternately
-//! on the 2-core machine (2026-11-27): `ipusim compile programs/resnet50.ron` 11.0-13.1 s
-//! under glibc's malloc, 8.5-9.1 s with this allocator; the hands-on day's step 2 49.8-63.3
-//! s and 34.2-39.0 s. The large-page default is ours (`MIMALLOC_ALLOW_LARGE_OS_PAGES=0` in
-//! the environment turns it off); without transparent huge pages mimalloc uses ordinary
-//! pages.
+//! The `ipusim` command-line tool; all logic lives in [`ipusim::cli`], the allocator's
+//! choice in [`ipusim::allocator`].
 
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: ipusim::allocator::Allocator = ipusim::allocator::Allocator;
 
 fn main() {
-    // SAFETY: sets an option's default before the allocations that would read it; the
-    // option only chooses how fresh OS memory is backed. A value the user set in the
-    // environment wins.
-    unsafe {
-        libmimalloc_sys::mi_option_set_enabled_default(
-            libmimalloc_sys::mi_option_large_os_pages,
-            true,
-        );
-    }
+    ipusim::allocator::configure();
     std::process::exit(ipusim::cli::main());
 }
