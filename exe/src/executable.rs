@@ -332,10 +332,10 @@ pub struct ByteCopy {
     pub dsts: CopyDsts,
 }
 
-/// A copy's destinations, the first two held inline: most copies have one or two, and a
-/// large graph has millions of copies, which would otherwise each hold a heap allocation.
-/// Two inline destinations take no more room than one (the inline array shares its bytes
-/// with the spilled pointer and length).
+/// A copy's destinations, the first two held inline: most copies have one, and a large
+/// graph has millions of copies, which would otherwise each hold a heap allocation. Two
+/// inline destinations take no more room than one (the inline array shares its bytes with
+/// the spilled pointer and length), so a copy to two tiles does not allocate either.
 pub type CopyDsts = smallvec::SmallVec<[CopyDst; 2]>;
 
 /// An exchange phase: copies between tiles, all sources read before any destination is
