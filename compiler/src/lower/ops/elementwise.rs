@@ -249,9 +249,8 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
             };
         // How each input is read on this tile: through the tile's own pattern, the op's, or
         // aligned.
-        let patterns: Vec<Option<SharedPattern>> = match &block {
-            Some(b) => b
-                .iter()
+        let local: Option<Vec<Option<SharedPattern>>> = block.as_ref().map(|b| {
+            b.iter()
                 .zip(&global)
                 .map(|(lp, g)| match lp {
                     Some(lp) => Some(SharedPattern {
@@ -261,9 +260,9 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                     }),
                     None => g.clone(),
                 })
-                .collect(),
-            None => global.clone(),
-        };
+                .collect()
+        });
+        let patterns: &[Option<SharedPattern>] = local.as_deref().unwrap_or(&global);
         // Tile-level operands and, for broadcast inputs, the staged input range.
         let mut tile_ops: Vec<(Operand, u64)> = Vec::with_capacity(reads.len());
         for (k, read) in reads.iter().enumerate() {
