@@ -97,6 +97,7 @@ pub(crate) fn run(
         p: pbuf,
         q: qbuf,
         b_key,
+        b_finite,
         ..
     } = scratch;
     let a = abuf.take::<f32>(rows * k);
@@ -117,57 +118,65 @@ pub(crate) fn run(
         p.b_layout,
     );
     if *b_key != Some(key) {
-        widen_block(
-            input,
-            p.b_layout,
-            ops.inputs[1],
-            k,
-            0,
-            k,
-            n,
-            bbuf.take::<f32>(k * n),
-        )?;
+        let b = bbuf.take::<f32>(k * n);
+        widen_block(input, p.b_layout, ops.inputs[1], k, 0, k, n, b)?;
+        *b_finite = amp::finite(b);
         *b_key = Some(key);
     }
     let b: &[f32] = bbuf.take::<f32>(k * n);
     let types = (input, partials, output);
+    let b = (b, *b_finite);
     product(types, shape, a, b, chunk, ops.output, (pbuf, qbuf), worker)
 }
 
 /// `out = a · b` of row-major f32 blocks (values of `input`, widened exactly) with the AMP
 /// accumulation of the codelet contract: passes of `chunk` reduction elements, partials of
 /// `partials`, one conversion to `output`. A trapped exception is explained from the
-/// worker's random stream before the product. Shared by `AmpMatMul` and the `Conv` window
-/// codelet.
+/// worker's random stream before the product. `b` comes with whether its every element is
+/// finite ([`amp::finite`]): the vertices of a group share one `b`, checked once. Shared by
+/// `AmpMatMul` and the `Conv` window codelet.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn product(
     (input, partials, output): (DType, DType, DType),
     shape: MatMulShape,
     a: &[f32],
-    b: &[f32],
+    (b, b_finite): (&[f32], bool),
     chunk: usize,
     out: &mut [u8],
     (pbuf, qbuf): (&mut Buf, &mut Buf),
     mut worker: Worker,
 ) -> Result<FpSts, VertexError> {
     let (rows, n) = (shape.m, shape.n);
+    // The partials start at +0, zeroed here.
+    let known = amp::Known {
+        zero_partials: true,
+        b_finite: Some(b_finite),
+    };
     let saved = (!worker.mask().is_empty()).then(|| worker.rng.clone());
     let flags = match (partials, output) {
         (DType::F32, DType::F32) => {
             let o = typed_mut::<f32>(out)?;
             o.fill(0.0);
-            amp::matmul_f32(shape, a, b, o, chunk)?
+            amp::matmul_f32_known(shape, a, b, o, chunk, known)?
         }
         (DType::F32, _) => {
             let pp = pbuf.take::<f32>(rows * n);
             pp.fill(0.0);
-            let f = amp::matmul_f32(shape, a, b, pp, chunk)?;
+            let f = amp::matmul_f32_known(shape, a, b, pp, chunk, known)?;
             f | convert::f32_to_f16_slice(pp, typed_mut(out)?, &mut worker.rounding())?
         }
         (_, DType::F16) => {
             let o = typed_mut::<f16>(out)?;
             o.fill(f16::ZERO);
-            amp::amp_matmul_f16_partials_widened(shape, a, b, o, chunk, &mut worker.rounding())?
+            amp::amp_matmul_f16_partials_widened(
+                shape,
+                a,
+                b,
+                o,
+                chunk,
+                &mut worker.rounding(),
+                known,
+            )?
         }
         _ => {
             let pp = pbuf.take::<f16>(rows * n);
@@ -179,6 +188,7 @@ pub(crate) fn product(
                 pp,
                 chunk,
                 &mut worker.rounding(),
+                known,
             )?;
             f | convert::f16_to_f32_slice(pp, typed_mut(out)?)?
         }

@@ -94,6 +94,8 @@ pub(crate) struct Scratch {
     /// The `b` operand held in `b` (address, length, layout), reused by the vertices of a
     /// group that share it.
     pub b_key: Option<(usize, usize, MatrixLayout)>,
+    /// Whether every element of the `b` held in `b` is finite (checked once, when widened).
+    pub b_finite: bool,
     /// One output element, for locating a fault.
     pub one: Buf,
     /// Fused vertices: the value of each step but the last.

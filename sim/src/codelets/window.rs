@@ -12,7 +12,7 @@ use super::operands::Operands;
 use super::{Scratch, VertexError, Worker};
 use crate::engine::error::EngineError;
 use crate::engine::memory::{typed, typed_mut};
-use crate::numerics::kernels::amp::MatMulShape;
+use crate::numerics::kernels::amp::{self, MatMulShape};
 use crate::numerics::{cast, fp16, fp32, FpSts};
 use half::f16;
 use ipusim_exe::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
@@ -168,6 +168,8 @@ pub(crate) struct WindowScratch {
     key: Option<[usize; 4]>,
     /// The batch element whose `b` is in the scratch `b` buffer.
     b_for: Option<u32>,
+    /// Whether every element of that `b` is finite (checked once, when gathered).
+    b_finite: bool,
 }
 
 impl WindowScratch {
@@ -399,8 +401,11 @@ fn conv(
                 weight_grad(p, u, rows, (&win.x, &win.y), a, fresh_b.then_some(b))
             }
         }
+        if fresh_b {
+            win.b_finite = amp::finite(bbuf.take::<f32>(k * cols));
+        }
         win.b_for = Some(b_key);
-        let b: &[f32] = bbuf.take::<f32>(k * cols);
+        let b: (&[f32], bool) = (bbuf.take::<f32>(k * cols), win.b_finite);
         let out_len = rows * cols * es;
         let shape = MatMulShape {
             m: rows,

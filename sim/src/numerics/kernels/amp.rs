@@ -134,8 +134,25 @@ pub fn amp_matmul_f16_partials(
     )
 }
 
+/// What the caller of a product already knows of its operands, so that the kernel does not
+/// check it again: a vertex's product starts from partials it zeroed, and the vertices of a
+/// group share one widened `b`, checked once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Known {
+    /// Every partial is +0 (a fresh product).
+    pub zero_partials: bool,
+    /// Whether every element of `b` is finite ([`finite`]), when the caller checked it.
+    pub b_finite: Option<bool>,
+}
+
+/// Whether every value of `x` is finite: what [`Known::b_finite`] holds.
+pub fn finite(x: &[f32]) -> bool {
+    all_finite(x)
+}
+
 /// [`amp_matmul_f16_partials`] with the FP16 inputs already widened (exactly) to f32, for
-/// callers that widen an operand once and reuse it.
+/// callers that widen an operand once and reuse it, and with what they know of the
+/// operands (`known`: a wrong claim gives wrong values and flags).
 pub fn amp_matmul_f16_partials_widened(
     shape: MatMulShape,
     a: &[f32],
@@ -143,6 +160,7 @@ pub fn amp_matmul_f16_partials_widened(
     out: &mut [f16],
     chunk: usize,
     r: &mut Rounding,
+    known: Known,
 ) -> Result<FpSts, NumericsError> {
     shape.check(
         "amp_matmul_f16_partials_widened",
@@ -151,7 +169,7 @@ pub fn amp_matmul_f16_partials_widened(
         out.len(),
         chunk,
     )?;
-    Ok(matmul(shape, a, b, Partials::F16(out, r), chunk))
+    Ok(matmul(shape, a, b, Partials::F16(out, r), chunk, known))
 }
 
 /// Checks the arguments, widens the FP16 inputs (exactly) and runs the product.
@@ -164,7 +182,14 @@ fn amp_matmul(
     chunk: usize,
 ) -> Result<FpSts, NumericsError> {
     shape.check(kernel, a.len(), b.len(), partials.len(), chunk)?;
-    Ok(matmul(shape, &widen(a), &widen(b), partials, chunk))
+    Ok(matmul(
+        shape,
+        &widen(a),
+        &widen(b),
+        partials,
+        chunk,
+        Known::default(),
+    ))
 }
 
 /// `out += a · b` with FP32 inputs and FP32 partials (`f32sisoamp`).
@@ -175,8 +200,21 @@ pub fn matmul_f32(
     out: &mut [f32],
     chunk: usize,
 ) -> Result<FpSts, NumericsError> {
+    matmul_f32_known(shape, a, b, out, chunk, Known::default())
+}
+
+/// [`matmul_f32`] with what the caller knows of the operands (`known`: a wrong claim gives
+/// wrong values and flags).
+pub fn matmul_f32_known(
+    shape: MatMulShape,
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+    chunk: usize,
+    known: Known,
+) -> Result<FpSts, NumericsError> {
     shape.check("matmul_f32", a.len(), b.len(), out.len(), chunk)?;
-    Ok(matmul(shape, a, b, Partials::F32(out), chunk))
+    Ok(matmul(shape, a, b, Partials::F32(out), chunk, known))
 }
 
 /// `acc + a · b` with FP16 inputs and an FP32 partial.
@@ -258,28 +296,41 @@ fn all_finite_body(x: &[f32]) -> bool {
         .all(|c| c.iter().fold(true, |ok, v| ok & v.is_finite()))
 }
 
-fn matmul(shape: MatMulShape, a: &[f32], b: &[f32], partials: Partials, chunk: usize) -> FpSts {
+fn matmul(
+    shape: MatMulShape,
+    a: &[f32],
+    b: &[f32],
+    partials: Partials,
+    chunk: usize,
+    known: Known,
+) -> FpSts {
     let MatMulShape { m, k, n } = shape;
     if k == 0 || n == 0 {
         return FpSts::empty();
     }
-    let partials_finite = match &partials {
-        Partials::F32(out) => all_finite(out),
-        Partials::F16(out, _) => out.iter().all(|h| h.is_finite()),
-    };
-    if !(all_finite(a) && all_finite(b) && partials_finite) {
+    let partials_finite = known.zero_partials
+        || match &partials {
+            Partials::F32(out) => all_finite(out),
+            Partials::F16(out, _) => out.iter().all(|h| h.is_finite()),
+        };
+    let b_finite = known.b_finite.unwrap_or_else(|| all_finite(b));
+    if !(all_finite(a) && b_finite && partials_finite) {
         return reference(shape, a, b, partials, chunk, 0..m, FpSts::empty()).0;
     }
     let mut flags = FpSts::empty();
     let (out, r) = match partials {
         Partials::F32(out) => {
-            let saved = out.to_vec();
+            // The partials before the product, to redo a row from (zeros need no copy).
+            let saved = (!known.zero_partials).then(|| out.to_vec());
             f32_partials(&a[..m * k], &b[..k * n], out, k, n, chunk);
             for i in 0..m {
                 let row = &mut out[i * n..(i + 1) * n];
                 if !all_finite(row) {
                     // Overflow (possible with FP32 inputs): redo the row with exact flags.
-                    row.copy_from_slice(&saved[i * n..(i + 1) * n]);
+                    match &saved {
+                        Some(saved) => row.copy_from_slice(&saved[i * n..(i + 1) * n]),
+                        None => row.fill(0.0),
+                    }
                     flags |= reference(
                         shape,
                         a,
@@ -841,6 +892,68 @@ mod tests {
                     slow.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
                 );
                 assert_eq!((ff, rf), (fs, rs));
+            }
+        }
+    }
+
+    /// Products from zeroed partials with `b`'s finiteness given equal the products that
+    /// check both: values, flags and random draws, also where rows overflow (redone from
+    /// zero) and where `b` holds an infinity or a NaN (the reference path).
+    #[test]
+    fn known_operands_change_nothing() {
+        let shape = MatMulShape { m: 9, k: 40, n: 59 };
+        let mut a32 = widen(&operands(shape.m * shape.k, 3));
+        let mut b32 = widen(&operands(shape.k * shape.n, 4));
+        // One large element in rows 2 and 7 of `a`: some of their FP32 products overflow,
+        // the others stay finite, so a row redone from anything but zero would differ.
+        for i in [2, 7] {
+            a32[i * shape.k] = 3e38;
+        }
+        let zeros = vec![0f32; shape.m * shape.n];
+        for poison in [None, Some(f32::INFINITY), Some(f32::NAN)] {
+            if let Some(x) = poison {
+                b32[5 * shape.n + 11] = x;
+            }
+            let known = Known {
+                zero_partials: true,
+                b_finite: Some(finite(&b32)),
+            };
+            assert_eq!(known.b_finite, Some(poison.is_none()));
+            for chunk in [1, 16] {
+                let (mut told, mut checked) = (zeros.clone(), zeros.clone());
+                let ft = matmul_f32_known(shape, &a32, &b32, &mut told, chunk, known).unwrap();
+                let fc = matmul_f32(shape, &a32, &b32, &mut checked, chunk).unwrap();
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!((bits(&told), ft), (bits(&checked), fc));
+                assert!(ft.contains(FpSts::OFLO));
+                for (sr, nanoo) in [(false, false), (true, true)] {
+                    let (mut told, mut checked) =
+                        (vec![f16::ZERO; zeros.len()], vec![f16::ZERO; zeros.len()]);
+                    let mut rt = SrRng::new(9, 0, 0);
+                    let mut rc = rt.clone();
+                    let ft = amp_matmul_f16_partials_widened(
+                        shape,
+                        &a32,
+                        &b32,
+                        &mut told,
+                        chunk,
+                        &mut Rounding::new(sr, nanoo, &mut rt),
+                        known,
+                    )
+                    .unwrap();
+                    let fc = amp_matmul_f16_partials_widened(
+                        shape,
+                        &a32,
+                        &b32,
+                        &mut checked,
+                        chunk,
+                        &mut Rounding::new(sr, nanoo, &mut rc),
+                        Known::default(),
+                    )
+                    .unwrap();
+                    let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!((bits(&told), ft, rt), (bits(&checked), fc, rc));
+                }
             }
         }
     }
