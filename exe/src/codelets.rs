@@ -43,9 +43,10 @@
 //! `bidx(x) = Σ_d coord_d(x) · strides[d]` and `coord(x)` are the row-major coordinates of
 //! `x` in `dims` (see [`BroadcastAccess`]). Usually `dims` are the output's dimensions and
 //! `start` the global index of the vertex's first output; when a tile holds a block of equal
-//! rows (a matmul output split by columns) `dims` describe that block. The vertices of one
-//! group split the tile's output into contiguous slices, at most one per worker unless a
-//! broadcast input forces a split at a tensor-interval boundary.
+//! rows (a matmul output split by columns) `dims` describe that block. A group is one
+//! vertex whose workers split the tile's output among them ([`crate::workers`]), or, where
+//! a broadcast input forces a split at a tensor-interval boundary (and for `OneHot`), a
+//! vertex per worker slice and interval.
 //!
 //! `Fused` (PopLibs' generated map-expression codelet, `popops::map` with
 //! `enableGenerateCodelet`) takes [`MapParams`] too, one access per leaf input: a chain of
@@ -347,19 +348,34 @@ impl FusedStep {
     /// The element type of the step's value.
     pub fn dtype(&self) -> DType {
         match self.codelet {
-            Codelet::Binary { op, .. } if op.is_comparison() => DType::Bool,
-            Codelet::Unary { dtype, .. }
-            | Codelet::Binary { dtype, .. }
-            | Codelet::ScaledAdd { dtype }
-            | Codelet::ActivationGrad { dtype, .. } => dtype,
-            Codelet::Cast { to, .. } => to,
+            Codelet::Fused { .. }
+            | Codelet::Select { .. }
+            | Codelet::OneHot { .. }
+            | Codelet::Fill { .. } => DType::U8,
             // Not a step codelet (the simulator's check refuses it).
-            _ => DType::U8,
+            ref c => c.map_output_dtype().unwrap_or(DType::U8),
         }
     }
 }
 
 impl Codelet {
+    /// The element type of an element-wise codelet's output (`None` for the others).
+    pub fn map_output_dtype(&self) -> Option<DType> {
+        Some(match self {
+            Codelet::Binary { op, .. } if op.is_comparison() => DType::Bool,
+            Codelet::Fill { dtype }
+            | Codelet::Unary { dtype, .. }
+            | Codelet::Binary { dtype, .. }
+            | Codelet::ScaledAdd { dtype }
+            | Codelet::Select { dtype }
+            | Codelet::ActivationGrad { dtype, .. }
+            | Codelet::OneHot { dtype, .. } => *dtype,
+            Codelet::Cast { to, .. } => *to,
+            Codelet::Fused { steps, .. } => steps.last()?.dtype(),
+            _ => return None,
+        })
+    }
+
     /// True for the single-op codelets a [`Codelet::Fused`] step may be.
     pub fn is_fusible_step(&self) -> bool {
         matches!(
@@ -711,8 +727,10 @@ impl Codelet {
     /// `ScaledAdd`/`Cast`/`Select`/`Fill` 1D and 2D vertices, `MaxPooling`) or a
     /// `SupervisorVertex` (the convolution and matmul partials, `ConvPartialnx1`,
     /// `ConvPartial1x1Out`) — rather than one vertex per worker (the reductions, arg-max and
-    /// softmax vertices). Our simulator runs one [`crate::executable::Vertex`] per worker
-    /// either way; the memory plan charges vertex state as PopLibs' vertices hold it.
+    /// softmax vertices). Our executable holds an element-wise group as one
+    /// [`crate::executable::Vertex`] split among the workers ([`crate::workers`]) where its
+    /// output is one run of positions, the other codelets as a vertex per worker; the
+    /// memory plan charges vertex state as PopLibs' vertices hold it either way.
     pub fn is_multi_vertex(&self) -> bool {
         !matches!(
             self,

@@ -43,7 +43,7 @@ use ipusim_ir::{DType, Init, Literal, NodeId, Shape};
 use serde::{Deserialize, Serialize};
 
 /// Version of the serialised format; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// A compiled program.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -248,10 +248,12 @@ pub struct Operand {
 /// otherwise each hold a heap allocation).
 pub type Operands = smallvec::SmallVec<[Operand; 4]>;
 
-/// One vertex: an instance of its group's codelet on one worker context.
+/// One vertex: an instance of its group's codelet on one worker context, or split among
+/// them all ([`crate::workers`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Vertex {
-    /// Worker context `0..target.worker_contexts`; the simulator derives the worker's
+    /// Worker context `0..target.worker_contexts`, or [`crate::workers::ALL_WORKERS`] for an
+    /// element-wise vertex its workers split among them; the simulator derives a worker's
     /// stochastic-rounding stream from (tile, worker).
     pub worker: u8,
     /// Operands in the codelet's documented order.

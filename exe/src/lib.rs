@@ -49,6 +49,7 @@ pub mod timeline;
 pub mod verify;
 pub mod vertex_state;
 pub mod window_params;
+pub mod workers;
 
 pub use codelets::{Codelet, VertexParams};
 pub use error::CompileError;

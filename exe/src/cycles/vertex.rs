@@ -11,8 +11,9 @@ use crate::codelets::{
     Access, AmpParams, BlockParams, Codelet, FusedLeaf, FusedStep, MapParams, ReduceOp,
     SoftmaxStage, VertexParams,
 };
-use crate::executable::VertexGroup;
+use crate::executable::{Vertex, VertexGroup};
 use crate::target::Target;
+use crate::workers;
 use ipusim_ir::{Activation, BinaryOp, DType, UnaryOp};
 use serde::{Deserialize, Serialize};
 
@@ -106,15 +107,18 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
                 return finish(0, vec![e; nw]);
             }
             for (v, &len) in group.vertices.iter().zip(&lens) {
-                workers[worker_slot(v.worker, nw)] +=
-                    fused_vertex_cycles(leaves, steps, len, vw, false);
+                each_worker(target, &group.codelet, v, len, |w, len| {
+                    workers[w] += fused_vertex_cycles(leaves, steps, len, vw, false);
+                });
             }
             0
         }
         codelet => {
             for v in &group.vertices {
                 let n = v.operands.last().map_or(0, |o| o.len as u64);
-                workers[worker_slot(v.worker, nw)] += vertex_worker(target, codelet, &v.params, n);
+                each_worker(target, codelet, v, n, |w, len| {
+                    workers[w] += vertex_worker(target, codelet, &v.params, len);
+                });
             }
             supervisor_overhead(codelet)
         }
@@ -134,6 +138,27 @@ fn finish(supervisor: u64, workers: Vec<u64>) -> GroupCycles {
 
 fn worker_slot(worker: u8, nw: usize) -> usize {
     (worker as usize).min(nw - 1)
+}
+
+/// Calls `f(worker slot, elements)` for the work of vertex `v` of `n` outputs: its slice
+/// on each worker when it is split among them ([`workers::is_split`]), else all of it on
+/// its own worker.
+fn each_worker(
+    target: &Target,
+    codelet: &Codelet,
+    v: &Vertex,
+    n: u64,
+    mut f: impl FnMut(usize, u64),
+) {
+    let nw = target.worker_contexts.max(1);
+    if workers::is_split(v) {
+        let grain = workers::split_grain(target, codelet);
+        for (w, (a, b)) in workers::worker_slices(n, grain, nw).into_iter().enumerate() {
+            f(w, b - a);
+        }
+    } else {
+        f(worker_slot(v.worker, nw as usize), n);
+    }
 }
 
 fn all_aligned(group: &VertexGroup) -> bool {
@@ -731,6 +756,110 @@ mod tests {
         let vectors = 8u64.div_ceil(t.vector_width(DType::F16));
         assert_eq!(cost(&repeated), cost(&flat) + 2 * vectors * 3 * 2);
         assert!(cost(&repeated) < 3 * cost(&once));
+    }
+
+    /// An element-wise vertex split among the workers costs what its workers' slices cost
+    /// as a vertex each: the same supervisor and worker cycles.
+    #[test]
+    fn a_split_vertex_costs_its_worker_slices() {
+        use crate::codelets::{FusedArg, FusedLeaf, MapParams};
+        use crate::executable::{Operand, Vertex};
+        use crate::ids::TensorId;
+        use crate::workers::{split_grain, worker_slices, ALL_WORKERS};
+        use ipusim_ir::BinaryOp;
+        let t = Target::mk2();
+        let vertex = |worker: u8, inputs: usize, len: u64| Vertex {
+            worker,
+            operands: (0..=inputs)
+                .map(|k| Operand {
+                    tensor: TensorId(k as u32),
+                    offset: 0,
+                    len: len as u32,
+                })
+                .collect(),
+            params: VertexParams::Map(MapParams {
+                out_begin: None,
+                inputs: (0..inputs).map(|_| Access::Aligned).collect(),
+                scale: 1.0,
+            }),
+        };
+        let cast_then_add = Codelet::Fused {
+            leaves: vec![
+                FusedLeaf {
+                    dtype: DType::F16,
+                    scalar: false,
+                },
+                FusedLeaf {
+                    dtype: DType::F32,
+                    scalar: false,
+                },
+            ]
+            .into(),
+            steps: vec![
+                step(
+                    Codelet::Cast {
+                        from: DType::F16,
+                        to: DType::F32,
+                    },
+                    &[FusedArg::Leaf(0)],
+                ),
+                step(
+                    Codelet::Binary {
+                        op: BinaryOp::Add,
+                        dtype: DType::F32,
+                    },
+                    &[FusedArg::Step(0), FusedArg::Leaf(1)],
+                ),
+            ]
+            .into(),
+        };
+        let codelets = [
+            (
+                Codelet::Binary {
+                    op: BinaryOp::Mul,
+                    dtype: DType::F16,
+                },
+                2,
+            ),
+            (
+                Codelet::Unary {
+                    op: UnaryOp::Relu,
+                    dtype: DType::F32,
+                },
+                1,
+            ),
+            (
+                Codelet::Cast {
+                    from: DType::F32,
+                    to: DType::F16,
+                },
+                1,
+            ),
+            (cast_then_add, 2),
+        ];
+        for (codelet, inputs) in codelets {
+            let grain = split_grain(&t, &codelet);
+            for n in [1u64, 7, 30, 1000, 4099] {
+                let split = VertexGroup {
+                    codelet: codelet.clone(),
+                    vertices: vec![vertex(ALL_WORKERS, inputs, n)],
+                };
+                let per_worker = VertexGroup {
+                    codelet: codelet.clone(),
+                    vertices: worker_slices(n, grain, t.worker_contexts)
+                        .into_iter()
+                        .enumerate()
+                        .map(|(w, (a, b))| vertex(w as u8, inputs, b - a))
+                        .collect(),
+                };
+                assert_eq!(
+                    group_cycles(&t, &split),
+                    group_cycles(&t, &per_worker),
+                    "{} over {n}",
+                    codelet.full_name()
+                );
+            }
+        }
     }
 
     /// A group of fused vertices of `lens` outputs each (one per worker).

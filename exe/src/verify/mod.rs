@@ -371,7 +371,7 @@ impl Verifier<'_> {
                         group: gi,
                         vertex: vi,
                     };
-                    if v.worker as u32 >= exe.target.worker_contexts {
+                    if !crate::workers::may_run_on(&g.codelet, v, exe.target.worker_contexts) {
                         fail(
                             loc(),
                             format!(

@@ -67,7 +67,7 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
         for tw in &cs.tiles {
             for g in &tw.groups {
                 for (vi, v) in g.vertices.iter().enumerate() {
-                    if v.worker as u32 >= target.worker_contexts {
+                    if !crate::workers::may_run_on(&g.codelet, v, target.worker_contexts) {
                         return Some(fail(
                             PASS,
                             format!(

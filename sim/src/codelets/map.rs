@@ -32,8 +32,34 @@ pub(crate) fn run(
     params: &VertexParams,
     ops: Operands,
     scratch: &mut Scratch,
-    mut worker: Worker,
+    worker: Worker,
 ) -> Result<FpSts, VertexError> {
+    let n = ops.out_len() as u64;
+    run_slices(
+        codelet,
+        params,
+        ops,
+        scratch,
+        &[(0, n)],
+        (worker.ctl, std::slice::from_mut(worker.rng)),
+    )
+    .map_err(|(_, _, e)| e)
+}
+
+/// Runs an element-wise vertex slice by slice: outputs `[a, b)` of slice `w` of `slices`
+/// (ascending, disjoint, covering the outputs) on worker `w`, with `$FP_CTL` `ctl` and the
+/// random stream `rngs[w]`, in order, as that many vertices of one worker each would run
+/// (a vertex split among the workers, [`ipusim_exe::workers`]). Stops at the first slice
+/// that traps: its worker, the flags the slices before it raised, and the fault (the
+/// element counted from the vertex's first).
+pub(crate) fn run_slices(
+    codelet: &Codelet,
+    params: &VertexParams,
+    ops: Operands,
+    scratch: &mut Scratch,
+    slices: &[(u64, u64)],
+    (ctl, rngs): (crate::numerics::FpCtl, &mut [crate::numerics::rng::SrRng]),
+) -> Result<FpSts, (usize, FpSts, VertexError)> {
     let n = ops.out_len();
     let Operands {
         inputs,
@@ -58,7 +84,11 @@ pub(crate) fn run(
                 dst
             }
             (Some(Access::Broadcast(_)), true) => {
-                return Err(EngineError::internal("a broadcast input aliases the output").into())
+                return Err((
+                    0,
+                    FpSts::empty(),
+                    EngineError::internal("a broadcast input aliases the output").into(),
+                ))
             }
             (_, true) => {
                 let dst = buf.bytes(output.len());
@@ -68,18 +98,73 @@ pub(crate) fn run(
             (_, false) => inputs[i],
         };
     }
-    if let Codelet::Fused { steps, .. } = codelet {
-        return fused(
-            steps,
-            &ins,
-            output,
-            &mut scratch.steps,
-            &mut scratch.one,
+    let eo = out_dtype.size_bytes();
+    let mut flags = FpSts::empty();
+    for (w, &(a, b)) in slices.iter().enumerate() {
+        let (a, b) = (a as usize, b as usize);
+        let mut sub: [&[u8]; MAX_INPUTS] = [&[]; MAX_INPUTS];
+        for i in 0..n_inputs {
+            let es = in_dtypes[i].size_bytes();
+            sub[i] = ins[i].get(a * es..b * es).ok_or((
+                w,
+                flags,
+                EngineError::internal("an element-wise input shorter than its output").into(),
+            ))?;
+        }
+        let out = output.get_mut(a * eo..b * eo).ok_or((
+            w,
+            flags,
+            EngineError::internal("a worker's slice outside the output").into(),
+        ))?;
+        let Some(rng) = rngs.get_mut(w) else {
+            return Err((
+                w,
+                flags,
+                EngineError::internal("a slice without a worker").into(),
+            ));
+        };
+        let mut worker = Worker { ctl, rng };
+        let f = run_slice(
+            codelet,
+            params,
+            (&sub, &in_dtypes[..n_inputs], out_dtype),
+            out,
+            (&mut scratch.steps, &mut scratch.one),
             &mut worker,
-        );
+        )
+        .map_err(|mut e| {
+            if let VertexError::Fault(fault) = &mut e {
+                if let Some(el) = &mut fault.element {
+                    *el += a as u64;
+                }
+            }
+            (w, flags, e)
+        })?;
+        flags |= f;
     }
+    Ok(flags)
+}
+
+/// One worker's outputs of an element-wise vertex from its inputs `ins` (each aligned with
+/// `out`): the codelet's kernel (a fused codelet's steps in turn), replayed element by
+/// element when it traps.
+fn run_slice(
+    codelet: &Codelet,
+    params: &VertexParams,
+    (ins, in_dtypes, out_dtype): (&[&[u8]; MAX_INPUTS], &[DType], DType),
+    output: &mut [u8],
+    (bufs, one): (
+        &mut Vec<crate::engine::memory::Buf>,
+        &mut crate::engine::memory::Buf,
+    ),
+    worker: &mut Worker,
+) -> Result<FpSts, VertexError> {
+    if let Codelet::Fused { steps, .. } = codelet {
+        return fused(steps, ins, output, bufs, one, worker);
+    }
+    let n = output.len() / out_dtype.size_bytes().max(1);
     let saved = (!worker.mask().is_empty()).then(|| worker.rng.clone());
-    let flags = kernel(codelet, params, &ins, output, &mut worker.rounding())?;
+    let flags = kernel(codelet, params, ins, output, &mut worker.rounding())?;
     if worker.ctl.trapping(flags).is_empty() {
         return Ok(flags);
     }
@@ -87,21 +172,20 @@ pub(crate) fn run(
         return Ok(flags);
     };
     let info = codelet.info();
-    let names: Vec<&str> = (0..n_inputs)
+    let names: Vec<&str> = (0..in_dtypes.len())
         .map(|i| info.operands.get(i).copied().unwrap_or("in"))
         .collect();
-    let dtypes = &in_dtypes[..n_inputs];
     Err(replay(
         codelet,
         params,
-        &ins,
-        dtypes,
+        ins,
+        in_dtypes,
         out_dtype,
         &names,
         n,
         FpSts::empty(),
-        &mut scratch.one,
-        &worker,
+        one,
+        worker,
         rng,
     ))
 }

@@ -154,6 +154,37 @@ pub(crate) fn execute(
     }
 }
 
+/// Runs vertex `v` of `codelet`, split among the worker contexts
+/// ([`ipusim_exe::workers::is_split`]): the slice of each worker (`grain`: the elements it
+/// gives its workers in multiples of) with that worker's stream of `rngs`, in worker order.
+/// Stops at the first slice that traps: the worker it ran on, the flags of the slices
+/// before it, and the fault.
+pub(crate) fn execute_split(
+    codelet: &Codelet,
+    v: &Vertex,
+    dtypes: &[DType],
+    mem: &mut [u8],
+    scratch: &mut Scratch,
+    (ctl, rngs): (FpCtl, &mut [SrRng]),
+    grain: u64,
+) -> Result<FpSts, (usize, FpSts, VertexError)> {
+    let ops = operands::split(mem, v, dtypes).map_err(|e| (0, FpSts::empty(), e.into()))?;
+    if !ipusim_exe::workers::can_split(codelet, &v.params) {
+        return Err((
+            0,
+            FpSts::empty(),
+            EngineError::invalid(format!(
+                "{} vertex split among the workers",
+                codelet.full_name()
+            ))
+            .into(),
+        ));
+    }
+    let n = ops.out_len() as u64;
+    let slices = ipusim_exe::workers::worker_slices(n, grain, rngs.len() as u32);
+    map::run_slices(codelet, &v.params, ops, scratch, &slices, (ctl, rngs))
+}
+
 /// The name of a parameter variant, for messages.
 pub(crate) fn params_name(p: &VertexParams) -> &'static str {
     match p {
@@ -170,5 +201,109 @@ pub(crate) fn dump_value(name: impl Into<String>, value: String) -> DumpValue {
     DumpValue {
         name: name.into(),
         value,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::f16;
+    use ipusim_exe::codelets::{Access, MapParams};
+    use ipusim_exe::executable::{Operand, Operands as VertexOperands};
+    use ipusim_exe::ids::TensorId;
+    use ipusim_exe::target::Target;
+    use ipusim_exe::workers::{split_grain, worker_slices, ALL_WORKERS};
+    use ipusim_ir::BinaryOp;
+
+    /// A vertex of `Binary<Add,f16>` over elements `[a, b)` of `n`-element tensors 0, 1 and
+    /// 2 laid out one after the other.
+    fn add_vertex(worker: u8, n: u64, (a, b): (u64, u64)) -> Vertex {
+        let operand = |t: u32| Operand {
+            tensor: TensorId(t),
+            offset: ((u64::from(t) * n + a) * 2) as u32,
+            len: (b - a) as u32,
+        };
+        Vertex {
+            worker,
+            operands: VertexOperands::from_iter([operand(0), operand(1), operand(2)]),
+            params: VertexParams::Map(MapParams {
+                out_begin: None,
+                inputs: [Access::Aligned, Access::Aligned].into_iter().collect(),
+                scale: 1.0,
+            }),
+        }
+    }
+
+    /// A vertex split among the workers computes what its workers' slices compute as a
+    /// vertex each, in worker order: the same bytes, flags and random draws (stochastic
+    /// rounding), and the same first trapping worker and element (counted from the split
+    /// vertex's first).
+    #[test]
+    fn a_split_vertex_runs_as_its_worker_slices() {
+        let target = Target::mk2();
+        let codelet = Codelet::Binary {
+            op: BinaryOp::Add,
+            dtype: DType::F16,
+        };
+        let grain = split_grain(&target, &codelet);
+        let nw = target.worker_contexts as usize;
+        let dtypes = [DType::F16; 3];
+        for (n, overflow_at) in [(1000u64, None), (1000, Some(611)), (37, Some(36))] {
+            // Inputs with fractions the sum cannot hold (so stochastic rounding draws), and
+            // an overflowing sum at `overflow_at`.
+            let mut mem = vec![0u8; (3 * n * 2) as usize];
+            for i in 0..n as usize {
+                let (x, y) = match overflow_at {
+                    Some(j) if j as usize == i => (60000.0, 60000.0),
+                    _ => (1.0 + i as f32 / 1024.0, 0.0009765625 * (i % 7) as f32),
+                };
+                mem[2 * i..2 * i + 2].copy_from_slice(&f16::from_f32(x).to_le_bytes());
+                let at = (2 * n as usize) + 2 * i;
+                mem[at..at + 2].copy_from_slice(&f16::from_f32(y).to_le_bytes());
+            }
+            let ctl = FpCtl::ESR | FpCtl::OFLO;
+            let rngs: Vec<SrRng> = (0..nw).map(|w| SrRng::new(5, 0, w as u32)).collect();
+            let mut scratch = Scratch::default();
+            // Split.
+            let (mut split_mem, mut split_rngs) = (mem.clone(), rngs.clone());
+            let split = execute_split(
+                &codelet,
+                &add_vertex(ALL_WORKERS, n, (0, n)),
+                &dtypes,
+                &mut split_mem,
+                &mut scratch,
+                (ctl, &mut split_rngs),
+                grain,
+            );
+            // A vertex per worker slice.
+            let (mut each_mem, mut each_rngs) = (mem.clone(), rngs.clone());
+            let mut flags = FpSts::empty();
+            let mut each = Ok(());
+            for (w, slice) in worker_slices(n, grain, nw as u32).into_iter().enumerate() {
+                let worker = Worker {
+                    ctl,
+                    rng: &mut each_rngs[w],
+                };
+                let v = add_vertex(w as u8, n, slice);
+                match execute(&codelet, &v, &dtypes, &mut each_mem, &mut scratch, worker) {
+                    Ok(f) => flags |= f,
+                    Err(VertexError::Fault(f)) => {
+                        each = Err((w, f.sts, f.element.map(|e| e + slice.0)));
+                        break;
+                    }
+                    Err(VertexError::Engine(e)) => panic!("{e}"),
+                }
+            }
+            match (split, each) {
+                (Ok(f), Ok(())) => assert_eq!(f, flags),
+                (Err((w, before, VertexError::Fault(f))), Err((ew, sts, element))) => {
+                    assert_eq!((w, before, f.sts, f.element), (ew, flags, sts, element));
+                    assert!(overflow_at.is_some());
+                }
+                _ => panic!("n {n}: the split vertex and its slices ended differently"),
+            }
+            assert_eq!(split_mem, each_mem, "n {n}");
+            assert_eq!(split_rngs, each_rngs, "n {n}");
+        }
     }
 }

@@ -156,7 +156,7 @@ fn plan_compute_set(
                         group.codelet.full_name()
                     )
                 };
-                if u32::from(v.worker) >= nw {
+                if !ipusim_exe::workers::may_run_on(&group.codelet, v, nw) {
                     return Err(EngineError::invalid(format!(
                         "{}: worker {} of {nw}",
                         at(),

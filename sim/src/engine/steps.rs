@@ -14,6 +14,8 @@ use ipusim_exe::executable::{
     CollectiveOp, ComputeSet, ComputeSetId, ExchangeId, StreamDirection, StreamId, TensorId,
     TileWork,
 };
+use ipusim_exe::target::Target;
+use ipusim_exe::workers;
 use ipusim_ir::DType;
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -41,8 +43,14 @@ enum Stop {
     Error(EngineError),
 }
 
-/// Runs one tile's vertex groups in order; stops at the first trapping vertex.
-fn run_tile(dtypes: &[DType], work: &TileWork, st: &mut TileState, ctl: FpCtl) -> TileOutcome {
+/// Runs one tile's vertex groups in order; stops at the first trapping vertex (for a vertex
+/// split among the workers, its first trapping slice).
+fn run_tile(run: &TileRun, work: &TileWork, st: &mut TileState) -> TileOutcome {
+    let TileRun {
+        dtypes,
+        ctl,
+        target,
+    } = *run;
     SCRATCH.with(|cell| {
         let mut scratch = cell.borrow_mut();
         let nw = st.rngs.len().max(1);
@@ -51,29 +59,47 @@ fn run_tile(dtypes: &[DType], work: &TileWork, st: &mut TileState, ctl: FpCtl) -
         for (gi, group) in work.groups.iter().enumerate() {
             scratch.new_group();
             for v in &group.vertices {
-                // The plan checked `worker < nw`: no division on the hot path.
-                let w = usize::from(v.worker);
-                let worker = Worker {
-                    ctl,
-                    rng: &mut st.rngs[if w < nw { w } else { w % nw }],
+                let outcome = if workers::is_split(v) {
+                    codelets::execute_split(
+                        &group.codelet,
+                        v,
+                        dtypes,
+                        st.mem.bytes_mut(),
+                        &mut scratch,
+                        (ctl, &mut st.rngs),
+                        workers::split_grain(target, &group.codelet),
+                    )
+                    .map_err(|(w, before, e)| (w as u8, before, e))
+                } else {
+                    // The plan checked `worker < nw`: no division on the hot path.
+                    let w = usize::from(v.worker);
+                    let worker = Worker {
+                        ctl,
+                        rng: &mut st.rngs[if w < nw { w } else { w % nw }],
+                    };
+                    codelets::execute(
+                        &group.codelet,
+                        v,
+                        dtypes,
+                        st.mem.bytes_mut(),
+                        &mut scratch,
+                        worker,
+                    )
+                    .map_err(|e| (v.worker, FpSts::empty(), e))
                 };
-                let stop = match codelets::execute(
-                    &group.codelet,
-                    v,
-                    dtypes,
-                    st.mem.bytes_mut(),
-                    &mut scratch,
-                    worker,
-                ) {
+                let stop = match outcome {
                     Ok(f) => {
                         flags |= f;
                         None
                     }
-                    Err(VertexError::Fault(f)) => {
-                        flags |= f.sts;
-                        Some(Stop::Fault(gi, vertex, v.worker, f))
+                    Err((worker, before, VertexError::Fault(f))) => {
+                        flags |= before | f.sts;
+                        Some(Stop::Fault(gi, vertex, worker, f))
                     }
-                    Err(VertexError::Engine(e)) => Some(Stop::Error(e)),
+                    Err((_, before, VertexError::Engine(e))) => {
+                        flags |= before;
+                        Some(Stop::Error(e))
+                    }
                 };
                 if let Some(stop) = stop {
                     st.sts |= flags;
@@ -90,17 +116,21 @@ fn run_tile(dtypes: &[DType], work: &TileWork, st: &mut TileState, ctl: FpCtl) -
     })
 }
 
-/// [`run_tile`] for every tile of `cs` on the current rayon pool, outcomes in tile order.
-fn par_run(
-    dtypes: &[DType],
-    cs: &ComputeSet,
-    states: Vec<&mut TileState>,
+/// What every tile of a compute set runs with: the tensors' element types, `$FP_CTL`, the
+/// target (a split vertex's slices).
+#[derive(Clone, Copy)]
+struct TileRun<'a> {
+    dtypes: &'a [DType],
     ctl: FpCtl,
-) -> Vec<TileOutcome> {
+    target: &'a Target,
+}
+
+/// [`run_tile`] for every tile of `cs` on the current rayon pool, outcomes in tile order.
+fn par_run(run: &TileRun, cs: &ComputeSet, states: Vec<&mut TileState>) -> Vec<TileOutcome> {
     cs.tiles
         .par_iter()
         .zip(states.into_par_iter())
-        .map(|(w, st)| run_tile(dtypes, w, st, ctl))
+        .map(|(w, st)| run_tile(run, w, st))
         .collect()
 }
 
@@ -148,15 +178,18 @@ impl Engine {
         let exe = Arc::clone(&self.exe);
         let cs = exe.compute_set(id);
         let plan = &self.plan.compute_sets[id.0 as usize];
-        let ctl = self.ctl;
-        let dtypes = &self.plan.dtypes;
+        let run = TileRun {
+            dtypes: &self.plan.dtypes,
+            ctl: self.ctl,
+            target: &exe.target,
+        };
         let states = select_mut(&mut self.tiles, &plan.dense);
         let parallel = plan.on_pool();
         let outcomes: Vec<TileOutcome> = match &self.workers {
-            Workers::Pool(pool) if parallel => pool.install(|| par_run(dtypes, cs, states, ctl)),
-            Workers::Global if parallel => par_run(dtypes, cs, states, ctl),
+            Workers::Pool(pool) if parallel => pool.install(|| par_run(&run, cs, states)),
+            Workers::Global if parallel => par_run(&run, cs, states),
             _ => (cs.tiles.iter().zip(states))
-                .map(|(w, st)| run_tile(dtypes, w, st, ctl))
+                .map(|(w, st)| run_tile(&run, w, st))
                 .collect(),
         };
         let mut fault = None;
@@ -188,8 +221,8 @@ impl Engine {
                 compute_set: cs.name.clone(),
                 compute_set_id: id.0,
                 fp_sts: f.sts,
-                fp_ctl: ctl,
-                trapped: ctl.trapping(f.sts),
+                fp_ctl: run.ctl,
+                trapped: run.ctl.trapping(f.sts),
                 element: f.element,
                 operands: f.operands,
                 cycle: start + before,

@@ -195,24 +195,7 @@ pub fn linear(target: &Target, n: u64, dtype: DType, tiles: u32, start: u32) -> 
     Mapping::from_pieces(pieces)
 }
 
-/// Splits `n` elements into at most `workers` contiguous slices of whole vectors of `vw`
-/// elements, the first workers taking one more vector when they do not divide evenly.
-pub fn worker_slices(n: u64, vw: u64, workers: u32) -> Vec<(u64, u64)> {
-    let vectors = n.div_ceil(vw.max(1));
-    let w = workers.max(1) as u64;
-    let per = vectors / w;
-    let extra = vectors % w;
-    let mut out = Vec::new();
-    let mut at = 0;
-    for i in 0..w {
-        let end = ((at / vw.max(1) + per + u64::from(i < extra)) * vw.max(1)).min(n);
-        if end > at {
-            out.push((at, end));
-        }
-        at = end;
-    }
-    out
-}
+pub use ipusim_exe::workers::worker_slices;
 
 #[cfg(test)]
 mod tests {

@@ -5,17 +5,21 @@
 //! element-wise outputs like their input, so chains of element-wise ops need no exchange);
 //! with none, a fresh linear mapping. Aligned inputs are read in place when mapped like the
 //! output, else staged; a broadcast input is staged once per tile (just the range of its
-//! elements the tile's outputs read) and read through a [`BroadcastAccess`]. Each tile's
-//! outputs are split into at most one contiguous slice per worker, in whole vectors.
+//! elements the tile's outputs read) and read through a [`BroadcastAccess`]. A tile's
+//! outputs are one vertex that its workers split among them in whole vectors
+//! ([`ipusim_exe::workers`], PopLibs' MultiVertex), or, where a broadcast input is indexed
+//! by positions that jump between the tile's intervals (and for `OneHot`), a vertex per
+//! worker slice and interval.
 
 use crate::codelets::{Access, Accesses, BroadcastAccess, Codelet, MapParams, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex};
 use crate::lower::core::Lowerer;
-use crate::lower::kit::mapping::{worker_slices, Mapping};
+use crate::lower::kit::mapping::Mapping;
 use crate::lower::kit::permute;
 use crate::lower::kit::stage::{ExchangeBuilder, Staging};
 use ipusim_exe::layout::storage_dims;
+use ipusim_exe::workers::{self, worker_slices};
 use ipusim_ir::{NodeId, Op, Shape};
 use std::sync::Arc;
 
@@ -287,10 +291,21 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 }
             }
         }
-        // Vertex pieces: worker slices, cut at interval boundaries when positions matter.
+        // Vertex pieces: one vertex the workers split among them (PopLibs' MultiVertex)
+        // where the tile's elements are one run of positions; else worker slices, cut at
+        // interval boundaries when positions matter.
         let cut_intervals = needs_positions && block.is_none();
         let mut cuts: Vec<(u64, u64, u8)> = Vec::new();
-        for (w, (a, b)) in worker_slices(n_t, vw, nw).into_iter().enumerate() {
+        let split = !is_onehot && (!cut_intervals || ranges.len() == 1);
+        if split && n_t > 0 {
+            cuts.push((0, n_t, workers::ALL_WORKERS));
+        }
+        let per_worker = if split {
+            Vec::new()
+        } else {
+            worker_slices(n_t, vw, nw)
+        };
+        for (w, (a, b)) in per_worker.into_iter().enumerate() {
             if !cut_intervals {
                 cuts.push((a, b, w as u8));
                 continue;
