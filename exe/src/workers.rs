@@ -7,7 +7,10 @@
 //! [`worker_slices`]`(n, grain, workers)`, `n` the vertex's output elements and `grain`
 //! [`split_grain`]. The estimator costs each worker's slice, the simulator runs each
 //! slice on its worker (with its random stream), and both split exactly as the compiler
-//! would have split the vertex into one vertex per worker.
+//! would have split the vertex into one vertex per worker. A split window vertex (`Conv`,
+//! `MaxPool`) holds all its block's units, and worker `w` runs the `w`-th slice of
+//! [`worker_slices`]`(units, 1, workers)` of them (its group is costed as one PopLibs
+//! vertex over the block either way).
 
 use crate::codelets::{Codelet, VertexParams};
 use crate::executable::Vertex;
@@ -23,11 +26,18 @@ pub fn is_split(v: &Vertex) -> bool {
 
 /// Whether a vertex of `codelet` with `params` may be split among the workers: an
 /// element-wise vertex (its outputs independent of one another) other than `OneHot`, whose
-/// outputs are indexed by position.
+/// outputs are indexed by position, or a window vertex (`Conv`, `MaxPool`: PopLibs'
+/// supervisor vertices, their workers each taking a part of the block's units).
 pub fn can_split(codelet: &Codelet, params: &VertexParams) -> bool {
-    matches!(params, VertexParams::Map(_))
-        && codelet.map_output_dtype().is_some()
-        && !matches!(codelet, Codelet::OneHot { .. })
+    match params {
+        VertexParams::Map(_) => {
+            codelet.map_output_dtype().is_some() && !matches!(codelet, Codelet::OneHot { .. })
+        }
+        VertexParams::Window(_) => {
+            matches!(codelet, Codelet::Conv { .. } | Codelet::MaxPool { .. })
+        }
+        _ => false,
+    }
 }
 
 /// Whether vertex `v` of `codelet` runs on a tile of `workers` worker contexts: on one of

@@ -155,8 +155,9 @@ pub(crate) fn execute(
 }
 
 /// Runs vertex `v` of `codelet`, split among the worker contexts
-/// ([`ipusim_exe::workers::is_split`]): the slice of each worker (`grain`: the elements it
-/// gives its workers in multiples of) with that worker's stream of `rngs`, in worker order.
+/// ([`ipusim_exe::workers::is_split`]): the slice of each worker (an element-wise vertex's
+/// outputs in multiples of `grain`; a window vertex's units) with that worker's stream of
+/// `rngs`, in worker order.
 /// Stops at the first slice that traps: the worker it ran on, the flags of the slices
 /// before it, and the fault.
 pub(crate) fn execute_split(
@@ -168,7 +169,6 @@ pub(crate) fn execute_split(
     (ctl, rngs): (FpCtl, &mut [SrRng]),
     grain: u64,
 ) -> Result<FpSts, (usize, FpSts, VertexError)> {
-    let ops = operands::split(mem, v, dtypes).map_err(|e| (0, FpSts::empty(), e.into()))?;
     if !ipusim_exe::workers::can_split(codelet, &v.params) {
         return Err((
             0,
@@ -180,8 +180,36 @@ pub(crate) fn execute_split(
             .into(),
         ));
     }
+    let workers = rngs.len() as u32;
+    if let VertexParams::Window(wv) = &v.params {
+        // The block's units, a slice per worker, each a window vertex of its own.
+        let (u0, u1) = wv.units;
+        let slices =
+            ipusim_exe::workers::worker_slices(u64::from(u1.saturating_sub(u0)), 1, workers);
+        let mut flags = FpSts::empty();
+        for (w, (a, b)) in slices.into_iter().enumerate() {
+            let mut p = wv.params();
+            p.units = (u0 + a as u32, u0 + b as u32);
+            let Some(rng) = rngs.get_mut(w) else {
+                return Err((
+                    w,
+                    flags,
+                    EngineError::internal("a slice without a worker").into(),
+                ));
+            };
+            let run = operands::split(mem, v, dtypes)
+                .map_err(VertexError::from)
+                .and_then(|ops| window::run(codelet, &p, ops, scratch, Worker { ctl, rng }));
+            match run {
+                Ok(f) => flags |= f,
+                Err(e) => return Err((w, flags, e)),
+            }
+        }
+        return Ok(flags);
+    }
+    let ops = operands::split(mem, v, dtypes).map_err(|e| (0, FpSts::empty(), e.into()))?;
     let n = ops.out_len() as u64;
-    let slices = ipusim_exe::workers::worker_slices(n, grain, rngs.len() as u32);
+    let slices = ipusim_exe::workers::worker_slices(n, grain, workers);
     map::run_slices(codelet, &v.params, ops, scratch, &slices, (ctl, rngs))
 }
 

@@ -29,11 +29,12 @@ use crate::codelets::{
 use crate::error::CompileError;
 use crate::executable::{Operand, Operands, TensorKind, TileWork, Vertex, VertexGroup};
 use crate::lower::core::Lowerer;
-use crate::lower::kit::mapping::{worker_slices, Mapping};
+use crate::lower::kit::mapping::Mapping;
 use crate::lower::kit::permute::{grouped, materialized};
 use crate::lower::kit::split_sum::{chunk_of, reduce_grain, sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use ipusim_exe::layout::{channel_group, storage_dims};
+use ipusim_exe::workers;
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
 use ipusim_ir::{DType, NodeId, Op, Shape};
 use plan::{
@@ -350,7 +351,6 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         Shape::new(storage_dims(&out_dims, gr.out)),
         mapping,
     );
-    let nw = lw.target().worker_contexts;
     let amp = lw.target().amp(input, partials).input_channels;
     let mut eb = ExchangeBuilder::default();
     let mut sa = Staging::new(a, format!("{name}/in"), Some(id));
@@ -384,31 +384,30 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 (out, lw.position(out, first), output.size_bytes() as u64)
             }
         };
-        // Every worker's vertex reads the block and writes its units of the whole output
-        // block (the units of one worker are not contiguous when the channels are grouped).
+        // One vertex, its workers splitting the block's units among them
+        // ([`ipusim_exe::workers`]); each reads the block and writes its units of the whole
+        // output block (the units of one worker are not contiguous when the channels are
+        // grouped).
         let whole = Operand {
             tensor: dst,
             offset: (out_pos * es) as u32,
             len: block_len as u32,
         };
-        let block = Arc::new(params.clone());
-        let vertices = worker_slices(u64::from(units), 1, nw)
-            .into_iter()
-            .enumerate()
-            .map(|(w, (u0, u1))| {
-                let mut operands = Operands::from_iter([op_a]);
-                operands.extend(op_b);
-                operands.push(whole);
-                Vertex {
-                    worker: w as u8,
-                    operands,
-                    params: VertexParams::Window(WindowVertex {
-                        block: block.clone(),
-                        units: (u0 as u32, u1 as u32),
-                    }),
-                }
-            })
-            .collect();
+        let mut operands = Operands::from_iter([op_a]);
+        operands.extend(op_b);
+        operands.push(whole);
+        let vertices = if units > 0 {
+            vec![Vertex {
+                worker: workers::ALL_WORKERS,
+                operands,
+                params: VertexParams::Window(WindowVertex {
+                    block: Arc::new(params.clone()),
+                    units: (0, units),
+                }),
+            }]
+        } else {
+            Vec::new()
+        };
         work.push(TileWork {
             tile: lw.tile_id(tile),
             groups: vec![VertexGroup {
