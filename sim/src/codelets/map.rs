@@ -105,17 +105,21 @@ pub(crate) fn run_slices(
         let mut sub: [&[u8]; MAX_INPUTS] = [&[]; MAX_INPUTS];
         for i in 0..n_inputs {
             let es = in_dtypes[i].size_bytes();
-            sub[i] = ins[i].get(a * es..b * es).ok_or((
+            sub[i] = ins[i].get(a * es..b * es).ok_or_else(|| {
+                (
+                    w,
+                    flags,
+                    EngineError::internal("an element-wise input shorter than its output").into(),
+                )
+            })?;
+        }
+        let out = output.get_mut(a * eo..b * eo).ok_or_else(|| {
+            (
                 w,
                 flags,
-                EngineError::internal("an element-wise input shorter than its output").into(),
-            ))?;
-        }
-        let out = output.get_mut(a * eo..b * eo).ok_or((
-            w,
-            flags,
-            EngineError::internal("a worker's slice outside the output").into(),
-        ))?;
+                EngineError::internal("a worker's slice outside the output").into(),
+            )
+        })?;
         let Some(rng) = rngs.get_mut(w) else {
             return Err((
                 w,
