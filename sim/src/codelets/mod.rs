@@ -169,17 +169,8 @@ pub(crate) fn execute_split(
     (ctl, rngs): (FpCtl, &mut [SrRng]),
     grain: u64,
 ) -> Result<FpSts, (usize, FpSts, VertexError)> {
-    if !ipusim_exe::workers::can_split(codelet, &v.params) {
-        return Err((
-            0,
-            FpSts::empty(),
-            EngineError::invalid(format!(
-                "{} vertex split among the workers",
-                codelet.full_name()
-            ))
-            .into(),
-        ));
-    }
+    // The plan checked that the codelet may be split (`workers::may_run_on`): the window
+    // codelets by their units, the element-wise ones by their outputs.
     let workers = rngs.len() as u32;
     if let VertexParams::Window(wv) = &v.params {
         // The block's units, a slice per worker, each a window vertex of its own.

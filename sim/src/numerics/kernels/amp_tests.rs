@@ -1,0 +1,213 @@
+//! Tests of [`super`] (`amp.rs`): kept beside it, in their own file.
+use super::*;
+use crate::numerics::rng::SrRng;
+
+fn h(x: f32) -> f16 {
+    f16::from_f32(x)
+}
+
+#[test]
+fn numerics_3_1_dot_vector() {
+    let a: Vec<f16> = [2048.0, 1.0, 1.0, 1.0, 1.0].map(h).to_vec();
+    let ones = vec![h(1.0); 5];
+    let f16p = |chunk| {
+        amp_dot_f16_partials(&a, &ones, f16::ZERO, chunk, &mut Rounding::nearest(false)).unwrap()
+    };
+    let f32p = |chunk| amp_dot_f32_partials(&a, &ones, 0.0, chunk).unwrap();
+    assert_eq!(f16p(1), (h(2048.0), FpSts::empty()));
+    assert_eq!(f32p(1), (2052.0, FpSts::empty()));
+    assert_eq!(f16p(AMP_CHUNK), (h(2052.0), FpSts::empty()));
+    assert_eq!(f32p(AMP_CHUNK), (2052.0, FpSts::empty()));
+    let a32: Vec<f32> = a.iter().map(|x| x.to_f32()).collect();
+    assert_eq!(
+        dot_f32(&a32, &[1.0; 5], 0.0, 1).unwrap(),
+        (2052.0, FpSts::empty())
+    );
+}
+
+/// Deterministic pseudo-random FP16 operands of moderate size.
+fn operands(len: usize, seed: u32) -> Vec<f16> {
+    let mut rng = SrRng::new(u64::from(seed), 0, 0);
+    (0..len)
+        .map(|_| h(((rng.next_u32() >> 8) as f32 / 8388608.0 - 1.0) * 8.0))
+        .collect()
+}
+
+#[test]
+fn fast_path_equals_reference_values_flags_and_draws() {
+    // The second shape exercises every row and column block of the FP32-partials kernel
+    // (4 + 4 + 1 rows; 32 + 16 + 8 + 3 columns).
+    for shape in [
+        MatMulShape { m: 5, k: 37, n: 19 },
+        MatMulShape { m: 9, k: 40, n: 59 },
+    ] {
+        fast_path_equals_reference(shape);
+    }
+}
+
+fn fast_path_equals_reference(shape: MatMulShape) {
+    let a = operands(shape.m * shape.k, 1);
+    let b = operands(shape.k * shape.n, 2);
+    let (a32, b32) = (widen(&a), widen(&b));
+    for chunk in [1, 3, 16, 64] {
+        let init: Vec<f32> = (0..shape.m * shape.n).map(|i| i as f32 * 0.25).collect();
+        let mut fast = init.clone();
+        let mut slow = init.clone();
+        let ff = amp_matmul_f32_partials(shape, &a, &b, &mut fast, chunk).unwrap();
+        let fs = reference(
+            shape,
+            &a32,
+            &b32,
+            Partials::F32(&mut slow),
+            chunk,
+            0..shape.m,
+            FpSts::empty(),
+        )
+        .0;
+        assert_eq!((fast, ff), (slow, fs));
+        for (sr, nanoo) in [(false, false), (true, false), (true, true)] {
+            // Every seventh partial starts near the top of the range, so that rows mix
+            // lanes that overflow (scalar core) with ordinary ones.
+            let init16: Vec<f16> = init
+                .iter()
+                .enumerate()
+                .map(|(i, x)| h(if i % 7 == 0 { 65000.0 } else { *x }))
+                .collect();
+            let (mut fast, mut slow) = (init16.clone(), init16);
+            let mut rf = SrRng::new(7, 0, 0);
+            let mut rs = rf.clone();
+            let ff = amp_matmul_f16_partials(
+                shape,
+                &a,
+                &b,
+                &mut fast,
+                chunk,
+                &mut Rounding::new(sr, nanoo, &mut rf),
+            )
+            .unwrap();
+            let fs = reference(
+                shape,
+                &a32,
+                &b32,
+                Partials::F16(&mut slow, &mut Rounding::new(sr, nanoo, &mut rs)),
+                chunk,
+                0..shape.m,
+                FpSts::empty(),
+            )
+            .0;
+            assert_eq!(
+                fast.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                slow.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            );
+            assert_eq!((ff, rf), (fs, rs));
+        }
+    }
+}
+
+/// Products from zeroed partials with `b`'s finiteness given equal the products that
+/// check both: values, flags and random draws, also where rows overflow (redone from
+/// zero) and where `b` holds an infinity or a NaN (the reference path).
+#[test]
+fn known_operands_change_nothing() {
+    let shape = MatMulShape { m: 9, k: 40, n: 59 };
+    let mut a32 = widen(&operands(shape.m * shape.k, 3));
+    let mut b32 = widen(&operands(shape.k * shape.n, 4));
+    // One large element in rows 2 and 7 of `a`: some of their FP32 products overflow,
+    // the others stay finite, so a row redone from anything but zero would differ.
+    for i in [2, 7] {
+        a32[i * shape.k] = 3e38;
+    }
+    let zeros = vec![0f32; shape.m * shape.n];
+    for poison in [None, Some(f32::INFINITY), Some(f32::NAN)] {
+        if let Some(x) = poison {
+            b32[5 * shape.n + 11] = x;
+        }
+        let known = Known {
+            zero_partials: true,
+            b_finite: Some(finite(&b32)),
+        };
+        assert_eq!(known.b_finite, Some(poison.is_none()));
+        for chunk in [1, 16] {
+            let (mut told, mut checked) = (zeros.clone(), zeros.clone());
+            let ft = matmul_f32_known(shape, &a32, &b32, &mut told, chunk, known).unwrap();
+            let fc = matmul_f32(shape, &a32, &b32, &mut checked, chunk).unwrap();
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!((bits(&told), ft), (bits(&checked), fc));
+            assert!(ft.contains(FpSts::OFLO));
+            for (sr, nanoo) in [(false, false), (true, true)] {
+                let (mut told, mut checked) =
+                    (vec![f16::ZERO; zeros.len()], vec![f16::ZERO; zeros.len()]);
+                let mut rt = SrRng::new(9, 0, 0);
+                let mut rc = rt.clone();
+                let ft = amp_matmul_f16_partials_widened(
+                    shape,
+                    &a32,
+                    &b32,
+                    &mut told,
+                    chunk,
+                    &mut Rounding::new(sr, nanoo, &mut rt),
+                    known,
+                )
+                .unwrap();
+                let fc = amp_matmul_f16_partials_widened(
+                    shape,
+                    &a32,
+                    &b32,
+                    &mut checked,
+                    chunk,
+                    &mut Rounding::new(sr, nanoo, &mut rc),
+                    Known::default(),
+                )
+                .unwrap();
+                let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!((bits(&told), ft, rt), (bits(&checked), fc, rc));
+            }
+        }
+    }
+}
+
+#[test]
+fn f32_partials_flags() {
+    // Overflow of FP32 inputs is detected on the fast path's row check.
+    let (v, f) = dot_f32(&[3e38, 3e38], &[1.0, 1.0], 0.0, 1).unwrap();
+    assert_eq!((v, f), (f32::INFINITY, FpSts::OFLO));
+    let (v, f) = dot_f32(&[f32::INFINITY, 1.0], &[0.0, 1.0], 0.0, 16).unwrap();
+    assert!(v.is_nan());
+    assert_eq!(f, FpSts::INV);
+    let (v, f) =
+        amp_dot_f32_partials(&[f16::INFINITY, h(1.0)], &[h(1.0), h(1.0)], 0.0, 16).unwrap();
+    assert_eq!((v, f), (f32::INFINITY, FpSts::empty()));
+}
+
+#[test]
+fn f16_partials_overflow_policy() {
+    let a = vec![h(60000.0); 2];
+    let b = vec![h(1.0); 2];
+    let sat = amp_dot_f16_partials(&a, &b, f16::ZERO, 1, &mut Rounding::nearest(false)).unwrap();
+    assert_eq!(sat, (f16::MAX, FpSts::OFLO));
+    let (v, f) = amp_dot_f16_partials(&a, &b, f16::ZERO, 1, &mut Rounding::nearest(true)).unwrap();
+    assert!(v.is_nan());
+    assert_eq!(f, FpSts::OFLO | FpSts::INV);
+}
+
+#[test]
+fn shape_errors() {
+    let shape = MatMulShape { m: 2, k: 3, n: 4 };
+    let err = matmul_f32(shape, &[0.0; 6], &[0.0; 11], &mut [0.0; 8], 16);
+    assert_eq!(
+        err,
+        Err(NumericsError::Length {
+            kernel: "matmul_f32",
+            operand: "b",
+            expected: 12,
+            found: 11
+        })
+    );
+    let err = matmul_f32(shape, &[0.0; 6], &[0.0; 12], &mut [0.0; 8], 0);
+    assert_eq!(
+        err,
+        Err(NumericsError::ZeroChunk {
+            kernel: "matmul_f32"
+        })
+    );
+}
