@@ -13,7 +13,7 @@
 //! Out of memory is a result, not an error: the plan marks `oom`, lists the tiles over
 //! capacity, and names the worst tiles with their largest tensors.
 
-use crate::codelets::Codelet;
+use crate::codelets::{Codelet, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{ComputeSet, Exchange, Tensor, TensorId, TensorKind};
 use crate::target::Target;
@@ -22,6 +22,7 @@ pub use ipusim_exe::memory::{MemoryPlan, TensorBytes, TileMemory, Usage, WorstTi
 use ipusim_exe::slices::{find_tile, SliceLookup};
 use ipusim_exe::system::System;
 use ipusim_exe::system::TileId;
+use ipusim_exe::workers;
 use rayon::prelude::*;
 use std::collections::BTreeSet;
 
@@ -49,15 +50,32 @@ struct SetCode {
 /// a worker's vertex whose operands continue the previous one's (the next elements, the
 /// same shared operand, or an overlapping or adjacent part of it, as workers read a staged
 /// broadcast input) is the same region, split among the workers by the vertex itself.
-/// Other codelets hold the state of each vertex; a `Reduce` vertex is PopLibs' strided
-/// reduce ([`REDUCE_VERTEX_STATE_BYTES`]).
-fn group_state_bytes(tensors: &[Tensor], g: &crate::executable::VertexGroup) -> u64 {
+/// Other codelets hold the state of each vertex, and a block vertex its workers split
+/// ([`ipusim_exe::workers::block_slices`]) the state of a vertex per worker's part, as
+/// PopLibs gives each worker's part of a reduction its own vertex; a `Reduce` vertex is
+/// PopLibs' strided reduce ([`REDUCE_VERTEX_STATE_BYTES`]).
+fn group_state_bytes(
+    target: &Target,
+    tensors: &[Tensor],
+    g: &crate::executable::VertexGroup,
+) -> u64 {
     let each = |v: &crate::executable::Vertex| vertex_state_bytes(v.operands.len(), &v.params);
-    if let Codelet::Reduce { .. } = g.codelet {
-        return g.vertices.len() as u64 * REDUCE_VERTEX_STATE_BYTES;
-    }
     if !g.codelet.is_multi_vertex() {
-        return g.vertices.iter().map(|v| u64::from(each(v))).sum();
+        let parts = |v: &crate::executable::Vertex| match &v.params {
+            VertexParams::Block(b) if workers::is_split(v) => {
+                let grain = workers::split_grain(target, &g.codelet);
+                workers::block_slices(b, grain, target.worker_contexts).len() as u64
+            }
+            _ => 1,
+        };
+        return g
+            .vertices
+            .iter()
+            .map(|v| match g.codelet {
+                Codelet::Reduce { .. } => parts(v) * REDUCE_VERTEX_STATE_BYTES,
+                _ => parts(v) * u64::from(each(v)),
+            })
+            .sum();
     }
     let continues = |prev: &crate::executable::Operand, op: &crate::executable::Operand| {
         let es = tensors
@@ -285,7 +303,7 @@ pub(crate) fn plan(
                     let state = tw
                         .groups
                         .iter()
-                        .map(|g| group_state_bytes(tensors_ro, g))
+                        .map(|g| group_state_bytes(target, tensors_ro, g))
                         .sum();
                     let used = tw
                         .groups
@@ -535,7 +553,14 @@ mod tests {
             },
             vertices: (0..3).map(vertex).collect(),
         };
-        assert_eq!(group_state_bytes(&tensors, &g), 3 * 22);
+        assert_eq!(group_state_bytes(&Target::mk2(), &tensors, &g), 3 * 22);
+        // A vertex its workers split holds the state of a vertex per worker's part: 4
+        // columns of f32 in whole vectors of 2 are two parts.
+        let split = VertexGroup {
+            vertices: vec![vertex(ipusim_exe::workers::ALL_WORKERS)],
+            ..g
+        };
+        assert_eq!(group_state_bytes(&Target::mk2(), &tensors, &split), 2 * 22);
     }
 
     #[test]
@@ -567,6 +592,9 @@ mod tests {
         };
         // One binaryOps1D vertex (16 bytes) and one further region: a pointer per operand and
         // its length.
-        assert_eq!(group_state_bytes(&tensors, &g), 16 + 3 * 4 + 4);
+        assert_eq!(
+            group_state_bytes(&Target::mk2(), &tensors, &g),
+            16 + 3 * 4 + 4
+        );
     }
 }

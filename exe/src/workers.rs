@@ -10,9 +10,11 @@
 //! would have split the vertex into one vertex per worker. A split window vertex (`Conv`,
 //! `MaxPool`) holds all its block's units, and worker `w` runs the `w`-th slice of
 //! [`worker_slices`]`(units, 1, workers)` of them (its group is costed as one PopLibs
-//! vertex over the block either way).
+//! vertex over the block either way). A split block vertex (`Reduce`, `ReduceAdd`,
+//! `ArgMax`) holds its whole block, and worker `w` takes the `w`-th of its
+//! [`block_slices`]: whole groups, or with one group whole vectors of its columns.
 
-use crate::codelets::{Codelet, VertexParams};
+use crate::codelets::{BlockParams, Codelet, VertexParams};
 use crate::executable::Vertex;
 use crate::target::Target;
 
@@ -36,6 +38,14 @@ pub fn can_split(codelet: &Codelet, params: &VertexParams) -> bool {
         VertexParams::Window(_) => {
             matches!(codelet, Codelet::Conv { .. } | Codelet::MaxPool { .. })
         }
+        VertexParams::Block(p) => {
+            p.col_begin == 0
+                && p.cols == p.width
+                && matches!(
+                    codelet,
+                    Codelet::Reduce { .. } | Codelet::ReduceAdd { .. } | Codelet::ArgMax { .. }
+                )
+        }
         _ => false,
     }
 }
@@ -47,12 +57,64 @@ pub fn may_run_on(codelet: &Codelet, v: &Vertex, workers: u32) -> bool {
 }
 
 /// The elements a split vertex of `codelet` gives its workers in whole multiples of: the
-/// vector width of its output type on `target` (1 when the codelet is not element-wise).
+/// vector width of its output type on `target` for an element-wise codelet, of its input
+/// type for a block codelet's columns, else 1.
 pub fn split_grain(target: &Target, codelet: &Codelet) -> u64 {
-    codelet
-        .map_output_dtype()
-        .map_or(1, |d| target.vector_width(d))
-        .max(1)
+    let dtype = match *codelet {
+        Codelet::Reduce { input, .. } => Some(input),
+        Codelet::ReduceAdd { partials, .. } => Some(partials),
+        Codelet::ArgMax { dtype } => Some(dtype),
+        _ => codelet.map_output_dtype(),
+    };
+    dtype.map_or(1, |d| target.vector_width(d)).max(1)
+}
+
+/// One worker's part of a block vertex ([`block_slices`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockSlice {
+    /// The part's block parameters.
+    pub params: BlockParams,
+    /// Its input elements, `(first, count)` from the vertex's input's first.
+    pub input: (u64, u64),
+    /// Its output elements, `(first, count)` from the vertex's output's first.
+    pub output: (u64, u64),
+}
+
+/// The workers' parts of a block vertex over all of the columns of `p`'s block (its
+/// outputs `groups × width`): whole groups, [`worker_slices`]`(groups, 1, workers)`, when
+/// there are several; with one group its columns in whole vectors of `grain` elements,
+/// [`worker_slices`]`(width, grain, workers)`, each reading the whole block. A part keeps
+/// the block's scale and repeats (`outer`, `outer_stride`). This is how the compiler cuts a
+/// reduction's work among the workers (ours, chosen: PopLibs' reduction planner splits its
+/// outputs among the workers too, P1 lib/popops/reduction/ `splitOutputRegionsForWorkers`).
+pub fn block_slices(p: &BlockParams, grain: u64, workers: u32) -> Vec<BlockSlice> {
+    let (groups, count, width) = (u64::from(p.groups), u64::from(p.count), u64::from(p.width));
+    let repeats = u64::from(p.outer.saturating_sub(1)) * u64::from(p.outer_stride);
+    let part = |groups: u64, (a, b): (u64, u64)| BlockParams {
+        groups: groups as u32,
+        col_begin: a as u32,
+        cols: (b - a) as u32,
+        ..p.clone()
+    };
+    if groups > 1 {
+        worker_slices(groups, 1, workers)
+            .into_iter()
+            .map(|(g0, g1)| BlockSlice {
+                params: part(g1 - g0, (0, width)),
+                input: (g0 * count * width, repeats + (g1 - g0) * count * width),
+                output: (g0 * width, (g1 - g0) * width),
+            })
+            .collect()
+    } else {
+        worker_slices(width, grain, workers)
+            .into_iter()
+            .map(|(a, b)| BlockSlice {
+                params: part(groups, (a, b)),
+                input: (0, repeats + groups * count * width),
+                output: (a, b - a),
+            })
+            .collect()
+    }
 }
 
 /// Splits `n` elements into at most `workers` contiguous slices of whole vectors of `vw`
@@ -87,5 +149,40 @@ mod tests {
         );
         assert_eq!(worker_slices(3, 4, 6), vec![(0, 3)]);
         assert_eq!(worker_slices(0, 4, 6), vec![]);
+    }
+
+    #[test]
+    fn a_block_splits_by_groups_or_by_whole_vectors_of_columns() {
+        // 8 groups of 3 rows of 5 over 6 workers: the first two take two groups, and a
+        // part's input starts at its first group's first row.
+        let p = BlockParams::new(8, 3, 5, (0, 5));
+        let parts = block_slices(&p, 4, 6);
+        assert_eq!(parts.len(), 6);
+        assert_eq!(parts[1].params, BlockParams::new(2, 3, 5, (0, 5)));
+        assert_eq!(parts[1].input, (2 * 15, 2 * 15));
+        assert_eq!(parts[1].output, (10, 10));
+        assert_eq!(parts[5].output, (35, 5));
+        // One group of 30 columns, repeated twice 100 elements apart: whole vectors of 4
+        // columns, each part reading the whole block.
+        let p = BlockParams {
+            outer: 2,
+            outer_stride: 100,
+            scale: 0.5,
+            ..BlockParams::new(1, 3, 30, (0, 30))
+        };
+        let parts = block_slices(&p, 4, 6);
+        let cols: Vec<(u32, u32)> = parts
+            .iter()
+            .map(|s| (s.params.col_begin, s.params.cols))
+            .collect();
+        assert_eq!(
+            cols,
+            vec![(0, 8), (8, 8), (16, 4), (20, 4), (24, 4), (28, 2)]
+        );
+        assert!(parts.iter().all(|s| s.input == (0, 100 + 90)));
+        assert!(parts
+            .iter()
+            .all(|s| s.params.outer == 2 && s.params.scale == 0.5));
+        assert_eq!(parts[2].output, (16, 4));
     }
 }

@@ -115,6 +115,16 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
         }
         codelet => {
             for v in &group.vertices {
+                if let (VertexParams::Block(b), true) = (&v.params, workers::is_split(v)) {
+                    // Each worker's part of the block, with its own parameters.
+                    let grain = workers::split_grain(target, codelet);
+                    let parts = workers::block_slices(b, grain, nw as u32);
+                    for (w, part) in parts.into_iter().enumerate() {
+                        let params = VertexParams::Block(part.params);
+                        workers[w] += vertex_worker(target, codelet, &params, part.output.1);
+                    }
+                    continue;
+                }
                 let n = v.operands.last().map_or(0, |o| o.len as u64);
                 each_worker(target, codelet, v, n, |w, len| {
                     workers[w] += vertex_worker(target, codelet, &v.params, len);

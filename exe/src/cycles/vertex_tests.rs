@@ -167,6 +167,92 @@ fn a_split_vertex_costs_its_worker_slices() {
     }
 }
 
+/// A block vertex split among the workers costs what a vertex per worker's part costs:
+/// whole groups, or with one group whole vectors of its columns, the repeats in each part.
+#[test]
+fn a_split_block_vertex_costs_a_vertex_per_worker_part() {
+    use crate::executable::{Operand, Vertex};
+    use crate::ids::TensorId;
+    use crate::workers::{split_grain, worker_slices, ALL_WORKERS};
+    let t = Target::mk2();
+    let vertex = |worker: u8, p: BlockParams| Vertex {
+        worker,
+        operands: [0u32, 1]
+            .into_iter()
+            .map(|k| Operand {
+                tensor: TensorId(k),
+                offset: 0,
+                len: if k == 0 {
+                    p.span() as u32
+                } else {
+                    p.groups * p.cols
+                },
+            })
+            .collect(),
+        params: VertexParams::Block(p),
+    };
+    let codelets = [
+        Codelet::Reduce {
+            op: ReduceOp::Sum,
+            input: DType::F16,
+            acc: DType::F32,
+            output: DType::F16,
+        },
+        Codelet::Reduce {
+            op: ReduceOp::Max,
+            input: DType::F32,
+            acc: DType::F32,
+            output: DType::F32,
+        },
+        Codelet::ArgMax { dtype: DType::F16 },
+    ];
+    for codelet in codelets {
+        let grain = split_grain(&t, &codelet);
+        for (groups, count, width, outer) in [
+            (1u32, 9u32, 50u32, 2u32),
+            (1, 3, 5, 1),
+            (7, 4, 6, 1),
+            (40, 2, 3, 3),
+        ] {
+            let with = |g: u64, (a, b): (u64, u64)| BlockParams {
+                outer,
+                outer_stride: if outer > 1 { 1000 } else { 0 },
+                ..BlockParams::new(g as u32, count, width, (a as u32, (b - a) as u32))
+            };
+            let whole = with(u64::from(groups), (0, u64::from(width)));
+            let split = VertexGroup {
+                codelet: codelet.clone(),
+                vertices: vec![vertex(ALL_WORKERS, whole)],
+            };
+            let parts: Vec<BlockParams> = if groups > 1 {
+                worker_slices(u64::from(groups), 1, t.worker_contexts)
+                    .into_iter()
+                    .map(|(g0, g1)| with(g1 - g0, (0, u64::from(width))))
+                    .collect()
+            } else {
+                worker_slices(u64::from(width), grain, t.worker_contexts)
+                    .into_iter()
+                    .map(|cs| with(1, cs))
+                    .collect()
+            };
+            let per_worker = VertexGroup {
+                codelet: codelet.clone(),
+                vertices: parts
+                    .into_iter()
+                    .enumerate()
+                    .map(|(w, p)| vertex(w as u8, p))
+                    .collect(),
+            };
+            assert_eq!(
+                group_cycles(&t, &split),
+                group_cycles(&t, &per_worker),
+                "{} over {groups}x{count}x{width}",
+                codelet.full_name()
+            );
+        }
+    }
+}
+
 /// A group of fused vertices of `lens` outputs each (one per worker).
 fn fused_group(leaves: Vec<FusedLeaf>, steps: Vec<FusedStep>, lens: &[u32]) -> VertexGroup {
     use crate::codelets::MapParams;

@@ -13,14 +13,14 @@
 //! When exceptions are enabled the loops check every operation's flags and stop at the
 //! first one that traps, reporting it with its operands.
 
-use super::operands::Operands;
+use super::operands::{Operands, MAX_INPUTS};
 use super::{dump_value, Fault, Scratch, VertexError, Worker};
 use crate::display::element_with_bits;
 use crate::engine::error::{DumpValue, EngineError};
 use crate::engine::memory::{typed, typed_mut};
 use crate::numerics::int::IntArith;
 use crate::numerics::kernels::{convert, map as k};
-use crate::numerics::{cast, fp16, fp32, round, ArithOp, FpSts, Rounding, Tail};
+use crate::numerics::{cast, fp16, fp32, round, ArithOp, FpCtl, FpSts, Rounding, SrRng, Tail};
 use bytemuck::Pod;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -197,6 +197,77 @@ pub(crate) fn run(
         _ => return Err(EngineError::internal("not a block codelet").into()),
     }
     Ok(cx.sts)
+}
+
+/// Runs a block vertex its workers split ([`ipusim_exe::workers::block_slices`], columns in
+/// whole vectors of `grain`): each worker's part of the block with that worker's stream of
+/// `rngs`, in worker order, exactly as the vertex per worker it stands for. Stops at the
+/// first part that traps: its worker, the flags of the parts before it, and the fault, its
+/// element counted from the vertex's first output.
+pub(crate) fn run_parts(
+    codelet: &Codelet,
+    p: &BlockParams,
+    ops: Operands,
+    scratch: &mut Scratch,
+    grain: u64,
+    (ctl, rngs): (FpCtl, &mut [SrRng]),
+) -> Result<FpSts, (usize, FpSts, VertexError)> {
+    let Operands {
+        inputs,
+        aliased,
+        in_dtypes,
+        n_inputs,
+        output,
+        out_dtype,
+        ..
+    } = ops;
+    let mut flags = FpSts::empty();
+    let bad = |w: usize, flags: FpSts, m: &str| Err((w, flags, EngineError::internal(m).into()));
+    if n_inputs != 1 || aliased[0] {
+        return bad(
+            0,
+            flags,
+            "a split block vertex reads one input that is not its output",
+        );
+    }
+    let (ies, oes) = (in_dtypes[0].size_bytes(), out_dtype.size_bytes());
+    let parts = ipusim_exe::workers::block_slices(p, grain, rngs.len() as u32);
+    for (w, (part, rng)) in parts.into_iter().zip(rngs.iter_mut()).enumerate() {
+        let (i0, il) = (part.input.0 as usize, part.input.1 as usize);
+        let (o0, ol) = (part.output.0 as usize, part.output.1 as usize);
+        let (Some(input), Some(out)) = (
+            inputs[0].get(i0 * ies..(i0 + il) * ies),
+            output.get_mut(o0 * oes..(o0 + ol) * oes),
+        ) else {
+            return bad(
+                w,
+                flags,
+                "a worker's part outside its block vertex's operands",
+            );
+        };
+        let mut part_inputs: [&[u8]; MAX_INPUTS] = [&[]; MAX_INPUTS];
+        part_inputs[0] = input;
+        let mut in_lens = [0; MAX_INPUTS];
+        in_lens[0] = il;
+        let ops = Operands {
+            inputs: part_inputs,
+            aliased: [false; MAX_INPUTS],
+            in_dtypes,
+            in_lens,
+            n_inputs,
+            output: out,
+            out_dtype,
+        };
+        match run(codelet, &part.params, ops, scratch, Worker { ctl, rng }) {
+            Ok(f) => flags |= f,
+            Err(VertexError::Fault(mut f)) => {
+                f.element = f.element.map(|e| e + o0 as u64);
+                return Err((w, flags, VertexError::Fault(f)));
+            }
+            Err(e) => return Err((w, flags, e)),
+        }
+    }
+    Ok(flags)
 }
 
 /// The flags raised so far and the mask of trapping ones.

@@ -156,7 +156,8 @@ pub(crate) fn execute(
 
 /// Runs vertex `v` of `codelet`, split among the worker contexts
 /// ([`ipusim_exe::workers::is_split`]): the slice of each worker (an element-wise vertex's
-/// outputs in multiples of `grain`; a window vertex's units) with that worker's stream of
+/// outputs in multiples of `grain`; a window vertex's units; a block vertex's groups, or its
+/// columns in multiples of `grain`) with that worker's stream of
 /// `rngs`, in worker order.
 /// Stops at the first slice that traps: the worker it ran on, the flags of the slices
 /// before it, and the fault.
@@ -199,6 +200,16 @@ pub(crate) fn execute_split(
         return Ok(flags);
     }
     let ops = operands::split(mem, v, dtypes).map_err(|e| (0, FpSts::empty(), e.into()))?;
+    if let VertexParams::Block(p) = &v.params {
+        // The block's parts, whole groups or whole vectors of columns, a part per worker.
+        return match *codelet {
+            Codelet::ReduceAdd { partials, output } => {
+                let sum = Codelet::summing(partials, output);
+                block::run_parts(&sum, p, ops, scratch, grain, (ctl, rngs))
+            }
+            _ => block::run_parts(codelet, p, ops, scratch, grain, (ctl, rngs)),
+        };
+    }
     let n = ops.out_len() as u64;
     let slices = ipusim_exe::workers::worker_slices(n, grain, workers);
     map::run_slices(codelet, &v.params, ops, scratch, &slices, (ctl, rngs))
@@ -323,6 +334,143 @@ mod tests {
             }
             assert_eq!(split_mem, each_mem, "n {n}");
             assert_eq!(split_rngs, each_rngs, "n {n}");
+        }
+    }
+
+    /// A `groups × count × width` f16 block (repeated `outer` times `stride` apart) reduced
+    /// by `Reduce<Sum, f16, f32 acc, f16>`: tensor 0 the input at byte 0, tensor 1 the
+    /// `groups × width` outputs after it; worker `worker` handles groups `[g0, g1)` and
+    /// columns `[a, b)`, as the compiler cut a reduction's vertices per worker.
+    fn reduce_vertex(
+        worker: u8,
+        (groups, count, width): (u64, u64, u64),
+        (outer, stride): (u64, u64),
+        (g0, g1): (u64, u64),
+        (a, b): (u64, u64),
+    ) -> Vertex {
+        let repeats = (outer - 1) * stride;
+        let out_base = 2 * (repeats + groups * count * width);
+        Vertex {
+            worker,
+            operands: VertexOperands::from_iter([
+                Operand {
+                    tensor: TensorId(0),
+                    offset: (2 * g0 * count * width) as u32,
+                    len: (repeats + (g1 - g0) * count * width) as u32,
+                },
+                Operand {
+                    tensor: TensorId(1),
+                    offset: (out_base + 2 * (g0 * width + a)) as u32,
+                    len: ((g1 - g0) * (b - a)) as u32,
+                },
+            ]),
+            params: VertexParams::Block(ipusim_exe::codelets::BlockParams {
+                outer: outer as u32,
+                outer_stride: if outer > 1 { stride as u32 } else { 0 },
+                ..ipusim_exe::codelets::BlockParams::new(
+                    (g1 - g0) as u32,
+                    count as u32,
+                    width as u32,
+                    (a as u32, (b - a) as u32),
+                )
+            }),
+        }
+    }
+
+    /// A block vertex split among the workers computes what a vertex per worker's part
+    /// computes, in worker order: by whole groups, or with one group by whole vectors of
+    /// columns, each part reading the whole (repeated) block. The same bytes, flags and
+    /// draws (stochastic rounding of the f16 outputs), and the same first trapping worker
+    /// and element, counted from the split vertex's first output.
+    #[test]
+    fn a_split_block_vertex_runs_as_a_vertex_per_worker_part() {
+        let target = Target::mk2();
+        let codelet = Codelet::Reduce {
+            op: ipusim_exe::codelets::ReduceOp::Sum,
+            input: DType::F16,
+            acc: DType::F32,
+            output: DType::F16,
+        };
+        let grain = split_grain(&target, &codelet);
+        assert_eq!(grain, 4);
+        let nw = target.worker_contexts;
+        let dtypes = [DType::F16; 2];
+        let cases = [
+            ((7u64, 5u64, 6u64), (1u64, 0u64), None),
+            ((1, 9, 50), (2, 500), None),
+            ((1, 9, 50), (2, 500), Some(37u64)),
+            ((13, 3, 2), (3, 80), Some(21)),
+        ];
+        for ((groups, count, width), (outer, stride), overflow_col) in cases {
+            let repeats = (outer - 1) * stride;
+            let span = repeats + groups * count * width;
+            let mut mem = vec![0u8; (2 * (span + groups * width)) as usize];
+            for i in 0..span as usize {
+                let col = (i as u64 % (count * width)) % width
+                    + width * (i as u64 / (count * width) % groups);
+                let x = match overflow_col {
+                    Some(c) if c == col => 60000.0,
+                    _ => 1.0 + (i % 97) as f32 / 1024.0 + 0.0001,
+                };
+                mem[2 * i..2 * i + 2].copy_from_slice(&f16::from_f32(x).to_le_bytes());
+            }
+            let ctl = FpCtl::ESR | FpCtl::OFLO;
+            let rngs: Vec<SrRng> = (0..nw).map(|w| SrRng::new(9, 1, w)).collect();
+            let mut scratch = Scratch::default();
+            let shape = (groups, count, width);
+            let whole = reduce_vertex(ALL_WORKERS, shape, (outer, stride), (0, groups), (0, width));
+            let (mut split_mem, mut split_rngs) = (mem.clone(), rngs.clone());
+            let split = execute_split(
+                &codelet,
+                &whole,
+                &dtypes,
+                &mut split_mem,
+                &mut scratch,
+                (ctl, &mut split_rngs),
+                grain,
+            );
+            // A vertex per worker's part.
+            let parts: Vec<((u64, u64), (u64, u64))> = if groups > 1 {
+                let g = worker_slices(groups, 1, nw);
+                g.into_iter().map(|gs| (gs, (0, width))).collect()
+            } else {
+                let c = worker_slices(width, grain, nw);
+                c.into_iter().map(|cs| ((0, 1), cs)).collect()
+            };
+            assert!(parts.len() > 1);
+            let (mut each_mem, mut each_rngs) = (mem.clone(), rngs.clone());
+            let mut flags = FpSts::empty();
+            let mut each = Ok(());
+            for (w, (gs, cs)) in parts.into_iter().enumerate() {
+                let worker = Worker {
+                    ctl,
+                    rng: &mut each_rngs[w],
+                };
+                let v = reduce_vertex(w as u8, shape, (outer, stride), gs, cs);
+                match execute(&codelet, &v, &dtypes, &mut each_mem, &mut scratch, worker) {
+                    Ok(f) => flags |= f,
+                    Err(VertexError::Fault(f)) => {
+                        let first = gs.0 * width + cs.0;
+                        each = Err((w, f.sts, f.element.map(|e| e + first)));
+                        break;
+                    }
+                    Err(VertexError::Engine(e)) => panic!("{e}"),
+                }
+            }
+            match (split, each) {
+                (Ok(f), Ok(())) => {
+                    assert_eq!(f, flags);
+                    assert!(overflow_col.is_none());
+                }
+                (Err((w, before, VertexError::Fault(f))), Err((ew, sts, element))) => {
+                    assert_eq!((w, before, f.sts, f.element), (ew, flags, sts, element));
+                    assert!(overflow_col.is_some());
+                }
+                _ => panic!("{shape:?}: the split vertex and its parts ended differently"),
+            }
+            assert_eq!(split_mem, each_mem, "{shape:?}");
+            assert_eq!(split_rngs, each_rngs, "{shape:?}");
+            assert_ne!(split_rngs, rngs, "{shape:?}: stochastic rounding drew");
         }
     }
 }

@@ -40,6 +40,7 @@ use crate::lower::kit::mapping::{
     choose_tiles, grain, min_elements_per_tile, worker_slices, Mapping,
 };
 use crate::lower::kit::stage::{ExchangeBuilder, TileScratch};
+use ipusim_exe::workers::ALL_WORKERS;
 use ipusim_ir::{DType, NodeId, Shape};
 use std::collections::BTreeMap;
 
@@ -671,10 +672,11 @@ fn gather(
     }
 }
 
-/// `Reduce` vertices of a block `groups × count × width` read at slice position `in_pos` of
-/// `input`, repeated `outer.0` times `outer.1` elements apart (every repeat summed into the
-/// same outputs), and written at `out_pos` of `out`, split over the workers by groups
-/// (several groups) or by columns in whole vectors (one group).
+/// The block vertex (`Reduce`, `ArgMax`, `ReduceAdd`) of a block `groups × count × width`
+/// read at slice position `in_pos` of `input`, repeated `outer.0` times `outer.1` elements
+/// apart (every repeat summed into the same outputs), and written at `out_pos` of `out`: one
+/// vertex its workers split among them, by groups (several groups) or by columns in whole
+/// vectors (one group), as [`ipusim_exe::workers::block_slices`] cuts it.
 pub(crate) fn block_vertices(
     lw: &Lowerer,
     (input, in_pos): (TensorId, u64),
@@ -683,48 +685,17 @@ pub(crate) fn block_vertices(
     outer: (u64, u64),
     scale: f64,
 ) -> Vec<Vertex> {
-    let nw = lw.target().worker_contexts;
     let repeats = outer.0.saturating_sub(1) * outer.1;
-    if groups > 1 {
-        worker_slices(groups, 1, nw)
-            .into_iter()
-            .enumerate()
-            .map(|(w, (g0, g1))| {
-                block_vertex(
-                    lw,
-                    w as u8,
-                    (
-                        input,
-                        in_pos + g0 * count * width,
-                        repeats + (g1 - g0) * count * width,
-                    ),
-                    (out, out_pos + g0 * width),
-                    (g1 - g0, count, width),
-                    outer,
-                    (0, width),
-                    scale,
-                )
-            })
-            .collect()
-    } else {
-        let vw = lw.target().vector_width(lw.tensor(input).dtype);
-        worker_slices(width, vw, nw)
-            .into_iter()
-            .enumerate()
-            .map(|(w, (a, b))| {
-                block_vertex(
-                    lw,
-                    w as u8,
-                    (input, in_pos, repeats + count * width),
-                    (out, out_pos + a),
-                    (1, count, width),
-                    outer,
-                    (a, b),
-                    scale,
-                )
-            })
-            .collect()
-    }
+    vec![block_vertex(
+        lw,
+        ALL_WORKERS,
+        (input, in_pos, repeats + groups * count * width),
+        (out, out_pos),
+        (groups, count, width),
+        outer,
+        (0, width),
+        scale,
+    )]
 }
 
 /// A block vertex (`Reduce`, `ArgMax`) on `worker`: it reads `len` elements of `input` from
