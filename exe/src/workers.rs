@@ -35,6 +35,7 @@ pub fn can_split(codelet: &Codelet, params: &VertexParams) -> bool {
         VertexParams::Map(_) => {
             codelet.map_output_dtype().is_some() && !matches!(codelet, Codelet::OneHot { .. })
         }
+        VertexParams::Fill { .. } => matches!(codelet, Codelet::Fill { .. }),
         VertexParams::Window(_) => {
             matches!(codelet, Codelet::Conv { .. } | Codelet::MaxPool { .. })
         }

@@ -165,6 +165,36 @@ fn a_split_vertex_costs_its_worker_slices() {
             );
         }
     }
+    // A `Fill` (its own parameters, no inputs) splits the same way.
+    let fill = Codelet::Fill { dtype: DType::F16 };
+    let grain = split_grain(&t, &fill);
+    let fill_vertex = |worker: u8, len: u64| Vertex {
+        worker,
+        operands: [Operand {
+            tensor: TensorId(0),
+            offset: 0,
+            len: len as u32,
+        }]
+        .into_iter()
+        .collect(),
+        params: VertexParams::Fill { value: 0.0 },
+    };
+    for n in [1u64, 7, 30, 1000, 4099] {
+        let per_worker: Vec<Vertex> = worker_slices(n, grain, t.worker_contexts)
+            .into_iter()
+            .enumerate()
+            .map(|(w, (a, b))| fill_vertex(w as u8, b - a))
+            .collect();
+        let group = |vertices| VertexGroup {
+            codelet: fill.clone(),
+            vertices,
+        };
+        assert_eq!(
+            group_cycles(&t, &group(vec![fill_vertex(ALL_WORKERS, n)])),
+            group_cycles(&t, &group(per_worker)),
+            "Fill over {n}"
+        );
+    }
 }
 
 /// A block vertex split among the workers costs what a vertex per worker's part costs:

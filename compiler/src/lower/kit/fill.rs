@@ -1,11 +1,11 @@
 //! `Fill` vertices: constant values written over a tensor's slices (zeroed accumulators, a
-//! `Splat` assigned to a variable).
+//! `Splat` assigned to a variable), a vertex per slice that its workers split.
 
 use crate::codelets::{Codelet, VertexParams};
 use crate::executable::VertexGroup;
 use crate::executable::{Operand, Operands, TensorId, TileWork, Vertex};
 use crate::lower::core::Lowerer;
-use crate::lower::kit::mapping::worker_slices;
+use ipusim_exe::workers::ALL_WORKERS;
 use ipusim_ir::DType;
 use std::collections::BTreeMap;
 
@@ -15,26 +15,22 @@ pub(crate) fn fill_work(lw: &Lowerer, fills: &[(TensorId, f64)]) -> Vec<TileWork
     for &(t, value) in fills {
         let tensor = &lw.tensor(t);
         let dtype: DType = tensor.dtype;
-        let es = dtype.size_bytes() as u64;
         for slice in &tensor.slices {
             let n = slice.num_elements();
-            let vertices = worker_slices(
-                n,
-                lw.target().vector_width(dtype),
-                lw.target().worker_contexts,
-            )
-            .into_iter()
-            .enumerate()
-            .map(|(w, (a, b))| Vertex {
-                worker: w as u8,
-                operands: Operands::from_iter([Operand {
-                    tensor: t,
-                    offset: (a * es) as u32,
-                    len: (b - a) as u32,
-                }]),
-                params: VertexParams::Fill { value },
-            })
-            .collect();
+            // One vertex its workers split, in whole vectors (`workers::split_grain`); none
+            // for an empty slice.
+            let vertices = (n > 0)
+                .then(|| Vertex {
+                    worker: ALL_WORKERS,
+                    operands: Operands::from_iter([Operand {
+                        tensor: t,
+                        offset: 0,
+                        len: n as u32,
+                    }]),
+                    params: VertexParams::Fill { value },
+                })
+                .into_iter()
+                .collect();
             by_tile
                 .entry(slice.tile.tile())
                 .or_insert_with(|| TileWork {
