@@ -13,7 +13,7 @@
 //! Out of memory is a result, not an error: the plan marks `oom`, lists the tiles over
 //! capacity, and names the worst tiles with their largest tensors.
 
-use crate::codelets::{Codelet, VertexParams};
+use crate::codelets::Codelet;
 use crate::error::CompileError;
 use crate::executable::{ComputeSet, Exchange, Tensor, TensorId, TensorKind};
 use crate::target::Target;
@@ -51,7 +51,7 @@ struct SetCode {
 /// same shared operand, or an overlapping or adjacent part of it, as workers read a staged
 /// broadcast input) is the same region, split among the workers by the vertex itself.
 /// Other codelets hold the state of each vertex, and a block vertex its workers split
-/// ([`ipusim_exe::workers::block_slices`]) the state of a vertex per worker's part, as
+/// ([`ipusim_exe::workers::worker_parts`]) the state of a vertex per worker's part, as
 /// PopLibs gives each worker's part of a reduction its own vertex; a `Reduce` vertex is
 /// PopLibs' strided reduce ([`REDUCE_VERTEX_STATE_BYTES`]).
 fn group_state_bytes(
@@ -61,13 +61,7 @@ fn group_state_bytes(
 ) -> u64 {
     let each = |v: &crate::executable::Vertex| vertex_state_bytes(v.operands.len(), &v.params);
     if !g.codelet.is_multi_vertex() {
-        let parts = |v: &crate::executable::Vertex| match &v.params {
-            VertexParams::Block(b) if workers::is_split(v) => {
-                let grain = workers::split_grain(target, &g.codelet);
-                workers::block_slices(b, grain, target.worker_contexts).len() as u64
-            }
-            _ => 1,
-        };
+        let parts = |v: &crate::executable::Vertex| workers::worker_parts(target, &g.codelet, v);
         return g
             .vertices
             .iter()

@@ -70,6 +70,28 @@ pub fn split_grain(target: &Target, codelet: &Codelet) -> u64 {
     dtype.map_or(1, |d| target.vector_width(d)).max(1)
 }
 
+/// How many worker parts vertex `v` of `codelet` runs as on `target`: 1 for a vertex on
+/// one worker; for a split vertex ([`is_split`]) as many as its workers take a non-empty
+/// part of (what [`worker_slices`] or [`block_slices`] give, counted without building them).
+pub fn worker_parts(target: &Target, codelet: &Codelet, v: &Vertex) -> u64 {
+    if !is_split(v) {
+        return 1;
+    }
+    let nw = u64::from(target.worker_contexts.max(1));
+    let grain = split_grain(target, codelet);
+    let pieces = match &v.params {
+        VertexParams::Window(wv) => u64::from(wv.units.1.saturating_sub(wv.units.0)),
+        VertexParams::Block(b) if b.groups > 1 => u64::from(b.groups),
+        VertexParams::Block(b) => u64::from(b.width).div_ceil(grain),
+        _ => v
+            .operands
+            .last()
+            .map_or(0, |o| u64::from(o.len))
+            .div_ceil(grain),
+    };
+    pieces.min(nw)
+}
+
 /// One worker's part of a block vertex ([`block_slices`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockSlice {
@@ -185,5 +207,38 @@ mod tests {
             .iter()
             .all(|s| s.params.outer == 2 && s.params.scale == 0.5));
         assert_eq!(parts[2].output, (16, 4));
+    }
+
+    #[test]
+    fn a_split_vertex_counts_the_parts_its_workers_take() {
+        use crate::executable::{Operand, Operands};
+        use crate::ids::TensorId;
+        let t = Target::mk2();
+        let reduce = Codelet::Reduce {
+            op: crate::codelets::ReduceOp::Sum,
+            input: ipusim_ir::DType::F16,
+            acc: ipusim_ir::DType::F32,
+            output: ipusim_ir::DType::F16,
+        };
+        let vertex = |worker: u8, p: BlockParams| Vertex {
+            worker,
+            operands: Operands::from_iter([Operand {
+                tensor: TensorId(0),
+                offset: 0,
+                len: p.groups * p.cols,
+            }]),
+            params: VertexParams::Block(p),
+        };
+        for p in [
+            BlockParams::new(8, 3, 5, (0, 5)),
+            BlockParams::new(2, 3, 5, (0, 5)),
+            BlockParams::new(1, 3, 30, (0, 30)),
+            BlockParams::new(1, 3, 6, (0, 6)),
+        ] {
+            let parts = block_slices(&p, split_grain(&t, &reduce), t.worker_contexts);
+            let counted = worker_parts(&t, &reduce, &vertex(ALL_WORKERS, p.clone()));
+            assert_eq!(counted, parts.len() as u64, "{p:?}");
+            assert_eq!(worker_parts(&t, &reduce, &vertex(2, p)), 1);
+        }
     }
 }

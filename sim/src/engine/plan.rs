@@ -23,7 +23,8 @@ pub(crate) struct ComputeSetPlan {
     /// The slowest tile's cycles ([`cycles::compute_set_cycles`]).
     pub cycles: u64,
     /// How much host work the compute set is, in tile-cycles, to decide whether handing its
-    /// tiles to a pool pays: the sum of `tile_cycles` plus [`VERTEX_HOST_WORK`] per vertex.
+    /// tiles to a pool pays: the sum of `tile_cycles` plus [`VERTEX_HOST_WORK`] per vertex
+    /// (per worker part of a vertex its workers split, [`ipusim_exe::workers::worker_parts`]).
     pub work: u64,
 }
 
@@ -135,7 +136,7 @@ fn plan_compute_set(
     let nw = exe.target.worker_contexts;
     let mut dense = Vec::with_capacity(cs.tiles.len());
     let mut tile_cycles = Vec::with_capacity(cs.tiles.len());
-    let mut vertices = 0u64;
+    let mut parts = 0u64;
     for work in &cs.tiles {
         let d = index.require(work.tile, &|| format!("compute set '{}' has work", cs.name))?;
         if dense.last().is_some_and(|&last| last >= d) {
@@ -166,15 +167,16 @@ fn plan_compute_set(
                 check_vertex(&group.codelet, v, &exe.tensors, sizes[d])
                     .map_err(|m| EngineError::invalid(format!("{}: {m}", at())))?;
                 vertex += 1;
+                // A split vertex runs as a part per worker, each a vertex's host work.
+                parts += ipusim_exe::workers::worker_parts(&exe.target, &group.codelet, v);
             }
         }
         tile_cycles.push(cycles::tile_work_cycles(&exe.target, work));
-        vertices += vertex as u64;
     }
     let work = tile_cycles
         .iter()
         .fold(0u64, |a, &c| a.saturating_add(c))
-        .saturating_add(vertices.saturating_mul(VERTEX_HOST_WORK));
+        .saturating_add(parts.saturating_mul(VERTEX_HOST_WORK));
     Ok(ComputeSetPlan {
         cycles: cycles::compute_set_cycles(&exe.target, cs),
         work,
@@ -237,4 +239,54 @@ pub(crate) fn check_condition(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipusim_compiler::{compile, CompileOptions, Target};
+    use ipusim_ir::{GraphBuilder, Init};
+
+    /// A vertex its workers split is the host work of a vertex per worker part: a ReLU
+    /// over 16 tiles, one split vertex per tile of at least six vectors, counts six parts
+    /// per tile, as the vertex per worker it replaced did.
+    #[test]
+    fn a_split_vertex_is_the_host_work_of_its_worker_parts() {
+        let mut b = GraphBuilder::new();
+        let init = Init::Uniform {
+            low: -1.0,
+            high: 1.0,
+            seed: 3,
+        };
+        let x = b.variable("x", DType::F16, [64, 96], init).unwrap();
+        let r = b.relu(x).unwrap();
+        b.outfeed("r", r).unwrap();
+        let mut target = Target::mk2();
+        target.tiles = 16;
+        let exe = compile(&b.finish(), &target, &CompileOptions::default()).unwrap();
+        let (index, sizes) = TileIndex::new(&exe).unwrap();
+        let plan = Plan::new(&exe, &index, &sizes).unwrap();
+        let (cs, p) = exe
+            .compute_sets
+            .iter()
+            .zip(&plan.compute_sets)
+            .find(|(cs, _)| {
+                cs.tiles.iter().any(|t| {
+                    t.groups
+                        .iter()
+                        .any(|g| matches!(g.codelet, Codelet::Unary { .. }))
+                })
+            })
+            .expect("the ReLU's compute set");
+        let vertices: Vec<_> = cs
+            .tiles
+            .iter()
+            .flat_map(|t| t.groups.iter().flat_map(|g| &g.vertices))
+            .collect();
+        assert_eq!(vertices.len(), 16, "one vertex per tile");
+        assert!(vertices.iter().all(|v| ipusim_exe::workers::is_split(v)));
+        let nw = u64::from(target.worker_contexts);
+        let simulated: u64 = p.tile_cycles.iter().sum();
+        assert_eq!(p.work - simulated, 16 * nw * VERTEX_HOST_WORK);
+    }
 }
