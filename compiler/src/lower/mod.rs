@@ -123,6 +123,7 @@ pub(crate) fn lower(
                 }
                 op => (ops::lowering(op).lower)(&mut lw, id)?,
             }
+            lw.forget_indexes();
         }
         // The assigns of each IPU, IPU by IPU (each is one superstep on its IPU; in a
         // pipeline, one per segment of the values assigned).

@@ -77,7 +77,8 @@ impl std::ops::Deref for Index {
     }
 }
 
-/// The interval index of a mapping.
+/// The interval index of a mapping (the tests' reference for [`slices_index`]).
+#[cfg(test)]
 pub fn build_index(mapping: &Mapping) -> Index {
     let mut segs = Vec::new();
     for (tile, iv) in &mapping.tiles {
@@ -92,6 +93,28 @@ pub fn build_index(mapping: &Mapping) -> Index {
             pos += e - b;
         }
     }
+    segs.sort_unstable_by_key(|s| s.begin);
+    let ends = segs.iter().map(|s| s.end).collect();
+    Index { segs, ends }
+}
+
+/// The interval index of a tensor built from its slices (before the memory plan, when an
+/// interval's byte offset is still its slice-relative position times the element size):
+/// the index [`build_index`] gives the mapping the slices were built from.
+pub fn slices_index(t: &crate::executable::Tensor) -> Index {
+    let es = t.dtype.size_bytes().max(1) as u64;
+    let mut segs: Vec<Seg> = t
+        .slices
+        .iter()
+        .flat_map(|s| {
+            s.intervals.iter().map(|iv| Seg {
+                begin: iv.begin,
+                end: iv.end,
+                tile: s.tile.tile(),
+                pos: u64::from(iv.offset) / es,
+            })
+        })
+        .collect();
     segs.sort_unstable_by_key(|s| s.begin);
     let ends = segs.iter().map(|s| s.end).collect();
     Index { segs, ends }
