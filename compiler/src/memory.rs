@@ -61,13 +61,15 @@ fn group_state_bytes(
 ) -> u64 {
     let each = |v: &crate::executable::Vertex| vertex_state_bytes(v.operands.len(), &v.params);
     if !g.codelet.is_multi_vertex() {
-        let parts = |v: &crate::executable::Vertex| workers::worker_parts(target, &g.codelet, v);
         return g
             .vertices
             .iter()
-            .map(|v| match g.codelet {
-                Codelet::Reduce { .. } => parts(v) * REDUCE_VERTEX_STATE_BYTES,
-                _ => parts(v) * u64::from(each(v)),
+            .map(|v| {
+                let state = match g.codelet {
+                    Codelet::Reduce { .. } => REDUCE_VERTEX_STATE_BYTES,
+                    _ => u64::from(each(v)),
+                };
+                workers::worker_parts(target, &g.codelet, v) * state
             })
             .sum();
     }

@@ -727,10 +727,11 @@ impl Codelet {
     /// `ScaledAdd`/`Cast`/`Select`/`Fill` 1D and 2D vertices, `MaxPooling`) or a
     /// `SupervisorVertex` (the convolution and matmul partials, `ConvPartialnx1`,
     /// `ConvPartial1x1Out`) — rather than one vertex per worker (the reductions, arg-max and
-    /// softmax vertices). Our executable holds a window group, and an element-wise group
-    /// whose output is one run of positions, as one [`crate::executable::Vertex`] split
-    /// among the workers ([`crate::workers`]), the other codelets as a vertex per worker;
-    /// the memory plan charges vertex state as PopLibs' vertices hold it either way.
+    /// softmax vertices). Our executable holds a window group, a reduction's block, a
+    /// `Fill`'s slice and an element-wise group whose output is one run of positions as one
+    /// [`crate::executable::Vertex`] split among the workers ([`crate::workers`]), the
+    /// other codelets as a vertex per worker; the memory plan charges vertex state as
+    /// PopLibs' vertices hold it either way.
     pub fn is_multi_vertex(&self) -> bool {
         !matches!(
             self,

@@ -252,8 +252,8 @@ pub type Operands = smallvec::SmallVec<[Operand; 4]>;
 /// them all ([`crate::workers`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Vertex {
-    /// Worker context `0..target.worker_contexts`, or [`crate::workers::ALL_WORKERS`] for an
-    /// element-wise vertex its workers split among them; the simulator derives a worker's
+    /// Worker context `0..target.worker_contexts`, or [`crate::workers::ALL_WORKERS`] for a
+    /// vertex its workers split among them ([`crate::workers::can_split`]); the simulator derives a worker's
     /// stochastic-rounding stream from (tile, worker).
     pub worker: u8,
     /// Operands in the codelet's documented order.

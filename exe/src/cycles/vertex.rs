@@ -107,7 +107,7 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
                 return finish(0, vec![e; nw]);
             }
             for (v, &len) in group.vertices.iter().zip(&lens) {
-                each_worker(target, &group.codelet, v, len, |w, len| {
+                each_worker(target, &group.codelet, v, len, |w, len, _| {
                     workers[w] += fused_vertex_cycles(leaves, steps, len, vw, false);
                 });
             }
@@ -115,19 +115,9 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
         }
         codelet => {
             for v in &group.vertices {
-                if let (VertexParams::Block(b), true) = (&v.params, workers::is_split(v)) {
-                    // Each worker's part of the block, with its own parameters.
-                    let grain = workers::split_grain(target, codelet);
-                    let parts = workers::block_slices(b, grain, nw as u32);
-                    for (w, part) in parts.into_iter().enumerate() {
-                        let params = VertexParams::Block(part.params);
-                        workers[w] += vertex_worker(target, codelet, &params, part.output.1);
-                    }
-                    continue;
-                }
                 let n = v.operands.last().map_or(0, |o| o.len as u64);
-                each_worker(target, codelet, v, n, |w, len| {
-                    workers[w] += vertex_worker(target, codelet, &v.params, len);
+                each_worker(target, codelet, v, n, |w, len, params| {
+                    workers[w] += vertex_worker(target, codelet, params, len);
                 });
             }
             supervisor_overhead(codelet)
@@ -150,24 +140,31 @@ fn worker_slot(worker: u8, nw: usize) -> usize {
     (worker as usize).min(nw - 1)
 }
 
-/// Calls `f(worker slot, elements)` for the work of vertex `v` of `n` outputs: its slice
-/// on each worker when it is split among them ([`workers::is_split`]), else all of it on
-/// its own worker.
+/// Calls `f(worker slot, outputs, parameters)` for the work of vertex `v` of `n` outputs:
+/// when it is split among the workers ([`workers::is_split`]) each worker's slice of its
+/// outputs, or for a block vertex each worker's part of the block with its own parameters
+/// ([`workers::block_slices`]); else all of it on its own worker.
 fn each_worker(
     target: &Target,
     codelet: &Codelet,
     v: &Vertex,
     n: u64,
-    mut f: impl FnMut(usize, u64),
+    mut f: impl FnMut(usize, u64, &VertexParams),
 ) {
     let nw = target.worker_contexts.max(1);
-    if workers::is_split(v) {
-        let grain = workers::split_grain(target, codelet);
-        for (w, (a, b)) in workers::worker_slices(n, grain, nw).into_iter().enumerate() {
-            f(w, b - a);
+    if !workers::is_split(v) {
+        f(worker_slot(v.worker, nw as usize), n, &v.params);
+        return;
+    }
+    let grain = workers::split_grain(target, codelet);
+    if let VertexParams::Block(b) = &v.params {
+        for (w, part) in workers::block_slices(b, grain, nw).into_iter().enumerate() {
+            f(w, part.output.1, &VertexParams::Block(part.params));
         }
-    } else {
-        f(worker_slot(v.worker, nw as usize), n);
+        return;
+    }
+    for (w, (a, b)) in workers::worker_slices(n, grain, nw).into_iter().enumerate() {
+        f(w, b - a, &v.params);
     }
 }
 

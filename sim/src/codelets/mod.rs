@@ -171,35 +171,26 @@ pub(crate) fn execute_split(
     grain: u64,
 ) -> Result<FpSts, (usize, FpSts, VertexError)> {
     // The plan checked that the codelet may be split (`workers::may_run_on`): the window
-    // codelets by their units, the element-wise ones by their outputs.
+    // codelets by their units, the block ones by their groups or columns, the element-wise
+    // ones and `Fill` by their outputs.
     let workers = rngs.len() as u32;
+    let mut ops = operands::split(mem, v, dtypes).map_err(|e| (0, FpSts::empty(), e.into()))?;
     if let VertexParams::Window(wv) = &v.params {
         // The block's units, a slice per worker, each a window vertex of its own.
         let (u0, u1) = wv.units;
         let slices =
             ipusim_exe::workers::worker_slices(u64::from(u1.saturating_sub(u0)), 1, workers);
         let mut flags = FpSts::empty();
-        for (w, (a, b)) in slices.into_iter().enumerate() {
+        for ((w, (a, b)), rng) in slices.into_iter().enumerate().zip(rngs.iter_mut()) {
             let mut p = wv.params();
             p.units = (u0 + a as u32, u0 + b as u32);
-            let Some(rng) = rngs.get_mut(w) else {
-                return Err((
-                    w,
-                    flags,
-                    EngineError::internal("a slice without a worker").into(),
-                ));
-            };
-            let run = operands::split(mem, v, dtypes)
-                .map_err(VertexError::from)
-                .and_then(|ops| window::run(codelet, &p, ops, scratch, Worker { ctl, rng }));
-            match run {
+            match window::run(codelet, &p, ops.reborrow(), scratch, Worker { ctl, rng }) {
                 Ok(f) => flags |= f,
                 Err(e) => return Err((w, flags, e)),
             }
         }
         return Ok(flags);
     }
-    let ops = operands::split(mem, v, dtypes).map_err(|e| (0, FpSts::empty(), e.into()))?;
     if let VertexParams::Block(p) = &v.params {
         // The block's parts, whole groups or whole vectors of columns, a part per worker.
         return match *codelet {

@@ -34,6 +34,20 @@ pub(crate) struct Operands<'m> {
 }
 
 impl Operands<'_> {
+    /// The same operands, borrowed again for a shorter while (a split vertex's slices each
+    /// run on them in turn).
+    pub fn reborrow(&mut self) -> Operands<'_> {
+        Operands {
+            inputs: self.inputs,
+            aliased: self.aliased,
+            in_dtypes: self.in_dtypes,
+            in_lens: self.in_lens,
+            n_inputs: self.n_inputs,
+            output: self.output,
+            out_dtype: self.out_dtype,
+        }
+    }
+
     /// Elements of the output.
     pub fn out_len(&self) -> usize {
         // Element sizes are powers of two: a shift, not a division, on the hot path.

@@ -58,6 +58,8 @@ fn run_tile(run: &TileRun, work: &TileWork, st: &mut TileState) -> TileOutcome {
         let mut vertex = 0usize;
         for (gi, group) in work.groups.iter().enumerate() {
             scratch.new_group();
+            // The grain of the group's split vertices (their worker slices).
+            let grain = workers::split_grain(target, &group.codelet);
             for v in &group.vertices {
                 let outcome = if workers::is_split(v) {
                     codelets::execute_split(
@@ -67,7 +69,7 @@ fn run_tile(run: &TileRun, work: &TileWork, st: &mut TileState) -> TileOutcome {
                         st.mem.bytes_mut(),
                         &mut scratch,
                         (ctl, &mut st.rngs),
-                        workers::split_grain(target, &group.codelet),
+                        grain,
                     )
                     .map_err(|(w, before, e)| (w as u8, before, e))
                 } else {
