@@ -20,6 +20,8 @@
 //! [`CycleEstimate::saturated`] tells the front ends, which refuse such a report.
 
 pub mod conv;
+mod conv_amp;
+mod conv_mac;
 pub mod conv_reduce;
 mod saturating;
 pub mod vertex;
