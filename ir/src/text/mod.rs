@@ -24,6 +24,7 @@
 mod doc;
 pub mod error;
 pub mod input;
+mod lexer;
 mod locate;
 pub mod outline;
 mod weights;
