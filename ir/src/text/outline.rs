@@ -5,8 +5,8 @@
 //! semantic errors of a program (a missing input, a type mismatch, a bad learning rate) must
 //! point at the line the user wrote. This module reads the source's tokens (`text::lexer`:
 //! strings, raw strings, char literals, line and nested block comments) and builds a tree of
-//! spans that can be looked up
-//! by a field path such as `nodes[3].inputs[1]` or `training.optimizer.learning_rate`.
+//! spans that can be looked up by a field path such as `nodes[3].inputs[1]` or
+//! `training.optimizer.learning_rate`.
 //!
 //! The whole tree ([`outline`]) takes several times the source's size, too much for a program
 //! of hundreds of thousands of nodes whose one error is being located. So the lookups an error
