@@ -21,6 +21,7 @@
 //! SLIC and HMAC vertices per split, the input-gradient pass against the HMAC
 //! ([`plan::plan`]).
 
+mod block;
 mod plan;
 
 use crate::codelets::{
@@ -33,14 +34,15 @@ use crate::lower::kit::mapping::Mapping;
 use crate::lower::kit::permute::{grouped, materialized};
 use crate::lower::kit::split_sum::{chunk_of, reduce_grain, sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
+use block::{
+    block_params, blocks, extents, operand_ranges, output_ranges, span, Block, Groups, Kind,
+    OutputKey,
+};
 use ipusim_exe::layout::{channel_group, storage_dims};
 use ipusim_exe::workers;
 use ipusim_ir::conv::{ConvGeometry, Pool, Window};
 use ipusim_ir::{DType, NodeId, Op, Shape};
-use plan::{
-    block_params, blocks, extents, operand_ranges, output_ranges, pass_channels, span, Block,
-    Groups, Kind, OutputKey, Problem,
-};
+use plan::{pass_channels, Problem};
 use std::sync::Arc;
 
 /// The blocks of each output block of a split reduction, keyed by the output block (group,
@@ -124,7 +126,7 @@ struct Planned {
     input: DType,
     partials: DType,
     extents: (u32, u32, u32),
-    split: plan::Split,
+    split: block::Split,
 }
 
 /// Plans node `id`'s pass of geometry `g` whose feature maps are held in channel groups
