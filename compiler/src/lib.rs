@@ -13,12 +13,14 @@
 
 pub mod build;
 pub mod collectives_report;
+pub mod conv_report;
 pub mod dump;
 pub mod lower;
 pub mod memory;
 pub mod pipeline_report;
 pub mod program_tree;
 pub mod report;
+pub mod summary;
 
 // The executable contract, re-exported under the paths this crate has always had.
 pub use ipusim_exe::{

@@ -4,7 +4,7 @@
 
 mod common;
 
-use ipusim_compiler::report::ProgramSummary;
+use ipusim_compiler::summary::ProgramSummary;
 use ipusim_compiler::{compile, CompileOptions, Target};
 use ipusim_ir::models::{mlp, MlpSpec};
 use ipusim_ir::DType;
