@@ -46,6 +46,34 @@ pub(crate) struct ExchangeBuilder {
     copies: Vec<ByteCopy>,
     dedup: FxMap<(TensorId, u64, u64, TensorId), usize>,
     cursor: FxMap<TensorId, usize>,
+    /// The requests of [`ExchangeBuilder::copy_ranges`] made so far, by a fingerprint of
+    /// (source, destination tensor, ranges).
+    requests: FxMap<u64, Request>,
+    /// The ranges of the recorded requests, end to end.
+    request_ranges: Vec<(u64, u64)>,
+    /// The pieces of the recorded requests, end to end: the copy each piece made or joined,
+    /// and its destination offset relative to the request's first byte.
+    request_pieces: Vec<(usize, u32)>,
+}
+
+/// A recorded request: what it asked for and the pieces it became.
+struct Request {
+    src: TensorId,
+    dst: TensorId,
+    ranges: std::ops::Range<usize>,
+    pieces: std::ops::Range<usize>,
+}
+
+/// The fingerprint of a request (the FxHash of its source, destination tensor and ranges).
+fn request_fingerprint(src: TensorId, dst: TensorId, ranges: &[(u64, u64)]) -> u64 {
+    let mut h = FxHasher::default();
+    h.write_u32(src.0);
+    h.write_u32(dst.0);
+    for &(b, len) in ranges {
+        h.write_u64(b);
+        h.write_u64(len);
+    }
+    h.finish()
 }
 
 impl ExchangeBuilder {
@@ -61,6 +89,75 @@ impl ExchangeBuilder {
         dst: TensorId,
         dst_tile: u32,
         dst_pos: u64,
+    ) {
+        self.copy_pieces(lw, src, (begin, len), dst, dst_tile, dst_pos, None);
+    }
+
+    /// Copies the elements of `ranges` (`(begin, len)` of `src`, in order) to element
+    /// positions `dst_pos`, `dst_pos + len₀`, … of `dst`'s slice on `dst_tile`: exactly the
+    /// copies of [`ExchangeBuilder::copy_elems`] over the ranges one by one. A request for
+    /// the same ranges of the same source into the same tensor as an earlier one (another
+    /// tile's operand of a broadcast) joins the copies that request made or joined, as the
+    /// range-by-range path would find them one lookup at a time, without those lookups.
+    #[allow(clippy::too_many_arguments)]
+    pub fn copy_ranges(
+        &mut self,
+        lw: &Lowerer,
+        src: TensorId,
+        ranges: &[(u64, u64)],
+        dst: TensorId,
+        dst_tile: u32,
+        dst_pos: u64,
+    ) {
+        let es = lw.tensor(src).dtype.size_bytes() as u64;
+        let fingerprint = request_fingerprint(src, dst, ranges);
+        let base = (dst_pos * es) as u32;
+        if let Some(r) = self.requests.get(&fingerprint) {
+            if r.src == src && r.dst == dst && self.request_ranges[r.ranges.clone()] == *ranges {
+                let tile = TileId::new(lw.tensor_ipu(dst), dst_tile);
+                for &(c, rel) in &self.request_pieces[r.pieces.clone()] {
+                    self.copies[c].dsts.push(CopyDst {
+                        tile,
+                        offset: base.wrapping_add(rel),
+                    });
+                }
+                return;
+            }
+        }
+        let first_piece = self.request_pieces.len();
+        let mut at = dst_pos;
+        for &(b, len) in ranges {
+            self.copy_pieces(lw, src, (b, len), dst, dst_tile, at, Some(base));
+            at += len;
+        }
+        // A fingerprint already taken by another request keeps its first owner; this one
+        // stays on the range-by-range path.
+        if let Entry::Vacant(v) = self.requests.entry(fingerprint) {
+            let r0 = self.request_ranges.len();
+            self.request_ranges.extend_from_slice(ranges);
+            v.insert(Request {
+                src,
+                dst,
+                ranges: r0..self.request_ranges.len(),
+                pieces: first_piece..self.request_pieces.len(),
+            });
+        } else {
+            self.request_pieces.truncate(first_piece);
+        }
+    }
+
+    /// [`ExchangeBuilder::copy_elems`]; with `record`, the byte offset of the request's
+    /// first destination byte, also notes each piece's copy in `request_pieces`.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_pieces(
+        &mut self,
+        lw: &Lowerer,
+        src: TensorId,
+        (begin, len): (u64, u64),
+        dst: TensorId,
+        dst_tile: u32,
+        dst_pos: u64,
+        record: Option<u32>,
     ) {
         let index = lw.index(src);
         let es = lw.tensor(src).dtype.size_bytes() as u64;
@@ -89,8 +186,12 @@ impl ExchangeBuilder {
                 tile: TileId::new(dst_ipu, dst_tile),
                 offset: dst_off,
             };
-            match self.dedup.entry(key) {
-                Entry::Occupied(c) => self.copies[*c.get()].dsts.push(d),
+            let c = match self.dedup.entry(key) {
+                Entry::Occupied(c) => {
+                    let c = *c.get();
+                    self.copies[c].dsts.push(d);
+                    c
+                }
                 Entry::Vacant(v) => {
                     v.insert(self.copies.len());
                     self.copies.push(ByteCopy {
@@ -101,7 +202,11 @@ impl ExchangeBuilder {
                         dst_tensor: dst,
                         dsts: CopyDsts::from_slice(&[d]),
                     });
+                    self.copies.len() - 1
                 }
+            };
+            if let Some(base) = record {
+                self.request_pieces.push((c, dst_off.wrapping_sub(base)));
             }
             at += take;
             i += 1;
@@ -229,11 +334,7 @@ impl Staging {
             }
         };
         let pos = self.sizes.alloc(tile, ranges.iter().map(|r| r.1).sum());
-        let mut at = pos;
-        for &(b, len) in &ranges {
-            eb.copy_elems(lw, self.source, b, len, tensor, tile, at);
-            at += len;
-        }
+        eb.copy_ranges(lw, self.source, &ranges, tensor, tile, pos);
         Operand {
             tensor,
             offset: (pos * es) as u32,
@@ -345,6 +446,76 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// Requests of whole operands (`copy_ranges`) give exactly the copies of their ranges
+    /// requested one by one (`copy_elems`), when later requests repeat earlier ones on other
+    /// tiles (broadcasts replayed), overlap them in part, or are new.
+    #[test]
+    fn a_replayed_request_gives_the_copies_of_its_ranges_one_by_one() {
+        use crate::lower::core::Hooks;
+        use crate::options::CompileOptions;
+        use crate::target::Target;
+        use ipusim_ir::pipeline::Placement;
+        use ipusim_ir::{DType, Graph};
+        let (g, target, options) = (Graph::new(), Target::mk2(), CompileOptions::default());
+        let placement = Placement::single();
+        let hooks = Hooks {
+            operand_layout: |_, _, _| None,
+        };
+        let mut lw = Lowerer::new(&g, &target, &options, hooks, &placement);
+        // A source spread unevenly over four tiles, one tile holding two intervals.
+        let pieces = vec![
+            (3, 0, 10),
+            (7, 10, 13),
+            (3, 13, 40),
+            (9, 40, 41),
+            (12, 41, 64),
+        ];
+        let src = lw.new_tensor(
+            "src".into(),
+            None,
+            TensorKind::Activation,
+            DType::F16,
+            Shape::new([64]),
+            Mapping::from_pieces(pieces),
+        );
+        let dst = lw.new_tensor(
+            "dst".into(),
+            None,
+            TensorKind::Staging { source: src },
+            DType::F16,
+            Shape::new([0]),
+            Mapping::default(),
+        );
+        let a: Vec<(u64, u64)> = vec![(0, 12), (20, 4), (38, 5)];
+        let b: Vec<(u64, u64)> = vec![(20, 4), (50, 14)];
+        // (tile, position, ranges): a repeated on other tiles and positions, b overlapping
+        // a's second range, a within one request twice, and a repeated again after b.
+        let requests: Vec<(u32, u64, Vec<(u64, u64)>)> = vec![
+            (100, 0, a.clone()),
+            (101, 7, a.clone()),
+            (102, 3, b.clone()),
+            (103, 0, [a.clone(), a.clone()].concat()),
+            (104, 40, a.clone()),
+            (105, 2, b.clone()),
+            (3, 1, a.clone()),
+        ];
+        let (mut whole, mut by_range) = (ExchangeBuilder::default(), ExchangeBuilder::default());
+        for (tile, pos, ranges) in &requests {
+            whole.copy_ranges(&lw, src, ranges, dst, *tile, *pos);
+            let mut at = *pos;
+            for &(begin, len) in ranges {
+                by_range.copy_elems(&lw, src, begin, len, dst, *tile, at);
+                at += len;
+            }
+        }
+        // Three distinct requests were recorded; the other four were replayed.
+        assert_eq!(whole.requests.len(), 3);
+        let (whole, by_range) = (whole.finish(), by_range.finish());
+        assert_eq!(whole, by_range);
+        // The sample has broadcasts: a's first range reaches all five tiles that asked.
+        assert!(whole.iter().any(|c| c.dsts.len() >= 5));
     }
 
     #[test]
