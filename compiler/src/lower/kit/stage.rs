@@ -492,7 +492,7 @@ mod tests {
         let b: Vec<(u64, u64)> = vec![(20, 4), (50, 14)];
         // (tile, position, ranges): a repeated on other tiles and positions, b overlapping
         // a's second range, a within one request twice, and a repeated again after b.
-        let requests: Vec<(u32, u64, Vec<(u64, u64)>)> = vec![
+        let requests = [
             (100, 0, a.clone()),
             (101, 7, a.clone()),
             (102, 3, b.clone()),
