@@ -19,7 +19,8 @@
 //! 4.5-6.1 s and about 1,060 page faults against 5.3-8.6 s and 14-21 thousand (four runs
 //! each; 1.63 GB against 1.61-1.63 GB); the hands-on day's step 2 27.6-28.7 s against
 //! 30.9-32.3 s (5.73 GB against 5.71 GB); three training steps of a ResNet-20 at batch 32
-//! 7.6-7.7 s against 8.5 s. `MIMALLOC_PURGE_DELAY` in the environment (milliseconds, mimalloc's
+//! 7.6-7.7 s against 8.5 s; `ipusim run programs/resnet50.ron --synthetic-data --steps 1`
+//! 16.1 s against 20.3 s (2.20 GB against 2.17 GB). `MIMALLOC_PURGE_DELAY` in the environment (milliseconds, mimalloc's
 //! meaning) wins.
 //!
 //! A binary declares `#[global_allocator] static A: Allocator = Allocator;` and calls
