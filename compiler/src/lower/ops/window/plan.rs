@@ -33,6 +33,7 @@ use ipusim_exe::cycles::conv::SLIC_WINDOW_WIDTH;
 use ipusim_exe::cycles::conv_reduce::multi_stage_reduce_plan;
 use ipusim_exe::cycles::window::{window_group_cycles, SLIC_CHANNELS};
 use ipusim_ir::{DType, NodeId};
+use rayon::prelude::*;
 
 /// The vertex methods the planner weighs for a pass, as PopLibs'
 /// `getConvVertexTypeCandidates` offers AMP, SLIC and HMAC candidates for every convolution
@@ -139,7 +140,7 @@ fn search(target: &Target, pr: &Problem, tiles: u32, budget: u64) -> Split {
     let red_extent = reduction_extent(kind, g);
     let amp = target.amp(pr.input, pr.partials).input_channels;
     let methods = methods(target, pr, red_extent, amp);
-    let mut best: Option<(bool, u64, u64, Split)> = None;
+    let mut splits = Vec::new();
     for sb in candidates(e.0, 1) {
         for sc in candidates(e.1, gc) {
             if u64::from(sb) * u64::from(sc) > u64::from(tiles) {
@@ -176,30 +177,35 @@ fn search(target: &Target, pr: &Problem, tiles: u32, budget: u64) -> Split {
                     if used > u64::from(tiles) {
                         continue;
                     }
-                    let split = Split {
+                    splits.push(Split {
                         batch: sb,
                         channels: sc,
                         rows: sr,
                         cols: scol,
                         red: sred,
                         method,
-                    };
-                    let (cycles, bytes) = cost(target, pr, split);
-                    let fits = bytes <= budget;
-                    let better = match &best {
-                        None => true,
-                        Some((bf, bc, bbytes, _)) => match (fits, *bf) {
-                            (true, false) => true,
-                            (false, true) => false,
-                            (true, true) => cycles < *bc,
-                            (false, false) => bytes < *bbytes,
-                        },
-                    };
-                    if better {
-                        best = Some((fits, cycles, bytes, split));
-                    }
+                    });
                 }
             }
+        }
+    }
+    // The candidates are costed on the host's cores (the lowering is otherwise on one) and
+    // weighed in candidate order, so the choice is the same on any number of threads.
+    let costs: Vec<(u64, u64)> = splits.par_iter().map(|&s| cost(target, pr, s)).collect();
+    let mut best: Option<(bool, u64, u64, Split)> = None;
+    for (&split, &(cycles, bytes)) in splits.iter().zip(&costs) {
+        let fits = bytes <= budget;
+        let better = match &best {
+            None => true,
+            Some((bf, bc, bbytes, _)) => match (fits, *bf) {
+                (true, false) => true,
+                (false, true) => false,
+                (true, true) => cycles < *bc,
+                (false, false) => bytes < *bbytes,
+            },
+        };
+        if better {
+            best = Some((fits, cycles, bytes, split));
         }
     }
     best.map_or(
