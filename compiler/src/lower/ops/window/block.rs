@@ -427,6 +427,13 @@ pub(super) fn output_ranges(kind: Kind, g: &WindowGeometry, b: &Block, gr: Group
     }
 }
 
+/// The weight elements a forward pass's block reads (the second of its
+/// [`operand_ranges`]): its output channels' weights over its part of the reduction.
+pub(super) fn forward_weight_ranges(g: &WindowGeometry, b: &Block) -> Ranges {
+    let o0 = b.group * g.o_per_group();
+    weight_block(g, (o0 + b.channels.0, o0 + b.channels.1), b.red)
+}
+
 /// The element ranges of the block's two input operands, in the order the vertex reads them.
 pub(super) fn operand_ranges(
     kind: Kind,
@@ -444,8 +451,7 @@ pub(super) fn operand_ranges(
                 (g.n, g.c, g.h, g.w),
                 gr.x,
             );
-            let w = weight_block(g, (o0 + b.channels.0, o0 + b.channels.1), b.red);
-            (x, w)
+            (x, forward_weight_ranges(g, b))
         }
         Kind::Conv(WindowPass::InputGrad) => {
             let dy = plane_rect(

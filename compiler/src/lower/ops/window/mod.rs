@@ -35,8 +35,8 @@ use crate::lower::kit::permute::{grouped, materialized};
 use crate::lower::kit::split_sum::{chunk_of, reduce_grain, sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use block::{
-    block_params, blocks, extents, operand_ranges, output_ranges, span, Block, Groups, Kind,
-    OutputKey,
+    block_params, blocks, extents, forward_weight_ranges, operand_ranges, output_ranges, span,
+    Block, Groups, Kind, OutputKey,
 };
 use ipusim_exe::layout::{channel_group, storage_dims};
 use ipusim_exe::workers;
@@ -237,20 +237,11 @@ pub(crate) fn weight_layout(lw: &mut Lowerer, id: NodeId, which: usize) -> Optio
     }
     let blocks = blocks(conv_groups(kind, &g), (kind, p.gr), &g, p.extents, p.split);
     let (start, tiles) = (lw.peek_start(), lw.target().tiles);
-    let amp = lw.target().amp(p.input, p.partials).input_channels;
     let mut pieces = Vec::new();
     let mut claimed = 0u64;
     for (i, blk) in blocks.iter().enumerate() {
-        let params = block_params(
-            kind,
-            &g,
-            blk,
-            pass_channels(p.split.method, amp, blk.red),
-            p.gr,
-        );
-        let (_, rb) = operand_ranges(kind, &g, blk, &params, p.gr);
         let tile = (start + i as u32) % tiles;
-        for (b, l) in rb {
+        for (b, l) in forward_weight_ranges(&g, blk) {
             pieces.push((tile, b, b + l));
             claimed += l;
         }
