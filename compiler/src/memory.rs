@@ -101,10 +101,11 @@ fn align(x: u64) -> u64 {
     x.div_ceil(ALIGN) * ALIGN
 }
 
-/// An allocation request of one tensor slice.
+/// An allocation request of one tensor slice (tensor and slice indices as 32-bit numbers,
+/// as `TensorId` is: a plan holds one per slice, millions for a large CNN).
 struct Request {
-    tensor: usize,
-    slice: usize,
+    tensor: u32,
+    slice: u32,
     size: u64,
     first: u32,
     last: u32,
@@ -119,7 +120,7 @@ struct TilePlacement {
     exchange_buffers: u64,
     temporaries: u64,
     always_live: u64,
-    offsets: Vec<(usize, usize, u64)>,
+    offsets: Vec<(u32, u32, u64)>,
 }
 
 /// Plans the memory of the lowered program: assigns every slice's and interval's byte offset
@@ -148,15 +149,34 @@ pub(crate) fn plan(
             ..TileMemory::default()
         })
         .collect();
-    let mut persistent: Vec<Vec<(usize, usize, u64)>> = vec![Vec::new(); ntiles];
-    let mut temps: Vec<Vec<Request>> = (0..ntiles).map(|_| Vec::new()).collect();
+    let always_live_kind = |t: &Tensor| {
+        matches!(
+            t.kind,
+            TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. }
+        )
+    };
+    // Each tile's requests counted first, so that its lists are allocated once at their
+    // size (a large CNN has millions of slices).
+    let (mut n_persistent, mut n_temps) = (vec![0usize; ntiles], vec![0usize; ntiles]);
+    for t in tensors.iter() {
+        let counts = if always_live_kind(t) {
+            &mut n_persistent
+        } else {
+            &mut n_temps
+        };
+        for s in &t.slices {
+            if let Some(c) = counts.get_mut(dense(s.tile)) {
+                *c += 1;
+            }
+        }
+    }
+    let mut persistent: Vec<Vec<(u32, u32, u64)>> =
+        n_persistent.into_iter().map(Vec::with_capacity).collect();
+    let mut temps: Vec<Vec<Request>> = n_temps.into_iter().map(Vec::with_capacity).collect();
     let mut liveness = vec![0i128; steps + 1];
     for (ti, t) in tensors.iter().enumerate() {
         let es = t.dtype.size_bytes() as u64;
-        let always = matches!(
-            t.kind,
-            TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. }
-        );
+        let always = always_live_kind(t);
         let u = usage[ti];
         let (first, last) = (u.first.unwrap_or(0), u.last.unwrap_or(0));
         let mut total = 0u64;
@@ -174,11 +194,11 @@ pub(crate) fn plan(
                 });
             }
             if always {
-                persistent[tile].push((ti, si, size));
+                persistent[tile].push((ti as u32, si as u32, size));
             } else {
                 temps[tile].push(Request {
-                    tensor: ti,
-                    slice: si,
+                    tensor: ti as u32,
+                    slice: si as u32,
                     size,
                     first,
                     last,
@@ -201,7 +221,7 @@ pub(crate) fn plan(
             let mut p = TilePlacement::default();
             let mut at = 0u64;
             persistent.sort_by_key(|&(ti, _, _)| {
-                let order = match tensors_ro[ti].kind {
+                let order = match tensors_ro[ti as usize].kind {
                     TensorKind::Variable => 0,
                     TensorKind::Constant => 1,
                     _ => 2,
@@ -212,7 +232,7 @@ pub(crate) fn plan(
                 p.offsets.push((ti, si, at));
                 // Alignment padding counts with the allocation it follows.
                 let padded = align(at + size) - at;
-                match tensors_ro[ti].kind {
+                match tensors_ro[ti as usize].kind {
                     TensorKind::Variable => p.variables += padded,
                     TensorKind::Constant => p.constants += padded,
                     _ => p.exchange_buffers += padded,
@@ -245,7 +265,15 @@ pub(crate) fn plan(
             p
         })
         .collect();
-    let mut offsets: Vec<Vec<(usize, u64)>> = vec![Vec::new(); tensors.len()];
+    // Every slice's offset, at its tensor's first slice's index plus its own (every slice
+    // is placed exactly once, on its tile).
+    let mut first_slice = Vec::with_capacity(tensors.len());
+    let mut n_slices = 0usize;
+    for t in tensors.iter() {
+        first_slice.push(n_slices);
+        n_slices += t.slices.len();
+    }
+    let mut offsets = vec![0u64; n_slices];
     let mut always_live = 0u64;
     for (m, p) in mem.iter_mut().zip(placed) {
         m.variables = p.variables;
@@ -254,14 +282,14 @@ pub(crate) fn plan(
         m.temporaries = p.temporaries;
         always_live += p.always_live;
         for (ti, si, off) in p.offsets {
-            offsets[ti].push((si, off));
+            offsets[first_slice[ti as usize] + si as usize] = off;
         }
     }
-    // Assign offsets.
+    // Assign offsets, each tensor's slices in slice (= tile) order.
     for (ti, t) in tensors.iter_mut().enumerate() {
         let es = t.dtype.size_bytes() as u64;
-        for &(si, off) in &offsets[ti] {
-            let s = &mut t.slices[si];
+        let offs = &offsets[first_slice[ti]..first_slice[ti] + t.slices.len()];
+        for (s, &off) in t.slices.iter_mut().zip(offs) {
             let end = off + s.num_elements() * es;
             if end > u32::MAX as u64 {
                 return Err(CompileError::TooLarge {
