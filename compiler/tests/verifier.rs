@@ -133,3 +133,75 @@ fn every_violation_is_collected_and_the_engine_refuses_them_all() {
     );
     assert!(matches!(exe.program, Program::Sequence(_)));
 }
+
+/// The memory-plan pass: bytes on a tile are shared only by tensors whose live ranges are
+/// disjoint, and never by an always-live tensor; the pass names both tensors and the tile.
+#[test]
+fn the_memory_plan_pass_names_two_live_tensors_that_share_bytes() {
+    use ipusim_compiler::executable::TensorKind;
+    use ipusim_exe::memory::Usage;
+    let exe = sound();
+    // Each tensor live in a step of its own: every plan of the compiler passes.
+    let apart: Vec<Usage> = (0..exe.tensors.len() as u32)
+        .map(|i| Usage {
+            first: Some(i),
+            last: Some(i),
+        })
+        .collect();
+    verify::planned(&exe, &apart).unwrap();
+
+    // The tensors with bytes that are always live (variables, constants, stream buffers), or
+    // that are not.
+    let pick = |exe: &Executable, always: bool| {
+        exe.tensors
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| {
+                let kept = matches!(
+                    t.kind,
+                    TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. }
+                );
+                always == kept && t.slices.iter().any(|s| s.num_elements() > 0)
+            })
+            .map(|(i, _)| i)
+            .collect::<Vec<_>>()
+    };
+    // Moves the first slice with bytes of tensor `b` onto tensor `a`'s first slice's bytes.
+    let overlap = |exe: &mut Executable, a: usize, b: usize| {
+        let sa = exe.tensors[a]
+            .slices
+            .iter()
+            .find(|s| s.num_elements() > 0)
+            .unwrap()
+            .clone();
+        let sb = exe.tensors[b]
+            .slices
+            .iter_mut()
+            .find(|s| s.num_elements() > 0)
+            .unwrap();
+        sb.tile = sa.tile;
+        sb.offset = sa.offset;
+    };
+    let variables = pick(&exe, true);
+    let (a, b) = (variables[0], variables[1]);
+    let mut broken = exe.clone();
+    overlap(&mut broken, a, b);
+    let e = verify::planned(&broken, &apart).unwrap_err().to_string();
+    assert!(
+        e.contains("share bytes while both live")
+            && e.contains(&format!("'{}'", exe.tensors[a].name))
+            && e.contains(&format!("'{}'", exe.tensors[b].name)),
+        "{e}"
+    );
+
+    // Two temporaries: sharing is sound while their lives are apart, not once they meet.
+    let temps = pick(&exe, false);
+    let (a, b) = (temps[0], temps[1]);
+    let mut shared = exe.clone();
+    overlap(&mut shared, a, b);
+    verify::planned(&shared, &apart).unwrap();
+    let mut meet = apart.clone();
+    meet[b] = meet[a];
+    let e = verify::planned(&shared, &meet).unwrap_err().to_string();
+    assert!(e.contains("share bytes while both live"), "{e}");
+}

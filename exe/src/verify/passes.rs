@@ -17,7 +17,7 @@
 //! 5. per tile, the categories add up to the total, and the data region is within the total.
 
 use crate::error::CompileError;
-use crate::executable::{Executable, StepKind, TensorId, TensorKind};
+use crate::executable::{Executable, StepKind, Tensor, TensorId, TensorKind, TileSlice};
 use crate::memory::Usage;
 use crate::slices::{find_tile, SliceLookup};
 use crate::system::TileId;
@@ -258,45 +258,76 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
 pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
     const PASS: &str = "memory plan";
     let ntiles = exe.num_tiles();
-    // Allocations per tile: (offset, end, first step, last step, always live, tensor).
-    type Alloc = (u64, u64, u32, u32, bool, usize);
-    let mut per: Vec<Vec<Alloc>> = vec![Vec::new(); ntiles];
+    // Allocations per tile, in one flat table of per-tile runs (the plan of a large CNN has
+    // millions of slices, and this pass runs last, at the compile's peak of host memory):
+    // (offset, end, first step, last step, always live << 31 | tensor), ordered as the tuple
+    // (offset, end, first, last, always, tensor).
+    type Alloc = (u32, u64, u32, u32, u32);
+    const ALWAYS: u32 = 1 << 31;
+    let sized = |t: &Tensor, s: &TileSlice| s.num_elements() * t.dtype.size_bytes() as u64;
+    let mut starts = vec![0usize; ntiles + 1];
+    for t in &exe.tensors {
+        for s in t.slices.iter().filter(|s| sized(t, s) > 0) {
+            starts[exe.tile_index(s.tile) + 1] += 1;
+        }
+    }
+    for i in 0..ntiles {
+        starts[i + 1] += starts[i];
+    }
+    if exe.tensors.len() >= ALWAYS as usize {
+        return Err(fail(
+            PASS,
+            format!("{} tensors: more than 2^31", exe.tensors.len()),
+        ));
+    }
+    let mut table: Vec<Alloc> = vec![(0, 0, 0, 0, 0); starts[ntiles]];
+    let mut fill = starts.clone();
     for (ti, t) in exe.tensors.iter().enumerate() {
-        let es = t.dtype.size_bytes() as u64;
         let always = matches!(
             t.kind,
             TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. }
         );
+        let tag = if always { ALWAYS } else { 0 } | ti as u32;
         let u = usage[ti];
         for s in &t.slices {
-            let size = s.num_elements() * es;
+            let size = sized(t, s);
             if size == 0 {
                 continue;
             }
-            per[exe.tile_index(s.tile)].push((
-                s.offset as u64,
-                s.offset as u64 + size,
+            let at = &mut fill[exe.tile_index(s.tile)];
+            table[*at] = (
+                s.offset,
+                u64::from(s.offset) + size,
                 u.first.unwrap_or(0),
                 u.last.unwrap_or(0),
-                always,
-                ti,
-            ));
+                tag,
+            );
+            *at += 1;
         }
     }
+    let mut per: Vec<&mut [Alloc]> = Vec::with_capacity(ntiles);
+    let mut rest = table.as_mut_slice();
+    for i in 0..ntiles {
+        let (run, tail) = rest.split_at_mut(starts[i + 1] - starts[i]);
+        per.push(run);
+        rest = tail;
+    }
     // Every tile checked on the host's cores; the first violation in tile order is reported.
-    let check_tile = |(tile, allocs): (usize, &mut Vec<Alloc>)| -> Option<CompileError> {
+    let check_tile = |(tile, allocs): (usize, &mut &mut [Alloc])| -> Option<CompileError> {
         allocs.sort_unstable();
         let mut active: Vec<Alloc> = Vec::new();
         for a in allocs.iter() {
-            active.retain(|b| b.1 > a.0);
+            active.retain(|b| b.1 > u64::from(a.0));
             for b in &active {
-                let disjoint_life = !a.4 && !b.4 && (a.3 < b.2 || b.3 < a.2);
+                let transient = |x: &Alloc| x.4 & ALWAYS == 0;
+                let disjoint_life = transient(a) && transient(b) && (a.3 < b.2 || b.3 < a.2);
                 if !disjoint_life {
                     return Some(fail(
                         PASS,
                         format!(
                             "tile {tile}: tensors '{}' and '{}' share bytes while both live",
-                            exe.tensors[a.5].name, exe.tensors[b.5].name
+                            exe.tensors[(a.4 & !ALWAYS) as usize].name,
+                            exe.tensors[(b.4 & !ALWAYS) as usize].name
                         ),
                     ));
                 }
