@@ -143,13 +143,24 @@ impl ExchangePlan {
         })
     }
 
-    /// Applies the moves to the tiles (`staging`: a reusable buffer; `workers`: where a
-    /// large exchange's destination tiles are written).
+    /// Applies the moves to the tiles (`staging`: a reusable buffer, kept at the largest
+    /// size any exchange needed; `workers`: where a large exchange's sources are gathered
+    /// and its destination tiles written).
     pub(super) fn apply(&self, tiles: &mut [TileState], staging: &mut Vec<u8>, workers: &Workers) {
-        staging.resize(self.source_bytes, 0);
-        for &(s, p) in &self.gather {
-            staging[p.to..p.to + p.len]
-                .copy_from_slice(&tiles[s].mem.bytes()[p.from..p.from + p.len]);
+        if staging.len() < self.source_bytes {
+            staging.resize(self.source_bytes, 0);
+        }
+        let staging = &mut staging[..self.source_bytes];
+        let pool = match workers {
+            Workers::Pool(pool) if self.bytes >= PARALLEL_BYTES => Some(Some(pool)),
+            Workers::Global if self.bytes >= PARALLEL_BYTES => Some(None),
+            _ => None,
+        };
+        let sources: &[TileState] = tiles;
+        match pool {
+            Some(Some(pool)) => pool.install(|| gather_parallel(&self.gather, sources, staging)),
+            Some(None) => gather_parallel(&self.gather, sources, staging),
+            None => gather(&self.gather, sources, staging),
         }
         let staging = &staging[..];
         let write = |(st, pieces): (&mut TileState, &Vec<Piece>)| {
@@ -162,12 +173,46 @@ impl ExchangePlan {
         let par = |targets: Vec<&mut TileState>| {
             targets.into_par_iter().zip(&self.scatter).for_each(write)
         };
-        match workers {
-            Workers::Pool(pool) if self.bytes >= PARALLEL_BYTES => pool.install(|| par(targets)),
-            Workers::Global if self.bytes >= PARALLEL_BYTES => par(targets),
-            _ => targets.into_iter().zip(&self.scatter).for_each(write),
+        match pool {
+            Some(Some(pool)) => pool.install(|| par(targets)),
+            Some(None) => par(targets),
+            None => targets.into_iter().zip(&self.scatter).for_each(write),
         }
     }
+}
+
+/// Copies the sources of `pieces` into `out`, which begins at the first piece's staging
+/// offset (the pieces are in staging order, each starting where the one before ends).
+fn gather(pieces: &[(usize, Piece)], tiles: &[TileState], out: &mut [u8]) {
+    let base = pieces.first().map_or(0, |(_, p)| p.to);
+    for &(s, p) in pieces {
+        out[p.to - base..p.to - base + p.len]
+            .copy_from_slice(&tiles[s].mem.bytes()[p.from..p.from + p.len]);
+    }
+}
+
+/// [`gather`] on the host threads: the pieces cut into runs of about equal bytes, each run
+/// filling its own range of the staging buffer.
+fn gather_parallel(pieces: &[(usize, Piece)], tiles: &[TileState], staging: &mut [u8]) {
+    let runs = 4 * rayon::current_num_threads();
+    let share = staging.len().div_ceil(runs).max(1);
+    let mut jobs: Vec<(&[(usize, Piece)], &mut [u8])> = Vec::with_capacity(runs);
+    let (mut rest, mut out, mut at) = (pieces, staging, 0usize);
+    while !rest.is_empty() {
+        // The run ends at the first piece that starts `share` bytes or more past its start.
+        let end = rest
+            .iter()
+            .position(|(_, p)| p.to >= at + share)
+            .unwrap_or(rest.len())
+            .max(1);
+        let bytes = rest.get(end).map_or(out.len(), |(_, p)| p.to - at);
+        let (run, tail) = rest.split_at(end);
+        let (dst, more) = std::mem::take(&mut out).split_at_mut(bytes);
+        jobs.push((run, dst));
+        (rest, out, at) = (tail, more, at + bytes);
+    }
+    jobs.into_par_iter()
+        .for_each(|(run, dst)| gather(run, tiles, dst));
 }
 
 #[cfg(test)]

@@ -63,7 +63,8 @@ fn reference(ex: &Exchange, index: &TileIndex, mems: &mut [Vec<u8>]) {
 }
 
 /// `ex` planned and applied to tiles holding `mems`, by every kind of workers (the
-/// parallel ones taking the parallel path).
+/// parallel ones taking the parallel path: sources gathered in runs, destination tiles
+/// written in parallel).
 fn applied(
     exe: &Executable,
     ex: &Exchange,
@@ -95,7 +96,9 @@ fn applied(
                     }
                 })
                 .collect();
-            plan.apply(&mut tiles, &mut Vec::new(), workers);
+            // A staging buffer left larger and full by an earlier exchange.
+            let mut staging = vec![0xA5; 3 * plan.source_bytes + 7];
+            plan.apply(&mut tiles, &mut staging, workers);
             tiles.iter().map(|t| t.mem.bytes().to_vec()).collect()
         })
         .collect()
@@ -144,4 +147,44 @@ fn plans_move_the_bytes_the_copies_say() {
         cycles: 0,
     };
     check(&exe, &ex, &index, &sizes);
+}
+
+/// The parallel gather fills the staging buffer as the serial one does, however its runs
+/// fall: many pieces of uneven lengths from several tiles, cut into runs on 1 to 3 threads.
+#[test]
+fn a_gather_in_runs_fills_the_staging_as_one_pass_does() {
+    let tiles: Vec<TileState> = (0..3u8)
+        .map(|t| {
+            let mut mem = TileMem::zeroed(4096);
+            for (i, b) in mem.bytes_mut().iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(31).wrapping_add(t * 85);
+            }
+            TileState {
+                mem,
+                rngs: Vec::new(),
+                sts: FpSts::empty(),
+            }
+        })
+        .collect();
+    let (mut pieces, mut at) = (Vec::new(), 0usize);
+    for i in 0..200usize {
+        let len = 1 + (i * 37) % 61;
+        pieces.push((i % 3, Piece::new((i * 97) % 3000, at, len)));
+        at += len;
+    }
+    let mut want = vec![0u8; at];
+    gather(&pieces, &tiles, &mut want);
+    assert_eq!(
+        want[..pieces[1].1.to],
+        tiles[0].mem.bytes()[0..pieces[0].1.len]
+    );
+    for threads in 1..=3 {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut got = vec![0xA5u8; at];
+        pool.install(|| gather_parallel(&pieces, &tiles, &mut got));
+        assert_eq!(got, want, "{threads} threads");
+    }
 }
