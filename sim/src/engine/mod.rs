@@ -182,7 +182,26 @@ impl Engine {
             return Err(EngineError::Verify(errors));
         }
         let (index, sizes) = TileIndex::new(&exe)?;
-        let plan = Plan::new(&exe, &index, &sizes)?;
+        let pool = match options.threads {
+            Some(1) => Workers::Caller,
+            Some(n) => Workers::Pool(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .build()
+                    .map_err(|e| EngineError::ThreadPool {
+                        threads: n,
+                        message: e.to_string(),
+                    })?,
+            ),
+            None => Workers::Global,
+        };
+        // The plans of the compute sets and exchanges are independent: made on the host
+        // threads the engine runs on.
+        let plan = match &pool {
+            Workers::Caller => Plan::new(&exe, &index, &sizes, false),
+            Workers::Pool(p) => p.install(|| Plan::new(&exe, &index, &sizes, true)),
+            Workers::Global => Plan::new(&exe, &index, &sizes, true),
+        }?;
         let tree = Tree::new(&exe.program, &exe.steps);
         tree.check(&exe)?;
         let workers = exe.target.worker_contexts.max(1);
@@ -200,23 +219,10 @@ impl Engine {
                 }
             })
             .collect();
-        let workers = match options.threads {
-            Some(1) => Workers::Caller,
-            Some(n) => Workers::Pool(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(n)
-                    .build()
-                    .map_err(|e| EngineError::ThreadPool {
-                        threads: n,
-                        message: e.to_string(),
-                    })?,
-            ),
-            None => Workers::Global,
-        };
         let mut engine = Engine {
             ctl: options.fp.ctl(true),
             options,
-            workers,
+            workers: pool,
             index,
             tiles,
             plan,

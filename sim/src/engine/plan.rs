@@ -12,6 +12,7 @@ use ipusim_exe::codelets::{Codelet, VertexParams};
 use ipusim_exe::cycles;
 use ipusim_exe::executable::{Executable, StreamDirection};
 use ipusim_ir::DType;
+use rayon::prelude::*;
 
 /// A compute set, ready to run.
 #[derive(Clone, Debug)]
@@ -66,20 +67,21 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// Checks `exe` and plans it. `sizes` are the bytes of each dense tile.
-    pub fn new(exe: &Executable, index: &TileIndex, sizes: &[usize]) -> Result<Plan, EngineError> {
+    pub fn new(
+        exe: &Executable,
+        index: &TileIndex,
+        sizes: &[usize],
+        parallel: bool,
+    ) -> Result<Plan, EngineError> {
         for t in &exe.tensors {
             check_tensor(t, index, sizes)?;
         }
-        let compute_sets = exe
-            .compute_sets
-            .iter()
-            .map(|cs| plan_compute_set(exe, cs, index, sizes))
-            .collect::<Result<_, _>>()?;
-        let exchanges = exe
-            .exchanges
-            .iter()
-            .map(|ex| ExchangePlan::new(exe, ex, index, sizes))
-            .collect::<Result<_, _>>()?;
+        let compute_sets = in_order(&exe.compute_sets, parallel, |cs| {
+            plan_compute_set(exe, cs, index, sizes)
+        })?;
+        let exchanges = in_order(&exe.exchanges, parallel, |ex| {
+            ExchangePlan::new(exe, ex, index, sizes)
+        })?;
         let mut stream_cycles = Vec::with_capacity(exe.streams.len());
         for s in &exe.streams {
             let t = exe.tensors.get(s.tensor.0 as usize).ok_or_else(|| {
@@ -125,6 +127,21 @@ impl Plan {
             dtypes: operands::dtypes(&exe.tensors),
         })
     }
+}
+
+/// `f` of every item, on the calling thread or on the current pool's threads; the first
+/// error in item order either way (so that a broken executable gives the same message on
+/// any number of host threads).
+fn in_order<T: Sync, R: Send>(
+    items: &[T],
+    parallel: bool,
+    f: impl Fn(&T) -> Result<R, EngineError> + Sync + Send,
+) -> Result<Vec<R>, EngineError> {
+    if !parallel {
+        return items.iter().map(f).collect();
+    }
+    let all: Vec<Result<R, EngineError>> = items.par_iter().map(f).collect();
+    all.into_iter().collect()
 }
 
 fn plan_compute_set(
@@ -265,7 +282,7 @@ mod tests {
         target.tiles = 16;
         let exe = compile(&b.finish(), &target, &CompileOptions::default()).unwrap();
         let (index, sizes) = TileIndex::new(&exe).unwrap();
-        let plan = Plan::new(&exe, &index, &sizes).unwrap();
+        let plan = Plan::new(&exe, &index, &sizes, true).unwrap();
         let (cs, p) = exe
             .compute_sets
             .iter()
