@@ -18,6 +18,7 @@ pub(crate) mod block;
 pub(crate) mod map;
 pub(crate) mod operands;
 pub(crate) mod window;
+pub(crate) mod window_layout;
 
 use crate::engine::error::{DumpValue, EngineError};
 use crate::engine::memory::Buf;

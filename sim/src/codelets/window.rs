@@ -9,16 +9,17 @@
 
 use super::amp::product;
 use super::operands::Operands;
+use super::window_layout::BlockLayout;
 use super::{Scratch, VertexError, Worker};
 use crate::engine::error::EngineError;
 use crate::engine::memory::{typed, typed_mut};
 use crate::numerics::kernels::amp::{self, MatMulShape};
 use crate::numerics::{cast, fp16, fp32, FpSts};
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 use ipusim_exe::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
 use ipusim_exe::cycles::window::reduction_kernel_width;
 use ipusim_exe::executable::{Tensor, Vertex};
-use ipusim_exe::layout;
 use ipusim_ir::DType;
 
 /// Checks a window vertex: operand types and lengths against its parameters, ranges inside
@@ -192,98 +193,33 @@ impl WindowScratch {
             return Ok(());
         }
         for (dst, src, layout) in [(&mut self.x, a, a_layout), (&mut self.y, b, b_layout)] {
-            dst.clear();
+            // Grouped: widened into the scratch, then ungrouped into place.
+            let wide = if layout.group() > 1 {
+                &mut self.tmp
+            } else {
+                &mut *dst
+            };
             match input {
-                DType::F16 => dst.extend(typed::<f16>(src)?.iter().map(|v| v.to_f32())),
-                _ => dst.extend_from_slice(typed::<f32>(src)?),
+                DType::F16 => {
+                    let src = typed::<f16>(src)?;
+                    wide.clear();
+                    wide.resize(src.len(), 0.0);
+                    src.convert_to_f32_slice(wide);
+                }
+                _ => {
+                    wide.clear();
+                    wide.extend_from_slice(typed::<f32>(src)?);
+                }
             }
             if layout.group() > 1 {
-                self.tmp.clear();
-                self.tmp.resize(dst.len(), 0.0);
-                layout.ungroup(dst, &mut self.tmp);
-                std::mem::swap(dst, &mut self.tmp);
+                dst.clear();
+                dst.resize(self.tmp.len(), 0.0);
+                layout.ungroup(&self.tmp, dst);
             }
         }
         self.key = Some(key);
         self.b_for = None;
         Ok(())
-    }
-}
-
-/// The channel-grouped layout of an operand block: `batch × channels` planes of `plane`
-/// elements, the channels in groups of `group` held innermost and the batch inside a group
-/// ([`ipusim_exe::layout`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct BlockLayout(layout::Grouped);
-
-impl BlockLayout {
-    /// Row-major planes (group 1).
-    const PLAIN: BlockLayout = BlockLayout(layout::Grouped {
-        batch: 1,
-        channels: 1,
-        spatial: 1,
-        group: 1,
-    });
-
-    fn new(group: u32, batch: u64, channels: u64, plane: u64) -> BlockLayout {
-        BlockLayout(layout::Grouped {
-            batch: batch.max(1),
-            channels: channels.max(1),
-            spatial: plane.max(1),
-            group: u64::from(group.max(1)),
-        })
-    }
-
-    fn group(&self) -> u64 {
-        self.0.group
-    }
-
-    /// The block position of element `s` of plane `(n, c)` (block-relative).
-    fn at(&self, n: u64, c: u64, s: u64) -> usize {
-        self.0.index(n, c, s) as usize
-    }
-
-    /// `dst[logical(i)] = src[i]` for every storage position `i` (positions whose logical
-    /// index falls outside `dst` are dropped): the storage order `[C/g, N, S, g]` walked in
-    /// nested loops, without a division per element.
-    fn ungroup(&self, src: &[f32], dst: &mut [f32]) {
-        let l = &self.0;
-        let (g, plane, channels, batch) = (
-            l.group as usize,
-            l.spatial as usize,
-            l.channels as usize,
-            l.batch as usize,
-        );
-        let groups = (channels / g).max(1);
-        let mut i = 0;
-        'all: for cg in 0..groups {
-            for n in 0..batch {
-                for s in 0..plane {
-                    for gi in 0..g {
-                        let Some(&v) = src.get(i) else {
-                            break 'all;
-                        };
-                        i += 1;
-                        if let Some(slot) = dst.get_mut((n * channels + cg * g + gi) * plane + s) {
-                            *slot = v;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// The logical (NCHW block) index of storage position `i`.
-    #[cfg(test)]
-    fn logical(&self, i: usize) -> usize {
-        let l = &self.0;
-        let (g, i) = (l.group, i as u64);
-        let gi = i % g;
-        let rest = i / g;
-        let s = rest % l.spatial;
-        let rest = rest / l.spatial;
-        let (cg, n) = (rest / l.batch, rest % l.batch);
-        ((n * l.channels + cg * g + gi) * l.spatial + s) as usize
     }
 }
 
@@ -863,37 +799,4 @@ fn pool_typed<T: Copy + PartialEq>(
         }
     }
     Ok(flags)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::BlockLayout;
-
-    /// The nested-loop un-grouping puts every storage position where `logical` says, for
-    /// whole and partial blocks.
-    #[test]
-    fn ungroup_follows_the_logical_index() {
-        for (group, batch, channels, plane, len) in [
-            (4, 2, 8, 6, 2 * 8 * 6),
-            (8, 3, 16, 1, 3 * 16),
-            (4, 2, 8, 5, 2 * 4 * 5 + 7),
-            (2, 1, 2, 9, 2 * 9),
-            (2, 3, 4, 2, 3 * 4 * 2),
-        ] {
-            let layout = BlockLayout::new(group, batch, channels, plane);
-            let src: Vec<f32> = (0..len).map(|i| i as f32).collect();
-            let mut want = vec![-1.0; len];
-            for (i, &v) in src.iter().enumerate() {
-                if let Some(slot) = want.get_mut(layout.logical(i)) {
-                    *slot = v;
-                }
-            }
-            let mut got = vec![-1.0; len];
-            layout.ungroup(&src, &mut got);
-            assert_eq!(
-                got, want,
-                "group {group}, batch {batch}, channels {channels}, plane {plane}"
-            );
-        }
-    }
 }

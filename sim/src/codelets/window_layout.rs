@@ -1,0 +1,133 @@
+//! The channel-grouped layout of a window vertex's operand blocks (PopLibs' `createInput`
+//! layout, [`ipusim_exe::layout`]): where an element of plane `(n, c)` sits in a block, and
+//! the un-grouping of a whole block into NCHW order once it is widened to f32.
+
+use ipusim_exe::layout;
+
+/// The channel-grouped layout of an operand block: `batch × channels` planes of `plane`
+/// elements, the channels in groups of `group` held innermost and the batch inside a group
+/// ([`ipusim_exe::layout`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockLayout(layout::Grouped);
+
+impl BlockLayout {
+    /// Row-major planes (group 1).
+    pub(crate) const PLAIN: BlockLayout = BlockLayout(layout::Grouped {
+        batch: 1,
+        channels: 1,
+        spatial: 1,
+        group: 1,
+    });
+
+    pub(crate) fn new(group: u32, batch: u64, channels: u64, plane: u64) -> BlockLayout {
+        BlockLayout(layout::Grouped {
+            batch: batch.max(1),
+            channels: channels.max(1),
+            spatial: plane.max(1),
+            group: u64::from(group.max(1)),
+        })
+    }
+
+    pub(crate) fn group(&self) -> u64 {
+        self.0.group
+    }
+
+    /// The block position of element `s` of plane `(n, c)` (block-relative).
+    pub(crate) fn at(&self, n: u64, c: u64, s: u64) -> usize {
+        self.0.index(n, c, s) as usize
+    }
+
+    /// `dst[logical(i)] = src[i]` for every storage position `i` (positions whose logical
+    /// index falls outside `dst` are dropped): the storage order `[C/g, N, S, g]` walked in
+    /// nested loops, without a division per element.
+    pub(crate) fn ungroup(&self, src: &[f32], dst: &mut [f32]) {
+        let l = &self.0;
+        let (g, plane, channels, batch) = (
+            l.group as usize,
+            l.spatial as usize,
+            l.channels as usize,
+            l.batch as usize,
+        );
+        let groups = (channels / g).max(1);
+        // Whole groups, every position present: each (group, image) block is a `plane × g`
+        // matrix stored row-major, transposed into `g` planes of the image.
+        if channels == groups * g
+            && src.len() == dst.len()
+            && src.len() == groups * batch * plane * g
+        {
+            for (b, block) in src.chunks_exact(plane * g).enumerate() {
+                let (cg, n) = (b / batch, b % batch);
+                let base = (n * channels + cg * g) * plane;
+                let planes = &mut dst[base..base + g * plane];
+                for (gi, out) in planes.chunks_exact_mut(plane).enumerate() {
+                    for (s, o) in out.iter_mut().enumerate() {
+                        *o = block[s * g + gi];
+                    }
+                }
+            }
+            return;
+        }
+        let mut i = 0;
+        'all: for cg in 0..groups {
+            for n in 0..batch {
+                for s in 0..plane {
+                    for gi in 0..g {
+                        let Some(&v) = src.get(i) else {
+                            break 'all;
+                        };
+                        i += 1;
+                        if let Some(slot) = dst.get_mut((n * channels + cg * g + gi) * plane + s) {
+                            *slot = v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The logical (NCHW block) index of storage position `i`.
+    #[cfg(test)]
+    fn logical(&self, i: usize) -> usize {
+        let l = &self.0;
+        let (g, i) = (l.group, i as u64);
+        let gi = i % g;
+        let rest = i / g;
+        let s = rest % l.spatial;
+        let rest = rest / l.spatial;
+        let (cg, n) = (rest / l.batch, rest % l.batch);
+        ((n * l.channels + cg * g + gi) * l.spatial + s) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BlockLayout;
+
+    /// The nested-loop un-grouping puts every storage position where `logical` says, for
+    /// whole and partial blocks.
+    #[test]
+    fn ungroup_follows_the_logical_index() {
+        for (group, batch, channels, plane, len) in [
+            (4, 2, 8, 6, 2 * 8 * 6),
+            (8, 3, 16, 1, 3 * 16),
+            (4, 2, 8, 5, 2 * 4 * 5 + 7),
+            (2, 1, 2, 9, 2 * 9),
+            (2, 3, 4, 2, 3 * 4 * 2),
+        ] {
+            let layout = BlockLayout::new(group, batch, channels, plane);
+            let src: Vec<f32> = (0..len).map(|i| i as f32).collect();
+            let mut want = vec![-1.0; len];
+            for (i, &v) in src.iter().enumerate() {
+                if let Some(slot) = want.get_mut(layout.logical(i)) {
+                    *slot = v;
+                }
+            }
+            let mut got = vec![-1.0; len];
+            layout.ungroup(&src, &mut got);
+            assert_eq!(
+                got, want,
+                "group {group}, batch {batch}, channels {channels}, plane {plane}"
+            );
+        }
+    }
+}
