@@ -20,8 +20,11 @@ use ipusim_ir::Activation;
 use crate::numerics::error::{check_len, NumericsError};
 use crate::numerics::flags::FpSts;
 use crate::numerics::ops::{ArithOp, CompareOp, UnaryOp};
-use crate::numerics::round::Rounding;
+use crate::numerics::round::{two_sum, Rounding, Tail};
+use crate::numerics::simd::simd_dispatch;
 use crate::numerics::{fp16, fp32};
+
+use super::lanes;
 
 /// `dst[j] = f(src[j])` for every `j`; returns the OR of the flags.
 #[inline(always)]
@@ -222,7 +225,10 @@ pub fn compare_f32(
     }))
 }
 
-/// `dst[j] = a[j] + s·b[j]` in FP16, one rounding of the exact value ([`fp16::scaled_add`]).
+/// `dst[j] = a[j] + s·b[j]` in FP16, one rounding of the exact value ([`fp16::scaled_add`]),
+/// a block at a time: the operands widened (exact), draws generated in bulk in element
+/// order, each lane rounded branch-free and the lanes it does not handle re-rounded by the
+/// scalar core with their own draw, so every element, flag and draw is the scalar one's.
 pub fn scaled_add_f16(
     a: &[f16],
     b: &[f16],
@@ -235,7 +241,80 @@ pub fn scaled_add_f16(
         &[("a", a.len()), ("b", b.len())],
         dst.len(),
     )?;
-    Ok(each2(a, b, dst, |x, y| fp16::scaled_add(x, s, y, r)))
+    const CHUNK: usize = 256;
+    let (mut x, mut y, mut draws) = ([0f32; CHUNK], [0f32; CHUNK], [0u32; CHUNK]);
+    let mut flags = FpSts::empty();
+    for ((a, b), d) in a
+        .chunks(CHUNK)
+        .zip(b.chunks(CHUNK))
+        .zip(dst.chunks_mut(CHUNK))
+    {
+        let n = a.len();
+        let (x, y) = (&mut x[..n], &mut y[..n]);
+        a.convert_to_f32_slice(x);
+        b.convert_to_f32_slice(y);
+        let draws = r.rng().map(|rng| {
+            rng.fill(&mut draws[..n]);
+            &draws[..n]
+        });
+        if scaled_add_lanes(x, y, s, draws, d) {
+            // Lanes the branch-free rounding does not handle (NaN, infinities, overflow,
+            // tiny values): the scalar core, with the lane's own draw.
+            for j in 0..n {
+                let (hi, lo) = two_sum(f64::from(x[j]), f64::from(s) * f64::from(y[j]));
+                if lanes::f16_from_f64(hi, lo, None).1 {
+                    let tail = if hi.is_finite() {
+                        Tail::of(lo)
+                    } else {
+                        Tail::Exact
+                    };
+                    let (v, f) = r.round_f16_with(hi, tail, draws.map(|d| d[j]));
+                    d[j] = v;
+                    flags |= f;
+                }
+            }
+        }
+    }
+    Ok(flags)
+}
+
+simd_dispatch! {
+    /// The lanes of [`scaled_add_f16`]: `d[j] = round16(x[j] + s·y[j])` (`s·y[j]` exact in
+    /// f64, the sum exact as TwoSum's pair) by the branch-free rounding of
+    /// [`super::lanes`]; returns whether any lane needs the scalar core.
+    fn scaled_add_lanes(x: &[f32], y: &[f32], s: f32, draws: Option<&[u32]>, d: &mut [f16]) -> bool => scaled_add_lanes_body
+}
+
+#[inline(always)]
+fn scaled_add_lanes_body(
+    x: &[f32],
+    y: &[f32],
+    s: f32,
+    draws: Option<&[u32]>,
+    d: &mut [f16],
+) -> bool {
+    let s = f64::from(s);
+    let mut slow = false;
+    let lanes = d.iter_mut().zip(x).zip(y);
+    match draws {
+        None => {
+            for ((h, &x), &y) in lanes {
+                let (hi, lo) = two_sum(f64::from(x), s * f64::from(y));
+                let (bits, lane_slow) = lanes::f16_from_f64(hi, lo, None);
+                *h = f16::from_bits(bits);
+                slow |= lane_slow;
+            }
+        }
+        Some(draws) => {
+            for (((h, &x), &y), &r) in lanes.zip(draws) {
+                let (hi, lo) = two_sum(f64::from(x), s * f64::from(y));
+                let (bits, lane_slow) = lanes::f16_from_f64(hi, lo, Some(u64::from(r)));
+                *h = f16::from_bits(bits);
+                slow |= lane_slow;
+            }
+        }
+    }
+    slow
 }
 
 /// `dst[j] = a[j] + s·b[j]` in FP32, one rounding (a fused multiply-add).
@@ -369,31 +448,38 @@ mod tests {
             .collect()
     }
 
+    /// `a + s·b` in FP16, in blocks, equals the scalar operation element by element and draw
+    /// by draw: random bit patterns (NaN, infinities, subnormals), scales whose products
+    /// overflow, vanish below FP16's range or need the exact tail, both overflow policies.
     #[test]
     fn slices_equal_scalar_operations_draw_by_draw() {
         let x = halves();
         let y: Vec<f16> = x.iter().rev().copied().collect();
-        for sr in [false, true] {
-            let mut ks = SrRng::new(5, 1, 2);
-            let mut ss = ks.clone();
-            let mut out = vec![f16::ZERO; x.len()];
-            let flags = scaled_add_f16(
-                &x,
-                &y,
-                0.3,
-                &mut out,
-                &mut Rounding::new(sr, false, &mut ks),
-            )
-            .unwrap();
-            let mut r = Rounding::new(sr, false, &mut ss);
-            let mut expect = FpSts::empty();
-            for j in 0..x.len() {
-                let (v, f) = fp16::scaled_add(x[j], 0.3, y[j], &mut r);
-                assert_eq!(out[j].to_bits(), v.to_bits(), "{j}");
-                expect |= f;
+        for (sr, nanoo) in [(false, false), (true, false), (false, true), (true, true)] {
+            for s in [0.3f32, -1.0e-3, 6.0e4, 1.0e-30, -0.1] {
+                let mut ks = SrRng::new(5, 1, 2);
+                let mut ss = ks.clone();
+                let mut out = vec![f16::ZERO; x.len()];
+                let flags =
+                    scaled_add_f16(&x, &y, s, &mut out, &mut Rounding::new(sr, nanoo, &mut ks))
+                        .unwrap();
+                let mut r = Rounding::new(sr, nanoo, &mut ss);
+                let mut expect = FpSts::empty();
+                for j in 0..x.len() {
+                    let (v, f) = fp16::scaled_add(x[j], s, y[j], &mut r);
+                    assert_eq!(
+                        out[j].to_bits(),
+                        v.to_bits(),
+                        "{j}: {} + {s} * {}",
+                        x[j],
+                        y[j]
+                    );
+                    expect |= f;
+                }
+                assert_eq!(flags, expect, "sr {sr} nanoo {nanoo} s {s}");
+                assert!(expect.contains(FpSts::INV), "NaN operands");
+                assert_eq!(ks, ss);
             }
-            assert_eq!(flags, expect);
-            assert_eq!(ks, ss);
         }
     }
 
