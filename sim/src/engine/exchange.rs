@@ -85,8 +85,9 @@ impl ExchangePlan {
         sizes: &[usize],
     ) -> Result<ExchangePlan, EngineError> {
         let mut gather: Vec<(usize, Piece)> = Vec::new();
-        // (dense destination tile, write order, staging offset → tile offset).
-        let mut writes: Vec<(usize, usize, Piece)> = Vec::new();
+        // Per dense destination tile, its writes (staging offset → tile offset) in copy
+        // order: filled copy by copy, so no sort is needed.
+        let mut per_tile: Vec<Vec<Piece>> = vec![Vec::new(); sizes.len()];
         let mut source_bytes = 0usize;
         for (i, c) in ex.copies.iter().enumerate() {
             let what = || format!("exchange '{}', copy {i}", ex.name);
@@ -113,19 +114,15 @@ impl ExchangePlan {
             for d in &c.dsts {
                 let o = d.offset as usize;
                 let t = place("destination", d.tile, o)?;
-                writes.push((t, writes.len(), Piece::new(source_bytes, o, len)));
+                push(&mut per_tile[t], Piece::new(source_bytes, o, len));
             }
             source_bytes += len;
         }
-        writes.sort_unstable_by_key(|&(t, order, _)| (t, order));
         let (mut dst_tiles, mut scatter) = (Vec::new(), Vec::<Vec<Piece>>::new());
-        for (t, _, p) in writes {
-            if dst_tiles.last() != Some(&t) {
+        for (t, pieces) in per_tile.into_iter().enumerate() {
+            if !pieces.is_empty() {
                 dst_tiles.push(t);
-                scatter.push(Vec::new());
-            }
-            if let Some(pieces) = scatter.last_mut() {
-                push(pieces, p);
+                scatter.push(pieces);
             }
         }
         Ok(ExchangePlan {
