@@ -413,10 +413,16 @@ fn reduce_f32(
             squared(acc, g * cols, cx)?;
         }
         for (i, offset) in p.row_offsets().enumerate().skip(1) {
-            load(at(offset), row);
-            if square {
-                squared(row, g * cols, cx)?;
-            }
+            // An FP32 row that is not squared is read where it lies.
+            let row: &[f32] = if input == DType::F32 && !square {
+                &x32[at(offset)..at(offset) + cols]
+            } else {
+                load(at(offset), row);
+                if square {
+                    squared(row, g * cols, cx)?;
+                }
+                row
+            };
             if cx.checking() {
                 for c in 0..cols {
                     let (v, f) = if op == ArithOp::Max {
