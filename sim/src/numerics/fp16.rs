@@ -102,6 +102,18 @@ pub fn div(a: f16, b: f16, r: &mut Rounding) -> (f16, FpSts) {
 #[inline]
 pub fn div_wide(x: f64, y: f64, r: &mut Rounding) -> (f16, FpSts) {
     let draw = r.draw();
+    div_wide_with(x, y, r, draw)
+}
+
+/// [`div`] with the stochastic-rounding draw given (`None` for nearest), for the block
+/// kernels that generate their draws in bulk.
+#[inline]
+pub(crate) fn div_with(a: f16, b: f16, r: &Rounding, draw: Option<u32>) -> (f16, FpSts) {
+    div_wide_with(a.to_f64(), b.to_f64(), r, draw)
+}
+
+#[inline]
+fn div_wide_with(x: f64, y: f64, r: &Rounding, draw: Option<u32>) -> (f16, FpSts) {
     if y == 0.0 && x.is_finite() && x != 0.0 {
         return (F16_NAN, FpSts::DIV0);
     }

@@ -138,10 +138,83 @@ pub fn binary_f16(
         ArithOp::Add => each2(a, b, dst, |x, y| fp16::add(x, y, r)),
         ArithOp::Sub => each2(a, b, dst, |x, y| fp16::sub(x, y, r)),
         ArithOp::Mul => each2(a, b, dst, |x, y| fp16::mul(x, y, r)),
-        ArithOp::Div => each2(a, b, dst, |x, y| fp16::div(x, y, r)),
+        ArithOp::Div => quotients_f16(a, b, dst, r),
         ArithOp::Min => each2(a, b, dst, fp16::min),
         ArithOp::Max => each2(a, b, dst, fp16::max),
     })
+}
+
+/// FP16 `a / b` a block at a time ([`fp16::div`] for every element, draw by draw): the
+/// operands widened (exact), the quotient in f64 with its residual `a − q·b` (exact through
+/// an FMA) giving the side of the exact quotient, each lane rounded branch-free, and the
+/// lanes the branch-free rounding does not handle (division by zero, NaN, infinities,
+/// overflow, tiny quotients) re-rounded by the scalar operation with their own draw.
+fn quotients_f16(a: &[f16], b: &[f16], dst: &mut [f16], r: &mut Rounding) -> FpSts {
+    const CHUNK: usize = 256;
+    let (mut x, mut y, mut draws) = ([0f32; CHUNK], [0f32; CHUNK], [0u32; CHUNK]);
+    let mut flags = FpSts::empty();
+    for ((a, b), d) in a
+        .chunks(CHUNK)
+        .zip(b.chunks(CHUNK))
+        .zip(dst.chunks_mut(CHUNK))
+    {
+        let n = a.len();
+        let (x, y) = (&mut x[..n], &mut y[..n]);
+        a.convert_to_f32_slice(x);
+        b.convert_to_f32_slice(y);
+        let draws = r.rng().map(|rng| {
+            rng.fill(&mut draws[..n]);
+            &draws[..n]
+        });
+        if quotient_lanes(x, y, draws, d) {
+            for j in 0..n {
+                let (q, side) = quotient(f64::from(x[j]), f64::from(y[j]));
+                if lanes::f16_from_f64(q, side, None).1 {
+                    let (v, f) = fp16::div_with(a[j], b[j], r, draws.map(|d| d[j]));
+                    d[j] = v;
+                    flags |= f;
+                }
+            }
+        }
+    }
+    flags
+}
+
+/// `x / y` in f64 and a value whose sign is the side of the exact quotient from it.
+#[inline(always)]
+fn quotient(x: f64, y: f64) -> (f64, f64) {
+    let q = x / y;
+    (q, (-q).mul_add(y, x) * y.signum())
+}
+
+simd_dispatch! {
+    /// The lanes of [`quotients_f16`]; returns whether any lane needs the scalar operation.
+    fn quotient_lanes(x: &[f32], y: &[f32], draws: Option<&[u32]>, d: &mut [f16]) -> bool => quotient_lanes_body
+}
+
+#[inline(always)]
+fn quotient_lanes_body(x: &[f32], y: &[f32], draws: Option<&[u32]>, d: &mut [f16]) -> bool {
+    let mut slow = false;
+    let lanes = d.iter_mut().zip(x).zip(y);
+    match draws {
+        None => {
+            for ((h, &x), &y) in lanes {
+                let (q, side) = quotient(f64::from(x), f64::from(y));
+                let (bits, lane_slow) = lanes::f16_from_f64(q, side, None);
+                *h = f16::from_bits(bits);
+                slow |= lane_slow;
+            }
+        }
+        Some(draws) => {
+            for (((h, &x), &y), &r) in lanes.zip(draws) {
+                let (q, side) = quotient(f64::from(x), f64::from(y));
+                let (bits, lane_slow) = lanes::f16_from_f64(q, side, Some(u64::from(r)));
+                *h = f16::from_bits(bits);
+                slow |= lane_slow;
+            }
+        }
+    }
+    slow
 }
 
 /// FP16 `+`, `−`, `×` under round to nearest, a block at a time: the operands widened to
@@ -480,6 +553,40 @@ mod tests {
                 assert!(expect.contains(FpSts::INV), "NaN operands");
                 assert_eq!(ks, ss);
             }
+        }
+    }
+
+    /// FP16 division in blocks equals the scalar division element by element and draw by
+    /// draw: random bit patterns (zeros, NaN, infinities, subnormals, overflowing and
+    /// vanishing quotients), nearest and stochastic, both overflow policies.
+    #[test]
+    fn quotients_equal_the_scalar_division_draw_by_draw() {
+        let x = halves();
+        let mut y: Vec<f16> = x.iter().rev().copied().collect();
+        y[17] = f16::ZERO;
+        y[18] = f16::NEG_ZERO;
+        for (sr, nanoo) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut ks = SrRng::new(9, 3, 1);
+            let mut ss = ks.clone();
+            let mut out = vec![f16::ZERO; x.len()];
+            let flags = binary_f16(
+                ArithOp::Div,
+                &x,
+                &y,
+                &mut out,
+                &mut Rounding::new(sr, nanoo, &mut ks),
+            )
+            .unwrap();
+            let mut r = Rounding::new(sr, nanoo, &mut ss);
+            let mut expect = FpSts::empty();
+            for j in 0..x.len() {
+                let (v, f) = fp16::div(x[j], y[j], &mut r);
+                assert_eq!(out[j].to_bits(), v.to_bits(), "{j}: {} / {}", x[j], y[j]);
+                expect |= f;
+            }
+            assert_eq!(flags, expect, "sr {sr} nanoo {nanoo}");
+            assert!(expect.contains(FpSts::DIV0 | FpSts::INV | FpSts::OFLO));
+            assert_eq!(ks, ss);
         }
     }
 
