@@ -18,7 +18,6 @@ use crate::numerics::kernels::amp::{self, AmpFault, MatMulShape};
 use crate::numerics::kernels::convert;
 use crate::numerics::{cast, FpSts, Rounding, Tail};
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 use ipusim_exe::codelets::{AmpParams, Codelet, MatrixLayout};
 use ipusim_exe::executable::{Tensor, Vertex};
 use ipusim_ir::DType;
@@ -236,12 +235,24 @@ fn widen_block(
     }
     let range = first * cols..(first + rows) * cols;
     match (input, layout) {
-        (DType::F16, MatrixLayout::RowMajor) => {
-            typed::<f16>(bytes)?[range].convert_to_f32_slice(dst)
-        }
+        (DType::F16, MatrixLayout::RowMajor) => convert::widen(&typed::<f16>(bytes)?[range], dst),
         (_, MatrixLayout::RowMajor) => dst.copy_from_slice(&typed::<f32>(bytes)?[range]),
         (DType::F16, MatrixLayout::Transposed) => {
-            transposed(typed::<f16>(bytes)?, stride, first, cols, dst, f16::to_f32)
+            // Column `j` of the block is a run of `rows` values in source row `j`: widened a
+            // run at a time by the bulk conversion, then placed down the column.
+            let src = typed::<f16>(bytes)?;
+            let mut wide = [0f32; 256];
+            for j in 0..cols {
+                let run = &src[j * stride + first..][..rows];
+                for (c, part) in run.chunks(wide.len()).enumerate() {
+                    let wide = &mut wide[..part.len()];
+                    convert::widen(part, wide);
+                    let i0 = c * 256;
+                    for (i, &v) in wide.iter().enumerate() {
+                        dst[(i0 + i) * cols + j] = v;
+                    }
+                }
+            }
         }
         (_, MatrixLayout::Transposed) => {
             transposed(typed::<f32>(bytes)?, stride, first, cols, dst, |x| x)

@@ -23,7 +23,6 @@ use crate::numerics::kernels::{convert, map as k};
 use crate::numerics::{cast, fp16, fp32, round, ArithOp, FpCtl, FpSts, Rounding, SrRng, Tail};
 use bytemuck::Pod;
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 use ipusim_exe::codelets::{BlockParams, Codelet, ReduceOp, SoftmaxStage};
 use ipusim_exe::executable::{Tensor, Vertex};
 use ipusim_ir::DType;
@@ -388,7 +387,7 @@ fn reduce_f32(
     };
     let load = |at: usize, dst: &mut [f32]| {
         if input == DType::F16 {
-            x16[at..at + cols].convert_to_f32_slice(dst);
+            convert::widen(&x16[at..at + cols], dst);
         } else {
             dst.copy_from_slice(&x32[at..at + cols]);
         }
@@ -635,7 +634,7 @@ fn fold_row(
 fn widen_row(dtype: DType, bytes: &[u8], at: usize, dst: &mut [f32]) -> Result<(), EngineError> {
     let n = dst.len();
     if dtype == DType::F16 {
-        typed::<f16>(bytes)?[at..at + n].convert_to_f32_slice(dst);
+        convert::widen(&typed::<f16>(bytes)?[at..at + n], dst);
     } else {
         dst.copy_from_slice(&typed::<f32>(bytes)?[at..at + n]);
     }

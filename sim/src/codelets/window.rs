@@ -14,9 +14,9 @@ use super::{Scratch, VertexError, Worker};
 use crate::engine::error::EngineError;
 use crate::engine::memory::{typed, typed_mut};
 use crate::numerics::kernels::amp::{self, MatMulShape};
+use crate::numerics::kernels::convert;
 use crate::numerics::{cast, fp16, fp32, FpSts};
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 use ipusim_exe::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
 use ipusim_exe::cycles::window::reduction_kernel_width;
 use ipusim_exe::executable::{Tensor, Vertex};
@@ -204,7 +204,7 @@ impl WindowScratch {
                     let src = typed::<f16>(src)?;
                     wide.clear();
                     wide.resize(src.len(), 0.0);
-                    src.convert_to_f32_slice(wide);
+                    convert::widen(src, wide);
                 }
                 _ => {
                     wide.clear();

@@ -49,7 +49,6 @@
 //! exact.
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 
 use crate::numerics::error::{check_len, NumericsError};
 use crate::numerics::flags::FpSts;
@@ -266,7 +265,7 @@ fn as_dot<T: Copy>(
 /// Exact f16 → f32 widening of a whole operand (NaNs stay NaN).
 fn widen(x: &[f16]) -> Vec<f32> {
     let mut out = vec![0f32; x.len()];
-    x.convert_to_f32_slice(&mut out);
+    super::convert::widen(x, &mut out);
     out
 }
 
@@ -599,7 +598,7 @@ struct RowScratch {
 fn write_f16_row(p: &mut [f16], s: &[f32], r: &mut Rounding, scratch: &mut RowScratch) -> FpSts {
     let n = p.len();
     scratch.old.resize(n, 0.0);
-    p.convert_to_f32_slice(&mut scratch.old);
+    super::convert::widen(p, &mut scratch.old);
     let draws = match r.rng() {
         Some(rng) => {
             scratch.draws.resize(n, 0);

@@ -14,7 +14,6 @@
 //! flag.
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 use ipusim_ir::Activation;
 
 use crate::numerics::error::{check_len, NumericsError};
@@ -160,8 +159,8 @@ fn quotients_f16(a: &[f16], b: &[f16], dst: &mut [f16], r: &mut Rounding) -> FpS
     {
         let n = a.len();
         let (x, y) = (&mut x[..n], &mut y[..n]);
-        a.convert_to_f32_slice(x);
-        b.convert_to_f32_slice(y);
+        super::convert::widen(a, x);
+        super::convert::widen(b, y);
         let draws = r.rng().map(|rng| {
             rng.fill(&mut draws[..n]);
             &draws[..n]
@@ -240,8 +239,8 @@ fn nearest_sums_products(
         .zip(dst.chunks_mut(CHUNK))
     {
         let (x, y) = (&mut x[..a.len()], &mut y[..a.len()]);
-        a.convert_to_f32_slice(x);
-        b.convert_to_f32_slice(y);
+        super::convert::widen(a, x);
+        super::convert::widen(b, y);
         match op {
             ArithOp::Add => x.iter_mut().zip(&*y).for_each(|(p, q)| *p += q),
             ArithOp::Sub => x.iter_mut().zip(&*y).for_each(|(p, q)| *p -= q),
@@ -324,8 +323,8 @@ pub fn scaled_add_f16(
     {
         let n = a.len();
         let (x, y) = (&mut x[..n], &mut y[..n]);
-        a.convert_to_f32_slice(x);
-        b.convert_to_f32_slice(y);
+        super::convert::widen(a, x);
+        super::convert::widen(b, y);
         let draws = r.rng().map(|rng| {
             rng.fill(&mut draws[..n]);
             &draws[..n]
