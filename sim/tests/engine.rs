@@ -199,6 +199,20 @@ fn overflow_engine(fp: FpConfig) -> ipusim_runtime::launch::Launched {
     )
 }
 
+/// An FP32 reduction whose partial sums overflow gives +inf and OFLO; the same sum of
+/// values that stay finite raises nothing.
+#[test]
+fn an_overflowing_fp32_sum_raises_oflo() {
+    let mut l = programs::launch_with(
+        &programs::sim_program("overflow_sum"),
+        &programs::mk2(16),
+        EngineOptions::default(),
+    );
+    let s = l.engine.run(&mut l.host).unwrap();
+    assert_eq!(s.flags, FpSts::OFLO);
+    assert_eq!(l.host.outfeeds["s"][0].to_f64_vec(), vec![f64::INFINITY; 8]);
+}
+
 #[test]
 fn overflow_saturates_or_gives_nan_and_raises_oflo() {
     let mut l = overflow_engine(FpConfig::default());

@@ -405,8 +405,50 @@ fn reduce_f32(
         Ok(())
     };
     let out = ops.output;
+    // The sums of a group (at output element `o`) scaled and written.
+    let mut store_row = |acc: &[f32], o: usize, cx: &mut Cx, worker: &mut Worker| {
+        if output == DType::F16 && !cx.checking() && s == 1.0 {
+            let dst = &mut typed_mut::<f16>(out)?[o..o + cols];
+            cx.sts |= convert::f32_to_f16_slice(acc, dst, &mut worker.rounding())?;
+        } else {
+            for (c, &a) in acc.iter().enumerate() {
+                let (f, result) = store(out, output, o + c, a, None, s, &mut worker.rounding())?;
+                cx.raise(f, o + c, || scaled_dump(f32v(a), s, result))?;
+            }
+        }
+        Ok::<(), VertexError>(())
+    };
+    // Sums of rows that stay finite raise no flag: tried first in place, row after row, and
+    // the group summed again by the flag-checking path below when a value is not finite.
+    let optimistic = !cx.checking() && op != ArithOp::Max;
     for g in 0..p.groups as usize {
         let at = |offset: usize| g * count * width + offset + c0;
+        if optimistic {
+            load(at(0), acc);
+            if square {
+                squared(acc, g * cols, cx)?;
+            }
+            let mut finite = acc.iter().all(|v| v.is_finite());
+            for offset in p.row_offsets().skip(1) {
+                if !finite {
+                    break;
+                }
+                let row: &[f32] = if input == DType::F32 && !square {
+                    &x32[at(offset)..at(offset) + cols]
+                } else {
+                    load(at(offset), row);
+                    if square {
+                        squared(row, g * cols, cx)?;
+                    }
+                    row
+                };
+                finite = k::add_in_place_finite(acc, row);
+            }
+            if finite {
+                store_row(acc, g * cols, cx, worker)?;
+                continue;
+            }
+        }
         load(at(0), acc);
         if square {
             squared(acc, g * cols, cx)?;
@@ -443,16 +485,7 @@ fn reduce_f32(
                 cx.sts |= k::accumulate_f32(op, acc, row)?;
             }
         }
-        let o = g * cols;
-        if output == DType::F16 && !cx.checking() && s == 1.0 {
-            let dst = &mut typed_mut::<f16>(out)?[o..o + cols];
-            cx.sts |= convert::f32_to_f16_slice(acc, dst, &mut worker.rounding())?;
-        } else {
-            for (c, &a) in acc.iter().enumerate() {
-                let (f, result) = store(out, output, o + c, a, None, s, &mut worker.rounding())?;
-                cx.raise(f, o + c, || scaled_dump(f32v(a), s, result))?;
-            }
-        }
+        store_row(acc, g * cols, cx, worker)?;
     }
     Ok(())
 }

@@ -193,28 +193,28 @@ impl WindowScratch {
             return Ok(());
         }
         for (dst, src, layout) in [(&mut self.x, a, a_layout), (&mut self.y, b, b_layout)] {
-            // Grouped: widened into the scratch, then ungrouped into place.
-            let wide = if layout.group() > 1 {
-                &mut self.tmp
-            } else {
-                &mut *dst
-            };
+            let grouped = layout.group() > 1;
             match input {
                 DType::F16 => {
                     let src = typed::<f16>(src)?;
-                    wide.clear();
-                    wide.resize(src.len(), 0.0);
+                    let n = src.len();
+                    if grouped && layout.ungroup_widen(src, resized(dst, n)) {
+                        continue;
+                    }
+                    let wide = resized(if grouped { &mut self.tmp } else { &mut *dst }, n);
                     convert::widen(src, wide);
                 }
                 _ => {
+                    let wide = if grouped { &mut self.tmp } else { &mut *dst };
                     wide.clear();
                     wide.extend_from_slice(typed::<f32>(src)?);
                 }
             }
-            if layout.group() > 1 {
-                dst.clear();
-                dst.resize(self.tmp.len(), 0.0);
-                layout.ungroup(&self.tmp, dst);
+            if grouped {
+                // A partial block: the positions it does not hold are zero.
+                let out = resized(dst, self.tmp.len());
+                out.fill(0.0);
+                layout.ungroup(&self.tmp, out);
             }
         }
         self.key = Some(key);
@@ -390,6 +390,14 @@ fn conv(
         u = end;
     }
     Ok(flags)
+}
+
+/// `v` holding `n` elements, its kept elements as they were (only an extension is zeroed):
+/// for scratch that is overwritten whole.
+fn resized(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    v.truncate(n);
+    v.resize(n, 0.0);
+    v
 }
 
 /// The channel-grouped layouts of a conv vertex's two operand blocks.

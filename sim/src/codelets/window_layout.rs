@@ -85,6 +85,48 @@ impl BlockLayout {
         }
     }
 
+    /// [`BlockLayout::ungroup`] of an FP16 block, widened on the way (exact): for whole
+    /// groups with every position present, a `plane × g` block is widened a run of
+    /// positions at a time into a small buffer and transposed from there, so the block is
+    /// read once and each f32 written once. Returns false, writing nothing, for any other
+    /// block (the caller widens it and un-groups it).
+    pub(crate) fn ungroup_widen(&self, src: &[half::f16], dst: &mut [f32]) -> bool {
+        const BUFFER: usize = 1024;
+        let l = &self.0;
+        let (g, plane, channels, batch) = (
+            l.group as usize,
+            l.spatial as usize,
+            l.channels as usize,
+            l.batch as usize,
+        );
+        let groups = (channels / g).max(1);
+        if g > BUFFER
+            || channels != groups * g
+            || src.len() != dst.len()
+            || src.len() != groups * batch * plane * g
+        {
+            return false;
+        }
+        let run = BUFFER / g;
+        let mut wide = [0f32; BUFFER];
+        for (b, block) in src.chunks_exact(plane * g).enumerate() {
+            let (cg, n) = (b / batch, b % batch);
+            let base = (n * channels + cg * g) * plane;
+            let planes = &mut dst[base..base + g * plane];
+            for (r, part) in block.chunks(run * g).enumerate() {
+                let wide = &mut wide[..part.len()];
+                crate::numerics::kernels::convert::widen(part, wide);
+                let (s0, count) = (r * run, part.len() / g);
+                for (gi, out) in planes.chunks_exact_mut(plane).enumerate() {
+                    for (s, o) in out[s0..s0 + count].iter_mut().enumerate() {
+                        *o = wide[s * g + gi];
+                    }
+                }
+            }
+        }
+        true
+    }
+
     /// The logical (NCHW block) index of storage position `i`.
     #[cfg(test)]
     fn logical(&self, i: usize) -> usize {
@@ -129,5 +171,34 @@ mod tests {
                 "group {group}, batch {batch}, channels {channels}, plane {plane}"
             );
         }
+    }
+
+    /// Widening and un-grouping in one pass equals widening then un-grouping, and declines
+    /// partial blocks.
+    #[test]
+    fn ungroup_widen_equals_widen_then_ungroup() {
+        use half::f16;
+        for (group, batch, channels, plane) in
+            [(4, 2, 8, 6), (8, 3, 16, 1), (16, 2, 32, 200), (2, 1, 2, 9)]
+        {
+            let layout = BlockLayout::new(group, batch, channels, plane);
+            let len = (batch * channels * plane) as usize;
+            let src: Vec<f16> = (0..len)
+                .map(|i| f16::from_f32(i as f32 * 0.5 - 7.0))
+                .collect();
+            let wide: Vec<f32> = src.iter().map(|h| h.to_f32()).collect();
+            let mut want = vec![0.0; len];
+            layout.ungroup(&wide, &mut want);
+            let mut got = vec![-1.0; len];
+            assert!(layout.ungroup_widen(&src, &mut got));
+            assert_eq!(
+                got, want,
+                "group {group}, batch {batch}, channels {channels}, plane {plane}"
+            );
+        }
+        let partial = BlockLayout::new(4, 2, 8, 5);
+        let mut out = vec![-1.0; 47];
+        assert!(!partial.ungroup_widen(&vec![f16::ONE; 47], &mut out));
+        assert!(out.iter().all(|&x| x == -1.0));
     }
 }

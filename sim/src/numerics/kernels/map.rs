@@ -471,6 +471,19 @@ fn finite_blocks(
     flags
 }
 
+/// `acc[j] += x[j]` in FP32 (nearest even), returning whether every sum is finite: then no
+/// flag was raised (a sum of finite values raises one only when it overflows). When it
+/// returns false, `acc` holds the sums as computed and the caller sums again with
+/// [`accumulate_f32`], which gives the flags.
+pub fn add_in_place_finite(acc: &mut [f32], x: &[f32]) -> bool {
+    let mut finite = true;
+    for (a, v) in acc.iter_mut().zip(x) {
+        *a += *v;
+        finite &= a.is_finite();
+    }
+    finite
+}
+
 /// `acc[j] = acc[j] op x[j]` in FP32 for `op` Add or Max (the step of a column-wise
 /// reduction; other operations are treated as Add).
 pub fn accumulate_f32(op: ArithOp, acc: &mut [f32], x: &[f32]) -> Result<FpSts, NumericsError> {
