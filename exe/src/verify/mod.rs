@@ -40,9 +40,7 @@ pub fn executable(exe: &Executable) -> Vec<VerifierError> {
         slice_tiles: slice_tiles(exe),
     };
     v.tables();
-    for t in &exe.tensors {
-        v.mapping(t);
-    }
+    v.errors.extend(mapping_errors(exe));
     v.operands();
     v.copies();
     v.streams();
@@ -53,7 +51,7 @@ pub fn executable(exe: &Executable) -> Vec<VerifierError> {
 /// operand and copy checks).
 pub(crate) fn slice_tiles(exe: &Executable) -> Vec<Vec<TileId>> {
     exe.tensors
-        .iter()
+        .par_iter()
         .map(|t| t.slices.iter().map(|s| s.tile).collect())
         .collect()
 }
@@ -63,7 +61,7 @@ pub(crate) fn slice_tiles(exe: &Executable) -> Vec<Vec<TileId>> {
 /// intervals.
 pub(crate) fn slice_bytes(exe: &Executable) -> Vec<Vec<u64>> {
     exe.tensors
-        .iter()
+        .par_iter()
         .map(|t| {
             let es = t.dtype.size_bytes() as u64;
             t.slices.iter().map(|s| s.num_elements() * es).collect()
@@ -73,16 +71,22 @@ pub(crate) fn slice_bytes(exe: &Executable) -> Vec<Vec<u64>> {
 
 /// The mapping violations (invariant 2) of every tensor of `exe`.
 pub(crate) fn mapping_errors(exe: &Executable) -> Vec<VerifierError> {
-    let mut v = Verifier {
-        exe,
-        errors: Vec::new(),
-        slice_bytes: Vec::new(),
-        slice_tiles: Vec::new(),
-    };
-    for t in &exe.tensors {
-        v.mapping(t);
-    }
-    v.errors
+    // Each tensor checked on the host's cores; the errors in tensor order.
+    let per_tensor: Vec<Vec<VerifierError>> = exe
+        .tensors
+        .par_iter()
+        .map(|t| {
+            let mut v = Verifier {
+                exe,
+                errors: Vec::new(),
+                slice_bytes: Vec::new(),
+                slice_tiles: Vec::new(),
+            };
+            v.mapping(t);
+            v.errors
+        })
+        .collect();
+    per_tensor.into_iter().flatten().collect()
 }
 
 struct Verifier<'a> {
