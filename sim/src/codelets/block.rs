@@ -410,6 +410,14 @@ fn reduce_f32(
         if output == DType::F16 && !cx.checking() && s == 1.0 {
             let dst = &mut typed_mut::<f16>(out)?[o..o + cols];
             cx.sts |= convert::f32_to_f16_slice(acc, dst, &mut worker.rounding())?;
+        } else if output == DType::F32 && !cx.checking() && acc.iter().all(|a| (a * s).is_finite())
+        {
+            // The f32 product `a · s` is the exact product rounded once, as `store` rounds
+            // it; finite, it raises no flag.
+            let dst = &mut typed_mut::<f32>(out)?[o..o + cols];
+            for (d, a) in dst.iter_mut().zip(acc) {
+                *d = a * s;
+            }
         } else {
             for (c, &a) in acc.iter().enumerate() {
                 let (f, result) = store(out, output, o + c, a, None, s, &mut worker.rounding())?;
