@@ -427,20 +427,24 @@ fn reduce_f32(
         Ok::<(), VertexError>(())
     };
     // Sums of rows that stay finite raise no flag: tried first in place, row after row, and
-    // the group summed again by the flag-checking path below when a value is not finite.
+    // the group summed again by the flag-checking path when a value is not finite.
     let optimistic = !cx.checking() && op != ArithOp::Max;
     for g in 0..p.groups as usize {
         let at = |offset: usize| g * count * width + offset + c0;
-        if optimistic {
+        for in_place in [true, false] {
+            if in_place && !optimistic {
+                continue;
+            }
             load(at(0), acc);
             if square {
                 squared(acc, g * cols, cx)?;
             }
             let mut finite = acc.iter().all(|v| v.is_finite());
-            for offset in p.row_offsets().skip(1) {
-                if !finite {
+            for (i, offset) in p.row_offsets().enumerate().skip(1) {
+                if in_place && !finite {
                     break;
                 }
+                // An FP32 row that is not squared is read where it lies.
                 let row: &[f32] = if input == DType::F32 && !square {
                     &x32[at(offset)..at(offset) + cols]
                 } else {
@@ -450,47 +454,31 @@ fn reduce_f32(
                     }
                     row
                 };
-                finite = k::add_in_place_finite(acc, row);
-            }
-            if finite {
-                store_row(acc, g * cols, cx, worker)?;
-                continue;
-            }
-        }
-        load(at(0), acc);
-        if square {
-            squared(acc, g * cols, cx)?;
-        }
-        for (i, offset) in p.row_offsets().enumerate().skip(1) {
-            // An FP32 row that is not squared is read where it lies.
-            let row: &[f32] = if input == DType::F32 && !square {
-                &x32[at(offset)..at(offset) + cols]
-            } else {
-                load(at(offset), row);
-                if square {
-                    squared(row, g * cols, cx)?;
+                if in_place {
+                    finite = k::add_in_place_finite(acc, row);
+                } else if cx.checking() {
+                    for c in 0..cols {
+                        let (v, f) = if op == ArithOp::Max {
+                            fp32::max(acc[c], row[c])
+                        } else {
+                            fp32::add(acc[c], row[c])
+                        };
+                        let (a, x) = (acc[c], row[c]);
+                        cx.raise(f, g * cols + c, || {
+                            vec![
+                                dump_value("acc", f32v(a)),
+                                dump_value(format!("in[{i}]"), f32v(x)),
+                                dump_value("result", f32v(v)),
+                            ]
+                        })?;
+                        acc[c] = v;
+                    }
+                } else {
+                    cx.sts |= k::accumulate_f32(op, acc, row)?;
                 }
-                row
-            };
-            if cx.checking() {
-                for c in 0..cols {
-                    let (v, f) = if op == ArithOp::Max {
-                        fp32::max(acc[c], row[c])
-                    } else {
-                        fp32::add(acc[c], row[c])
-                    };
-                    let (a, x) = (acc[c], row[c]);
-                    cx.raise(f, g * cols + c, || {
-                        vec![
-                            dump_value("acc", f32v(a)),
-                            dump_value(format!("in[{i}]"), f32v(x)),
-                            dump_value("result", f32v(v)),
-                        ]
-                    })?;
-                    acc[c] = v;
-                }
-            } else {
-                cx.sts |= k::accumulate_f32(op, acc, row)?;
+            }
+            if !in_place || finite {
+                break;
             }
         }
         store_row(acc, g * cols, cx, worker)?;

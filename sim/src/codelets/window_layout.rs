@@ -37,18 +37,19 @@ impl BlockLayout {
         self.0.index(n, c, s) as usize
     }
 
+    /// (group, plane, channels, batch, channel groups) as host sizes.
+    fn sizes(&self) -> (usize, usize, usize, usize, usize) {
+        let l = &self.0;
+        let (g, channels) = (l.group as usize, l.channels as usize);
+        let groups = (channels / g).max(1);
+        (g, l.spatial as usize, channels, l.batch as usize, groups)
+    }
+
     /// `dst[logical(i)] = src[i]` for every storage position `i` (positions whose logical
     /// index falls outside `dst` are dropped): the storage order `[C/g, N, S, g]` walked in
     /// nested loops, without a division per element.
     pub(crate) fn ungroup(&self, src: &[f32], dst: &mut [f32]) {
-        let l = &self.0;
-        let (g, plane, channels, batch) = (
-            l.group as usize,
-            l.spatial as usize,
-            l.channels as usize,
-            l.batch as usize,
-        );
-        let groups = (channels / g).max(1);
+        let (g, plane, channels, batch, groups) = self.sizes();
         // Whole groups, every position present: each (group, image) block is a `plane × g`
         // matrix stored row-major, transposed into `g` planes of the image.
         if channels == groups * g
@@ -92,14 +93,7 @@ impl BlockLayout {
     /// block (the caller widens it and un-groups it).
     pub(crate) fn ungroup_widen(&self, src: &[half::f16], dst: &mut [f32]) -> bool {
         const BUFFER: usize = 1024;
-        let l = &self.0;
-        let (g, plane, channels, batch) = (
-            l.group as usize,
-            l.spatial as usize,
-            l.channels as usize,
-            l.batch as usize,
-        );
-        let groups = (channels / g).max(1);
+        let (g, plane, channels, batch, groups) = self.sizes();
         if g > BUFFER
             || channels != groups * g
             || src.len() != dst.len()
@@ -198,7 +192,7 @@ mod tests {
         }
         let partial = BlockLayout::new(4, 2, 8, 5);
         let mut out = vec![-1.0; 47];
-        assert!(!partial.ungroup_widen(&vec![f16::ONE; 47], &mut out));
+        assert!(!partial.ungroup_widen(&[f16::ONE; 47], &mut out));
         assert!(out.iter().all(|&x| x == -1.0));
     }
 }

@@ -37,12 +37,15 @@ pub(crate) struct ExchangePlan {
     /// Bytes of all sources.
     source_bytes: usize,
     /// (dense source tile, source offset → staging offset), in copy order.
-    gather: Vec<(usize, Piece)>,
+    gather: Vec<SourceMove>,
     /// Dense destination tiles, ascending.
     dst_tiles: Vec<usize>,
     /// For each of `dst_tiles`, its writes (staging offset → tile offset) in copy order.
     scatter: Vec<Vec<Piece>>,
 }
+
+/// A move from a source tile: (dense source tile, source offset → staging offset).
+type SourceMove = (usize, Piece);
 
 /// One contiguous byte move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,7 +87,7 @@ impl ExchangePlan {
         index: &TileIndex,
         sizes: &[usize],
     ) -> Result<ExchangePlan, EngineError> {
-        let mut gather: Vec<(usize, Piece)> = Vec::new();
+        let mut gather: Vec<SourceMove> = Vec::new();
         // Per dense destination tile, its writes (staging offset → tile offset) in copy
         // order: filled copy by copy, so no sort is needed.
         let mut per_tile: Vec<Vec<Piece>> = vec![Vec::new(); sizes.len()];
@@ -180,7 +183,7 @@ impl ExchangePlan {
 
 /// Copies the sources of `pieces` into `out`, which begins at the first piece's staging
 /// offset (the pieces are in staging order, each starting where the one before ends).
-fn gather(pieces: &[(usize, Piece)], tiles: &[TileState], out: &mut [u8]) {
+fn gather(pieces: &[SourceMove], tiles: &[TileState], out: &mut [u8]) {
     let base = pieces.first().map_or(0, |(_, p)| p.to);
     for &(s, p) in pieces {
         out[p.to - base..p.to - base + p.len]
@@ -190,10 +193,10 @@ fn gather(pieces: &[(usize, Piece)], tiles: &[TileState], out: &mut [u8]) {
 
 /// [`gather`] on the host threads: the pieces cut into runs of about equal bytes, each run
 /// filling its own range of the staging buffer.
-fn gather_parallel(pieces: &[(usize, Piece)], tiles: &[TileState], staging: &mut [u8]) {
+fn gather_parallel(pieces: &[SourceMove], tiles: &[TileState], staging: &mut [u8]) {
     let runs = 4 * rayon::current_num_threads();
     let share = staging.len().div_ceil(runs).max(1);
-    let mut jobs: Vec<(&[(usize, Piece)], &mut [u8])> = Vec::with_capacity(runs);
+    let mut jobs: Vec<(&[SourceMove], &mut [u8])> = Vec::with_capacity(runs);
     let (mut rest, mut out, mut at) = (pieces, staging, 0usize);
     while !rest.is_empty() {
         // The run ends at the first piece that starts `share` bytes or more past its start.

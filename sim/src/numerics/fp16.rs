@@ -149,7 +149,27 @@ pub fn add_wide(x: f64, y: f64, r: &mut Rounding) -> (f16, FpSts) {
 /// Flags: INV (NaN operands, `inf − inf`, `0 × inf`), OFLO.
 #[inline]
 pub fn scaled_add(a: f16, s: f32, b: f16, r: &mut Rounding) -> (f16, FpSts) {
-    add_wide(a.to_f64(), f64::from(s) * b.to_f64(), r)
+    let draw = r.draw();
+    scaled_add_with(a, s, b, r, draw)
+}
+
+/// [`scaled_add`] with the stochastic-rounding draw given (`None` for nearest), for the
+/// block kernels that generate their draws in bulk.
+#[inline]
+pub(crate) fn scaled_add_with(
+    a: f16,
+    s: f32,
+    b: f16,
+    r: &Rounding,
+    draw: Option<u32>,
+) -> (f16, FpSts) {
+    let (hi, lo) = two_sum(a.to_f64(), f64::from(s) * b.to_f64());
+    let tail = if hi.is_finite() {
+        Tail::of(lo)
+    } else {
+        Tail::Exact
+    };
+    r.round_f16_with(hi, tail, draw)
 }
 
 /// The activation gradient `dy · f'(x)`: ReLU passes `dy` where `x > 0` and gives `+0`

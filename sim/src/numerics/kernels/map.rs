@@ -19,7 +19,7 @@ use ipusim_ir::Activation;
 use crate::numerics::error::{check_len, NumericsError};
 use crate::numerics::flags::FpSts;
 use crate::numerics::ops::{ArithOp, CompareOp, UnaryOp};
-use crate::numerics::round::{two_sum, Rounding, Tail};
+use crate::numerics::round::{two_sum, Rounding};
 use crate::numerics::simd::simd_dispatch;
 use crate::numerics::{fp16, fp32};
 
@@ -137,18 +137,51 @@ pub fn binary_f16(
         ArithOp::Add => each2(a, b, dst, |x, y| fp16::add(x, y, r)),
         ArithOp::Sub => each2(a, b, dst, |x, y| fp16::sub(x, y, r)),
         ArithOp::Mul => each2(a, b, dst, |x, y| fp16::mul(x, y, r)),
-        ArithOp::Div => quotients_f16(a, b, dst, r),
+        ArithOp::Div => exact_f16(ExactOp::Quotient, a, b, dst, r),
         ArithOp::Min => each2(a, b, dst, fp16::min),
         ArithOp::Max => each2(a, b, dst, fp16::max),
     })
 }
 
-/// FP16 `a / b` a block at a time ([`fp16::div`] for every element, draw by draw): the
-/// operands widened (exact), the quotient in f64 with its residual `a − q·b` (exact through
-/// an FMA) giving the side of the exact quotient, each lane rounded branch-free, and the
-/// lanes the branch-free rounding does not handle (division by zero, NaN, infinities,
-/// overflow, tiny quotients) re-rounded by the scalar operation with their own draw.
-fn quotients_f16(a: &[f16], b: &[f16], dst: &mut [f16], r: &mut Rounding) -> FpSts {
+/// The FP16 operations [`exact_f16`] runs a block at a time: each gives, from two widened
+/// operands, an `f64` value `hi` and a value whose sign is the side of the exact result
+/// from it (`hi` is the exact result when that is 0).
+#[derive(Clone, Copy, Debug)]
+enum ExactOp {
+    /// `x + s·y` ([`fp16::scaled_add`]): `s·y` is exact in f64, TwoSum gives the pair.
+    ScaledAdd(f32),
+    /// `x / y` ([`fp16::div`]): the quotient and its FMA residual `x − q·y`, signed by `y`.
+    Quotient,
+}
+
+impl ExactOp {
+    #[inline(always)]
+    fn pair(self, x: f64, y: f64) -> (f64, f64) {
+        match self {
+            ExactOp::ScaledAdd(s) => two_sum(x, f64::from(s) * y),
+            ExactOp::Quotient => {
+                let q = x / y;
+                (q, (-q).mul_add(y, x) * y.signum())
+            }
+        }
+    }
+
+    /// The scalar operation on one element, with its draw given.
+    fn scalar(self, a: f16, b: f16, r: &Rounding, draw: Option<u32>) -> (f16, FpSts) {
+        match self {
+            ExactOp::ScaledAdd(s) => fp16::scaled_add_with(a, s, b, r, draw),
+            ExactOp::Quotient => fp16::div_with(a, b, r, draw),
+        }
+    }
+}
+
+/// `dst[j] = op(a[j], b[j])` rounded once to FP16 ([`ExactOp`]), equal element by element,
+/// flag by flag and draw by draw to the scalar operation: the operands widened (exact),
+/// draws generated in bulk in element order, each lane rounded branch-free from its exact
+/// pair (`kernels::lanes`), and the lanes the branch-free rounding does not handle (NaN,
+/// infinities, overflow, tiny results, division by zero) through the scalar operation with
+/// their own draw.
+fn exact_f16(op: ExactOp, a: &[f16], b: &[f16], dst: &mut [f16], r: &mut Rounding) -> FpSts {
     const CHUNK: usize = 256;
     let (mut x, mut y, mut draws) = ([0f32; CHUNK], [0f32; CHUNK], [0u32; CHUNK]);
     let mut flags = FpSts::empty();
@@ -165,11 +198,11 @@ fn quotients_f16(a: &[f16], b: &[f16], dst: &mut [f16], r: &mut Rounding) -> FpS
             rng.fill(&mut draws[..n]);
             &draws[..n]
         });
-        if quotient_lanes(x, y, draws, d) {
+        if exact_lanes(op, x, y, draws, d) {
             for j in 0..n {
-                let (q, side) = quotient(f64::from(x[j]), f64::from(y[j]));
-                if lanes::f16_from_f64(q, side, None).1 {
-                    let (v, f) = fp16::div_with(a[j], b[j], r, draws.map(|d| d[j]));
+                let (hi, side) = op.pair(f64::from(x[j]), f64::from(y[j]));
+                if lanes::f16_from_f64(hi, side, None).1 {
+                    let (v, f) = op.scalar(a[j], b[j], r, draws.map(|d| d[j]));
                     d[j] = v;
                     flags |= f;
                 }
@@ -179,41 +212,54 @@ fn quotients_f16(a: &[f16], b: &[f16], dst: &mut [f16], r: &mut Rounding) -> FpS
     flags
 }
 
-/// `x / y` in f64 and a value whose sign is the side of the exact quotient from it.
-#[inline(always)]
-fn quotient(x: f64, y: f64) -> (f64, f64) {
-    let q = x / y;
-    (q, (-q).mul_add(y, x) * y.signum())
-}
-
 simd_dispatch! {
-    /// The lanes of [`quotients_f16`]; returns whether any lane needs the scalar operation.
-    fn quotient_lanes(x: &[f32], y: &[f32], draws: Option<&[u32]>, d: &mut [f16]) -> bool => quotient_lanes_body
+    /// The lanes of [`exact_f16`]; returns whether any lane needs the scalar operation.
+    fn exact_lanes(op: ExactOp, x: &[f32], y: &[f32], draws: Option<&[u32]>, d: &mut [f16]) -> bool => exact_lanes_body
 }
 
 #[inline(always)]
-fn quotient_lanes_body(x: &[f32], y: &[f32], draws: Option<&[u32]>, d: &mut [f16]) -> bool {
-    let mut slow = false;
-    let lanes = d.iter_mut().zip(x).zip(y);
-    match draws {
-        None => {
-            for ((h, &x), &y) in lanes {
-                let (q, side) = quotient(f64::from(x), f64::from(y));
-                let (bits, lane_slow) = lanes::f16_from_f64(q, side, None);
-                *h = f16::from_bits(bits);
-                slow |= lane_slow;
+fn exact_lanes_body(
+    op: ExactOp,
+    x: &[f32],
+    y: &[f32],
+    draws: Option<&[u32]>,
+    d: &mut [f16],
+) -> bool {
+    #[inline(always)]
+    fn run(
+        pair: impl Fn(f64, f64) -> (f64, f64),
+        x: &[f32],
+        y: &[f32],
+        draws: Option<&[u32]>,
+        d: &mut [f16],
+    ) -> bool {
+        let mut slow = false;
+        let lanes = d.iter_mut().zip(x).zip(y);
+        match draws {
+            None => {
+                for ((h, &x), &y) in lanes {
+                    let (hi, side) = pair(f64::from(x), f64::from(y));
+                    let (bits, lane_slow) = lanes::f16_from_f64(hi, side, None);
+                    *h = f16::from_bits(bits);
+                    slow |= lane_slow;
+                }
+            }
+            Some(draws) => {
+                for (((h, &x), &y), &r) in lanes.zip(draws) {
+                    let (hi, side) = pair(f64::from(x), f64::from(y));
+                    let (bits, lane_slow) = lanes::f16_from_f64(hi, side, Some(u64::from(r)));
+                    *h = f16::from_bits(bits);
+                    slow |= lane_slow;
+                }
             }
         }
-        Some(draws) => {
-            for (((h, &x), &y), &r) in lanes.zip(draws) {
-                let (q, side) = quotient(f64::from(x), f64::from(y));
-                let (bits, lane_slow) = lanes::f16_from_f64(q, side, Some(u64::from(r)));
-                *h = f16::from_bits(bits);
-                slow |= lane_slow;
-            }
-        }
+        slow
     }
-    slow
+    // One loop per operation, the operation fixed inside it.
+    match op {
+        ExactOp::ScaledAdd(s) => run(|x, y| ExactOp::ScaledAdd(s).pair(x, y), x, y, draws, d),
+        ExactOp::Quotient => run(|x, y| ExactOp::Quotient.pair(x, y), x, y, draws, d),
+    }
 }
 
 /// FP16 `+`, `−`, `×` under round to nearest, a block at a time: the operands widened to
@@ -298,9 +344,7 @@ pub fn compare_f32(
 }
 
 /// `dst[j] = a[j] + s·b[j]` in FP16, one rounding of the exact value ([`fp16::scaled_add`]),
-/// a block at a time: the operands widened (exact), draws generated in bulk in element
-/// order, each lane rounded branch-free and the lanes it does not handle re-rounded by the
-/// scalar core with their own draw, so every element, flag and draw is the scalar one's.
+/// a block at a time ([`exact_f16`]).
 pub fn scaled_add_f16(
     a: &[f16],
     b: &[f16],
@@ -313,80 +357,7 @@ pub fn scaled_add_f16(
         &[("a", a.len()), ("b", b.len())],
         dst.len(),
     )?;
-    const CHUNK: usize = 256;
-    let (mut x, mut y, mut draws) = ([0f32; CHUNK], [0f32; CHUNK], [0u32; CHUNK]);
-    let mut flags = FpSts::empty();
-    for ((a, b), d) in a
-        .chunks(CHUNK)
-        .zip(b.chunks(CHUNK))
-        .zip(dst.chunks_mut(CHUNK))
-    {
-        let n = a.len();
-        let (x, y) = (&mut x[..n], &mut y[..n]);
-        super::convert::widen(a, x);
-        super::convert::widen(b, y);
-        let draws = r.rng().map(|rng| {
-            rng.fill(&mut draws[..n]);
-            &draws[..n]
-        });
-        if scaled_add_lanes(x, y, s, draws, d) {
-            // Lanes the branch-free rounding does not handle (NaN, infinities, overflow,
-            // tiny values): the scalar core, with the lane's own draw.
-            for j in 0..n {
-                let (hi, lo) = two_sum(f64::from(x[j]), f64::from(s) * f64::from(y[j]));
-                if lanes::f16_from_f64(hi, lo, None).1 {
-                    let tail = if hi.is_finite() {
-                        Tail::of(lo)
-                    } else {
-                        Tail::Exact
-                    };
-                    let (v, f) = r.round_f16_with(hi, tail, draws.map(|d| d[j]));
-                    d[j] = v;
-                    flags |= f;
-                }
-            }
-        }
-    }
-    Ok(flags)
-}
-
-simd_dispatch! {
-    /// The lanes of [`scaled_add_f16`]: `d[j] = round16(x[j] + s·y[j])` (`s·y[j]` exact in
-    /// f64, the sum exact as TwoSum's pair) by the branch-free rounding of
-    /// [`super::lanes`]; returns whether any lane needs the scalar core.
-    fn scaled_add_lanes(x: &[f32], y: &[f32], s: f32, draws: Option<&[u32]>, d: &mut [f16]) -> bool => scaled_add_lanes_body
-}
-
-#[inline(always)]
-fn scaled_add_lanes_body(
-    x: &[f32],
-    y: &[f32],
-    s: f32,
-    draws: Option<&[u32]>,
-    d: &mut [f16],
-) -> bool {
-    let s = f64::from(s);
-    let mut slow = false;
-    let lanes = d.iter_mut().zip(x).zip(y);
-    match draws {
-        None => {
-            for ((h, &x), &y) in lanes {
-                let (hi, lo) = two_sum(f64::from(x), s * f64::from(y));
-                let (bits, lane_slow) = lanes::f16_from_f64(hi, lo, None);
-                *h = f16::from_bits(bits);
-                slow |= lane_slow;
-            }
-        }
-        Some(draws) => {
-            for (((h, &x), &y), &r) in lanes.zip(draws) {
-                let (hi, lo) = two_sum(f64::from(x), s * f64::from(y));
-                let (bits, lane_slow) = lanes::f16_from_f64(hi, lo, Some(u64::from(r)));
-                *h = f16::from_bits(bits);
-                slow |= lane_slow;
-            }
-        }
-    }
-    slow
+    Ok(exact_f16(ExactOp::ScaledAdd(s), a, b, dst, r))
 }
 
 /// `dst[j] = a[j] + s·b[j]` in FP32, one rounding (a fused multiply-add).
