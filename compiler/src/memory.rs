@@ -112,7 +112,7 @@ struct Request {
 }
 
 /// One tile's allocations ([`plan`]): its bytes by category and the offset of every slice
-/// on it (`tensor`, `slice`, `offset`).
+/// on it.
 #[derive(Default)]
 struct TilePlacement {
     variables: u64,
@@ -120,8 +120,13 @@ struct TilePlacement {
     exchange_buffers: u64,
     temporaries: u64,
     always_live: u64,
-    offsets: Vec<(u32, u32, u64)>,
+    /// (flat slice index, offset), the offset [`OFF_TOP`] when it is 4 GiB or more.
+    offsets: Vec<(u32, u32)>,
 }
+
+/// A slice offset that does not fit a 32-bit tile address (never a real offset: offsets are
+/// aligned).
+const OFF_TOP: u32 = u32::MAX;
 
 /// Plans the memory of the lowered program: assigns every slice's and interval's byte offset
 /// and returns the plan.
@@ -211,6 +216,21 @@ pub(crate) fn plan(
             liveness[b + 1] -= total as i128;
         }
     }
+    // Every slice's index in one flat table: its tensor's first slice's index plus its own.
+    let mut first_slice = Vec::with_capacity(tensors.len());
+    let mut n_slices = 0usize;
+    for t in tensors.iter() {
+        first_slice.push(n_slices as u32);
+        n_slices += t.slices.len();
+    }
+    if n_slices >= u32::MAX as usize {
+        return Err(CompileError::Verify {
+            pass: "memory plan",
+            message: format!("{n_slices} tensor slices: more than 2^32"),
+        });
+    }
+    let flat = |ti: u32, si: u32| first_slice[ti as usize] + si;
+    let at32 = |off: u64| u32::try_from(off).unwrap_or(OFF_TOP);
     // Each tile's allocations on the host's cores: its persistent tensors packed from
     // address 0, then a linear scan of its temporaries above them.
     let tensors_ro: &[Tensor] = tensors;
@@ -218,7 +238,10 @@ pub(crate) fn plan(
         .into_par_iter()
         .zip(temps.into_par_iter())
         .map(|(mut persistent, mut reqs)| {
-            let mut p = TilePlacement::default();
+            let mut p = TilePlacement {
+                offsets: Vec::with_capacity(persistent.len() + reqs.len()),
+                ..TilePlacement::default()
+            };
             let mut at = 0u64;
             persistent.sort_by_key(|&(ti, _, _)| {
                 let order = match tensors_ro[ti as usize].kind {
@@ -229,7 +252,7 @@ pub(crate) fn plan(
                 (order, ti)
             });
             for &(ti, si, size) in &persistent {
-                p.offsets.push((ti, si, at));
+                p.offsets.push((flat(ti, si), at32(at)));
                 // Alignment padding counts with the allocation it follows.
                 let padded = align(at + size) - at;
                 match tensors_ro[ti as usize].kind {
@@ -259,21 +282,15 @@ pub(crate) fn plan(
                 }
                 active.insert(pos, (off, off + size, r.last));
                 top = top.max(off + size);
-                p.offsets.push((r.tensor, r.slice, off));
+                p.offsets.push((flat(r.tensor, r.slice), at32(off)));
             }
             p.temporaries = top - base;
             p
         })
         .collect();
-    // Every slice's offset, at its tensor's first slice's index plus its own (every slice
-    // is placed exactly once, on its tile).
-    let mut first_slice = Vec::with_capacity(tensors.len());
-    let mut n_slices = 0usize;
-    for t in tensors.iter() {
-        first_slice.push(n_slices);
-        n_slices += t.slices.len();
-    }
-    let mut offsets = vec![0u64; n_slices];
+    // Every slice's offset at its flat index (every slice is placed exactly once, on its
+    // tile).
+    let mut offsets = vec![0u32; n_slices];
     let mut always_live = 0u64;
     for (m, p) in mem.iter_mut().zip(placed) {
         m.variables = p.variables;
@@ -281,27 +298,33 @@ pub(crate) fn plan(
         m.exchange_buffers = p.exchange_buffers;
         m.temporaries = p.temporaries;
         always_live += p.always_live;
-        for (ti, si, off) in p.offsets {
-            offsets[first_slice[ti as usize] + si as usize] = off;
+        for (i, off) in p.offsets {
+            offsets[i as usize] = off;
         }
     }
     // Assign offsets, each tensor's slices in slice (= tile) order.
     for (ti, t) in tensors.iter_mut().enumerate() {
         let es = t.dtype.size_bytes() as u64;
-        let offs = &offsets[first_slice[ti]..first_slice[ti] + t.slices.len()];
+        let first = first_slice[ti] as usize;
+        let offs = &offsets[first..first + t.slices.len()];
         for (s, &off) in t.slices.iter_mut().zip(offs) {
-            let end = off + s.num_elements() * es;
-            if end > u32::MAX as u64 {
+            let end = u64::from(off) + s.num_elements() * es;
+            if off == OFF_TOP || end > u32::MAX as u64 {
+                let need = if off == OFF_TOP {
+                    "more than 2^32".to_string()
+                } else {
+                    end.to_string()
+                };
                 return Err(CompileError::TooLarge {
                     node: t.name.clone(),
                     what: format!(
-                        "tile {} would need {end} bytes, beyond 32-bit tile addresses",
+                        "tile {} would need {need} bytes, beyond 32-bit tile addresses",
                         s.tile
                     ),
                 });
             }
-            s.offset = off as u32;
-            let mut pos = off;
+            s.offset = off;
+            let mut pos = u64::from(off);
             for iv in &mut s.intervals {
                 iv.offset = pos as u32;
                 pos += (iv.end - iv.begin) * es;
