@@ -154,17 +154,11 @@ pub(crate) fn plan(
             ..TileMemory::default()
         })
         .collect();
-    let always_live_kind = |t: &Tensor| {
-        matches!(
-            t.kind,
-            TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. }
-        )
-    };
     // Each tile's requests counted first, so that its lists are allocated once at their
     // size (a large CNN has millions of slices).
     let (mut n_persistent, mut n_temps) = (vec![0usize; ntiles], vec![0usize; ntiles]);
     for t in tensors.iter() {
-        let counts = if always_live_kind(t) {
+        let counts = if t.kind.always_live() {
             &mut n_persistent
         } else {
             &mut n_temps
@@ -181,7 +175,7 @@ pub(crate) fn plan(
     let mut liveness = vec![0i128; steps + 1];
     for (ti, t) in tensors.iter().enumerate() {
         let es = t.dtype.size_bytes() as u64;
-        let always = always_live_kind(t);
+        let always = t.kind.always_live();
         let u = usage[ti];
         let (first, last) = (u.first.unwrap_or(0), u.last.unwrap_or(0));
         let mut total = 0u64;

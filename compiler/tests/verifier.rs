@@ -138,7 +138,6 @@ fn every_violation_is_collected_and_the_engine_refuses_them_all() {
 /// disjoint, and never by an always-live tensor; the pass names both tensors and the tile.
 #[test]
 fn the_memory_plan_pass_names_two_live_tensors_that_share_bytes() {
-    use ipusim_compiler::executable::TensorKind;
     use ipusim_exe::memory::Usage;
     let exe = sound();
     // Each tensor live in a step of its own: every plan of the compiler passes.
@@ -157,11 +156,7 @@ fn the_memory_plan_pass_names_two_live_tensors_that_share_bytes() {
             .iter()
             .enumerate()
             .filter(|(_, t)| {
-                let kept = matches!(
-                    t.kind,
-                    TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. }
-                );
-                always == kept && t.slices.iter().any(|s| s.num_elements() > 0)
+                always == t.kind.always_live() && t.slices.iter().any(|s| s.num_elements() > 0)
             })
             .map(|(i, _)| i)
             .collect::<Vec<_>>()

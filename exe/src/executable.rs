@@ -109,6 +109,18 @@ pub enum TensorKind {
     Partials,
 }
 
+impl TensorKind {
+    /// Whether a tensor of this kind holds its bytes for the whole program (variables,
+    /// constants and infeed landing buffers): the memory plan never shares them, and the
+    /// other kinds are temporaries live from their first step to their last.
+    pub fn always_live(&self) -> bool {
+        matches!(
+            self,
+            TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. }
+        )
+    }
+}
+
 /// What a `Variable` or `Constant` tensor holds before the first run. The simulator
 /// materialises it with `ipusim_sim::init` (the same values the reference interpreter starts
 /// from).

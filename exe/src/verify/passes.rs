@@ -283,11 +283,7 @@ pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
     let mut table: Vec<Alloc> = vec![(0, 0, 0, 0, 0); starts[ntiles]];
     let mut fill = starts.clone();
     for (ti, t) in exe.tensors.iter().enumerate() {
-        let always = matches!(
-            t.kind,
-            TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. }
-        );
-        let tag = if always { ALWAYS } else { 0 } | ti as u32;
+        let tag = if t.kind.always_live() { ALWAYS } else { 0 } | ti as u32;
         let u = usage[ti];
         for s in &t.slices {
             let size = sized(t, s);

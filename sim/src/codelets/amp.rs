@@ -240,14 +240,15 @@ fn widen_block(
         (DType::F16, MatrixLayout::Transposed) => {
             // Column `j` of the block is a run of `rows` values in source row `j`: widened a
             // run at a time by the bulk conversion, then placed down the column.
+            const RUN: usize = 256;
             let src = typed::<f16>(bytes)?;
-            let mut wide = [0f32; 256];
+            let mut wide = [0f32; RUN];
             for j in 0..cols {
                 let run = &src[j * stride + first..][..rows];
-                for (c, part) in run.chunks(wide.len()).enumerate() {
+                for (c, part) in run.chunks(RUN).enumerate() {
                     let wide = &mut wide[..part.len()];
                     convert::widen(part, wide);
-                    let i0 = c * 256;
+                    let i0 = c * RUN;
                     for (i, &v) in wide.iter().enumerate() {
                         dst[(i0 + i) * cols + j] = v;
                     }

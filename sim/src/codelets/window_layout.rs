@@ -46,28 +46,14 @@ impl BlockLayout {
     }
 
     /// `dst[logical(i)] = src[i]` for every storage position `i` (positions whose logical
-    /// index falls outside `dst` are dropped): the storage order `[C/g, N, S, g]` walked in
-    /// nested loops, without a division per element.
+    /// index falls outside `dst` are dropped): a whole block as [`BlockLayout::whole`]
+    /// transposes it, any other walked in the storage order `[C/g, N, S, g]` in nested
+    /// loops, without a division per element.
     pub(crate) fn ungroup(&self, src: &[f32], dst: &mut [f32]) {
-        let (g, plane, channels, batch, groups) = self.sizes();
-        // Whole groups, every position present: each (group, image) block is a `plane × g`
-        // matrix stored row-major, transposed into `g` planes of the image.
-        if channels == groups * g
-            && src.len() == dst.len()
-            && src.len() == groups * batch * plane * g
-        {
-            for (b, block) in src.chunks_exact(plane * g).enumerate() {
-                let (cg, n) = (b / batch, b % batch);
-                let base = (n * channels + cg * g) * plane;
-                let planes = &mut dst[base..base + g * plane];
-                for (gi, out) in planes.chunks_exact_mut(plane).enumerate() {
-                    for (s, o) in out.iter_mut().enumerate() {
-                        *o = block[s * g + gi];
-                    }
-                }
-            }
+        if self.whole(src, dst, |part, out| out.copy_from_slice(part)) {
             return;
         }
+        let (g, plane, channels, batch, groups) = self.sizes();
         let mut i = 0;
         'all: for cg in 0..groups {
             for n in 0..batch {
@@ -86,12 +72,19 @@ impl BlockLayout {
         }
     }
 
-    /// [`BlockLayout::ungroup`] of an FP16 block, widened on the way (exact): for whole
-    /// groups with every position present, a `plane × g` block is widened a run of
-    /// positions at a time into a small buffer and transposed from there, so the block is
-    /// read once and each f32 written once. Returns false, writing nothing, for any other
-    /// block (the caller widens it and un-groups it).
+    /// [`BlockLayout::ungroup`] of an FP16 block, widened on the way (exact), for a whole
+    /// block ([`BlockLayout::whole`]). Returns false, writing nothing, for any other block
+    /// (the caller widens it and un-groups it).
     pub(crate) fn ungroup_widen(&self, src: &[half::f16], dst: &mut [f32]) -> bool {
+        self.whole(src, dst, crate::numerics::kernels::convert::widen)
+    }
+
+    /// Un-groups a whole block — whole channel groups, every position present — into `dst`:
+    /// each (group, image) block is a `plane × g` matrix stored row-major, taken a run of
+    /// positions at a time into a small f32 buffer by `load` and transposed from there into
+    /// `g` planes of the image, so the block is read once and each f32 written once.
+    /// Returns false, writing nothing, for any other block.
+    fn whole<T>(&self, src: &[T], dst: &mut [f32], load: impl Fn(&[T], &mut [f32])) -> bool {
         const BUFFER: usize = 1024;
         let (g, plane, channels, batch, groups) = self.sizes();
         if g > BUFFER
@@ -109,7 +102,7 @@ impl BlockLayout {
             let planes = &mut dst[base..base + g * plane];
             for (r, part) in block.chunks(run * g).enumerate() {
                 let wide = &mut wide[..part.len()];
-                crate::numerics::kernels::convert::widen(part, wide);
+                load(part, wide);
                 let (s0, count) = (r * run, part.len() / g);
                 for (gi, out) in planes.chunks_exact_mut(plane).enumerate() {
                     for (s, o) in out[s0..s0 + count].iter_mut().enumerate() {

@@ -205,11 +205,7 @@ impl Liveness {
     /// Whether tensor `t` holds its value after program step `step` ran (always-live
     /// tensors always do; a temporary from its first step to its last).
     pub fn live_at(&self, exe: &Executable, t: usize, step: Option<u32>) -> bool {
-        let always = matches!(
-            exe.tensors[t].kind,
-            TensorKind::Variable | TensorKind::Constant | TensorKind::StreamBuffer { .. }
-        );
-        if always {
+        if exe.tensors[t].kind.always_live() {
             return true;
         }
         match (self.0.get(t).copied().flatten(), step) {

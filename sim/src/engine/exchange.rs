@@ -151,17 +151,15 @@ impl ExchangePlan {
             staging.resize(self.source_bytes, 0);
         }
         let staging = &mut staging[..self.source_bytes];
-        let pool = match workers {
-            Workers::Pool(pool) if self.bytes >= PARALLEL_BYTES => Some(Some(pool)),
-            Workers::Global if self.bytes >= PARALLEL_BYTES => Some(None),
-            _ => None,
-        };
+        let large = self.bytes >= PARALLEL_BYTES;
         let sources: &[TileState] = tiles;
-        match pool {
-            Some(Some(pool)) => pool.install(|| gather_parallel(&self.gather, sources, staging)),
-            Some(None) => gather_parallel(&self.gather, sources, staging),
-            None => gather(&self.gather, sources, staging),
-        }
+        workers.install(large, |parallel| {
+            if parallel {
+                gather_parallel(&self.gather, sources, staging)
+            } else {
+                gather(&self.gather, sources, staging)
+            }
+        });
         let staging = &staging[..];
         let write = |(st, pieces): (&mut TileState, &Vec<Piece>)| {
             let mem = st.mem.bytes_mut();
@@ -170,14 +168,13 @@ impl ExchangePlan {
             }
         };
         let targets = super::steps::select_mut(tiles, &self.dst_tiles);
-        let par = |targets: Vec<&mut TileState>| {
-            targets.into_par_iter().zip(&self.scatter).for_each(write)
-        };
-        match pool {
-            Some(Some(pool)) => pool.install(|| par(targets)),
-            Some(None) => par(targets),
-            None => targets.into_iter().zip(&self.scatter).for_each(write),
-        }
+        workers.install(large, |parallel| {
+            if parallel {
+                targets.into_par_iter().zip(&self.scatter).for_each(write)
+            } else {
+                targets.into_iter().zip(&self.scatter).for_each(write)
+            }
+        });
     }
 }
 

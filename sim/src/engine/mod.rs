@@ -125,6 +125,19 @@ enum Workers {
     Caller,
 }
 
+impl Workers {
+    /// `f(true)` on these workers' threads (inside the dedicated pool, when there is one)
+    /// when `parallel` and there are several, else `f(false)` on the calling thread, with no
+    /// hand-off to a pool.
+    fn install<R: Send>(&self, parallel: bool, f: impl FnOnce(bool) -> R + Send) -> R {
+        match self {
+            Workers::Pool(pool) if parallel => pool.install(|| f(true)),
+            Workers::Global if parallel => f(true),
+            _ => f(false),
+        }
+    }
+}
+
 /// The BSP engine (see the module docs).
 pub struct Engine {
     exe: Arc<Executable>,
@@ -182,7 +195,7 @@ impl Engine {
             return Err(EngineError::Verify(errors));
         }
         let (index, sizes) = TileIndex::new(&exe)?;
-        let pool = match options.threads {
+        let workers = match options.threads {
             Some(1) => Workers::Caller,
             Some(n) => Workers::Pool(
                 rayon::ThreadPoolBuilder::new()
@@ -197,14 +210,10 @@ impl Engine {
         };
         // The plans of the compute sets and exchanges are independent: made on the host
         // threads the engine runs on.
-        let plan = match &pool {
-            Workers::Caller => Plan::new(&exe, &index, &sizes, false),
-            Workers::Pool(p) => p.install(|| Plan::new(&exe, &index, &sizes, true)),
-            Workers::Global => Plan::new(&exe, &index, &sizes, true),
-        }?;
+        let plan = workers.install(true, |parallel| Plan::new(&exe, &index, &sizes, parallel))?;
         let tree = Tree::new(&exe.program, &exe.steps);
         tree.check(&exe)?;
-        let workers = exe.target.worker_contexts.max(1);
+        let contexts = exe.target.worker_contexts.max(1);
         let tiles = sizes
             .iter()
             .enumerate()
@@ -212,7 +221,7 @@ impl Engine {
                 let tile = index.tile(d);
                 TileState {
                     mem: TileMem::zeroed(size),
-                    rngs: (0..workers)
+                    rngs: (0..contexts)
                         .map(|w| SrRng::new(options.seed, exe.tile_index(tile) as u32, w))
                         .collect(),
                     sts: FpSts::empty(),
@@ -222,7 +231,7 @@ impl Engine {
         let mut engine = Engine {
             ctl: options.fp.ctl(true),
             options,
-            workers: pool,
+            workers,
             index,
             tiles,
             plan,

@@ -4,7 +4,7 @@
 
 use super::error::FpExceptionDump;
 use super::memory::{gather, scatter};
-use super::{Engine, EngineError, TileState, Workers};
+use super::{Engine, EngineError, TileState};
 use crate::codelets::{self, Scratch, VertexError, Worker};
 use crate::host::HostIo;
 use crate::numerics::{FpCtl, FpSts};
@@ -187,13 +187,15 @@ impl Engine {
         };
         let states = select_mut(&mut self.tiles, &plan.dense);
         let parallel = plan.on_pool();
-        let outcomes: Vec<TileOutcome> = match &self.workers {
-            Workers::Pool(pool) if parallel => pool.install(|| par_run(&run, cs, states)),
-            Workers::Global if parallel => par_run(&run, cs, states),
-            _ => (cs.tiles.iter().zip(states))
-                .map(|(w, st)| run_tile(&run, w, st))
-                .collect(),
-        };
+        let outcomes: Vec<TileOutcome> = self.workers.install(parallel, |parallel| {
+            if parallel {
+                par_run(&run, cs, states)
+            } else {
+                (cs.tiles.iter().zip(states))
+                    .map(|(w, st)| run_tile(&run, w, st))
+                    .collect()
+            }
+        });
         let mut fault = None;
         for (i, o) in outcomes.into_iter().enumerate() {
             let tile = cs.tiles[i].tile;

@@ -117,15 +117,21 @@ fn div_wide_with(x: f64, y: f64, r: &Rounding, draw: Option<u32>) -> (f16, FpSts
     if y == 0.0 && x.is_finite() && x != 0.0 {
         return (F16_NAN, FpSts::DIV0);
     }
-    let q = x / y;
+    let (q, side) = quotient(x, y);
     let tail = if q.is_finite() && q != 0.0 {
-        // x − q·y exactly; the exact quotient is q + residual/y.
-        let residual = (-q).mul_add(y, x);
-        Tail::of(residual * y.signum())
+        Tail::of(side)
     } else {
         Tail::Exact
     };
     r.round_f16_with(q, tail, draw)
+}
+
+/// `x / y` in f64 and a value whose sign is the side of the exact quotient from it: the
+/// residual `x − q·y` is exact through an FMA, and the exact quotient is `q + residual/y`.
+#[inline(always)]
+pub(crate) fn quotient(x: f64, y: f64) -> (f64, f64) {
+    let q = x / y;
+    (q, (-q).mul_add(y, x) * y.signum())
 }
 
 /// `x + y` rounded once to FP16, for any finite or infinite `f64` values (the exact sum is

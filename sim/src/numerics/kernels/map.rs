@@ -150,7 +150,8 @@ pub fn binary_f16(
 enum ExactOp {
     /// `x + s·y` ([`fp16::scaled_add`]): `s·y` is exact in f64, TwoSum gives the pair.
     ScaledAdd(f32),
-    /// `x / y` ([`fp16::div`]): the quotient and its FMA residual `x − q·y`, signed by `y`.
+    /// `x / y` ([`fp16::div`]): the quotient and the side of the exact one
+    /// ([`fp16::quotient`]).
     Quotient,
 }
 
@@ -159,10 +160,7 @@ impl ExactOp {
     fn pair(self, x: f64, y: f64) -> (f64, f64) {
         match self {
             ExactOp::ScaledAdd(s) => two_sum(x, f64::from(s) * y),
-            ExactOp::Quotient => {
-                let q = x / y;
-                (q, (-q).mul_add(y, x) * y.signum())
-            }
+            ExactOp::Quotient => fp16::quotient(x, y),
         }
     }
 
