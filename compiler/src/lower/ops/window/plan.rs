@@ -13,17 +13,19 @@
 //! splits fall on whole channel groups of the operands they cut, so that a block's part of a
 //! feature map is a few contiguous regions (`[C/g][rows][W][g]` runs).
 //!
-//! The plan of fewest estimated cycles is kept among those whose per-tile operand and output
-//! bytes fit in the op's memory proportion (`CompileOptions::memory_proportion`: its own
+//! The plan of fewest estimated cycles is kept among those whose per-tile peak bytes (a
+//! block's operands and output, or a split reduction's partials and the partials it receives
+//! to sum) fit in the op's memory proportion (`CompileOptions::memory_proportion`: its own
 //! entry, else the program's `available_memory_proportion`); when none fits, the one of
 //! fewest bytes (the memory plan then reports the out-of-memory tiles). A candidate's cost is
-//! the registry's estimate of its first (largest) block's vertex group
+//! its slowest block's (the compute set waits for its slowest tile; a block at the edge of a
+//! padded field skips taps): the registry's estimate of the block's vertex group
 //! (`ipusim_exe::cycles::window`, the function that charges the built vertices) plus its
 //! operand bytes at the exchange rate, [`REGION_CYCLES`] per exchange region its operands
 //! need, and for a split reduction the partials' exchange and sum (our proxy).
 
 use super::block::{
-    block_params, col_extent, first_range, operand_ranges, output_ranges, pool_width,
+    block_params, col_extent, first_range, operand_ranges, output_ranges, pool_width, ranges,
     reduction_extent, span, Block, Groups, Kind, Split,
 };
 use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowPass};
@@ -221,32 +223,82 @@ fn search(target: &Target, pr: &Problem, tiles: u32, budget: u64) -> Split {
     )
 }
 
-/// The planner's cost of a split: its cycles (the registry's estimate of the first,
-/// largest block's vertex group, plus the proxy's exchange of its operand bytes, the
-/// exchange regions its operands and output are cut into, and for a split reduction the
-/// partials' exchange and sum) and the first block's operand and output bytes.
+/// The planner's cost of a split: the cycles of its slowest block (the registry's estimate
+/// of the block's vertex group, plus the proxy's exchange of its operand bytes, the exchange
+/// regions its operands and output are cut into, and for a split reduction the partials'
+/// exchange and sum) and the most operand and output bytes a block needs. A compute set
+/// takes as long as its slowest tile, and a block at the edge of a padded field skips the
+/// kernel taps that fall in the padding: the blocks weighed are the first, the middle and
+/// the last along each spatial dimension the split cuts (an interior block reads every tap;
+/// the last may be smaller), with the first (largest) range of every other dimension. A
+/// block's bytes are its peak: its operands and output while its vertices run, or for a
+/// split reduction its partials and the partials it receives to sum, whichever is more.
 fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
+    let (kind, g, gr) = (pr.kind, pr.geometry, pr.groups);
+    let (gc, gro, gred) = gr.granularity(kind);
+    let e = pr.extents;
+    // First, middle and last of the `n` ranges of `d` (distinct).
+    let picks = |d: u32, n: u32, gran: u32| {
+        let r = ranges(d, n, gran);
+        let mut out: Vec<(u32, u32)> = [0, r.len() / 2, r.len().saturating_sub(1)]
+            .iter()
+            .filter_map(|&i| r.get(i).copied())
+            .collect();
+        out.dedup();
+        if out.is_empty() {
+            out.push((0, 0));
+        }
+        out
+    };
+    let cols = match col_extent(kind, g) {
+        0 => vec![(0, pool_width(kind, g))],
+        w => picks(w, s.cols, 1),
+    };
+    let red_extent = reduction_extent(kind, g);
+    // The weight gradient's field rows are its reduction; the other passes' are `rows`.
+    let (rows, reds) = match kind {
+        Kind::Conv(WindowPass::WeightGrad) => (
+            vec![first_range(e.2, s.rows, gro)],
+            picks(red_extent, s.red.max(1), gred),
+        ),
+        _ => (
+            picks(e.2, s.rows, gro),
+            vec![first_range(red_extent, s.red.max(1), gred)],
+        ),
+    };
+    let (batch, channels) = (
+        first_range(e.0, s.batch, 1),
+        first_range(e.1, s.channels, gc),
+    );
+    let mut worst = (0u64, 0u64);
+    for &r in &rows {
+        for &c in &cols {
+            for &red in &reds {
+                let b = Block {
+                    group: 0,
+                    batch,
+                    channels,
+                    rows: r,
+                    cols: c,
+                    red,
+                };
+                let (cycles, bytes) = block_cost(target, pr, s, &b);
+                worst = (worst.0.max(cycles), worst.1.max(bytes));
+            }
+        }
+    }
+    worst
+}
+
+/// [`cost`] of one block of split `s`: its cycles and its peak bytes.
+fn block_cost(target: &Target, pr: &Problem, s: Split, first: &Block) -> (u64, u64) {
     let (kind, g, gr) = (pr.kind, pr.geometry, pr.groups);
     let es = pr.input.size_bytes() as u64;
     let ps = pr.partials.size_bytes() as u64;
     let xbw = u64::from(target.exchange_bytes_per_cycle.max(1));
-    let (gc, gro, gred) = gr.granularity(kind);
-    let e = pr.extents;
-    let cols = match col_extent(kind, g) {
-        0 => (0, pool_width(kind, g)),
-        w => first_range(w, s.cols, 1),
-    };
-    let first = Block {
-        group: 0,
-        batch: first_range(e.0, s.batch, 1),
-        channels: first_range(e.1, s.channels, gc),
-        rows: first_range(e.2, s.rows, gro),
-        cols,
-        red: first_range(reduction_extent(kind, g), s.red.max(1), gred),
-    };
     let amp = target.amp(pr.input, pr.partials);
     let pass = pass_channels(s.method, amp.input_channels, first.red);
-    let mut params = block_params(kind, g, &first, pass, gr);
+    let mut params = block_params(kind, g, first, pass, gr);
     params.units = match kind {
         Kind::Conv(WindowPass::WeightGrad) => (0, span(first.channels)),
         _ => (0, span(first.batch) * span(first.channels)),
@@ -257,8 +309,8 @@ fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
     let out_elems = lens.last().copied().unwrap_or(0);
     let out_bytes = out_elems * if reduce { ps } else { es };
     // The exchange regions of the block: its operands' runs and its output's.
-    let (ra, rb) = operand_ranges(kind, g, &first, &params, gr);
-    let regions = (ra.len() + rb.len() + output_ranges(kind, g, &first, gr).len()) as u64;
+    let (ra, rb) = operand_ranges(kind, g, first, &params, gr);
+    let regions = (ra.len() + rb.len() + output_ranges(kind, g, first, gr).len()) as u64;
     // The summation of split partials: they cross the exchange and are summed (our proxy).
     let parts = match kind {
         Kind::Conv(WindowPass::WeightGrad) => {
@@ -273,7 +325,13 @@ fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
         .saturating_add(input_bytes / xbw)
         .saturating_add(sum)
         .saturating_add(regions.saturating_mul(REGION_CYCLES));
-    (cycles, input_bytes + out_bytes * (1 + u64::from(reduce)))
+    // The block's peak bytes: its operands and its output while the vertex runs; a split
+    // reduction's partials then meet the chunks sent to be summed with them (about as many
+    // bytes), once the operands are dead. PopLibs' `ConvModel.cpp` sums the temporaries
+    // alive at the same time, the maximum of the convolution's and the reduction's
+    // (`e.totalTempBytes`).
+    let peak = (input_bytes + out_bytes).max(if reduce { 2 * out_bytes } else { 0 });
+    (cycles, peak)
 }
 
 /// The proxy's cycles of summing `parts` partial blocks of `out_elems` elements of `ps`
@@ -303,8 +361,10 @@ fn split_sum_cycles(out_elems: u64, parts: u64, ps: u64, xbw: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowPass};
-    use crate::lower::ops::window::block::{block_params, plane_rect, ranges, Block, Groups, Kind};
-    use crate::lower::ops::window::plan::{candidates, pass_channels};
+    use crate::lower::ops::window::block::{
+        block_params, blocks, extents, plane_rect, ranges, Block, Groups, Kind, Split,
+    };
+    use crate::lower::ops::window::plan::{block_cost, candidates, cost, pass_channels, Problem};
     use crate::target::Target;
     use ipusim_exe::cycles::window::window_group_cycles;
     use ipusim_ir::DType;
@@ -424,6 +484,96 @@ mod tests {
         // Row-major (group 1): one run per image and channel, image-major.
         let r = plane_rect(((0, 2), (1, 3)), ((0, 2), (0, 2)), (4, 64, 2, 2), 1);
         assert_eq!(r, vec![(4, 8), ((64 + 1) * 4, 8)]);
+    }
+
+    #[test]
+    fn a_split_costs_as_its_slowest_block() {
+        // Padded fields whose edge blocks skip the taps in the padding: a 3x3 stride-2
+        // convolution of a 4x4 field (ResNet's layer4 at 64x64 images) cut in two row
+        // blocks, the 7x7 stride-2 stem cut in four, and the weight gradient of the first
+        // with its field rows (its reduction) cut in two. Each pass's cost is its slowest
+        // block's, never less: the plan is weighed by the tile that holds up the compute set.
+        let target = Target::mk2();
+        let geometry = |c, f, o, k: u32, pad| WindowGeometry {
+            n: 4,
+            c,
+            h: f,
+            w: f,
+            o,
+            kh: k,
+            kw: k,
+            stride: [2, 2],
+            padding: [pad; 4],
+            dilation: [1, 1],
+            groups: 1,
+            oh: (f + 2 * pad - k) / 2 + 1,
+            ow: (f + 2 * pad - k) / 2 + 1,
+        };
+        let cases = [
+            (
+                geometry(64, 4, 64, 3, 1),
+                WindowPass::Forward,
+                (1, 1, 2, 1, 1),
+            ),
+            (
+                geometry(16, 32, 16, 7, 3),
+                WindowPass::Forward,
+                (1, 1, 4, 1, 1),
+            ),
+            (
+                geometry(16, 32, 16, 7, 3),
+                WindowPass::InputGrad,
+                (1, 1, 4, 1, 1),
+            ),
+            (
+                geometry(64, 4, 64, 3, 1),
+                WindowPass::WeightGrad,
+                (1, 1, 1, 1, 2),
+            ),
+        ];
+        let gr = Groups {
+            x: 8,
+            aux: 8,
+            out: 8,
+        };
+        let mut edge_lighter = false;
+        for (g, pass, (batch, channels, rows, cols, red)) in cases {
+            let kind = Kind::Conv(pass);
+            let codelet = Codelet::Conv {
+                pass,
+                input: DType::F16,
+                partials: DType::F32,
+                output: DType::F16,
+                method: ConvMethod::Amp,
+            };
+            let pr = Problem {
+                kind,
+                codelet: &codelet,
+                geometry: &g,
+                groups: gr,
+                input: DType::F16,
+                partials: DType::F32,
+                extents: extents(kind, &g),
+            };
+            let s = Split {
+                batch,
+                channels,
+                rows,
+                cols,
+                red,
+                method: ConvMethod::Amp,
+            };
+            let all: Vec<(u64, u64)> = blocks(1, (kind, gr), &g, pr.extents, s)
+                .iter()
+                .map(|b| block_cost(&target, &pr, s, b))
+                .collect();
+            let slowest = all.iter().map(|c| c.0).max().unwrap();
+            let fullest = all.iter().map(|c| c.1).max().unwrap();
+            assert_eq!(cost(&target, &pr, s), (slowest, fullest), "{pass:?} {g:?}");
+            edge_lighter |= all[0].0 < slowest;
+        }
+        // The first block is not always the slowest (the reason the costing looks further).
+        assert!(edge_lighter);
     }
 
     #[test]
