@@ -237,13 +237,24 @@ fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
     let (kind, g, gr) = (pr.kind, pr.geometry, pr.groups);
     let (gc, gro, gred) = gr.granularity(kind);
     let e = pr.extents;
-    // First, middle and last of the `n` ranges of `d` (distinct).
+    // Blocks of a valid (unpadded) forward pass, weight gradient or pool read every tap
+    // wherever they are, so the first (largest) is the slowest; a gradient's transposed
+    // window reads fewer taps near the field's edges whatever the padding.
+    let edges = g.padding != [0; 4]
+        || !matches!(
+            kind,
+            Kind::Conv(WindowPass::Forward | WindowPass::WeightGrad) | Kind::Pool { grad: false }
+        );
+    // First, middle and last of the `n` ranges of `d` (distinct; the first alone without
+    // edges).
     let picks = |d: u32, n: u32, gran: u32| {
         let r = ranges(d, n, gran);
-        let mut out: Vec<(u32, u32)> = [0, r.len() / 2, r.len().saturating_sub(1)]
-            .iter()
-            .filter_map(|&i| r.get(i).copied())
-            .collect();
+        let at: &[usize] = if edges {
+            &[0, r.len() / 2, r.len().saturating_sub(1)]
+        } else {
+            &[0]
+        };
+        let mut out: Vec<(u32, u32)> = at.iter().filter_map(|&i| r.get(i).copied()).collect();
         out.dedup();
         if out.is_empty() {
             out.push((0, 0));
