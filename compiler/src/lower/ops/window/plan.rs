@@ -226,7 +226,7 @@ fn search(target: &Target, pr: &Problem, tiles: u32, budget: u64) -> Split {
 /// The planner's cost of a split: the cycles of its slowest block (the registry's estimate
 /// of the block's vertex group, plus the proxy's exchange of its operand bytes, the exchange
 /// regions its operands and output are cut into, and for a split reduction the partials'
-/// exchange and sum) and the most operand and output bytes a block needs. A compute set
+/// exchange and sum) and the most bytes a block needs at its peak. A compute set
 /// takes as long as its slowest tile, and a block at the edge of a padded field skips the
 /// kernel taps that fall in the padding: the blocks weighed are the first, the middle and
 /// the last along each spatial dimension the split cuts (an interior block reads every tap;
@@ -302,17 +302,17 @@ fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
 }
 
 /// [`cost`] of one block of split `s`: its cycles and its peak bytes.
-fn block_cost(target: &Target, pr: &Problem, s: Split, first: &Block) -> (u64, u64) {
+fn block_cost(target: &Target, pr: &Problem, s: Split, block: &Block) -> (u64, u64) {
     let (kind, g, gr) = (pr.kind, pr.geometry, pr.groups);
     let es = pr.input.size_bytes() as u64;
     let ps = pr.partials.size_bytes() as u64;
     let xbw = u64::from(target.exchange_bytes_per_cycle.max(1));
     let amp = target.amp(pr.input, pr.partials);
-    let pass = pass_channels(s.method, amp.input_channels, first.red);
-    let mut params = block_params(kind, g, first, pass, gr);
+    let pass = pass_channels(s.method, amp.input_channels, block.red);
+    let mut params = block_params(kind, g, block, pass, gr);
     params.units = match kind {
-        Kind::Conv(WindowPass::WeightGrad) => (0, span(first.channels)),
-        _ => (0, span(first.batch) * span(first.channels)),
+        Kind::Conv(WindowPass::WeightGrad) => (0, span(block.channels)),
+        _ => (0, span(block.batch) * span(block.channels)),
     };
     let lens = params.operand_lens(pr.codelet).unwrap_or_default();
     let reduce = s.reduces(kind);
@@ -320,8 +320,8 @@ fn block_cost(target: &Target, pr: &Problem, s: Split, first: &Block) -> (u64, u
     let out_elems = lens.last().copied().unwrap_or(0);
     let out_bytes = out_elems * if reduce { ps } else { es };
     // The exchange regions of the block: its operands' runs and its output's.
-    let (ra, rb) = operand_ranges(kind, g, first, &params, gr);
-    let regions = (ra.len() + rb.len() + output_ranges(kind, g, first, gr).len()) as u64;
+    let (ra, rb) = operand_ranges(kind, g, block, &params, gr);
+    let regions = (ra.len() + rb.len() + output_ranges(kind, g, block, gr).len()) as u64;
     // The summation of split partials: they cross the exchange and are summed (our proxy).
     let parts = match kind {
         Kind::Conv(WindowPass::WeightGrad) => {
@@ -520,27 +520,18 @@ mod tests {
             oh: (f + 2 * pad - k) / 2 + 1,
             ow: (f + 2 * pad - k) / 2 + 1,
         };
+        let (layer4, stem) = (geometry(64, 4, 64, 3, 1), geometry(16, 32, 16, 7, 3));
+        // Unpadded (valid) windows, where only the first block is costed: a 1x1 stride-2
+        // downsample cut in two row blocks, a 3x3 weight gradient with its 5 field rows cut
+        // in three (blocks of 2, 2 and 1 rows).
+        let (downsample, valid) = (geometry(64, 4, 64, 1, 0), geometry(16, 11, 16, 3, 0));
         let cases = [
-            (
-                geometry(64, 4, 64, 3, 1),
-                WindowPass::Forward,
-                (1, 1, 2, 1, 1),
-            ),
-            (
-                geometry(16, 32, 16, 7, 3),
-                WindowPass::Forward,
-                (1, 1, 4, 1, 1),
-            ),
-            (
-                geometry(16, 32, 16, 7, 3),
-                WindowPass::InputGrad,
-                (1, 1, 4, 1, 1),
-            ),
-            (
-                geometry(64, 4, 64, 3, 1),
-                WindowPass::WeightGrad,
-                (1, 1, 1, 1, 2),
-            ),
+            (layer4, WindowPass::Forward, (1, 1, 2, 1, 1)),
+            (stem, WindowPass::Forward, (1, 1, 4, 1, 1)),
+            (stem, WindowPass::InputGrad, (1, 1, 4, 1, 1)),
+            (layer4, WindowPass::WeightGrad, (1, 1, 1, 1, 2)),
+            (downsample, WindowPass::Forward, (1, 1, 2, 1, 1)),
+            (valid, WindowPass::WeightGrad, (1, 1, 1, 1, 3)),
         ];
         let gr = Groups {
             x: 8,
