@@ -219,20 +219,6 @@ fn widen_block(
     cols: usize,
     dst: &mut [f32],
 ) -> Result<(), EngineError> {
-    fn transposed<T: Copy>(
-        src: &[T],
-        stride: usize,
-        first: usize,
-        cols: usize,
-        dst: &mut [f32],
-        widen: impl Fn(T) -> f32,
-    ) {
-        for (i, row) in dst.chunks_exact_mut(cols.max(1)).enumerate() {
-            for (j, d) in row.iter_mut().enumerate() {
-                *d = widen(src[j * stride + first + i]);
-            }
-        }
-    }
     let range = first * cols..(first + rows) * cols;
     match (input, layout) {
         (DType::F16, MatrixLayout::RowMajor) => convert::widen(&typed::<f16>(bytes)?[range], dst),
@@ -256,7 +242,12 @@ fn widen_block(
             }
         }
         (_, MatrixLayout::Transposed) => {
-            transposed(typed::<f32>(bytes)?, stride, first, cols, dst, |x| x)
+            let src = typed::<f32>(bytes)?;
+            for (i, row) in dst.chunks_exact_mut(cols.max(1)).enumerate() {
+                for (j, d) in row.iter_mut().enumerate() {
+                    *d = src[j * stride + first + i];
+                }
+            }
         }
     }
     Ok(())

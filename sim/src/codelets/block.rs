@@ -428,18 +428,19 @@ fn reduce_f32(
     };
     // Sums of rows that stay finite raise no flag: tried first in place, row after row, and
     // the group summed again by the flag-checking path when a value is not finite.
-    let optimistic = !cx.checking() && op != ArithOp::Max;
+    let passes: &[bool] = if !cx.checking() && op != ArithOp::Max {
+        &[true, false]
+    } else {
+        &[false]
+    };
     for g in 0..p.groups as usize {
         let at = |offset: usize| g * count * width + offset + c0;
-        for in_place in [true, false] {
-            if in_place && !optimistic {
-                continue;
-            }
+        for &in_place in passes {
             load(at(0), acc);
             if square {
                 squared(acc, g * cols, cx)?;
             }
-            let mut finite = acc.iter().all(|v| v.is_finite());
+            let mut finite = in_place && acc.iter().all(|v| v.is_finite());
             for (i, offset) in p.row_offsets().enumerate().skip(1) {
                 if in_place && !finite {
                     break;
