@@ -30,10 +30,15 @@ pub struct ConvLayerReport {
     /// whose field splits count in `reduction_split`, and for pools).
     #[serde(default = "one")]
     pub column_split: u32,
+    /// Serial phases over the output channels (PopLibs' `outChanSplit.serial`): the pass
+    /// ran as this many compute sets one after the other (`NAME/serialP`), each partitioned
+    /// as `partition` over its range of the channels; 1 when not split serially.
+    #[serde(default = "one")]
+    pub serial_split: u32,
     /// Tiles with work.
     pub tiles: u32,
     /// Cycles of one execution (one micro-batch; a split reduction: its partials, not their
-    /// summation).
+    /// summation; a serial split: every phase's).
     pub cycles: u64,
     /// FLOPs of one execution (2 per multiply-accumulate; 0 for pools).
     pub flops: u64,
@@ -144,13 +149,37 @@ pub(crate) fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
             }
             _ => 0.0,
         };
+        let (name, phase) = serial_phase(&cs.name);
+        // A serial split's later phases join its first's row: their cycles and their share
+        // of the tile-cycles the AMP fraction is over.
+        if let Some(prev) = rows.last_mut().filter(|r: &&mut ConvLayerReport| {
+            phase > 0 && r.name == name && r.pass == pass && r.serial_split == phase
+        }) {
+            let tile_cycles = |tiles: u32, cycles: u64| f64::from(tiles) * cycles as f64;
+            let before = prev.flops as f64 / prev.amp_fraction.max(f64::MIN_POSITIVE);
+            let added = match amp_types {
+                Some((input, partials)) => {
+                    2.0 * f64::from(exe.target.amp(input, partials).macs_per_cycle())
+                        * tile_cycles(cs.tiles.len() as u32, cycles)
+                }
+                None => 0.0,
+            };
+            prev.serial_split += 1;
+            prev.tiles = prev.tiles.max(cs.tiles.len() as u32);
+            prev.cycles += cycles;
+            if prev.amp_fraction > 0.0 && before + added > 0.0 {
+                prev.amp_fraction = prev.flops as f64 / (before + added);
+            }
+            continue;
+        }
         rows.push(ConvLayerReport {
-            name: cs.name.clone(),
+            name,
             pass,
             vertex: vertex.to_string(),
             partition,
             reduction_split,
             column_split,
+            serial_split: 1,
             tiles: cs.tiles.len() as u32,
             cycles,
             flops,
@@ -158,4 +187,20 @@ pub(crate) fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
         });
     }
     rows
+}
+
+/// A compute set's layer name and serial phase: `NAME/serialP[/partials]` is phase `P` of
+/// `NAME[/partials]`; any other name is phase 0 of itself.
+fn serial_phase(name: &str) -> (String, u32) {
+    let parsed = name.rsplit_once("/serial").and_then(|(base, rest)| {
+        let (digits, tail) = rest.split_once('/').map_or((rest, ""), |(d, t)| (d, t));
+        let phase = digits.parse::<u32>().ok()?;
+        let tail = if tail.is_empty() {
+            String::new()
+        } else {
+            format!("/{tail}")
+        };
+        Some((format!("{base}{tail}"), phase))
+    });
+    parsed.unwrap_or_else(|| (name.to_string(), 0))
 }

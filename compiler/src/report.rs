@@ -558,12 +558,21 @@ impl CompileReport {
                     truncate(&c.name, 36),
                     c.pass,
                     c.vertex,
-                    format!("{g}x{n}x{ch}x{r}x{w}"),
+                    match c.serial_split {
+                        1 => format!("{g}x{n}x{ch}x{r}x{w}"),
+                        k => format!("{g}x{n}x{ch}x{r}x{w} s{k}"),
+                    },
                     c.reduction_split,
                     c.tiles,
                     group(c.cycles),
                     group(c.flops),
                     100.0 * c.amp_fraction
+                );
+            }
+            if self.convolutions.iter().any(|c| c.serial_split > 1) {
+                let _ = writeln!(
+                    s,
+                    "(sN: the pass ran in N serial phases over its output channels, each partitioned as shown; its cycles are all of them)"
                 );
             }
         }

@@ -197,6 +197,18 @@ fn max_pool_takes_the_window_maximum_and_skips_padding() {
 /// Compiles `op` over variables of `inputs` for an Mk2 of `tiles` tiles, runs it on the
 /// engine and returns its value and the reduction splits of its convolution rows.
 fn run_on_engine(op: Op, inputs: &[(&[usize], &[f32])], tiles: u32) -> (Vec<f64>, Vec<u32>) {
+    let (values, rows) = run_on_engine_with(op, inputs, tiles, None);
+    (values, rows.iter().map(|c| c.reduction_split).collect())
+}
+
+/// [`run_on_engine`] with the op's memory proportion if given: its value and its
+/// convolution rows, the engine's executed cycles checked against the static estimate.
+fn run_on_engine_with(
+    op: Op,
+    inputs: &[(&[usize], &[f32])],
+    tiles: u32,
+    proportion: Option<f64>,
+) -> (Vec<f64>, Vec<ipusim_compiler::conv_report::ConvLayerReport>) {
     use ipusim_compiler::{compile, CompileOptions, CompileReport, Target};
     use ipusim_sim::host::QueueHost;
     use ipusim_sim::Engine;
@@ -205,13 +217,14 @@ fn run_on_engine(op: Op, inputs: &[(&[usize], &[f32])], tiles: u32) -> (Vec<f64>
     let g = b.finish();
     let mut target = Target::mk2();
     target.tiles = tiles;
-    let exe = compile(&g, &target, &CompileOptions::default()).unwrap();
+    let mut options = CompileOptions::default();
+    if let Some(p) = proportion {
+        options.memory_proportions.insert("y".into(), p);
+    }
+    let exe = compile(&g, &target, &options).unwrap();
     let report = CompileReport::new("split", None, &exe);
-    let splits = report
-        .convolutions
-        .iter()
-        .map(|c| c.reduction_split)
-        .collect();
+    let splits = report.convolutions.clone();
+    let estimate = exe.estimate.total_cycles;
     let mut engine = Engine::new(std::sync::Arc::new(exe), Default::default()).unwrap();
     for (i, (s, v)) in inputs.iter().enumerate() {
         let t = Tensor::f32(Shape::new(s.to_vec()), v.to_vec()).unwrap();
@@ -219,6 +232,11 @@ fn run_on_engine(op: Op, inputs: &[(&[usize], &[f32])], tiles: u32) -> (Vec<f64>
     }
     let mut host = QueueHost::new();
     engine.run(&mut host).unwrap();
+    assert_eq!(
+        engine.cycle(),
+        estimate,
+        "executed cycles against the static estimate"
+    );
     let bytes = &host.outfeeds["y"][0];
     let values = bytes
         .chunks(4)
@@ -281,6 +299,75 @@ fn split_reductions_on_the_engine_equal_the_textbook_definition() {
         splits[0] > 1,
         "the input-gradient reduction was not split: {splits:?}"
     );
+    assert_eq!(got, expected);
+}
+
+/// A convolution given too little memory for any parallel split runs in serial phases over
+/// its output channels (PopLibs' `outChanSplit.serial`): the forward pass and the weight
+/// gradient so planned give the textbook values exactly (small integers) and run the
+/// cycles the compiler estimated.
+#[test]
+fn serial_splits_on_the_engine_equal_the_textbook_definition() {
+    let mut rng = Pcg32::seed_from_u64(12);
+    // Forward: 32 input channels into 64 outputs of 3x3 (3x3 kernel, padding 1) on 16
+    // tiles, with 0.2% of a tile (1,277 bytes) for the op.
+    let g = Geometry {
+        x: [1, 32, 3, 3],
+        w: [64, 32, 3, 3],
+        stride: [1, 1],
+        padding: [1, 1, 1, 1],
+        dilation: [1, 1],
+        groups: 1,
+    };
+    let x = small_ints(&mut rng, g.x.iter().product());
+    let w = small_ints(&mut rng, g.w.iter().product());
+    let op = Op::Conv2d {
+        stride: vec![],
+        padding: g.padding.to_vec(),
+        dilation: vec![],
+        groups: 1,
+    };
+    let (_, expected) = direct(&g, &x, &w);
+    let inputs: [(&[usize], &[f32]); 2] = [(&g.x, &x), (&g.w, &w)];
+    let (got, rows) = run_on_engine_with(op.clone(), &inputs, 16, Some(0.002));
+    assert!(rows[0].serial_split > 1, "{rows:?}");
+    assert_eq!(got, expected);
+    // With the default proportion the same pass is one phase.
+    let (got, rows) = run_on_engine_with(op, &inputs, 16, None);
+    assert_eq!(rows[0].serial_split, 1, "{rows:?}");
+    assert_eq!(got, expected);
+    // Weight gradient of the same convolution: dw[o, c, p, q] = sum over the field of
+    // dy[o, i, j] x[c, i + p - 1, j + q - 1].
+    let dy = small_ints(&mut rng, 64 * 9);
+    let mut expected = Vec::with_capacity(64 * 32 * 9);
+    for o in 0..64 {
+        for c in 0..32 {
+            for p in 0..3i32 {
+                for q in 0..3i32 {
+                    let mut sum = 0.0f64;
+                    for i in 0..3i32 {
+                        for j in 0..3i32 {
+                            let (r, col) = (i + p - 1, j + q - 1);
+                            if (0..3).contains(&r) && (0..3).contains(&col) {
+                                sum += f64::from(dy[o * 9 + (i * 3 + j) as usize])
+                                    * f64::from(x[c * 9 + (r * 3 + col) as usize]);
+                            }
+                        }
+                    }
+                    expected.push(sum);
+                }
+            }
+        }
+    }
+    let op = Op::Conv2dWeightGrad {
+        stride: vec![],
+        padding: g.padding.to_vec(),
+        dilation: vec![],
+        groups: 1,
+        kernel_size: vec![3, 3],
+    };
+    let (got, rows) = run_on_engine_with(op, &[(&g.x, &x), (&[1, 64, 3, 3], &dy)], 16, Some(0.002));
+    assert!(rows[0].serial_split > 1, "{rows:?}");
     assert_eq!(got, expected);
 }
 

@@ -90,6 +90,11 @@ pub(super) struct Split {
     pub red: u32,
     /// The vertex of every block (pools and the weight gradient: the AMP's, unused).
     pub method: ConvMethod,
+    /// Serial phases over the output channels (PopLibs' `outChanSplit.serial`): the pass runs
+    /// as this many compute sets one after the other, each computing a range of the output
+    /// channels split `channels` ways over the same tiles, so that a phase's temporaries are
+    /// dead before the next phase's are made. 1 for pools.
+    pub serial: u32,
 }
 
 impl Split {
@@ -155,15 +160,20 @@ pub(super) fn first_range(d: u32, n: u32, gran: u32) -> (u32, u32) {
     ranges(d, n, gran).first().copied().unwrap_or((0, 0))
 }
 
-/// The blocks of a split, in block order (group, batch, channels, rows, columns,
-/// reduction).
-pub(super) fn blocks(
+/// The output-channel ranges of a split's serial phases ([`Split::serial`]).
+pub(super) fn phases(kind: Kind, gr: Groups, e: (u32, u32, u32), s: Split) -> Vec<(u32, u32)> {
+    ranges(e.1, s.serial, gr.granularity(kind).0)
+}
+
+/// The blocks of each serial phase of a split ([`Split::serial`]), each phase's in block
+/// order (group, batch, channels, rows, columns, reduction): a phase's output channels are split `s.channels` ways within its range.
+pub(super) fn phase_blocks(
     groups: u32,
     (kind, gr): (Kind, Groups),
     g: &WindowGeometry,
     e: (u32, u32, u32),
     s: Split,
-) -> Vec<Block> {
+) -> Vec<Vec<Block>> {
     let (gc, gro, gred) = gr.granularity(kind);
     let red = reduction_extent(kind, g);
     let cols = match col_extent(kind, g) {
@@ -176,25 +186,30 @@ pub(super) fn blocks(
         ranges(red, s.red, gred)
     };
     let mut out = Vec::new();
-    for group in 0..groups {
-        for &batch in &ranges(e.0, s.batch, 1) {
-            for &channels in &ranges(e.1, s.channels, gc) {
-                for &rows in &ranges(e.2, s.rows, gro) {
-                    for &cols in &cols {
-                        for &red in &parts {
-                            out.push(Block {
-                                group,
-                                batch,
-                                channels,
-                                rows,
-                                cols,
-                                red,
-                            });
+    for phase in phases(kind, gr, e, s) {
+        let mut blocks = Vec::new();
+        for group in 0..groups {
+            for &batch in &ranges(e.0, s.batch, 1) {
+                for &(c0, c1) in &ranges(span(phase), s.channels, gc) {
+                    let channels = (phase.0 + c0, phase.0 + c1);
+                    for &rows in &ranges(e.2, s.rows, gro) {
+                        for &cols in &cols {
+                            for &red in &parts {
+                                blocks.push(Block {
+                                    group,
+                                    batch,
+                                    channels,
+                                    rows,
+                                    cols,
+                                    red,
+                                });
+                            }
                         }
                     }
                 }
             }
         }
+        out.push(blocks);
     }
     out
 }

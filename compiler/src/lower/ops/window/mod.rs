@@ -15,9 +15,14 @@
 //! those tiles ([`weight_layout`]). A split reduction's partials are summed in PopLibs'
 //! stages (`lower::kit::split_sum::sum_split`).
 //!
-//! Not yet done (the closing note of the CNN issue lists them): serial splits, PopLibs'
-//! transforms (`expandDims` for the 3-channel stem), the VMAC vertex; more convolution
-//! groups than tiles is refused. The forward pass weighs the AMP's nx1 vertex against the
+//! When no split fits the op's memory proportion, the planner runs the pass in serial
+//! phases over its output channels (PopLibs' `outChanSplit.serial`): each phase a compute
+//! set (and its reduction) named `NAME/serialP`, on the same tiles, its staging and partials
+//! dead before the next phase's are made.
+//!
+//! Not yet done (the closing note of the CNN issue lists them): PopLibs' transforms
+//! (`expandDims` for the 3-channel stem), the VMAC vertex, serial splits of the input
+//! channels (`inChanSplit.serial`); more convolution groups than tiles is refused. The forward pass weighs the AMP's nx1 vertex against the
 //! SLIC and HMAC vertices per split, the input-gradient pass against the HMAC
 //! ([`plan::plan`]).
 
@@ -28,15 +33,15 @@ use crate::codelets::{
     Codelet, ConvMethod, VertexParams, WindowGeometry, WindowPass, WindowVertex,
 };
 use crate::error::CompileError;
-use crate::executable::{Operand, Operands, TensorKind, TileWork, Vertex, VertexGroup};
+use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
 use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::Mapping;
 use crate::lower::kit::permute::{grouped, materialized};
 use crate::lower::kit::split_sum::{chunk_of, reduce_grain, sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use block::{
-    block_params, blocks, extents, forward_weight_ranges, operand_ranges, output_ranges, span,
-    Block, Groups, Kind, OutputKey,
+    block_params, extents, forward_weight_ranges, operand_ranges, output_ranges, phase_blocks,
+    span, Block, Groups, Kind, OutputKey,
 };
 use ipusim_exe::layout::{channel_group, storage_dims};
 use ipusim_exe::workers;
@@ -235,11 +240,13 @@ pub(crate) fn weight_layout(lw: &mut Lowerer, id: NodeId, which: usize) -> Optio
     if p.split.batch > 1 || p.split.rows > 1 || p.split.cols > 1 {
         return None;
     }
-    let blocks = blocks(conv_groups(kind, &g), (kind, p.gr), &g, p.extents, p.split);
+    let phases = phase_blocks(conv_groups(kind, &g), (kind, p.gr), &g, p.extents, p.split);
     let (start, tiles) = (lw.peek_start(), lw.target().tiles);
     let mut pieces = Vec::new();
     let mut claimed = 0u64;
-    for (i, blk) in blocks.iter().enumerate() {
+    // Every serial phase's blocks take the same tiles (a tile holds its blocks' weights of
+    // every phase).
+    for (i, blk) in phases.iter().flat_map(|p| p.iter().enumerate()) {
         let tile = (start + i as u32) % tiles;
         for (b, l) in forward_weight_ranges(&g, blk) {
             pieces.push((tile, b, b + l));
@@ -297,37 +304,47 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     };
     let name = node.name.clone();
     let total: u64 = out_dims.iter().map(|&d| d as u64).product();
-    let blocks = blocks(conv_groups, (kind, gr), &g, extents, split);
-    let start = lw.start_for(id, blocks.len() as u32);
+    // Every serial phase's blocks take the same tiles, from `start`.
+    let phases = phase_blocks(conv_groups, (kind, gr), &g, extents, split);
+    let per_phase = phases.iter().map(Vec::len).max().unwrap_or(0);
+    let start = lw.start_for(id, per_phase as u32);
     let tile_of = |i: usize| (start + i as u32) % tiles;
     // A split reduction (input channels, output channels for the input gradient, the batch
     // and the field's rows for the weight gradient): each tile's partial block is summed on
     // the output block's tiles, each summing one chunk of the block's elements.
-    let mut reduction = Reduction::default();
-    if reduce {
-        for (i, blk) in blocks.iter().enumerate() {
-            reduction.entry(blk.output_key(kind)).or_default().push(i);
-        }
-    }
+    let reductions: Vec<Reduction> = phases
+        .iter()
+        .map(|blocks| {
+            let mut reduction = Reduction::default();
+            if reduce {
+                for (i, blk) in blocks.iter().enumerate() {
+                    reduction.entry(blk.output_key(kind)).or_default().push(i);
+                }
+            }
+            reduction
+        })
+        .collect();
     // The output, each block on its tile (split reductions: in chunks over the block's tiles).
     let mut pieces = Vec::new();
     let grain = reduce_grain(lw.target(), output, partial_chans(kind, gr));
-    if reduce {
-        for members in reduction.values() {
-            let ranges = output_ranges(kind, &g, &blocks[members[0]], gr);
-            let e: u64 = ranges.iter().map(|r| r.1).sum();
-            let n = members.len() as u64;
-            for (j, &i) in members.iter().enumerate() {
-                let (c0, c1) = chunk_of(j as u64, n, e, grain);
-                for (b, l) in sub_ranges(&ranges, c0, c1) {
-                    pieces.push((tile_of(i), b, b + l));
+    for (blocks, reduction) in phases.iter().zip(&reductions) {
+        if reduce {
+            for members in reduction.values() {
+                let ranges = output_ranges(kind, &g, &blocks[members[0]], gr);
+                let e: u64 = ranges.iter().map(|r| r.1).sum();
+                let n = members.len() as u64;
+                for (j, &i) in members.iter().enumerate() {
+                    let (c0, c1) = chunk_of(j as u64, n, e, grain);
+                    for (b, l) in sub_ranges(&ranges, c0, c1) {
+                        pieces.push((tile_of(i), b, b + l));
+                    }
                 }
             }
-        }
-    } else {
-        for (i, blk) in blocks.iter().enumerate() {
-            for (begin, len) in output_ranges(kind, &g, blk, gr) {
-                pieces.push((tile_of(i), begin, begin + len));
+        } else {
+            for (i, blk) in blocks.iter().enumerate() {
+                for (begin, len) in output_ranges(kind, &g, blk, gr) {
+                    pieces.push((tile_of(i), begin, begin + len));
+                }
             }
         }
     }
@@ -344,6 +361,61 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         Shape::new(storage_dims(&out_dims, gr.out)),
         mapping,
     );
+    let serial = phases.len() > 1;
+    for (p, (blocks, reduction)) in phases.iter().zip(&reductions).enumerate() {
+        let phase = if serial {
+            format!("{name}/serial{p}")
+        } else {
+            name.clone()
+        };
+        let pass = Pass {
+            id,
+            kind,
+            g: &g,
+            gr,
+            codelet: &codelet,
+            operands: (a, b, inputs.len() > 1),
+            out: (out, partials, output),
+            tile_of: &tile_of,
+        };
+        lower_phase(lw, &pass, &phase, blocks, reduction, split.method);
+    }
+    lw.set_grouped(id, out, gr.out);
+    Ok(())
+}
+
+/// A pass being lowered: what every serial phase of it shares.
+struct Pass<'a> {
+    id: NodeId,
+    kind: Kind,
+    g: &'a WindowGeometry,
+    gr: Groups,
+    codelet: &'a Codelet,
+    /// The feature map, the second operand, and whether the pass reads the second.
+    operands: (TensorId, TensorId, bool),
+    /// The output, the partials' type and the output's.
+    out: (TensorId, DType, DType),
+    /// The tile of a phase's `i`-th block.
+    tile_of: &'a dyn Fn(usize) -> u32,
+}
+
+/// Lowers one serial phase of a pass (the whole pass when it has one), named `name`: the
+/// exchange of its blocks' operands and their vertices, then the summation of a split
+/// reduction's partials.
+fn lower_phase(
+    lw: &mut Lowerer,
+    pass: &Pass,
+    name: &str,
+    blocks: &[Block],
+    reduction: &Reduction,
+    method: ConvMethod,
+) {
+    let (kind, g, gr, codelet) = (pass.kind, pass.g, pass.gr, pass.codelet);
+    let (a, b, second) = pass.operands;
+    let (out, partials, output) = pass.out;
+    let (id, tile_of) = (pass.id, pass.tile_of);
+    let reduce = !reduction.is_empty();
+    let input = lw.tensor(a).dtype;
     let amp = lw.target().amp(input, partials).input_channels;
     let mut eb = ExchangeBuilder::default();
     let mut sa = Staging::new(a, format!("{name}/in"), Some(id));
@@ -354,16 +426,16 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let mut partial_at = vec![0u64; blocks.len()];
     for (i, blk) in blocks.iter().enumerate() {
         let tile = tile_of(i);
-        let params = block_params(kind, &g, blk, pass_channels(split.method, amp, blk.red), gr);
-        let (ra, rb) = operand_ranges(kind, &g, blk, &params, gr);
+        let params = block_params(kind, g, blk, pass_channels(method, amp, blk.red), gr);
+        let (ra, rb) = operand_ranges(kind, g, blk, &params, gr);
         let op_a = sa.operand(lw, &mut eb, tile, &ra);
-        let op_b = (inputs.len() > 1).then(|| sb.operand(lw, &mut eb, tile, &rb));
+        let op_b = second.then(|| sb.operand(lw, &mut eb, tile, &rb));
         let units = match kind {
             Kind::Conv(WindowPass::WeightGrad) => span(blk.channels),
             _ => span(blk.batch) * span(blk.channels),
         };
         let block_len = params
-            .operand_lens(&codelet)
+            .operand_lens(codelet)
             .and_then(|l| l.last().copied())
             .unwrap_or(0);
         let (dst, out_pos, es) = match scratch.as_mut() {
@@ -373,7 +445,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 (sc.tensor, p, partials.size_bytes() as u64)
             }
             None => {
-                let first = output_ranges(kind, &g, blk, gr).first().map_or(0, |r| r.0);
+                let first = output_ranges(kind, g, blk, gr).first().map_or(0, |r| r.0);
                 (out, lw.position(out, first), output.size_bytes() as u64)
             }
         };
@@ -419,26 +491,24 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let step = if reduce {
         format!("{name}/partials")
     } else {
-        name.clone()
+        name.to_string()
     };
     lw.superstep(&step, Some(id), eb.finish(), work);
     if let Some(ptensor) = ptensor {
         let sources = Sources {
             tensor: ptensor,
             at: &partial_at,
-            tile_of: &tile_of,
+            tile_of,
         };
         reduce_partials(
             lw,
             (id, kind),
-            &name,
-            (&g, gr, &blocks, &reduction),
+            name,
+            (g, gr, blocks, reduction),
             sources,
             (out, partials, output),
         );
     }
-    lw.set_grouped(id, out, gr.out);
-    Ok(())
 }
 
 /// Node `id`'s feature map and its channel group when `accept` takes the group, else its
@@ -447,7 +517,7 @@ fn feature_map(
     lw: &mut Lowerer,
     id: NodeId,
     accept: impl Fn(u32) -> bool,
-) -> Result<(crate::executable::TensorId, u32), CompileError> {
+) -> Result<(TensorId, u32), CompileError> {
     let (t, group) = grouped(lw, id)?;
     if group <= 1 || accept(group) {
         return Ok((t, group));
@@ -457,7 +527,7 @@ fn feature_map(
 
 /// Where the partial blocks of a split reduction are.
 struct Sources<'a> {
-    tensor: crate::executable::TensorId,
+    tensor: TensorId,
     /// Each block's partials position on its tile.
     at: &'a [u64],
     tile_of: &'a dyn Fn(usize) -> u32,
@@ -487,7 +557,7 @@ fn reduce_partials(
     name: &str,
     (g, gr, blocks, reduction): (&WindowGeometry, Groups, &[Block], &Reduction),
     src: Sources,
-    (out, partials, output): (crate::executable::TensorId, DType, DType),
+    (out, partials, output): (TensorId, DType, DType),
 ) {
     let mut split = Vec::with_capacity(reduction.len());
     let grain = reduce_grain(lw.target(), output, partial_chans(kind, gr));

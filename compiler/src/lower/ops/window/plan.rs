@@ -135,16 +135,74 @@ pub(super) fn plan(lw: &Lowerer, id: NodeId, pr: &Problem, tiles: u32) -> Split 
     lw.memoized(key, || search(lw.target(), pr, tiles, budget))
 }
 
-/// [`plan`]'s search over the candidate splits.
+/// [`plan`]'s search over the candidate splits: the parallel splits first, and only when
+/// none fits the budget, serial phases over the output channels (PopLibs'
+/// `outChanSplit.serial`) in increasing number, each with the parallel splits of its phase,
+/// until one fits or more phases stop shrinking the bytes (by a tenth: as the matmul
+/// planner's serial chunks). A serial split costs its phases' cycles one after the other,
+/// so where a parallel split fits, it is faster than the same split run in phases (our
+/// pruning of the search: PopLibs weighs every serial split with the parallel ones).
 fn search(target: &Target, pr: &Problem, tiles: u32, budget: u64) -> Split {
+    let (gc, _, _) = pr.groups.granularity(pr.kind);
+    let serials = match pr.kind {
+        Kind::Conv(_) => candidates(pr.extents.1, gc),
+        Kind::Pool { .. } => vec![1],
+    };
+    let mut best: Option<(bool, u64, u64, Split)> = None;
+    let mut last_bytes = u64::MAX;
+    for serial in serials {
+        let splits = parallel_splits(target, pr, tiles, serial);
+        // The candidates are costed on the host's cores (the lowering is otherwise on one)
+        // and weighed in candidate order, so the choice is the same on any number of threads.
+        let costs: Vec<(u64, u64)> = splits.par_iter().map(|&s| cost(target, pr, s)).collect();
+        for (&split, &(cycles, bytes)) in splits.iter().zip(&costs) {
+            let fits = bytes <= budget;
+            let better = match &best {
+                None => true,
+                Some((bf, bc, bbytes, _)) => match (fits, *bf) {
+                    (true, false) => true,
+                    (false, true) => false,
+                    (true, true) => cycles < *bc,
+                    (false, false) => bytes < *bbytes,
+                },
+            };
+            if better {
+                best = Some((fits, cycles, bytes, split));
+            }
+        }
+        let least = costs.iter().map(|c| c.1).min().unwrap_or(u64::MAX);
+        if best.as_ref().is_none_or(|b| b.0) || least as f64 >= 0.9 * last_bytes as f64 {
+            break;
+        }
+        last_bytes = least;
+    }
+    best.map_or(
+        Split {
+            batch: 1,
+            channels: 1,
+            rows: 1,
+            cols: 1,
+            red: 1,
+            method: ConvMethod::Amp,
+            serial: 1,
+        },
+        |b| b.3,
+    )
+}
+
+/// The candidate splits of `serial` phases: every phase's output channels (its range of the
+/// `serial` ranges, the first the largest) split with the batch, rows, columns and
+/// reduction over at most `tiles` blocks.
+fn parallel_splits(target: &Target, pr: &Problem, tiles: u32, serial: u32) -> Vec<Split> {
     let (kind, g, e) = (pr.kind, pr.geometry, pr.extents);
     let (gc, gro, gred) = pr.groups.granularity(kind);
     let red_extent = reduction_extent(kind, g);
     let amp = target.amp(pr.input, pr.partials).input_channels;
     let methods = methods(target, pr, red_extent, amp);
+    let phase_channels = span(first_range(e.1, serial, gc));
     let mut splits = Vec::new();
     for sb in candidates(e.0, 1) {
-        for sc in candidates(e.1, gc) {
+        for sc in candidates(phase_channels, gc) {
             if u64::from(sb) * u64::from(sc) > u64::from(tiles) {
                 break;
             }
@@ -186,41 +244,13 @@ fn search(target: &Target, pr: &Problem, tiles: u32, budget: u64) -> Split {
                         cols: scol,
                         red: sred,
                         method,
+                        serial,
                     });
                 }
             }
         }
     }
-    // The candidates are costed on the host's cores (the lowering is otherwise on one) and
-    // weighed in candidate order, so the choice is the same on any number of threads.
-    let costs: Vec<(u64, u64)> = splits.par_iter().map(|&s| cost(target, pr, s)).collect();
-    let mut best: Option<(bool, u64, u64, Split)> = None;
-    for (&split, &(cycles, bytes)) in splits.iter().zip(&costs) {
-        let fits = bytes <= budget;
-        let better = match &best {
-            None => true,
-            Some((bf, bc, bbytes, _)) => match (fits, *bf) {
-                (true, false) => true,
-                (false, true) => false,
-                (true, true) => cycles < *bc,
-                (false, false) => bytes < *bbytes,
-            },
-        };
-        if better {
-            best = Some((fits, cycles, bytes, split));
-        }
-    }
-    best.map_or(
-        Split {
-            batch: 1,
-            channels: 1,
-            rows: 1,
-            cols: 1,
-            red: 1,
-            method: ConvMethod::Amp,
-        },
-        |b| b.3,
-    )
+    splits
 }
 
 /// The planner's cost of a split: the cycles of its slowest block (the registry's estimate
@@ -277,9 +307,10 @@ fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
             vec![first_range(red_extent, s.red.max(1), gred)],
         ),
     };
+    // The first (largest) serial phase's channels.
     let (batch, channels) = (
         first_range(e.0, s.batch, 1),
-        first_range(e.1, s.channels, gc),
+        first_range(span(first_range(e.1, s.serial, gc)), s.channels, gc),
     );
     let mut worst = (0u64, 0u64);
     for &r in &rows {
@@ -293,7 +324,14 @@ fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
                     cols: c,
                     red,
                 };
-                let (cycles, bytes) = block_cost(target, pr, s, &b);
+                let c = block_cost(target, pr, s, &b);
+                // A serial split's phases run one after the other on the same tiles, and a
+                // phase's output stays there as the next phase's temporaries are made
+                // (PopLibs multiplies a serial plan's cycles by its serial splits,
+                // `ConvModel.cpp`).
+                let serial = u64::from(s.serial.max(1));
+                let cycles = c.cycles.saturating_mul(serial);
+                let bytes = c.peak + c.output * (serial - 1);
                 worst = (worst.0.max(cycles), worst.1.max(bytes));
             }
         }
@@ -301,8 +339,17 @@ fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
     worst
 }
 
-/// [`cost`] of one block of split `s`: its cycles and its peak bytes.
-fn block_cost(target: &Target, pr: &Problem, s: Split, block: &Block) -> (u64, u64) {
+/// One block's [`block_cost`].
+struct BlockCost {
+    cycles: u64,
+    /// Its peak bytes.
+    peak: u64,
+    /// Its output bytes when they are the pass's result (0 for a split reduction's partials).
+    output: u64,
+}
+
+/// [`cost`] of one block of split `s`: its cycles, its peak bytes and its output's bytes.
+fn block_cost(target: &Target, pr: &Problem, s: Split, block: &Block) -> BlockCost {
     let (kind, g, gr) = (pr.kind, pr.geometry, pr.groups);
     let es = pr.input.size_bytes() as u64;
     let ps = pr.partials.size_bytes() as u64;
@@ -342,7 +389,11 @@ fn block_cost(target: &Target, pr: &Problem, s: Split, block: &Block) -> (u64, u
     // alive at the same time, the maximum of the convolution's and the reduction's
     // (`e.totalTempBytes`).
     let peak = (input_bytes + out_bytes).max(if reduce { 2 * out_bytes } else { 0 });
-    (cycles, peak)
+    BlockCost {
+        cycles,
+        peak,
+        output: if reduce { 0 } else { out_bytes },
+    }
 }
 
 /// The proxy's cycles of summing `parts` partial blocks of `out_elems` elements of `ps`
@@ -373,9 +424,11 @@ fn split_sum_cycles(out_elems: u64, parts: u64, ps: u64, xbw: u64) -> u64 {
 mod tests {
     use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowPass};
     use crate::lower::ops::window::block::{
-        block_params, blocks, extents, plane_rect, ranges, Block, Groups, Kind, Split,
+        block_params, extents, phase_blocks, plane_rect, ranges, Block, Groups, Kind, Split,
     };
-    use crate::lower::ops::window::plan::{block_cost, candidates, cost, pass_channels, Problem};
+    use crate::lower::ops::window::plan::{
+        block_cost, candidates, cost, parallel_splits, pass_channels, search, Problem,
+    };
     use crate::target::Target;
     use ipusim_exe::cycles::window::window_group_cycles;
     use ipusim_ir::DType;
@@ -564,10 +617,13 @@ mod tests {
                 cols,
                 red,
                 method: ConvMethod::Amp,
+                serial: 1,
             };
-            let all: Vec<(u64, u64)> = blocks(1, (kind, gr), &g, pr.extents, s)
+            let all: Vec<(u64, u64)> = phase_blocks(1, (kind, gr), &g, pr.extents, s)
+                .concat()
                 .iter()
                 .map(|b| block_cost(&target, &pr, s, b))
+                .map(|c| (c.cycles, c.peak))
                 .collect();
             let slowest = all.iter().map(|c| c.0).max().unwrap();
             let fullest = all.iter().map(|c| c.1).max().unwrap();
@@ -576,6 +632,91 @@ mod tests {
         }
         // The first block is not always the slowest (the reason the costing looks further).
         assert!(edge_lighter);
+    }
+
+    #[test]
+    fn memory_short_passes_run_in_serial_phases() {
+        // 256 input channels into 512 outputs of a 2x2 field (3x3 kernel, padding 1), FP32:
+        // 4.7 MB of weights over at most 1472 tiles, so no parallel split's blocks are below
+        // a few kilobytes; serial phases over the output channels cut each phase's weights.
+        let target = Target::mk2();
+        let g = WindowGeometry {
+            n: 1,
+            c: 256,
+            h: 2,
+            w: 2,
+            o: 512,
+            kh: 3,
+            kw: 3,
+            stride: [1, 1],
+            padding: [1; 4],
+            dilation: [1, 1],
+            groups: 1,
+            oh: 2,
+            ow: 2,
+        };
+        let gr = Groups {
+            x: 8,
+            aux: 8,
+            out: 8,
+        };
+        for pass in [WindowPass::Forward, WindowPass::WeightGrad] {
+            let kind = Kind::Conv(pass);
+            let codelet = Codelet::Conv {
+                pass,
+                input: DType::F32,
+                partials: DType::F32,
+                output: DType::F32,
+                method: ConvMethod::Amp,
+            };
+            let pr = Problem {
+                kind,
+                codelet: &codelet,
+                geometry: &g,
+                groups: gr,
+                input: DType::F32,
+                partials: DType::F32,
+                extents: extents(kind, &g),
+            };
+            let tiles = target.tiles;
+            // Ample memory: one phase.
+            let free = search(&target, &pr, tiles, u64::MAX);
+            assert_eq!(free.serial, 1, "{pass:?}");
+            let least = |serial| {
+                parallel_splits(&target, &pr, tiles, serial)
+                    .into_iter()
+                    .map(|s| cost(&target, &pr, s).1)
+                    .min()
+                    .unwrap()
+            };
+            // Two phases take fewer bytes than any parallel split.
+            let budget = least(2);
+            assert!(budget < least(1), "{pass:?}: {budget} B");
+            // A budget below every parallel split's bytes: serial phases that fit it, slower.
+            let free_cycles = cost(&target, &pr, free).0;
+            let short = search(&target, &pr, tiles, budget);
+            let (cycles, bytes) = cost(&target, &pr, short);
+            assert!(short.serial > 1, "{pass:?}: {short:?}");
+            assert!(bytes <= budget, "{pass:?}: {short:?} {bytes} B of {budget}");
+            assert!(cycles > free_cycles, "{pass:?}: {cycles} <= {free_cycles}");
+            // The phases cover the output channels, each split over the same tiles.
+            let phases = phase_blocks(1, (kind, gr), &g, pr.extents, short);
+            assert_eq!(phases.len(), short.serial as usize);
+            let mut channels: Vec<(u32, u32)> = phases
+                .iter()
+                .flat_map(|p| p.iter().map(|b| b.channels))
+                .collect();
+            channels.dedup();
+            assert_eq!(channels.first().map(|c| c.0), Some(0));
+            assert!(channels
+                .windows(2)
+                .all(|w| w[0].1 == w[1].0 || w[0] == w[1]));
+            assert_eq!(channels.last().map(|c| c.1), Some(512));
+            // Nothing fits: the fewest bytes found, the phases stopping once they no longer
+            // shrink them.
+            let none = search(&target, &pr, tiles, 0);
+            assert!(cost(&target, &pr, none).1 <= bytes, "{pass:?}: {none:?}");
+        }
     }
 
     #[test]
