@@ -94,7 +94,7 @@ pub fn compile_placed(
         &low.usage,
         &exe.compute_sets,
         &exe.exchanges,
-        exe.steps.len(),
+        &exe.steps,
     )?;
     memory::resolve_offsets(&exe.tensors, &mut exe.compute_sets, &mut exe.exchanges)?;
     // Each compute set's and exchange's cycles depend on it alone: estimated on the host's

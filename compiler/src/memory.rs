@@ -11,14 +11,15 @@
 //! simulator does not materialise them.
 //!
 //! Out of memory is a result, not an error: the plan marks `oom`, lists the tiles over
-//! capacity, and names the worst tiles with their largest tensors.
+//! capacity, and names the worst tiles with their largest tensors and the temporaries live
+//! at the step where their temporaries reach their top.
 
 use crate::codelets::Codelet;
 use crate::error::CompileError;
-use crate::executable::{ComputeSet, Exchange, Tensor, TensorId, TensorKind};
+use crate::executable::{ComputeSet, Exchange, ProgramStep, Tensor, TensorId, TensorKind};
 use crate::target::Target;
 use crate::vertex_state::{vertex_state_bytes, REDUCE_VERTEX_STATE_BYTES};
-pub use ipusim_exe::memory::{MemoryPlan, TensorBytes, TileMemory, Usage, WorstTile};
+pub use ipusim_exe::memory::{MemoryPlan, TensorBytes, TileMemory, TilePeak, Usage, WorstTile};
 use ipusim_exe::slices::{find_tile, SliceLookup};
 use ipusim_exe::system::System;
 use ipusim_exe::system::TileId;
@@ -120,6 +121,8 @@ struct TilePlacement {
     exchange_buffers: u64,
     temporaries: u64,
     always_live: u64,
+    /// The step whose temporary last raised the temporaries' top.
+    peak_step: Option<u32>,
     /// (flat slice index, offset), the offset [`OFF_TOP`] when it is 4 GiB or more.
     offsets: Vec<(u32, u32)>,
 }
@@ -137,8 +140,9 @@ pub(crate) fn plan(
     usage: &[Usage],
     compute_sets: &[ComputeSet],
     exchanges: &[Exchange],
-    steps: usize,
+    program_steps: &[ProgramStep],
 ) -> Result<MemoryPlan, CompileError> {
+    let steps = program_steps.len();
     // Per-tile tables over every IPU's tiles, indexed by `TileId::dense`.
     let ntiles = target.tiles as usize * system.ipus as usize;
     let tile_id = |i: usize| {
@@ -275,7 +279,10 @@ pub(crate) fn plan(
                     pos = i + 1;
                 }
                 active.insert(pos, (off, off + size, r.last));
-                top = top.max(off + size);
+                if off + size > top {
+                    top = off + size;
+                    p.peak_step = Some(r.first);
+                }
                 p.offsets.push((flat(r.tensor, r.slice), at32(off)));
             }
             p.temporaries = top - base;
@@ -286,7 +293,9 @@ pub(crate) fn plan(
     // tile).
     let mut offsets = vec![0u32; n_slices];
     let mut always_live = 0u64;
+    let mut peaks = Vec::with_capacity(ntiles);
     for (m, p) in mem.iter_mut().zip(placed) {
+        peaks.push(p.peak_step);
         m.variables = p.variables;
         m.constants = p.constants;
         m.exchange_buffers = p.exchange_buffers;
@@ -454,6 +463,30 @@ pub(crate) fn plan(
                     })
                 })
                 .collect();
+            let peak = peaks[t].map(|step| {
+                // The temporaries live at the peak step, their bytes on this tile.
+                let mut live: Vec<TensorBytes> = largest
+                    .iter()
+                    .filter(|b| {
+                        let u = usage[b.tensor.0 as usize];
+                        !tensors[b.tensor.0 as usize].kind.always_live()
+                            && u.first.is_some_and(|f| f <= step)
+                            && u.last.is_some_and(|l| l >= step)
+                    })
+                    .cloned()
+                    .collect();
+                live.sort_by_key(|b| (std::cmp::Reverse(b.bytes), b.tensor));
+                let live_bytes = live.iter().map(|b| b.bytes).sum();
+                live.truncate(5);
+                TilePeak {
+                    step,
+                    name: program_steps
+                        .get(step as usize)
+                        .map_or_else(String::new, |s| s.name.clone()),
+                    live_bytes,
+                    live,
+                }
+            });
             largest.sort_by_key(|b| (std::cmp::Reverse(b.bytes), b.tensor));
             largest.truncate(5);
             WorstTile {
@@ -461,6 +494,7 @@ pub(crate) fn plan(
                 bytes: mem[t].total,
                 largest,
                 categories: mem[t].clone(),
+                peak,
             }
         })
         .collect();

@@ -654,6 +654,23 @@ impl CompileReport {
                     group(c.global_exchange_code)
                 );
             }
+            if let Some(p) = &w.peak {
+                let live = p
+                    .live
+                    .iter()
+                    .map(|b| format!("{} {}", b.name, group(b.bytes)))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let _ = writeln!(
+                    s,
+                    "{:>22}temporaries at their top from step {} ({}): {} live: {}",
+                    "",
+                    p.step,
+                    truncate(&p.name, 48),
+                    group(p.live_bytes),
+                    live
+                );
+            }
         }
         s
     }

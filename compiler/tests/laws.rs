@@ -194,6 +194,46 @@ fn a_model_too_large_reports_oom_with_a_full_report() {
     assert!(exe.estimate.total_cycles > 0);
 }
 
+/// Each fullest tile names the step at which its temporaries reach their top and the
+/// temporaries live there: at most the tile's temporaries (the rest is the packing's gaps),
+/// each a temporary of the tile touched at that step, largest first.
+#[test]
+fn the_fullest_tiles_name_what_is_live_at_their_peak() {
+    let g = common::mlp_training_step(64, &[256, 512, 512, 10], DType::F16, DType::F32);
+    let exe = compile(&g, &Target::mk2(), &CompileOptions::default()).unwrap();
+    let m = &exe.memory;
+    assert!(m.worst_tiles.iter().any(|w| w.peak.is_some()));
+    for w in &m.worst_tiles {
+        let c = &w.categories;
+        let Some(p) = &w.peak else {
+            assert_eq!(c.temporaries, 0, "tile {}: temporaries but no peak", w.tile);
+            continue;
+        };
+        assert!(
+            p.live_bytes > 0 && p.live_bytes <= c.temporaries,
+            "tile {}: {} live of {} temporaries",
+            w.tile,
+            p.live_bytes,
+            c.temporaries
+        );
+        assert!(!p.live.is_empty() && p.live.len() <= 5);
+        assert!(p.live.windows(2).all(|w| w[0].bytes >= w[1].bytes));
+        assert!(p.live.iter().map(|b| b.bytes).sum::<u64>() <= p.live_bytes);
+        assert_eq!(p.name, exe.steps[p.step as usize].name);
+        for b in &p.live {
+            let t = &exe.tensors[b.tensor.0 as usize];
+            assert_eq!(t.name, b.name);
+            assert!(!t.kind.always_live(), "{} is not a temporary", b.name);
+            assert!(
+                t.slice_on(w.tile).is_some(),
+                "{} is not on tile {}",
+                b.name,
+                w.tile
+            );
+        }
+    }
+}
+
 #[test]
 fn categories_sum_and_balance_is_a_fraction() {
     for target in [

@@ -1,5 +1,5 @@
 //! The memory plan's data: bytes per tile by category, the fullest tiles with their largest
-//! tensors, liveness over program steps, and the out-of-memory verdict; and the usage of each
+//! tensors and the temporaries live at their peak, liveness over program steps, and the out-of-memory verdict; and the usage of each
 //! tensor over program steps that liveness is computed from. The planner that fills it is
 //! `ipusim_compiler::memory`.
 
@@ -86,6 +86,25 @@ pub struct WorstTile {
     /// Its bytes by category.
     #[serde(default)]
     pub categories: TileMemory,
+    /// Its temporaries at their top: what the memory left for them was spent on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<TilePeak>,
+}
+
+/// The program step at which a tile's temporaries reach their top (the step whose first
+/// temporary raised it last) and the temporaries live on the tile there (PopVision's
+/// liveness view of one tile). `live_bytes` is at most the tile's `temporaries`: the rest
+/// is the packing's gaps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TilePeak {
+    /// The step's index in `Executable::steps`.
+    pub step: u32,
+    /// The step's name (its compute set's, exchange's or stream's).
+    pub name: String,
+    /// Bytes of the temporaries live on the tile at that step.
+    pub live_bytes: u64,
+    /// The largest of them, largest first.
+    pub live: Vec<TensorBytes>,
 }
 
 /// The memory plan of an executable.
