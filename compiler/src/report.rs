@@ -621,12 +621,7 @@ impl CompileReport {
         }
         let _ = writeln!(s, "Fullest tiles (bytes; largest tensors in bytes):");
         for w in &m.worst_tiles {
-            let largest = w
-                .largest
-                .iter()
-                .map(|b| format!("{} {}", b.name, group(b.bytes)))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let largest = tensor_list(&w.largest);
             let _ = writeln!(
                 s,
                 "  tile {:>5}: {:>12}  {}",
@@ -655,12 +650,7 @@ impl CompileReport {
                 );
             }
             if let Some(p) = &w.peak {
-                let live = p
-                    .live
-                    .iter()
-                    .map(|b| format!("{} {}", b.name, group(b.bytes)))
-                    .collect::<Vec<_>>()
-                    .join(", ");
+                let live = tensor_list(&p.live);
                 let _ = writeln!(
                     s,
                     "{:>22}temporaries at their top from step {} ({}): {} live: {}",
@@ -674,6 +664,15 @@ impl CompileReport {
         }
         s
     }
+}
+
+/// Tensors with their bytes on a tile, as the fullest tiles' lines list them.
+fn tensor_list(tensors: &[crate::memory::TensorBytes]) -> String {
+    tensors
+        .iter()
+        .map(|b| format!("{} {}", b.name, group(b.bytes)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn truncate(s: &str, n: usize) -> String {

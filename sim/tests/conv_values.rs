@@ -194,6 +194,33 @@ fn max_pool_takes_the_window_maximum_and_skips_padding() {
     }
 }
 
+/// A 3x3 convolution (stride 1, padding 1) of `x` into `o` output channels with small
+/// integer operands: its geometry, operands, op and textbook values.
+fn padded_3x3(
+    rng: &mut Pcg32,
+    x: [usize; 4],
+    o: usize,
+) -> (Geometry, Vec<f32>, Vec<f32>, Op, Vec<f64>) {
+    let g = Geometry {
+        x,
+        w: [o, x[1], 3, 3],
+        stride: [1, 1],
+        padding: [1, 1, 1, 1],
+        dilation: [1, 1],
+        groups: 1,
+    };
+    let xs = small_ints(rng, g.x.iter().product());
+    let w = small_ints(rng, g.w.iter().product());
+    let op = Op::Conv2d {
+        stride: vec![],
+        padding: g.padding.to_vec(),
+        dilation: vec![],
+        groups: 1,
+    };
+    let (_, expected) = direct(&g, &xs, &w);
+    (g, xs, w, op, expected)
+}
+
 /// Compiles `op` over variables of `inputs` for an Mk2 of `tiles` tiles, runs it on the
 /// engine and returns its value and the reduction splits of its convolution rows.
 fn run_on_engine(op: Op, inputs: &[(&[usize], &[f32])], tiles: u32) -> (Vec<f64>, Vec<u32>) {
@@ -252,23 +279,7 @@ fn run_on_engine_with(
 fn split_reductions_on_the_engine_equal_the_textbook_definition() {
     let mut rng = Pcg32::seed_from_u64(11);
     // Forward: 96 input channels into 2 outputs of 2x2.
-    let g = Geometry {
-        x: [1, 96, 2, 2],
-        w: [2, 96, 3, 3],
-        stride: [1, 1],
-        padding: [1, 1, 1, 1],
-        dilation: [1, 1],
-        groups: 1,
-    };
-    let x = small_ints(&mut rng, g.x.iter().product());
-    let w = small_ints(&mut rng, g.w.iter().product());
-    let op = Op::Conv2d {
-        stride: vec![],
-        padding: g.padding.to_vec(),
-        dilation: vec![],
-        groups: 1,
-    };
-    let (_, expected) = direct(&g, &x, &w);
+    let (g, x, w, op, expected) = padded_3x3(&mut rng, [1, 96, 2, 2], 2);
     let (got, splits) = run_on_engine(op, &[(&g.x, &x), (&g.w, &w)], 64);
     assert!(
         splits[0] > 1,
@@ -311,23 +322,7 @@ fn serial_splits_on_the_engine_equal_the_textbook_definition() {
     let mut rng = Pcg32::seed_from_u64(12);
     // Forward: 32 input channels into 64 outputs of 3x3 (3x3 kernel, padding 1) on 16
     // tiles, with 0.2% of a tile (1,277 bytes) for the op.
-    let g = Geometry {
-        x: [1, 32, 3, 3],
-        w: [64, 32, 3, 3],
-        stride: [1, 1],
-        padding: [1, 1, 1, 1],
-        dilation: [1, 1],
-        groups: 1,
-    };
-    let x = small_ints(&mut rng, g.x.iter().product());
-    let w = small_ints(&mut rng, g.w.iter().product());
-    let op = Op::Conv2d {
-        stride: vec![],
-        padding: g.padding.to_vec(),
-        dilation: vec![],
-        groups: 1,
-    };
-    let (_, expected) = direct(&g, &x, &w);
+    let (g, x, w, op, expected) = padded_3x3(&mut rng, [1, 32, 3, 3], 64);
     let inputs: [(&[usize], &[f32]); 2] = [(&g.x, &x), (&g.w, &w)];
     let (got, rows) = run_on_engine_with(op.clone(), &inputs, 16, Some(0.002));
     assert!(rows[0].serial_split > 1, "{rows:?}");

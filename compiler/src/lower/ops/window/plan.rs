@@ -550,6 +550,41 @@ mod tests {
         assert_eq!(r, vec![(4, 8), ((64 + 1) * 4, 8)]);
     }
 
+    /// The AMP codelet of `pass` on `input` activations and outputs, FP32 partials.
+    fn amp_codelet(pass: WindowPass, input: DType) -> Codelet {
+        Codelet::Conv {
+            pass,
+            input,
+            partials: DType::F32,
+            output: input,
+            method: ConvMethod::Amp,
+        }
+    }
+
+    /// The planner's problem of `kind` with `codelet`'s types over geometry `g`.
+    fn problem<'a>(
+        kind: Kind,
+        codelet: &'a Codelet,
+        g: &'a WindowGeometry,
+        gr: Groups,
+    ) -> Problem<'a> {
+        let Codelet::Conv {
+            input, partials, ..
+        } = *codelet
+        else {
+            unreachable!("a convolution codelet")
+        };
+        Problem {
+            kind,
+            codelet,
+            geometry: g,
+            groups: gr,
+            input,
+            partials,
+            extents: extents(kind, g),
+        }
+    }
+
     #[test]
     fn a_split_costs_as_its_slowest_block() {
         // Padded fields whose edge blocks skip the taps in the padding: a 3x3 stride-2
@@ -594,22 +629,8 @@ mod tests {
         let mut edge_lighter = false;
         for (g, pass, (batch, channels, rows, cols, red)) in cases {
             let kind = Kind::Conv(pass);
-            let codelet = Codelet::Conv {
-                pass,
-                input: DType::F16,
-                partials: DType::F32,
-                output: DType::F16,
-                method: ConvMethod::Amp,
-            };
-            let pr = Problem {
-                kind,
-                codelet: &codelet,
-                geometry: &g,
-                groups: gr,
-                input: DType::F16,
-                partials: DType::F32,
-                extents: extents(kind, &g),
-            };
+            let codelet = amp_codelet(pass, DType::F16);
+            let pr = problem(kind, &codelet, &g, gr);
             let s = Split {
                 batch,
                 channels,
@@ -662,22 +683,8 @@ mod tests {
         };
         for pass in [WindowPass::Forward, WindowPass::WeightGrad] {
             let kind = Kind::Conv(pass);
-            let codelet = Codelet::Conv {
-                pass,
-                input: DType::F32,
-                partials: DType::F32,
-                output: DType::F32,
-                method: ConvMethod::Amp,
-            };
-            let pr = Problem {
-                kind,
-                codelet: &codelet,
-                geometry: &g,
-                groups: gr,
-                input: DType::F32,
-                partials: DType::F32,
-                extents: extents(kind, &g),
-            };
+            let codelet = amp_codelet(pass, DType::F32);
+            let pr = problem(kind, &codelet, &g, gr);
             let tiles = target.tiles;
             // Ample memory: one phase.
             let free = search(&target, &pr, tiles, u64::MAX);
