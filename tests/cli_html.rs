@@ -117,6 +117,7 @@ fn every_figure_of_the_page_is_the_jsons() {
         "memory.max_tile_bytes",
         "ipus.1.stream_bytes_device_to_host",
         "convolutions.0.flops",
+        "memory.worst_tiles.0.peak.live_bytes",
         "execution.shown_steps",
         "execution.ipus.1.execute_cycles",
         "execution.ipus.1.idle_cycles",

@@ -5,7 +5,8 @@
 //!   the batch arithmetic, and per IPU the tile balance, StreamCopy Rx/Tx and memory used
 //!   and free;
 //! - **Memory**: totals, the categories, a map of every tile coloured by its bytes (tiles over
-//!   capacity in red), the fullest tiles and their largest tensors;
+//!   capacity in red), the fullest tiles, their largest tensors and what is live at their
+//!   temporaries' top;
 //! - **Liveness**: bytes live at each program step against the always-live bytes;
 //! - **Operations**: cycles per layer (compute sets grouped by the node they lower), the
 //!   costliest compute sets, and every convolution pass with its vertex, partition, cycles,
@@ -190,22 +191,40 @@ fn memory(r: &Value) -> String {
     }
     s += "</table>\n<h3>Tile map</h3>\n";
     s += &tile_map(m);
-    s += "<h3>Fullest tiles</h3>\n<table><tr><th>tile</th><th>bytes</th><th class=\"name\">largest tensors</th></tr>\n";
+    s += "<h3>Fullest tiles</h3>\n<table><tr><th>tile</th><th>bytes</th><th class=\"name\">largest tensors</th><th class=\"name\">temporaries' top at step</th><th>live there (bytes)</th><th class=\"name\">largest live there</th></tr>\n";
     for (i, w) in m["worst_tiles"]
         .as_array()
         .into_iter()
         .flatten()
         .enumerate()
     {
-        let tensors: Vec<String> = w["largest"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|t| format!("{} ({} B)", esc(&text(t, "name")), group(u(t, "bytes"))))
-            .collect();
+        let list = |v: &Value| -> String {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| format!("{} ({} B)", esc(&text(t, "name")), group(u(t, "bytes"))))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let p = &w["peak"];
+        let peak = if p.is_object() {
+            format!(
+                "<td class=\"name\">{} ({})</td>{}<td class=\"name\">{}</td>",
+                u(p, "step"),
+                esc(&text(p, "name")),
+                cell(
+                    r,
+                    &format!("memory.worst_tiles.{i}.peak.live_bytes"),
+                    &format!("memory.worst_tiles.{i}.peak.live_bytes")
+                ),
+                list(&p["live"])
+            )
+        } else {
+            "<td></td><td></td><td></td>".to_string()
+        };
         let _ = writeln!(
             s,
-            "<tr>{}{}<td class=\"name\">{}</td></tr>",
+            "<tr>{}{}<td class=\"name\">{}</td>{}</tr>",
             cell(
                 r,
                 &format!("memory.worst_tiles.{i}.tile"),
@@ -216,7 +235,8 @@ fn memory(r: &Value) -> String {
                 &format!("memory.worst_tiles.{i}.bytes"),
                 &format!("memory.worst_tiles.{i}.bytes")
             ),
-            tensors.join(", ")
+            list(&w["largest"]),
+            peak
         );
     }
     s + "</table>\n"
@@ -387,7 +407,10 @@ fn operations(r: &Value) -> String {
             esc(&text(c, "name")),
             esc(&text(c, "pass")),
             esc(&text(c, "vertex")),
-            esc(&c["partition"].to_string()),
+            esc(&match c["serial_split"].as_u64() {
+                Some(k) if k > 1 => format!("{} in {k} serial phases", c["partition"]),
+                _ => c["partition"].to_string(),
+            }),
             cell(r, &p("tiles"), &p("tiles")),
             cell(r, &p("cycles"), &p("cycles")),
             cell(r, &p("flops"), &p("flops")),
