@@ -216,6 +216,16 @@ pub(crate) fn batch_norm(
 }
 
 /// `GroupNorm`'s primitives; `inputs` are `(x, scale, shift)`.
+///
+/// The statistics are sums per image and channel over the spatial dimensions (FP32,
+/// `[N, C, 1…]`), summed again over each group's channels (`[N, G, 1]`) and divided by the
+/// group's element count: the two passes of the precision rule (the mean, then the mean of
+/// the squared FP32 deviations from it). The activations are never reshaped: every
+/// full-size op reads them as `[N, C, …]` with per-image, per-channel statistics broadcast
+/// over the spatial dimensions, so a channel-grouped feature map (the compiler's
+/// convolution layout) is read in its own order — where a reshape to `[N, G, C/G · H · W]`
+/// needed a row-major copy of every activation and of its gradient. Only the `[N, C]`
+/// statistics are reshaped to `[N, G, C/G]` and back.
 pub(crate) fn group_norm(
     e: &mut Emitter<'_, '_>,
     inputs: &[NodeId],
@@ -224,12 +234,56 @@ pub(crate) fn group_norm(
 ) -> Result<NodeId, IrError> {
     let (x, scale, shift) = (inputs[0], inputs[1], inputs[2]);
     let dims = e.ty(x).shape.dims().to_vec();
+    let (n, c) = (dims[0], dims[1]);
     let per_group = dims[1..].iter().product::<usize>() / groups;
-    let xr = e.reshape("grouped", x, vec![dims[0], groups, per_group])?;
-    let xs = e.cast("grouped_f32", xr, DType::F32)?;
-    let (mean, var) = moments(e, xs, vec![2])?;
-    let inv = inv_std(e, var, epsilon)?;
-    let (xn, _) = whiten(e, xr, mean, inv)?;
-    let xn = e.reshape("ungrouped", xn, dims)?;
+    let spatial: Vec<usize> = (2..dims.len()).collect();
+    let mut per_image_channel = vec![n, c];
+    per_image_channel.extend(std::iter::repeat_n(1, dims.len() - 2));
+    let count = e.splat("count", DType::F32, Shape::scalar(), per_group as f64)?;
+    // The mean over each image's group of `v` (FP32, `[N, C, …]`): `[N, G, 1]`.
+    let group_mean = |e: &mut Emitter<'_, '_>, what: &str, v: NodeId| {
+        let per_channel = e.node(
+            &format!("{what}_channel_sums"),
+            Op::ReduceSum {
+                axes: spatial.clone(),
+                keep_dims: true,
+            },
+            &[v],
+        )?;
+        let per_channel = e.reshape(
+            &format!("{what}_channel_sums_by_group"),
+            per_channel,
+            vec![n, groups, c / groups],
+        )?;
+        let sum = e.node(
+            &format!("{what}_sum"),
+            Op::ReduceSum {
+                axes: vec![2],
+                keep_dims: true,
+            },
+            &[per_channel],
+        )?;
+        e.node(what, Op::Div, &[sum, count])
+    };
+    // A `[N, G, 1]` statistic for every channel of its group: `[N, C, 1…]`.
+    let per_channel = |e: &mut Emitter<'_, '_>, what: &str, v: NodeId| {
+        let b = e.node(
+            &format!("{what}_b"),
+            Op::Broadcast {
+                shape: Shape(vec![n, groups, c / groups]),
+            },
+            &[v],
+        )?;
+        e.reshape(&format!("{what}_per_channel"), b, per_image_channel.clone())
+    };
+    let xs = e.cast("input_f32", x, DType::F32)?;
+    let mean_g = group_mean(e, "mean", xs)?;
+    let mean = per_channel(e, "mean", mean_g)?;
+    let d = e.node("deviation", Op::Sub, &[xs, mean])?;
+    let sq = e.node("squared_deviation", Op::Mul, &[d, d])?;
+    let var_g = group_mean(e, "var", sq)?;
+    let inv_g = inv_std(e, var_g, epsilon)?;
+    let inv = per_channel(e, "inv_std", inv_g)?;
+    let (xn, _) = whiten(e, x, mean, inv)?;
     Ok(affine(e, xn, scale, shift)?.0)
 }
