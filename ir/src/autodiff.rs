@@ -46,7 +46,7 @@ mod rules;
 use crate::builder::GraphBuilder;
 use crate::error::IrError;
 use crate::graph::{Graph, NodeId};
-use crate::norm::BatchNormParts;
+use crate::norm::NormParts;
 use crate::op::Op;
 use std::collections::{HashMap, HashSet};
 
@@ -54,15 +54,15 @@ use std::collections::{HashMap, HashSet};
 /// it was decomposed into ([`crate::decompose::decompose_with_rules`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Composite {
-    /// A training batch norm ([`crate::norm::grad`]).
-    BatchNorm(BatchNormParts),
+    /// A training batch norm or a group norm ([`crate::norm::grad`]).
+    Norm(NormParts),
 }
 
 impl Composite {
     /// The nodes the composite's gradient flows to (its inputs).
     fn inputs(&self) -> Vec<NodeId> {
         match self {
-            Composite::BatchNorm(p) => vec![p.x, p.scale, p.shift],
+            Composite::Norm(p) => vec![p.x, p.scale, p.shift],
         }
     }
 }
@@ -165,8 +165,8 @@ fn sum_and_propagate(
                 return Ok(dy);
             }
             let grads = match rule {
-                Composite::BatchNorm(p) => {
-                    crate::norm::grad::batch_norm(builder, p, dy, |i| active.contains(&i))?
+                Composite::Norm(p) => {
+                    crate::norm::grad::norm(builder, p, dy, |i| active.contains(&i))?
                 }
             };
             grads.into_iter().map(|(i, g)| (i, Some(g))).unzip()

@@ -94,12 +94,15 @@ pub fn decompose_with_rules(
                     &mut e, &inputs, *epsilon, *momentum, statistics,
                 )?;
                 if let Some(parts) = parts {
-                    rules.insert(out, Composite::BatchNorm(parts));
+                    rules.insert(out, Composite::Norm(parts));
                 }
                 out
             }
             Op::GroupNorm { groups, epsilon } => {
-                crate::norm::decompose::group_norm(&mut e, &inputs, *groups, *epsilon)?
+                let (out, parts) =
+                    crate::norm::decompose::group_norm(&mut e, &inputs, *groups, *epsilon)?;
+                rules.insert(out, Composite::Norm(parts));
+                out
             }
             op => e.last(op.clone(), &inputs)?,
         };

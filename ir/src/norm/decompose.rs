@@ -1,7 +1,7 @@
 //! `BatchNorm` and `GroupNorm` rewritten into primitive ops (called by [`crate::decompose`]),
 //! with the precision rule and the two statistics modes of [`super`].
 
-use super::grad::BatchNormParts;
+use super::grad::NormParts;
 use super::Statistics;
 use crate::dtype::{DType, Shape};
 use crate::error::IrError;
@@ -145,7 +145,7 @@ pub(crate) fn batch_norm(
     epsilon: f64,
     momentum: f64,
     statistics: Statistics,
-) -> Result<(NodeId, Option<BatchNormParts>), IrError> {
+) -> Result<(NodeId, Option<NormParts>), IrError> {
     let (x, scale, shift, rm, rv) = (inputs[0], inputs[1], inputs[2], inputs[3], inputs[4]);
     for (i, what) in [(3, "running_mean"), (4, "running_var")] {
         if !matches!(e.rw.dst.node(inputs[i]).op, Op::Variable { .. }) {
@@ -204,13 +204,14 @@ pub(crate) fn batch_norm(
     let inv = inv_std(e, var, epsilon)?;
     let (whitened, inv_std) = whiten(e, x, mean, inv)?;
     let (out, scale_b) = affine(e, whitened, scale, shift)?;
-    let parts = matches!(statistics, Statistics::Batch { .. }).then_some(BatchNormParts {
+    let parts = matches!(statistics, Statistics::Batch { .. }).then_some(NormParts {
         x,
         scale,
         shift,
         whitened,
         scale_b,
         inv_std,
+        groups: None,
     });
     Ok((out, parts))
 }
@@ -231,7 +232,7 @@ pub(crate) fn group_norm(
     inputs: &[NodeId],
     groups: usize,
     epsilon: f64,
-) -> Result<NodeId, IrError> {
+) -> Result<(NodeId, NormParts), IrError> {
     let (x, scale, shift) = (inputs[0], inputs[1], inputs[2]);
     let dims = e.ty(x).shape.dims().to_vec();
     let (n, c) = (dims[0], dims[1]);
@@ -284,6 +285,16 @@ pub(crate) fn group_norm(
     let var_g = group_mean(e, "var", sq)?;
     let inv_g = inv_std(e, var_g, epsilon)?;
     let inv = per_channel(e, "inv_std", inv_g)?;
-    let (xn, _) = whiten(e, x, mean, inv)?;
-    Ok(affine(e, xn, scale, shift)?.0)
+    let (whitened, inv_std) = whiten(e, x, mean, inv)?;
+    let (out, scale_b) = affine(e, whitened, scale, shift)?;
+    let parts = NormParts {
+        x,
+        scale,
+        shift,
+        whitened,
+        scale_b,
+        inv_std,
+        groups: Some(groups),
+    };
+    Ok((out, parts))
 }

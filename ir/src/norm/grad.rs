@@ -1,4 +1,4 @@
-//! Batch norm's own backward pass, as PopLibs builds it (PopART's `BatchNormGradOpx` calls
+//! Batch norm's and group norm's own backward pass, as PopLibs builds it (PopART's `BatchNormGradOpx` calls
 //! `popnn::bn::batchNormParamGradients` and `popnn::bn::batchNormGradients`,
 //! `lib/popnn/BatchNorm.cpp`, which call `poplin::normParamGradients`, `normGradients` and
 //! `normStatisticsGradients`, `lib/poplin/Norms.cpp`). Autodiff uses it in place of the
@@ -18,7 +18,14 @@
 //! | `(dx̂ + Br{meanDelta} + x̂ · Br{varDelta}) · Br{invStdDev}` | `grad = ((dx̂ − mean_delta) − x̂ · var_delta) · inv_std` |
 //!
 //! (`dx = inv_std · (dx̂ − mean(dx̂) − x̂ · mean(x̂ · dx̂))`, the gradient of the normalisation
-//! with the biased variance it uses.) Every full-size tensor is in the activation type; each
+//! with the biased variance it uses.)
+//!
+//! A group norm takes the same pass (PopART's `GroupNormGradOpx` calls
+//! `popnn::gn::groupNormParamGradients` and `groupNormGradients`, `lib/popnn/GroupNorm.cpp`,
+//! which call the same `poplin` norm functions) with its statistics' means taken per image
+//! over each group's channels ([`NormParts::groups`]): the FP32 sums per image and channel
+//! over the spatial dimensions, summed over the group's channels, so the activations are
+//! read in their own channel grouping; the scale and shift gradients are the batch norm's. Every full-size tensor is in the activation type; each
 //! reduction accumulates in FP32 and rounds once to the activation type, as PopLibs reduces
 //! with float partials into the gradient's type. One difference, our choice: PopLibs folds
 //! `1/M` into the two statistics reductions as `M^(−3/4)` and the rest into a `scaledAddTo`
@@ -27,14 +34,15 @@
 //! too.
 
 use crate::builder::GraphBuilder;
-use crate::dtype::Shape;
+use crate::dtype::{DType, Shape};
 use crate::error::IrError;
 use crate::graph::NodeId;
 use crate::op::Op;
 
-/// The nodes of one decomposed training batch norm that its backward pass reads.
+/// The nodes of one decomposed training batch norm or group norm that its backward pass
+/// reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BatchNormParts {
+pub struct NormParts {
     /// The input `[N, C, ...]`.
     pub x: NodeId,
     /// The scale `[C]`.
@@ -45,16 +53,19 @@ pub struct BatchNormParts {
     pub whitened: NodeId,
     /// The scale in the activation type, `[1, C, 1, ...]`.
     pub scale_b: NodeId,
-    /// `inv_std` in the activation type, `[1, C, 1, ...]`.
+    /// `inv_std` in the activation type, `[1, C, 1, ...]` (group norm: `[N, C, 1, ...]`).
     pub inv_std: NodeId,
+    /// `None` for a batch norm (statistics over every dimension but the channels); the
+    /// groups of a group norm (statistics per image over each group's channels).
+    pub groups: Option<usize>,
 }
 
 /// The gradient contributions `(input, gradient)` of the inputs of `p` for which `wanted`
 /// holds, given the gradient `dy` of the batch norm's output; nodes are added in the
 /// builder's scope (`bwd/<batch norm>/`).
-pub(crate) fn batch_norm(
+pub(crate) fn norm(
     b: &mut GraphBuilder,
-    p: &BatchNormParts,
+    p: &NormParts,
     dy: NodeId,
     wanted: impl Fn(NodeId) -> bool,
 ) -> Result<Vec<(NodeId, NodeId)>, IrError> {
@@ -98,12 +109,84 @@ pub(crate) fn batch_norm(
     if wanted(p.x) {
         let dxh = b.op("whitened_grad", Op::Mul, &[dy, p.scale_b])?;
         let prod = b.op("whitened_grad_whitened", Op::Mul, &[p.whitened, dxh])?;
-        let var_delta = b.op("var_delta", mean(), &[prod])?;
-        let mean_delta = b.op("mean_delta", mean(), &[dxh])?;
+        let (var_delta, mean_delta) = match p.groups {
+            None => (
+                b.op("var_delta", mean(), &[prod])?,
+                b.op("mean_delta", mean(), &[dxh])?,
+            ),
+            Some(groups) => (
+                group_mean(b, "var_delta", prod, groups)?,
+                group_mean(b, "mean_delta", dxh, groups)?,
+            ),
+        };
         let centred = b.op("mean_grads", Op::Sub, &[dxh, mean_delta])?;
         let var_grads = b.op("var_grads", Op::Mul, &[p.whitened, var_delta])?;
         let g = b.op("add_grads", Op::Sub, &[centred, var_grads])?;
         out.push((p.x, b.op("grad", Op::Mul, &[g, p.inv_std])?));
     }
     Ok(out)
+}
+
+/// Group norm's mean of `v` (`[N, C, …]`, the activation type) over each image's group of
+/// channels, for every channel (`[N, C, 1…]`): the FP32 sums per image and channel over the
+/// spatial dimensions (the reduction reads `v` through its cast), summed over the group's
+/// channels, divided by the group's element count and rounded once to the activation type,
+/// as the batch norm's `ReduceMean`s accumulate in FP32 and round once.
+fn group_mean(
+    b: &mut GraphBuilder,
+    name: &str,
+    v: NodeId,
+    groups: usize,
+) -> Result<NodeId, IrError> {
+    let ty = b.graph().node(v).ty.clone();
+    let dims = ty.shape.dims().to_vec();
+    let (n, c) = (dims[0], dims[1]);
+    let count = (dims[1..].iter().product::<usize>() / groups) as f64;
+    let v32 = b.op(&format!("{name}_f32"), Op::Cast { dtype: DType::F32 }, &[v])?;
+    let sums = b.op(
+        &format!("{name}_channel_sums"),
+        Op::ReduceSum {
+            axes: (2..dims.len()).collect(),
+            keep_dims: true,
+        },
+        &[v32],
+    )?;
+    let by_group = b.op(
+        &format!("{name}_channel_sums_by_group"),
+        Op::Reshape {
+            shape: Shape(vec![n, groups, c / groups]),
+        },
+        &[sums],
+    )?;
+    let sum = b.op(
+        &format!("{name}_sum"),
+        Op::ReduceSum {
+            axes: vec![2],
+            keep_dims: true,
+        },
+        &[by_group],
+    )?;
+    let k = b.scalar(&format!("{name}_count"), DType::F32, count)?;
+    let mean = b.op(&format!("{name}_mean"), Op::Div, &[sum, k])?;
+    let mean = b.op(
+        &format!("{name}_cast"),
+        Op::Cast { dtype: ty.dtype },
+        &[mean],
+    )?;
+    let wide = b.op(
+        &format!("{name}_b"),
+        Op::Broadcast {
+            shape: Shape(vec![n, groups, c / groups]),
+        },
+        &[mean],
+    )?;
+    let mut per_channel = vec![n, c];
+    per_channel.extend(std::iter::repeat_n(1, dims.len() - 2));
+    b.op(
+        name,
+        Op::Reshape {
+            shape: Shape(per_channel),
+        },
+        &[wide],
+    )
 }

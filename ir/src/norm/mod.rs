@@ -40,7 +40,7 @@
 pub(crate) mod decompose;
 pub mod grad;
 
-pub use grad::BatchNormParts;
+pub use grad::NormParts;
 
 use crate::dtype::TensorType;
 use crate::fault::InferFault;
