@@ -20,11 +20,12 @@
 //! set (and its reduction) named `NAME/serialP`, on the same tiles, its staging and partials
 //! dead before the next phase's are made.
 //!
+//! The forward pass weighs the AMP's nx1 vertex against the SLIC and HMAC vertices per
+//! split, the input-gradient pass against the HMAC ([`plan::plan`]).
+//!
 //! Not yet done (the closing note of the CNN issue lists them): PopLibs' transforms
 //! (`expandDims` for the 3-channel stem), the VMAC vertex, serial splits of the input
-//! channels (`inChanSplit.serial`); more convolution groups than tiles is refused. The forward pass weighs the AMP's nx1 vertex against the
-//! SLIC and HMAC vertices per split, the input-gradient pass against the HMAC
-//! ([`plan::plan`]).
+//! channels (`inChanSplit.serial`); more convolution groups than tiles is refused.
 
 mod block;
 mod plan;
@@ -361,6 +362,18 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         Shape::new(storage_dims(&out_dims, gr.out)),
         mapping,
     );
+    let pass = Pass {
+        id,
+        kind,
+        g: &g,
+        gr,
+        codelet: &codelet,
+        method: split.method,
+        reduce,
+        operands: (a, b, inputs.len() > 1),
+        out: (out, partials, output),
+        tile_of: &tile_of,
+    };
     let serial = phases.len() > 1;
     for (p, (blocks, reduction)) in phases.iter().zip(&reductions).enumerate() {
         let phase = if serial {
@@ -368,17 +381,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         } else {
             name.clone()
         };
-        let pass = Pass {
-            id,
-            kind,
-            g: &g,
-            gr,
-            codelet: &codelet,
-            operands: (a, b, inputs.len() > 1),
-            out: (out, partials, output),
-            tile_of: &tile_of,
-        };
-        lower_phase(lw, &pass, &phase, blocks, reduction, split.method);
+        lower_phase(lw, &pass, &phase, blocks, reduction);
     }
     lw.set_grouped(id, out, gr.out);
     Ok(())
@@ -391,6 +394,10 @@ struct Pass<'a> {
     g: &'a WindowGeometry,
     gr: Groups,
     codelet: &'a Codelet,
+    /// The vertex of every block.
+    method: ConvMethod,
+    /// Whether the reduction is split (its partials summed across tiles).
+    reduce: bool,
     /// The feature map, the second operand, and whether the pass reads the second.
     operands: (TensorId, TensorId, bool),
     /// The output, the partials' type and the output's.
@@ -402,19 +409,11 @@ struct Pass<'a> {
 /// Lowers one serial phase of a pass (the whole pass when it has one), named `name`: the
 /// exchange of its blocks' operands and their vertices, then the summation of a split
 /// reduction's partials.
-fn lower_phase(
-    lw: &mut Lowerer,
-    pass: &Pass,
-    name: &str,
-    blocks: &[Block],
-    reduction: &Reduction,
-    method: ConvMethod,
-) {
+fn lower_phase(lw: &mut Lowerer, pass: &Pass, name: &str, blocks: &[Block], reduction: &Reduction) {
     let (kind, g, gr, codelet) = (pass.kind, pass.g, pass.gr, pass.codelet);
     let (a, b, second) = pass.operands;
     let (out, partials, output) = pass.out;
-    let (id, tile_of) = (pass.id, pass.tile_of);
-    let reduce = !reduction.is_empty();
+    let (id, tile_of, method, reduce) = (pass.id, pass.tile_of, pass.method, pass.reduce);
     let input = lw.tensor(a).dtype;
     let amp = lw.target().amp(input, partials).input_channels;
     let mut eb = ExchangeBuilder::default();
