@@ -99,8 +99,9 @@ pub fn decompose_with_rules(
                 out
             }
             Op::GroupNorm { groups, epsilon } => {
+                let stable = matches!(statistics, Statistics::Batch { stable: true });
                 let (out, parts) =
-                    crate::norm::decompose::group_norm(&mut e, &inputs, *groups, *epsilon)?;
+                    crate::norm::decompose::group_norm(&mut e, &inputs, *groups, *epsilon, stable)?;
                 rules.insert(out, Composite::Norm(parts));
                 out
             }
@@ -147,6 +148,49 @@ mod tests {
             hi.op,
             Op::Constant { dtype: DType::F16, value: Literal::Splat(v), .. } if v == 6.0
         ));
+    }
+
+    #[test]
+    fn group_norm_statistics_sweep_once_unless_stable_and_never_reshape_the_activations() {
+        let build = |stable| {
+            let mut b = GraphBuilder::new();
+            let x = b
+                .variable("x", DType::F16, [2, 8, 3, 3], Init::Zeros)
+                .unwrap();
+            let s = b.variable("s", DType::F16, [8], Init::Zeros).unwrap();
+            let t = b.variable("t", DType::F16, [8], Init::Zeros).unwrap();
+            let op = Op::GroupNorm {
+                groups: 4,
+                epsilon: 1e-5,
+            };
+            let y = b.op("gn", op, &[x, s, t]).unwrap();
+            b.outfeed("y", y).unwrap();
+            decompose(&b.finish(), Statistics::Batch { stable }).unwrap()
+        };
+        for stable in [false, true] {
+            let g = build(stable);
+            let has = |part: &str| g.find(&format!("gn/{part}")).is_some();
+            // One sweep: `E[x]` and `E[x²]` of the activations; two passes: the FP32
+            // deviations from the mean.
+            assert_eq!(has("power"), !stable, "stable {stable}");
+            assert_eq!(has("deviation"), stable, "stable {stable}");
+            // Only the [N, C, 1, 1] statistics are reshaped (and broadcast back).
+            for (_, n) in g.nodes() {
+                if matches!(n.op, Op::Reshape { .. }) {
+                    let input = g.node(n.inputs[0]);
+                    assert!(
+                        input.ty.num_elements() <= 2 * 8,
+                        "{} reshapes {:?}",
+                        n.name,
+                        input.ty.shape
+                    );
+                }
+            }
+            // The statistics are FP32.
+            let mean = g.node(g.find("gn/mean").unwrap());
+            assert_eq!(mean.ty.dtype, DType::F32);
+            assert_eq!(mean.ty.shape.dims(), [2, 4, 1]);
+        }
     }
 
     #[test]

@@ -216,12 +216,15 @@ pub(crate) fn batch_norm(
     Ok((out, parts))
 }
 
-/// `GroupNorm`'s primitives; `inputs` are `(x, scale, shift)`.
+/// `GroupNorm`'s primitives; `inputs` are `(x, scale, shift)`; `stable` as for a batch
+/// norm's batch statistics ([`Statistics::Batch`]).
 ///
 /// The statistics are sums per image and channel over the spatial dimensions (FP32,
 /// `[N, C, 1…]`), summed again over each group's channels (`[N, G, 1]`) and divided by the
-/// group's element count: the two passes of the precision rule (the mean, then the mean of
-/// the squared FP32 deviations from it). The activations are never reshaped: every
+/// group's element count: in one sweep by default (`E[x]` and `E[x²]`, `var = max(E[x²] −
+/// E[x]², 0)`: PopLibs' `groupNormStatistics` with its default `stableAlgo = false`, which
+/// PopART passes from `enableStableNorm`), or in two passes with `stable` (the mean, then the
+/// mean of the squared FP32 deviations from it). The activations are never reshaped: every
 /// full-size op reads them as `[N, C, …]` with per-image, per-channel statistics broadcast
 /// over the spatial dimensions, so a channel-grouped feature map (the compiler's
 /// convolution layout) is read in its own order — where a reshape to `[N, G, C/G · H · W]`
@@ -232,6 +235,7 @@ pub(crate) fn group_norm(
     inputs: &[NodeId],
     groups: usize,
     epsilon: f64,
+    stable: bool,
 ) -> Result<(NodeId, NormParts), IrError> {
     let (x, scale, shift) = (inputs[0], inputs[1], inputs[2]);
     let dims = e.ty(x).shape.dims().to_vec();
@@ -277,12 +281,27 @@ pub(crate) fn group_norm(
         )?;
         e.reshape(&format!("{what}_per_channel"), b, per_image_channel.clone())
     };
-    let xs = e.cast("input_f32", x, DType::F32)?;
-    let mean_g = group_mean(e, "mean", xs)?;
-    let mean = per_channel(e, "mean", mean_g)?;
-    let d = e.node("deviation", Op::Sub, &[xs, mean])?;
-    let sq = e.node("squared_deviation", Op::Mul, &[d, d])?;
-    let var_g = group_mean(e, "var", sq)?;
+    let (mean, var_g) = if stable {
+        let xs = e.cast("input_f32", x, DType::F32)?;
+        let mean_g = group_mean(e, "mean", xs)?;
+        let mean = per_channel(e, "mean", mean_g)?;
+        let d = e.node("deviation", Op::Sub, &[xs, mean])?;
+        let sq = e.node("squared_deviation", Op::Mul, &[d, d])?;
+        (mean, group_mean(e, "var", sq)?)
+    } else {
+        // Each statistic reads its own cast of `x`, which the compiler's reduction reads
+        // through (no FP32 copy is stored), as a batch norm's single sweep does.
+        let mean_in = e.cast("input_f32", x, DType::F32)?;
+        let mean_g = group_mean(e, "mean", mean_in)?;
+        let power_in = e.cast("power_input_f32", x, DType::F32)?;
+        let sq = e.node("square", Op::Mul, &[power_in, power_in])?;
+        let power_g = group_mean(e, "power", sq)?;
+        let m2 = e.node("mean_squared", Op::Mul, &[mean_g, mean_g])?;
+        let d = e.node("power_minus_mean_squared", Op::Sub, &[power_g, m2])?;
+        let zero = e.splat("zero", DType::F32, Shape::scalar(), 0.0)?;
+        let var_g = e.node("var", Op::Max, &[d, zero])?;
+        (per_channel(e, "mean", mean_g)?, var_g)
+    };
     let inv_g = inv_std(e, var_g, epsilon)?;
     let inv = per_channel(e, "inv_std", inv_g)?;
     let (whitened, inv_std) = whiten(e, x, mean, inv)?;

@@ -7,20 +7,23 @@
 //! A training batch norm has a backward pass of its own, PopLibs' ([`grad`]): autodiff uses
 //! it in place of the rules of the primitives it is decomposed into, so the backward pass
 //! reads the whitened activations (in the activation type), not the FP32 deviations, and
-//! sums four reductions, not five. Group norm's gradient is its primitives'.
+//! sums four reductions, not five. Group norm takes the same backward pass with its
+//! statistics' means per image over each group's channels.
 //!
 //! # Precision rule
 //!
 //! The statistics are computed in FP32 under every precision policy, as PopLibs computes
-//! them with float partials. A batch norm's batch statistics take one sweep over the
+//! them with float partials. A batch norm's batch statistics (and a group norm's, per image
+//! over each group's channels: PopLibs' `groupNormStatistics` has the same `stableAlgo`
+//! default) take one sweep over the
 //! activations, PopLibs' default (`normStatisticsImpl` with `stableAlgo = false`, the default
 //! of PopTorch's and PopART's `enableStableNorm`): `mean = E[x]` and `power = E[x²]`, two
 //! FP32 `ReduceMean`s of the activations read through their cast (and square) by the
 //! compiler's reduction, then `var = max(power − mean², 0)` (PopLibs' `InverseStdDeviation`
 //! clamps the estimate). The estimate loses precision when `|mean|` is large against the
 //! standard deviation, as PopLibs' does. With the training spec's `stable_norm` (PopTorch's
-//! `enableStableNorm(True)`, PopLibs' `stableAlgo`) a batch norm's statistics take two
-//! passes instead, as group norm's always do: the mean of the activations cast to FP32,
+//! `enableStableNorm(True)`, PopLibs' `stableAlgo`) the statistics take two
+//! passes instead: the mean of the activations cast to FP32,
 //! then the `ReduceMean` of the squared deviations from it (the FP32 deviations are
 //! stored; no cancellation). Then
 //! `inv_std = 1 / sqrt(var + epsilon)` in FP32. The mean and `inv_std`
