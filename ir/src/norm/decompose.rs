@@ -2,6 +2,7 @@
 //! with the precision rule and the two statistics modes of [`super`].
 
 use super::grad::NormParts;
+use super::groups::{self, group_sums};
 use super::Statistics;
 use crate::dtype::{DType, Shape};
 use crate::error::IrError;
@@ -239,47 +240,18 @@ pub(crate) fn group_norm(
 ) -> Result<(NodeId, NormParts), IrError> {
     let (x, scale, shift) = (inputs[0], inputs[1], inputs[2]);
     let dims = e.ty(x).shape.dims().to_vec();
-    let (n, c) = (dims[0], dims[1]);
     let per_group = dims[1..].iter().product::<usize>() / groups;
-    let spatial: Vec<usize> = (2..dims.len()).collect();
-    let mut per_image_channel = vec![n, c];
-    per_image_channel.extend(std::iter::repeat_n(1, dims.len() - 2));
     let count = e.splat("count", DType::F32, Shape::scalar(), per_group as f64)?;
     // The mean over each image's group of `v` (FP32, `[N, C, …]`): `[N, G, 1]`.
     let group_mean = |e: &mut Emitter<'_, '_>, what: &str, v: NodeId| {
-        let per_channel = e.node(
-            &format!("{what}_channel_sums"),
-            Op::ReduceSum {
-                axes: spatial.clone(),
-                keep_dims: true,
-            },
-            &[v],
-        )?;
-        let per_channel = e.reshape(
-            &format!("{what}_channel_sums_by_group"),
-            per_channel,
-            vec![n, groups, c / groups],
-        )?;
-        let sum = e.node(
-            &format!("{what}_sum"),
-            Op::ReduceSum {
-                axes: vec![2],
-                keep_dims: true,
-            },
-            &[per_channel],
-        )?;
+        let sum = group_sums(&mut |p, op, i| e.node(p, op, i), what, v, &dims, groups)?;
         e.node(what, Op::Div, &[sum, count])
     };
     // A `[N, G, 1]` statistic for every channel of its group: `[N, C, 1…]`.
     let per_channel = |e: &mut Emitter<'_, '_>, what: &str, v: NodeId| {
-        let b = e.node(
-            &format!("{what}_b"),
-            Op::Broadcast {
-                shape: Shape(vec![n, groups, c / groups]),
-            },
-            &[v],
-        )?;
-        e.reshape(&format!("{what}_per_channel"), b, per_image_channel.clone())
+        let name = format!("{what}_per_channel");
+        let add = &mut |p: &str, op, i: &[NodeId]| e.node(p, op, i);
+        groups::per_channel(add, (what, &name), v, &dims, groups)
     };
     let (mean, var_g) = if stable {
         let xs = e.cast("input_f32", x, DType::F32)?;

@@ -33,6 +33,7 @@
 //! applies `1/M` to the FP32 sum before its one rounding, so its intermediates are in range
 //! too.
 
+use super::groups::{group_sums, per_channel};
 use crate::builder::GraphBuilder;
 use crate::dtype::{DType, Shape};
 use crate::error::IrError;
@@ -140,32 +141,9 @@ fn group_mean(
 ) -> Result<NodeId, IrError> {
     let ty = b.graph().node(v).ty.clone();
     let dims = ty.shape.dims().to_vec();
-    let (n, c) = (dims[0], dims[1]);
     let count = (dims[1..].iter().product::<usize>() / groups) as f64;
     let v32 = b.op(&format!("{name}_f32"), Op::Cast { dtype: DType::F32 }, &[v])?;
-    let sums = b.op(
-        &format!("{name}_channel_sums"),
-        Op::ReduceSum {
-            axes: (2..dims.len()).collect(),
-            keep_dims: true,
-        },
-        &[v32],
-    )?;
-    let by_group = b.op(
-        &format!("{name}_channel_sums_by_group"),
-        Op::Reshape {
-            shape: Shape(vec![n, groups, c / groups]),
-        },
-        &[sums],
-    )?;
-    let sum = b.op(
-        &format!("{name}_sum"),
-        Op::ReduceSum {
-            axes: vec![2],
-            keep_dims: true,
-        },
-        &[by_group],
-    )?;
+    let sum = group_sums(&mut |p, op, i| b.op(p, op, i), name, v32, &dims, groups)?;
     let k = b.scalar(&format!("{name}_count"), DType::F32, count)?;
     let mean = b.op(&format!("{name}_mean"), Op::Div, &[sum, k])?;
     let mean = b.op(
@@ -173,20 +151,11 @@ fn group_mean(
         Op::Cast { dtype: ty.dtype },
         &[mean],
     )?;
-    let wide = b.op(
-        &format!("{name}_b"),
-        Op::Broadcast {
-            shape: Shape(vec![n, groups, c / groups]),
-        },
-        &[mean],
-    )?;
-    let mut per_channel = vec![n, c];
-    per_channel.extend(std::iter::repeat_n(1, dims.len() - 2));
-    b.op(
-        name,
-        Op::Reshape {
-            shape: Shape(per_channel),
-        },
-        &[wide],
+    per_channel(
+        &mut |p, op, i| b.op(p, op, i),
+        (name, name),
+        mean,
+        &dims,
+        groups,
     )
 }

@@ -42,6 +42,7 @@
 
 pub(crate) mod decompose;
 pub mod grad;
+pub(crate) mod groups;
 
 pub use grad::NormParts;
 
