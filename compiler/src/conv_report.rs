@@ -53,6 +53,8 @@ fn one() -> u32 {
 /// The per-layer rows of the window compute sets of `exe`.
 pub(crate) fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
     let mut rows = Vec::new();
+    // Each row's AMP capacity (FLOPs), beside it.
+    let mut capacities: Vec<f64> = Vec::new();
     for (i, cs) in exe.compute_sets.iter().enumerate() {
         let Some(first) = cs.tiles.first().and_then(|t| t.groups.first()) else {
             continue;
@@ -139,39 +141,39 @@ pub(crate) fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
             .compute_sets
             .get(i)
             .map_or(cs.cycles, |c| c.cycles_per_execution);
-        let amp_fraction = match amp_types {
-            Some((input, partials)) if cycles > 0 => {
-                let peak = 2.0
-                    * f64::from(exe.target.amp(input, partials).macs_per_cycle())
+        // What the AMP units of the compute set's tiles could do in its cycles (FLOPs).
+        let capacity = match amp_types {
+            Some((input, partials)) => {
+                2.0 * f64::from(exe.target.amp(input, partials).macs_per_cycle())
                     * cs.tiles.len() as f64
-                    * cycles as f64;
-                flops as f64 / peak
+                    * cycles as f64
             }
-            _ => 0.0,
+            None => 0.0,
+        };
+        let fraction = |capacity: f64| {
+            if capacity > 0.0 {
+                flops as f64 / capacity
+            } else {
+                0.0
+            }
         };
         let (name, phase) = serial_phase(&cs.name);
-        // A serial split's later phases join its first's row: their cycles and their share
-        // of the tile-cycles the AMP fraction is over.
+        // A serial split's later phases join its first's row: their cycles and their
+        // capacity, which the AMP fraction is over.
         if let Some(prev) = rows.last_mut().filter(|r: &&mut ConvLayerReport| {
             phase > 0 && r.name == name && r.pass == pass && r.serial_split == phase
         }) {
-            let tile_cycles = |tiles: u32, cycles: u64| f64::from(tiles) * cycles as f64;
-            let before = prev.flops as f64 / prev.amp_fraction.max(f64::MIN_POSITIVE);
-            let added = match amp_types {
-                Some((input, partials)) => {
-                    2.0 * f64::from(exe.target.amp(input, partials).macs_per_cycle())
-                        * tile_cycles(cs.tiles.len() as u32, cycles)
-                }
-                None => 0.0,
-            };
+            let total = capacities.last_mut().map_or(capacity, |c| {
+                *c += capacity;
+                *c
+            });
             prev.serial_split += 1;
             prev.tiles = prev.tiles.max(cs.tiles.len() as u32);
             prev.cycles += cycles;
-            if prev.amp_fraction > 0.0 && before + added > 0.0 {
-                prev.amp_fraction = prev.flops as f64 / (before + added);
-            }
+            prev.amp_fraction = fraction(total);
             continue;
         }
+        capacities.push(capacity);
         rows.push(ConvLayerReport {
             name,
             pass,
@@ -183,7 +185,7 @@ pub(crate) fn conv_rows(exe: &Executable) -> Vec<ConvLayerReport> {
             tiles: cs.tiles.len() as u32,
             cycles,
             flops,
-            amp_fraction,
+            amp_fraction: fraction(capacity),
         });
     }
     rows

@@ -312,6 +312,10 @@ fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
         first_range(e.0, s.batch, 1),
         first_range(span(first_range(e.1, s.serial, gc)), s.channels, gc),
     );
+    // A serial split's phases run one after the other on the same tiles, and a phase's
+    // output stays there as the next phase's temporaries are made (PopLibs multiplies a
+    // serial plan's cycles by its serial splits, `ConvModel.cpp`).
+    let serial = u64::from(s.serial.max(1));
     let mut worst = (0u64, 0u64);
     for &r in &rows {
         for &c in &cols {
@@ -325,11 +329,6 @@ fn cost(target: &Target, pr: &Problem, s: Split) -> (u64, u64) {
                     red,
                 };
                 let c = block_cost(target, pr, s, &b);
-                // A serial split's phases run one after the other on the same tiles, and a
-                // phase's output stays there as the next phase's temporaries are made
-                // (PopLibs multiplies a serial plan's cycles by its serial splits,
-                // `ConvModel.cpp`).
-                let serial = u64::from(s.serial.max(1));
                 let cycles = c.cycles.saturating_mul(serial);
                 let bytes = c.peak + c.output * (serial - 1);
                 worst = (worst.0.max(cycles), worst.1.max(bytes));
@@ -433,25 +432,37 @@ mod tests {
     use ipusim_exe::cycles::window::window_group_cycles;
     use ipusim_ir::DType;
 
-    /// The estimate of one group's whole block of a 3x3 convolution (padding 1, `f`x`f`
-    /// field, batch 1) of `c` input and `o` output channels in `groups` groups, FP16 with
-    /// FP32 partials on mk2, by the vertex `method`.
-    fn whole_block_cycles(f: u32, c: u32, o: u32, groups: u32, method: ConvMethod) -> u64 {
-        let g = WindowGeometry {
-            n: 1,
+    /// A convolution of `n` images of `c` channels on an `f`x`f` field into `o` channels in
+    /// `groups` groups, a `k`x`k` kernel at `stride` with `pad` on every side, undilated.
+    fn square(
+        n: u32,
+        (c, o, groups): (u32, u32, u32),
+        f: u32,
+        (k, stride, pad): (u32, u32, u32),
+    ) -> WindowGeometry {
+        let out = (f + 2 * pad - k) / stride + 1;
+        WindowGeometry {
+            n,
             c,
             h: f,
             w: f,
             o,
-            kh: 3,
-            kw: 3,
-            stride: [1, 1],
-            padding: [1; 4],
+            kh: k,
+            kw: k,
+            stride: [stride; 2],
+            padding: [pad; 4],
             dilation: [1, 1],
             groups,
-            oh: f,
-            ow: f,
-        };
+            oh: out,
+            ow: out,
+        }
+    }
+
+    /// The estimate of one group's whole block of a 3x3 convolution (padding 1, `f`x`f`
+    /// field, batch 1) of `c` input and `o` output channels in `groups` groups, FP16 with
+    /// FP32 partials on mk2, by the vertex `method`.
+    fn whole_block_cycles(f: u32, c: u32, o: u32, groups: u32, method: ConvMethod) -> u64 {
+        let g = square(1, (c, o, groups), f, (3, 1, 1));
         let block = Block {
             group: 0,
             batch: (0, 1),
@@ -593,21 +604,7 @@ mod tests {
         // with its field rows (its reduction) cut in two. Each pass's cost is its slowest
         // block's, never less: the plan is weighed by the tile that holds up the compute set.
         let target = Target::mk2();
-        let geometry = |c, f, o, k: u32, pad| WindowGeometry {
-            n: 4,
-            c,
-            h: f,
-            w: f,
-            o,
-            kh: k,
-            kw: k,
-            stride: [2, 2],
-            padding: [pad; 4],
-            dilation: [1, 1],
-            groups: 1,
-            oh: (f + 2 * pad - k) / 2 + 1,
-            ow: (f + 2 * pad - k) / 2 + 1,
-        };
+        let geometry = |c, f, o, k, pad| square(4, (c, o, 1), f, (k, 2, pad));
         let (layer4, stem) = (geometry(64, 4, 64, 3, 1), geometry(16, 32, 16, 7, 3));
         // Unpadded (valid) windows, where only the first block is costed: a 1x1 stride-2
         // downsample cut in two row blocks, a 3x3 weight gradient with its 5 field rows cut
@@ -661,21 +658,7 @@ mod tests {
         // 4.7 MB of weights over at most 1472 tiles, so no parallel split's blocks are below
         // a few kilobytes; serial phases over the output channels cut each phase's weights.
         let target = Target::mk2();
-        let g = WindowGeometry {
-            n: 1,
-            c: 256,
-            h: 2,
-            w: 2,
-            o: 512,
-            kh: 3,
-            kw: 3,
-            stride: [1, 1],
-            padding: [1; 4],
-            dilation: [1, 1],
-            groups: 1,
-            oh: 2,
-            ow: 2,
-        };
+        let g = square(1, (256, 512, 1), 2, (3, 1, 1));
         let gr = Groups {
             x: 8,
             aux: 8,
