@@ -306,3 +306,35 @@ fn reductions_over_the_chip_are_multi_stage() {
     let gathered: u64 = exe.estimate.exchanges.iter().map(|e| e.cycles).sum();
     assert!(gathered < single, "{gathered} >= {single}");
 }
+
+#[test]
+fn a_reductions_output_tiles_each_sum_at_least_four_vectors() {
+    // 256 column sums of a [2048, 256] matrix: every tile holds a block of rows and
+    // contributes to every output. PopLibs maps the output of a reduction's last stage with
+    // at least four vectors of the summing vertex's input type per tile
+    // (`minElementsPerTile`, `intermediateToOutput`): eight f32 sums, so at most 32 tiles
+    // receive partials, where spreading by work alone took one tile per grain of two.
+    let t = Target::mk2();
+    let mut b = GraphBuilder::new();
+    let x = b
+        .variable("x", DType::F32, [2048, 256], Init::Zeros)
+        .unwrap();
+    let s = b.reduce_sum(x, &[0], false).unwrap();
+    b.outfeed("s", s).unwrap();
+    let exe = compile(&b.finish(), &t, &CompileOptions::default()).unwrap();
+    let last = exe.compute_sets.last().unwrap();
+    assert_eq!(last.name, "reduce_sum");
+    let out = exe
+        .values
+        .iter()
+        .find(|v| v.name == "reduce_sum")
+        .and_then(|v| v.tensor)
+        .unwrap();
+    let slices = &exe.tensors[out.0 as usize].slices;
+    let share = 4 * t.vector_width(DType::F32);
+    assert!(slices.len() as u64 <= 256 / share, "{}", slices.len());
+    for s in slices {
+        assert!(s.num_elements() >= share, "{:?}", s.tile);
+    }
+    assert_eq!(last.tiles.len(), slices.len());
+}

@@ -440,10 +440,17 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
     if two_stage {
         contribs = intermediate(lw, &gspec, contribs, root);
     }
-    // Final stage: the output mapped linearly over tiles chosen by the gathered work.
+    // Final stage: the output mapped linearly over tiles chosen by the gathered work, each
+    // with at least PopLibs' smallest share of a reduction's output, four vectors of the
+    // summing vertex's input type (`intermediateToOutput`,
+    // `lib/popops/reduction/ReductionStages.cpp`: `minElementsPerTile = 4 *
+    // target.getVectorWidth(inVertexType)` for its linear mapping of the output): every
+    // contribution then reaches a few tiles in messages of whole vectors, not one tile per
+    // output grain.
     let work: u64 = contribs.iter().map(|c| c.len).sum();
     let tiles_out = choose_tiles(lw.target(), work, spec.acc)
-        .min(n_out.div_ceil(grain(spec.output)).max(1) as u32);
+        .min(n_out.div_ceil(grain(spec.output)).max(1) as u32)
+        .min(n_out.div_ceil(min_share(lw, spec.acc)).max(1) as u32);
     let m = lw.mapping_over(n_out, spec.output, tiles_out);
     let out = output_tensor(lw, spec, m);
     let dests: Vec<Dest> = lw
@@ -474,6 +481,12 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
     inbox.finish(lw);
     lw.superstep(&spec.name, Some(spec.node), eb.finish(), tiles);
     out
+}
+
+/// The fewest outputs a tile sums in a gathering stage: four vectors of the summing vertex's
+/// input type `acc` (PopLibs' `minElementsPerTile` of a reduction's output).
+fn min_share(lw: &Lowerer, acc: DType) -> u64 {
+    4 * lw.target().vector_width(acc)
 }
 
 /// The intermediate stage: contributing tiles in `k` groups, each group's contributions
@@ -517,14 +530,16 @@ fn intermediate(
         let total: u64 = merged.iter().map(|r| r.1 - r.0).sum();
         // As many of the group's tiles as its work (the elements it receives and sums) is
         // worth, at the cost model's smallest useful share per tile as for a fresh mapping,
-        // and at least a grain of outputs each: a few outputs stay on one tile instead of
-        // splitting every contribution into one-element messages, and many contributions to
-        // each output spread over as many tiles as their sum is worth.
+        // and at least the final stage's share of outputs each (four vectors, PopLibs'
+        // `minElementsPerTile`; our choice for this stage, which PopLibs plans otherwise):
+        // a few outputs stay on one tile instead of splitting every contribution into
+        // one-element messages, and many contributions to each output spread over as many
+        // tiles as their sum is worth.
         let min = min_elements_per_tile(lw.target(), spec.acc);
         let work: u64 = list.iter().map(|c| c.len).sum();
         let dest_tiles = work
             .div_ceil(min)
-            .min(total.div_ceil(grain(spec.acc)))
+            .min(total.div_ceil(min_share(lw, spec.acc)))
             .clamp(1, gt.len() as u64);
         let chunk = total.div_ceil(dest_tiles).max(1);
         // The receiving tiles spread over the group, starting where the rotation of the chip
