@@ -14,10 +14,12 @@
 //! in flight: it is **stashed** (PopTorch's stash FIFO) in as many slots, the forward saving
 //! micro-batch `m`'s values in slot `m mod D` and the backward restoring them before it runs;
 //! the slots are memory of their own, live for the whole program (in the plan and the
-//! report). Values that cross IPUs move at the end of the tick of the segment
-//! that produced them (an external sync and an `IpuCopy`) and are read by the next stage in
-//! the next tick; their buffers on both IPUs are live for the whole program too, since each
-//! IPU's other work of the tick runs in between.
+//! report). A stashed value the forward also sends on is put back after the backward ran
+//! (`stash_reload`): the send reads it at the end of the tick, after the backward restored
+//! an older micro-batch's value into it. Values that cross IPUs move at the end of the tick
+//! of the segment that produced them (an external sync and an `IpuCopy`) and are read by
+//! the next stage in the next tick; their buffers on both IPUs are live for the whole
+//! program too, since each IPU's other work of the tick runs in between.
 //!
 //! `Interleaved` (the TF-IPU `PipelineSchedule.Interleaved`: "schedules the backward passes
 //! whenever the forward passes have just generated some activations"): an IPU alternates
@@ -298,10 +300,30 @@ pub(crate) fn build(
             if stashed.is_empty() {
                 continue;
             }
-            let (save, restore, slot_tensors) =
-                stash(lw, &segments[f].name.clone(), &stashed, slots);
+            // A stashed value the forward also sends to the next stage (a stage's output its
+            // own backward reads, as a ReLU's gradient reads its output) is sent at the end
+            // of the tick, after the backward restored an older micro-batch's value into it:
+            // the backward puts the value of the forward's micro-batch back once it has run
+            // (from the slot the forward saved it to in the same tick, `delta` micro-batches
+            // ahead), so that the send reads what the forward wrote.
+            let (mut sr, mut sw) = (BTreeSet::new(), BTreeSet::new());
+            accesses(lw, &segments[f].send, &mut sr, &mut sw);
+            let sent: Vec<TensorId> = stashed.iter().copied().filter(|t| sr.contains(t)).collect();
+            let ahead = segments[b].offset - segments[f].offset;
+            let delta = ahead
+                .is_multiple_of(segs.stride())
+                .then(|| ahead / segs.stride());
+            let stash = stash(lw, &segments[f].name.clone(), &stashed, slots);
+            let reload = match delta {
+                Some(d) if !sent.is_empty() => {
+                    reload(lw, &segments[b].name.clone(), &stashed, &stash.2, &sent, d)
+                }
+                _ => Vec::new(),
+            };
+            let (save, restore, slot_tensors) = stash;
             segments[f].save = save;
             segments[b].restore = restore;
+            segments[b].save = reload;
             persistent.extend(slot_tensors);
         }
     }
@@ -346,15 +368,6 @@ fn stash(
                 .collect(),
         );
     }
-    let copy = |lw: &mut Lowerer, from: TensorId, to: TensorId, eb: &mut ExchangeBuilder| {
-        let slices = lw.tensor(from).slices.clone();
-        for s in &slices {
-            for iv in &s.intervals {
-                let at = lw.position(to, iv.begin);
-                eb.copy_elems(lw, from, iv.begin, iv.end - iv.begin, to, s.tile.tile(), at);
-            }
-        }
-    };
     let mut save = Vec::new();
     let mut restore = Vec::new();
     for s in 0..slots as usize {
@@ -365,16 +378,54 @@ fn stash(
             .collect();
         let mut eb = ExchangeBuilder::default();
         for &(t, slot) in &pairs {
-            copy(lw, t, slot, &mut eb);
+            copy_tensor(lw, t, slot, &mut eb);
         }
         save.push(lw.exchange_program(format!("{segment}/stash_save{s}"), eb.finish()));
         let mut eb = ExchangeBuilder::default();
         for &(t, slot) in &pairs {
-            copy(lw, slot, t, &mut eb);
+            copy_tensor(lw, slot, t, &mut eb);
         }
         restore.push(lw.exchange_program(format!("{segment}/stash_restore{s}"), eb.finish()));
     }
     (save, restore, slot_tensors.into_iter().flatten().collect())
+}
+
+/// The programs that put the stashed `sent` (among `tensors`, whose slots are `slot_tensors`,
+/// `slots` per tensor in order) back from the slot `delta` micro-batches ahead of the one
+/// restored: per slot `s` of the segment's micro-batch, slot `(s + delta) mod slots` to the
+/// tensor.
+fn reload(
+    lw: &mut Lowerer,
+    segment: &str,
+    tensors: &[TensorId],
+    slot_tensors: &[TensorId],
+    sent: &[TensorId],
+    delta: u32,
+) -> Vec<Program> {
+    let slots = slot_tensors.len() / tensors.len().max(1);
+    (0..slots)
+        .map(|s| {
+            let from_slot = (s + delta as usize) % slots;
+            let mut eb = ExchangeBuilder::default();
+            for (i, &t) in tensors.iter().enumerate() {
+                if sent.contains(&t) {
+                    copy_tensor(lw, slot_tensors[i * slots + from_slot], t, &mut eb);
+                }
+            }
+            lw.exchange_program(format!("{segment}/stash_reload{s}"), eb.finish())
+        })
+        .collect()
+}
+
+/// On-tile copies of every element of `from` into `to`, laid out alike.
+fn copy_tensor(lw: &mut Lowerer, from: TensorId, to: TensorId, eb: &mut ExchangeBuilder) {
+    let slices = lw.tensor(from).slices.clone();
+    for s in &slices {
+        for iv in &s.intervals {
+            let at = lw.position(to, iv.begin);
+            eb.copy_elems(lw, from, iv.begin, iv.end - iv.begin, to, s.tile.tile(), at);
+        }
+    }
 }
 
 /// Every value read on another IPU is read one tick after the segment that produced it ran,
