@@ -37,7 +37,8 @@
 //! get none.
 //!
 //! Fusions follow PopLibs: `Relu`/`Sigmoid`/`Tanh`/`Gelu` use one `ActivationGrad` node
-//! (popnn's non-linearity gradient); the gradient of `SparseSoftmaxCrossEntropy` is
+//! (popnn's non-linearity gradient; ReLU's reads the forward output, as PopLibs' does, the
+//! others the forward input); the gradient of `SparseSoftmaxCrossEntropy` is
 //! `(softmax(logits) - onehot(labels)) * dy` (divided by the batch size for the mean), never a
 //! differentiated log of a softmax.
 

@@ -161,7 +161,8 @@ pub enum Op {
     /// GELU, tanh approximation (as PopLibs implements it).
     Gelu,
     /// `(x, dy) -> dy * f'(x)`: the fused gradient of an activation (PopLibs'
-    /// NonLinearityGrad), from the forward input `x`.
+    /// NonLinearityGrad), from the forward input `x`. Autodiff passes ReLU's forward output
+    /// as `x` (`f'(relu(x)) = f'(x)` exactly: both are `x > 0`).
     ActivationGrad { activation: Activation },
 
     /// Softmax along `axis`.

@@ -118,7 +118,12 @@ pub(super) fn vjp(
             let q = b.op("div", Op::Div, &[dy, id])?;
             one(scale_by(b, q, 0.5))
         }
-        Op::Relu => one(activation(b, Activation::Relu, input(0), dy)),
+        // From the forward output, as PopLibs' `nonLinearityInputGradient` and PopART's
+        // `ReluGradOp` read it: `relu(x) > 0` exactly when `x > 0` (a NaN stays NaN and
+        // raises INV either way), so the values and flags are those of the input's rule,
+        // and the backward pass keeps the ReLU's output (which the next layer's weight
+        // gradient reads anyway) instead of its input too.
+        Op::Relu => one(activation(b, Activation::Relu, id, dy)),
         // Composite ops are decomposed before autodiff (`crate::decompose`); their primitive
         // ops carry the gradient.
         Op::Clip { .. }
