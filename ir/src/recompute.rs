@@ -4,8 +4,11 @@
 //!
 //! In a training-step graph, the forward nodes are the Step-phase nodes not named `bwd/…`; a
 //! forward node is a **checkpoint** when it is a source (variable, constant, infeed), named by
-//! the caller (explicit checkpoints, and the values that cross into a later pipeline stage:
-//! each stage is an implicit checkpoint), or not a computation (an `Assign`, an `Outfeed`).
+//! the caller (explicit checkpoints), or not a computation (an `Assign`, an `Outfeed`). A value
+//! that crosses into a later pipeline stage is that stage's checkpoint (each stage is an
+//! implicit checkpoint at its inputs): the later stages read it as kept, while the backward
+//! pass of the stage that computed it recomputes it with the rest of that stage, as PopART
+//! stashes a stage's inputs and recomputes everything after them.
 //! Every other forward node a backward node reads is recomputed: a clone `recompute/NAME` of
 //! the node, fed by clones of its own non-checkpoint inputs, is inserted just before the first
 //! backward node that needs it, and the backward nodes read the clone. The forward originals
@@ -30,32 +33,65 @@ pub fn is_forward(g: &Graph, id: NodeId) -> bool {
     n.phase == Phase::Step && !n.name.starts_with("bwd/") && !n.name.starts_with(PREFIX)
 }
 
+/// The forward nodes a training step keeps from its forward pass (besides sources and
+/// effects), for the readers they are kept for.
+#[derive(Clone, Debug, Default)]
+pub struct Checkpoints {
+    /// Kept for every reader: the explicit checkpoints, and with several stages every forward
+    /// value of the last stage (its backward runs right after its forward, so nothing waits
+    /// to be recomputed: RecomputeThenBackpropagate recomputes the stages whose activations
+    /// would wait in the stash).
+    pub kept: HashSet<NodeId>,
+    /// The values a later pipeline stage reads: kept for the readers on later stages,
+    /// recomputed for those on the stage that computed them.
+    pub crossing: HashSet<NodeId>,
+    /// Each node's pipeline stage (empty: one stage).
+    pub stage: Vec<u32>,
+}
+
+impl Checkpoints {
+    /// Whether forward node `id` is kept for a reader on stage `reader`.
+    pub fn keeps(&self, id: NodeId, reader: u32) -> bool {
+        self.kept.contains(&id) || (self.crossing.contains(&id) && self.stage_of(id) < reader)
+    }
+
+    fn stage_of(&self, id: NodeId) -> u32 {
+        self.stage.get(id.as_usize()).copied().unwrap_or(0)
+    }
+}
+
 /// The checkpoints of a training-step graph: the forward nodes named in `names` (a name no
 /// node of `step` has is returned as the error), the forward values a forward node of a
 /// later stage reads (each pipeline stage is an implicit checkpoint), and with several
-/// stages every forward value of the last stage: its backward runs right after its forward,
-/// so nothing waits to be recomputed (RecomputeThenBackpropagate recomputes the stages
-/// whose activations would wait in the stash).
+/// stages every forward value of the last stage ([`Checkpoints`]).
 pub fn checkpoints(
     step: &Graph,
     placement: &Placement,
     names: &[String],
-) -> Result<HashSet<NodeId>, String> {
-    let mut out = HashSet::new();
+) -> Result<Checkpoints, String> {
+    let mut out = Checkpoints::default();
     for name in names {
-        out.insert(step.find(name).ok_or_else(|| name.clone())?);
+        out.kept
+            .insert(step.find(name).ok_or_else(|| name.clone())?);
     }
     let last = placement.stages().saturating_sub(1);
     for (id, node) in step.nodes() {
+        if last > 0 {
+            let at = id.as_usize();
+            if out.stage.len() <= at {
+                out.stage.resize(at + 1, 0);
+            }
+            out.stage[at] = placement.stage_of(id);
+        }
         if !is_forward(step, id) {
             continue;
         }
         if last > 0 && placement.stage_of(id) == last {
-            out.insert(id);
+            out.kept.insert(id);
         }
         for &i in &node.inputs {
             if is_forward(step, i) && placement.stage_of(i) < placement.stage_of(id) {
-                out.insert(i);
+                out.crossing.insert(i);
             }
         }
     }
@@ -65,7 +101,7 @@ pub fn checkpoints(
 /// The step graph `step` with the backward pass reading recomputed activations; `checkpoints`
 /// are the forward nodes kept from the forward pass (besides sources and effects). Returns the
 /// graph and the number of recomputed nodes.
-pub fn recompute(step: &Graph, checkpoints: &HashSet<NodeId>) -> Result<(Graph, usize), IrError> {
+pub fn recompute(step: &Graph, checkpoints: &Checkpoints) -> Result<(Graph, usize), IrError> {
     let n = step.ids().map(|i| i.as_usize() + 1).max().unwrap_or(0);
     let mut r = Recomputer {
         rw: Rewrite::new(step),
@@ -76,9 +112,10 @@ pub fn recompute(step: &Graph, checkpoints: &HashSet<NodeId>) -> Result<(Graph, 
     for id in step.program_order() {
         let node = step.node(id);
         let backward = node.phase == Phase::Step && node.name.starts_with("bwd/");
+        let stage = checkpoints.stage_of(id);
         let mut inputs = Vec::with_capacity(node.inputs.len());
         for &i in &node.inputs {
-            inputs.push(if backward && r.recomputed(i) {
+            inputs.push(if backward && r.recomputed(i, stage) {
                 r.clone_of(i)?
             } else {
                 r.rw.use_of(i)?
@@ -95,20 +132,21 @@ pub fn recompute(step: &Graph, checkpoints: &HashSet<NodeId>) -> Result<(Graph, 
 /// The rewrite in progress: the originals copied so far, and the clones.
 struct Recomputer<'a> {
     rw: Rewrite<'a>,
-    checkpoints: &'a HashSet<NodeId>,
+    checkpoints: &'a Checkpoints,
     /// The clone of each recomputed node, once added.
     clone_id: Vec<Option<NodeId>>,
     clones: usize,
 }
 
 impl Recomputer<'_> {
-    /// True for a forward node the backward pass reads recomputed.
-    fn recomputed(&self, id: NodeId) -> bool {
+    /// True for a forward node that a backward node (or a clone) on stage `reader` reads
+    /// recomputed.
+    fn recomputed(&self, id: NodeId, reader: u32) -> bool {
         let node = self.rw.src.node(id);
         is_forward(self.rw.src, id)
             && !node.op.is_source()
             && !node.op.is_sink()
-            && !self.checkpoints.contains(&id)
+            && !self.checkpoints.keeps(id, reader)
     }
 
     /// The clone of forward node `id`, adding it (and the clones it reads) first.
@@ -121,10 +159,11 @@ impl Recomputer<'_> {
                 continue;
             }
             let node = src.node(x);
+            let stage = self.checkpoints.stage_of(x);
             if !expanded {
                 stack.push((x, true));
                 for &i in &node.inputs {
-                    if self.recomputed(i) && self.clone_id[i.as_usize()].is_none() {
+                    if self.recomputed(i, stage) && self.clone_id[i.as_usize()].is_none() {
                         stack.push((i, false));
                     }
                 }
@@ -133,7 +172,7 @@ impl Recomputer<'_> {
             let mut inputs = Vec::with_capacity(node.inputs.len());
             for &i in &node.inputs {
                 inputs.push(match self.clone_id[i.as_usize()] {
-                    Some(c) if self.recomputed(i) => c,
+                    Some(c) if self.recomputed(i, stage) => c,
                     _ => self.rw.use_of(i)?,
                 });
             }

@@ -3,7 +3,7 @@
 
 use ipusim_ir::models::{mlp, MlpSpec};
 use ipusim_ir::pipeline::Placement;
-use ipusim_ir::recompute::{checkpoints, is_forward, recompute, PREFIX};
+use ipusim_ir::recompute::{checkpoints, is_forward, recompute, Checkpoints, PREFIX};
 use ipusim_ir::training::prepare;
 use ipusim_ir::{Graph, Optimizer, Precision, TrainingSpec};
 use std::collections::HashSet;
@@ -39,7 +39,7 @@ fn kept_reads(g: &Graph, keep: &HashSet<String>) -> Vec<String> {
 #[test]
 fn the_backward_pass_reads_only_checkpoints_and_clones() {
     let g = step();
-    let (all, n_all) = recompute(&g, &HashSet::new()).unwrap();
+    let (all, n_all) = recompute(&g, &Checkpoints::default()).unwrap();
     assert!(n_all > 0);
     assert_eq!(kept_reads(&all, &HashSet::new()), Vec::<String>::new());
     // Every clone computes what its original does: same op, same type.
@@ -62,4 +62,57 @@ fn the_backward_pass_reads_only_checkpoints_and_clones() {
     let kept: HashSet<String> = names.into_iter().collect();
     assert_eq!(kept_reads(&some, &kept), Vec::<String>::new());
     assert!(checkpoints(&g, &Placement::single(), &["no_such_node".into()]).is_err());
+}
+
+#[test]
+fn a_value_sent_to_the_next_stage_is_recomputed_for_its_own_stage_and_kept_for_the_next() {
+    use ipusim_ir::pipeline::{place, Origin, PipelineSpec, Schedule};
+    let mut p = mlp(&MlpSpec::new(4, &[6, 5, 3])).unwrap();
+    p.training = Some(TrainingSpec {
+        loss: "loss".into(),
+        optimizer: Optimizer::Sgd { learning_rate: 0.1 },
+        loss_scaling: 1.0,
+        precision: Precision::P32_32,
+        gradient_accumulation: 1,
+        accumulation_dtype: None,
+        stable_norm: false,
+    });
+    let g = prepare(&p, None, false).unwrap().graph;
+    let spec = PipelineSpec {
+        splits: vec!["dense2".into()],
+        schedule: Schedule::Grouped,
+        ipus: Vec::new(),
+    };
+    let placement = place(&g, &p.graph, &spec, None, Origin::Program).unwrap();
+    let keep = checkpoints(&g, &placement, &[]).unwrap();
+    // The first layer's output crosses into stage 1: kept for stage 1's readers only.
+    let crossing: Vec<&str> = keep
+        .crossing
+        .iter()
+        .map(|&id| g.node(id).name.as_str())
+        .filter(|n| !n.starts_with("bwd/"))
+        .collect();
+    assert!(!crossing.is_empty());
+    let (r, _) = recompute(&g, &keep).unwrap();
+    let rp = place(&r, &p.graph, &spec, None, Origin::Program).unwrap();
+    let mut own = 0;
+    let mut next = 0;
+    for (id, n) in r.nodes().filter(|(_, n)| n.name.starts_with("bwd/")) {
+        for &i in &n.inputs {
+            let name = r.node(i).name.as_str();
+            if crossing.contains(&name) {
+                // A reader of the original: never on the stage that computed it.
+                assert!(rp.stage_of(id) > 0, "{} reads {name} on stage 0", n.name);
+                next += 1;
+            } else if let Some(orig) = name.strip_prefix(PREFIX) {
+                if crossing.contains(&orig) {
+                    assert_eq!(rp.stage_of(id), 0, "{} reads {name}", n.name);
+                    own += 1;
+                }
+            }
+        }
+    }
+    // Stage 0's backward (the first layer's ReLU gradient reads its output) reads the
+    // recomputed value; stage 1's (the second layer's weight gradient) the kept one.
+    assert!(own > 0 && next > 0, "own {own}, next {next}");
 }
