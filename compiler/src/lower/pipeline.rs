@@ -313,14 +313,19 @@ pub(crate) fn build(
             let delta = ahead
                 .is_multiple_of(segs.stride())
                 .then(|| ahead / segs.stride());
-            let stash = stash(lw, &segments[f].name.clone(), &stashed, slots);
+            let (save, restore, slot_tensors) =
+                stash(lw, &segments[f].name.clone(), &stashed, slots);
             let reload = match delta {
-                Some(d) if !sent.is_empty() => {
-                    reload(lw, &segments[b].name.clone(), &stashed, &stash.2, &sent, d)
-                }
+                Some(d) if !sent.is_empty() => reload(
+                    lw,
+                    &segments[b].name.clone(),
+                    &stashed,
+                    &slot_tensors,
+                    &sent,
+                    d,
+                ),
                 _ => Vec::new(),
             };
-            let (save, restore, slot_tensors) = stash;
             segments[f].save = save;
             segments[b].restore = restore;
             segments[b].save = reload;
