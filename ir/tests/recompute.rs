@@ -8,7 +8,8 @@ use ipusim_ir::training::prepare;
 use ipusim_ir::{Graph, Optimizer, Precision, TrainingSpec};
 use std::collections::HashSet;
 
-fn step() -> Graph {
+/// A small MLP training program (SGD, 32.32).
+fn program() -> ipusim_ir::Program {
     let mut p = mlp(&MlpSpec::new(4, &[6, 5, 3])).unwrap();
     p.training = Some(TrainingSpec {
         loss: "loss".into(),
@@ -19,7 +20,11 @@ fn step() -> Graph {
         accumulation_dtype: None,
         stable_norm: false,
     });
-    prepare(&p, None, false).unwrap().graph
+    p
+}
+
+fn step() -> Graph {
+    prepare(&program(), None, false).unwrap().graph
 }
 
 /// The forward originals (not sources, not clones) a backward node reads.
@@ -67,16 +72,7 @@ fn the_backward_pass_reads_only_checkpoints_and_clones() {
 #[test]
 fn a_value_sent_to_the_next_stage_is_recomputed_for_its_own_stage_and_kept_for_the_next() {
     use ipusim_ir::pipeline::{place, Origin, PipelineSpec, Schedule};
-    let mut p = mlp(&MlpSpec::new(4, &[6, 5, 3])).unwrap();
-    p.training = Some(TrainingSpec {
-        loss: "loss".into(),
-        optimizer: Optimizer::Sgd { learning_rate: 0.1 },
-        loss_scaling: 1.0,
-        precision: Precision::P32_32,
-        gradient_accumulation: 1,
-        accumulation_dtype: None,
-        stable_norm: false,
-    });
+    let p = program();
     let g = prepare(&p, None, false).unwrap().graph;
     let spec = PipelineSpec {
         splits: vec!["dense2".into()],
