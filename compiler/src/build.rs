@@ -196,7 +196,7 @@ pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph
                         "recompute_checkpoints: no node is named '{name}'"
                     )))
                 })?;
-        step.graph = recompute::recompute(&step.graph, &keep)
+        step.graph = recompute::recompute(&step.graph, &keep, &step.placement)
             .map_err(BuildError::Step)?
             .0;
         step.placement = place(&step.graph, &program.graph, &spec, options.ipus, origin)

@@ -45,18 +45,12 @@ pub struct Checkpoints {
     /// The values a later pipeline stage reads: kept for the readers on later stages,
     /// recomputed for those on the stage that computed them.
     pub crossing: HashSet<NodeId>,
-    /// Each node's pipeline stage (empty: one stage).
-    pub stage: Vec<u32>,
 }
 
 impl Checkpoints {
-    /// Whether forward node `id` is kept for a reader on stage `reader`.
-    pub fn keeps(&self, id: NodeId, reader: u32) -> bool {
-        self.kept.contains(&id) || (self.crossing.contains(&id) && self.stage_of(id) < reader)
-    }
-
-    fn stage_of(&self, id: NodeId) -> u32 {
-        self.stage.get(id.as_usize()).copied().unwrap_or(0)
+    /// Whether forward node `id` is kept for a reader on stage `reader` under `placement`.
+    pub fn keeps(&self, id: NodeId, reader: u32, placement: &Placement) -> bool {
+        self.kept.contains(&id) || (self.crossing.contains(&id) && placement.stage_of(id) < reader)
     }
 }
 
@@ -76,13 +70,6 @@ pub fn checkpoints(
     }
     let last = placement.stages().saturating_sub(1);
     for (id, node) in step.nodes() {
-        if last > 0 {
-            let at = id.as_usize();
-            if out.stage.len() <= at {
-                out.stage.resize(at + 1, 0);
-            }
-            out.stage[at] = placement.stage_of(id);
-        }
         if !is_forward(step, id) {
             continue;
         }
@@ -99,20 +86,26 @@ pub fn checkpoints(
 }
 
 /// The step graph `step` with the backward pass reading recomputed activations; `checkpoints`
-/// are the forward nodes kept from the forward pass (besides sources and effects). Returns the
-/// graph and the number of recomputed nodes.
-pub fn recompute(step: &Graph, checkpoints: &Checkpoints) -> Result<(Graph, usize), IrError> {
+/// are the forward nodes kept from the forward pass (besides sources and effects), for the
+/// readers on the stages of `placement` (`step`'s). Returns the graph and the number of
+/// recomputed nodes.
+pub fn recompute(
+    step: &Graph,
+    checkpoints: &Checkpoints,
+    placement: &Placement,
+) -> Result<(Graph, usize), IrError> {
     let n = step.ids().map(|i| i.as_usize() + 1).max().unwrap_or(0);
     let mut r = Recomputer {
         rw: Rewrite::new(step),
         checkpoints,
+        placement,
         clone_id: vec![None; n],
         clones: 0,
     };
     for id in step.program_order() {
         let node = step.node(id);
         let backward = node.phase == Phase::Step && node.name.starts_with("bwd/");
-        let stage = checkpoints.stage_of(id);
+        let stage = placement.stage_of(id);
         let mut inputs = Vec::with_capacity(node.inputs.len());
         for &i in &node.inputs {
             inputs.push(if backward && r.recomputed(i, stage) {
@@ -133,6 +126,7 @@ pub fn recompute(step: &Graph, checkpoints: &Checkpoints) -> Result<(Graph, usiz
 struct Recomputer<'a> {
     rw: Rewrite<'a>,
     checkpoints: &'a Checkpoints,
+    placement: &'a Placement,
     /// The clone of each recomputed node, once added.
     clone_id: Vec<Option<NodeId>>,
     clones: usize,
@@ -146,7 +140,7 @@ impl Recomputer<'_> {
         is_forward(self.rw.src, id)
             && !node.op.is_source()
             && !node.op.is_sink()
-            && !self.checkpoints.keeps(id, reader)
+            && !self.checkpoints.keeps(id, reader, self.placement)
     }
 
     /// The clone of forward node `id`, adding it (and the clones it reads) first.
@@ -159,7 +153,7 @@ impl Recomputer<'_> {
                 continue;
             }
             let node = src.node(x);
-            let stage = self.checkpoints.stage_of(x);
+            let stage = self.placement.stage_of(x);
             if !expanded {
                 stack.push((x, true));
                 for &i in &node.inputs {

@@ -44,7 +44,7 @@ fn kept_reads(g: &Graph, keep: &HashSet<String>) -> Vec<String> {
 #[test]
 fn the_backward_pass_reads_only_checkpoints_and_clones() {
     let g = step();
-    let (all, n_all) = recompute(&g, &Checkpoints::default()).unwrap();
+    let (all, n_all) = recompute(&g, &Checkpoints::default(), &Placement::single()).unwrap();
     assert!(n_all > 0);
     assert_eq!(kept_reads(&all, &HashSet::new()), Vec::<String>::new());
     // Every clone computes what its original does: same op, same type.
@@ -62,7 +62,7 @@ fn the_backward_pass_reads_only_checkpoints_and_clones() {
         .expect("the mlp has a second layer");
     let names = [first_hidden.clone()];
     let keep = checkpoints(&g, &Placement::single(), &names).unwrap();
-    let (some, n_some) = recompute(&g, &keep).unwrap();
+    let (some, n_some) = recompute(&g, &keep, &Placement::single()).unwrap();
     assert!(n_some < n_all, "{n_some} vs {n_all}");
     let kept: HashSet<String> = names.into_iter().collect();
     assert_eq!(kept_reads(&some, &kept), Vec::<String>::new());
@@ -89,7 +89,7 @@ fn a_value_sent_to_the_next_stage_is_recomputed_for_its_own_stage_and_kept_for_t
         .filter(|n| !n.starts_with("bwd/"))
         .collect();
     assert!(!crossing.is_empty());
-    let (r, _) = recompute(&g, &keep).unwrap();
+    let (r, _) = recompute(&g, &keep, &placement).unwrap();
     let rp = place(&r, &p.graph, &spec, None, Origin::Program).unwrap();
     let mut own = 0;
     let mut next = 0;
