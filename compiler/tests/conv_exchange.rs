@@ -2,8 +2,10 @@
 //! summed in PopLibs' stages (`poplin/ConvReducePlan.cpp`), so that no reducing tile
 //! receives a message from every partial; and a forward convolution whose weight blocks are
 //! each read by one tile reads its weights where they are laid out (PopLibs'
-//! `createWeights`), with no exchange of them; and a feature map holds the batch inside each
-//! channel group (PopLibs' `createInput`).
+//! `createWeights`), with no exchange of them, and one whose weight blocks are broadcast has
+//! them laid out in its input-gradient pass's blocks, each pass gathering them in one
+//! message per source tile; and a feature map holds the batch inside each channel group
+//! (PopLibs' `createInput`).
 
 use ipusim_compiler::{compile, CompileOptions, CompileReport, Executable, Target};
 use ipusim_ir::{DType, GraphBuilder, Init, Op};
@@ -159,4 +161,130 @@ fn a_feature_map_holds_the_batch_inside_each_channel_group() {
     let t = exe.tensor(v.tensor.expect("a tensor"));
     let g = v.group as usize;
     assert_eq!(t.shape.dims(), &[256 / g, 8, 2, 2, g]);
+}
+
+/// `y = w * x` and its input gradient `dx = Conv2dInputGrad(dy, w)` for `w[o, c, 3, 3]`,
+/// with `x[n, c, f, f]` and `dy[n, o, f, f]` outputs of 1×1 convolutions (held in channel
+/// groups, as a network's feature maps and their gradients are), FP16: a training step's
+/// two passes reading the weights.
+fn conv_and_input_grad(n: usize, c: usize, o: usize, f: usize) -> Executable {
+    let mut b = GraphBuilder::new();
+    let pointwise = |b: &mut GraphBuilder, name: &str, chans: usize| {
+        let x0 = b
+            .variable(
+                &format!("{name}0"),
+                DType::F16,
+                [n, chans, f, f],
+                Init::Zeros,
+            )
+            .unwrap();
+        let w0 = b
+            .variable(
+                &format!("w_{name}"),
+                DType::F16,
+                [chans, chans, 1, 1],
+                Init::Zeros,
+            )
+            .unwrap();
+        let op = Op::Conv2d {
+            stride: vec![],
+            padding: vec![],
+            dilation: vec![],
+            groups: 1,
+        };
+        b.named(name, op, &[x0, w0]).unwrap()
+    };
+    let x = pointwise(&mut b, "x", c);
+    let dy = pointwise(&mut b, "dy", o);
+    let w = b
+        .variable("w", DType::F16, [o, c, 3, 3], Init::Zeros)
+        .unwrap();
+    let (stride, padding, dilation) = (vec![1, 1], vec![1, 1, 1, 1], vec![1, 1]);
+    let conv = Op::Conv2d {
+        stride: stride.clone(),
+        padding: padding.clone(),
+        dilation: dilation.clone(),
+        groups: 1,
+    };
+    let y = b.named("y", conv, &[x, w]).unwrap();
+    let grad = Op::Conv2dInputGrad {
+        stride,
+        padding,
+        dilation,
+        groups: 1,
+        input_size: vec![f, f],
+    };
+    let dx = b.named("dx", grad, &[dy, w]).unwrap();
+    b.outfeed("y", y).unwrap();
+    b.outfeed("dx", dx).unwrap();
+    compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap()
+}
+
+/// For each exchange that moves the weights `w`: the most messages of them and the most
+/// source tiles of them any destination tile receives.
+fn weight_messages(exe: &Executable) -> BTreeMap<String, (usize, usize)> {
+    let w = exe.tensors.iter().position(|t| t.name == "w").unwrap();
+    let mut out = BTreeMap::new();
+    for ex in &exe.exchanges {
+        let mut per: BTreeMap<_, (usize, BTreeSet<_>)> = BTreeMap::new();
+        for c in ex.copies.iter().filter(|c| c.src_tensor.0 as usize == w) {
+            for d in c.dsts.iter().filter(|d| d.tile != c.src_tile) {
+                let e = per.entry(d.tile).or_default();
+                e.0 += 1;
+                e.1.insert(c.src_tile);
+            }
+        }
+        if !per.is_empty() {
+            let most = per.values().map(|p| p.0).max().unwrap_or(0);
+            let sources = per.values().map(|p| p.1.len()).max().unwrap_or(0);
+            out.insert(ex.name.clone(), (most, sources));
+        }
+    }
+    out
+}
+
+#[test]
+fn broadcast_weights_are_laid_out_in_the_input_gradients_blocks() {
+    // A batch of 32 over 256 -> 256 channels of 3x3: the forward pass splits the batch, so
+    // its weight blocks are broadcast. The weights are laid out in the input-gradient
+    // pass's blocks, spread over the tiles reading each block in whole rows: each of that
+    // pass's tiles receives one message from each tile holding a part of its block, where
+    // the row-major layout sent one message per output channel of the block (a run of its
+    // input channels), and the forward pass reads them chunk by chunk of those input
+    // channels.
+    let exe = conv_and_input_grad(32, 256, 256, 4);
+    let report = CompileReport::new("conv", None, &exe);
+    let row = |pass: &str| {
+        report
+            .convolutions
+            .iter()
+            .find(|c| c.pass == pass)
+            .unwrap_or_else(|| panic!("no {pass} row"))
+            .partition
+    };
+    let fwd = row("Forward");
+    assert!(fwd[1] > 1, "the case needs the batch split: {fwd:?}");
+    let msgs = weight_messages(&exe);
+    eprintln!("{fwd:?} {:?} {msgs:?}", row("InputGrad"));
+    let ig = msgs
+        .iter()
+        .find(|(name, _)| name.starts_with("dx/"))
+        .map(|(_, m)| *m)
+        .expect("the input gradient gathers weights");
+    assert_eq!(ig.0, ig.1, "one message per source tile: {ig:?}");
+    // Its block's parts are on the tiles reading that block (one per part of the batch).
+    let readers = row("InputGrad")[1] as usize;
+    assert!(
+        ig.1 < readers,
+        "{ig:?} from more than the {readers} readers"
+    );
+    let forward = msgs
+        .iter()
+        .find(|(name, _)| name.starts_with("y/"))
+        .map(|(_, m)| *m)
+        .expect("the forward pass gathers weights");
+    assert_eq!(
+        forward.0, forward.1,
+        "one message per source tile: {forward:?}"
+    );
 }

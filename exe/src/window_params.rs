@@ -187,6 +187,13 @@ pub struct WindowParams {
     /// Channel group of the output block (1 for `WeightGrad`, whose output is OIHW).
     #[serde(default = "one")]
     pub out_group: u32,
+    /// The order of a `Forward` block's weights ([`WindowParams::forward_weight_at`]): 0,
+    /// `[o][c][kh][kw]` over the block; `k > 0`, in chunks of the group's input channels
+    /// `[j·k, (j+1)·k)`, each chunk's `[o][c][kh][kw]` in turn (weights laid out in the
+    /// input-gradient pass's blocks, one chunk of input channels per block). Unused by the
+    /// other passes.
+    #[serde(default)]
+    pub weight_chunk: u32,
 }
 
 fn one() -> u32 {
@@ -202,6 +209,24 @@ impl WindowParams {
     /// Batch elements of the block.
     pub fn batch_count(&self) -> u64 {
         u64::from(self.batch.1.saturating_sub(self.batch.0))
+    }
+
+    /// The position of weight `[o][c][0][0]` (`o` and `c` relative to the block's output
+    /// channels and its part of the reduction) in a `Forward` block's weight operand, in the
+    /// order [`WindowParams::weight_chunk`] gives; the kernel's taps follow it.
+    pub fn forward_weight_at(&self, o: usize, c: usize) -> usize {
+        let taps = self.geometry.kh as usize * self.geometry.kw as usize;
+        let (r0, r1) = (self.in_channels.0 as usize, self.in_channels.1 as usize);
+        let k = self.weight_chunk as usize;
+        if k == 0 {
+            return (o * r1.saturating_sub(r0) + c) * taps;
+        }
+        // The chunk of channel `c`: its part of the block, the chunks before it whole.
+        let abs = r0 + c;
+        let begin = r0.max(abs / k * k);
+        let end = r1.min((abs / k + 1) * k);
+        let outs = self.out_channel_count() as usize;
+        ((begin - r0) * outs + o * (end - begin) + (abs - begin)) * taps
     }
 
     /// The `(batch element, channel)` of unit `u` (block-relative, `u` in block order).

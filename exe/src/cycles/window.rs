@@ -353,6 +353,7 @@ mod tests {
             in_group: 1,
             aux_group: 1,
             out_group: 1,
+            weight_chunk: 0,
         }
     }
 

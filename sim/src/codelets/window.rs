@@ -511,8 +511,15 @@ fn forward(
                     slots.fill(0.0);
                     continue;
                 }
-                for (c, slot) in slots.iter_mut().enumerate() {
-                    *slot = w[(o * cg + c) * taps + khi * kw + kwi];
+                let tap = khi * kw + kwi;
+                if p.weight_chunk == 0 {
+                    for (c, slot) in slots.iter_mut().enumerate() {
+                        *slot = w[(o * cg + c) * taps + tap];
+                    }
+                } else {
+                    for (c, slot) in slots.iter_mut().enumerate() {
+                        *slot = w[p.forward_weight_at(o, c) + tap];
+                    }
                 }
             }
         }

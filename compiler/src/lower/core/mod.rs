@@ -114,6 +114,9 @@ pub(crate) struct Lowerer<'a> {
     /// First tiles promised to nodes not lowered yet (a convolution whose weights were laid
     /// out by its plan before it was lowered).
     pinned_start: HashMap<NodeId, u32>,
+    /// Forward convolutions whose weights were laid out in their input-gradient pass's
+    /// blocks: the chunk of input channels they read them in.
+    weight_chunks: HashMap<NodeId, u32>,
     /// Value nodes computed in place into a variable: value node -> variable node.
     inplace: HashMap<NodeId, NodeId>,
     /// Matmul plans chosen so far, with the (A, B) transposed-ness they were made for.
@@ -193,6 +196,7 @@ impl<'a> Lowerer<'a> {
             crossings: Vec::new(),
             next_start: 0,
             pinned_start: HashMap::new(),
+            weight_chunks: HashMap::new(),
             inplace: HashMap::new(),
             plans: HashMap::new(),
             row_major: HashMap::new(),
@@ -646,6 +650,18 @@ impl<'a> Lowerer<'a> {
     /// them before `id` is lowered (see [`Lowerer::start_for`]).
     pub fn pin_start(&mut self, id: NodeId, start: u32) {
         self.pinned_start.entry(id).or_insert(start);
+    }
+
+    /// Records that forward convolution `id` reads its weights in chunks of `chunk` input
+    /// channels (they were laid out for its input-gradient pass).
+    pub fn set_weight_chunk(&mut self, id: NodeId, chunk: u32) {
+        self.weight_chunks.insert(id, chunk);
+    }
+
+    /// The chunk of input channels forward convolution `id` reads its weights in (0:
+    /// row-major).
+    pub fn weight_chunk(&self, id: NodeId) -> u32 {
+        self.weight_chunks.get(&id).copied().unwrap_or(0)
     }
 
     /// The first tile of node `id`'s `tiles` consecutive tiles: the one promised to it

@@ -290,6 +290,7 @@ pub(super) fn block_params(
         in_group: gr.x,
         aux_group: 1,
         out_group: gr.out,
+        weight_chunk: 0,
     };
     match kind {
         Kind::Conv(WindowPass::Forward) => {
@@ -443,10 +444,31 @@ pub(super) fn output_ranges(kind: Kind, g: &WindowGeometry, b: &Block, gr: Group
 }
 
 /// The weight elements a forward pass's block reads (the second of its
-/// [`operand_ranges`]): its output channels' weights over its part of the reduction.
-pub(super) fn forward_weight_ranges(g: &WindowGeometry, b: &Block) -> Ranges {
+/// [`operand_ranges`]): its output channels' weights over its part of the reduction, in the
+/// order of weight chunk `chunk` ([`WindowParams::weight_chunk`]: 0 row-major, else chunk by
+/// chunk of `chunk` input channels).
+pub(super) fn forward_weight_ranges(g: &WindowGeometry, b: &Block, chunk: u32) -> Ranges {
     let o0 = b.group * g.o_per_group();
-    weight_block(g, (o0 + b.channels.0, o0 + b.channels.1), b.red)
+    let outs = (o0 + b.channels.0, o0 + b.channels.1);
+    if chunk == 0 {
+        return weight_block(g, outs, b.red);
+    }
+    let mut out = Vec::new();
+    let mut c = b.red.0;
+    while c < b.red.1 {
+        let end = b.red.1.min((c / chunk + 1) * chunk);
+        out.extend(weight_block(g, outs, (c, end)));
+        c = end;
+    }
+    coalesce(out)
+}
+
+/// The weight elements an input-gradient pass's block reads (the second of its
+/// [`operand_ranges`]): its part of the reduction's (output channels') weights over its
+/// input channels, row-major.
+pub(super) fn input_grad_weight_ranges(g: &WindowGeometry, b: &Block) -> Ranges {
+    let o0 = b.group * g.o_per_group();
+    weight_block(g, (o0 + b.red.0, o0 + b.red.1), b.channels)
 }
 
 /// The element ranges of the block's two input operands, in the order the vertex reads them.
@@ -466,7 +488,7 @@ pub(super) fn operand_ranges(
                 (g.n, g.c, g.h, g.w),
                 gr.x,
             );
-            (x, forward_weight_ranges(g, b))
+            (x, forward_weight_ranges(g, b, p.weight_chunk))
         }
         Kind::Conv(WindowPass::InputGrad) => {
             let dy = plane_rect(
@@ -475,8 +497,7 @@ pub(super) fn operand_ranges(
                 (g.n, g.o, g.oh, g.ow),
                 gr.x,
             );
-            let w = weight_block(g, (o0 + b.red.0, o0 + b.red.1), b.channels);
-            (dy, w)
+            (dy, input_grad_weight_ranges(g, b))
         }
         Kind::Conv(WindowPass::WeightGrad) => {
             let x = plane_rect(

@@ -12,7 +12,9 @@
 //! whose group does not fall on the convolution's groups (a grouped convolution of few
 //! channels per group) is read row-major. Weights are row-major (OIHW); a forward
 //! convolution whose weight blocks are each read by one tile has its weights laid out on
-//! those tiles ([`weight_layout`]). A split reduction's partials are summed in PopLibs'
+//! those tiles ([`weight_layout`]), one whose weight blocks are broadcast (its batch or
+//! field split) in its input-gradient pass's blocks, which it reads chunk by chunk
+//! ([`input_grad_layout`]). A split reduction's partials are summed in PopLibs'
 //! stages (`lower::kit::split_sum::sum_split`).
 //!
 //! When no split fits the op's memory proportion, the planner runs the pass in serial
@@ -41,8 +43,8 @@ use crate::lower::kit::permute::{grouped, materialized};
 use crate::lower::kit::split_sum::{chunk_of, reduce_grain, sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
 use block::{
-    block_params, extents, forward_weight_ranges, operand_ranges, output_ranges, phase_blocks,
-    span, Block, Groups, Kind, OutputKey,
+    block_params, extents, forward_weight_ranges, input_grad_weight_ranges, operand_ranges,
+    output_ranges, phase_blocks, span, Block, Groups, Kind, OutputKey,
 };
 use ipusim_exe::layout::{channel_group, storage_dims};
 use ipusim_exe::workers;
@@ -239,7 +241,7 @@ pub(crate) fn weight_layout(lw: &mut Lowerer, id: NodeId, which: usize) -> Optio
     };
     let p = planned(lw, id, (kind, &g), (ga, 1), input).ok()?;
     if p.split.batch > 1 || p.split.rows > 1 || p.split.cols > 1 {
-        return None;
+        return input_grad_layout(lw, id, p.gr.out, stored);
     }
     let phases = phase_blocks(conv_groups(kind, &g), (kind, p.gr), &g, p.extents, p.split);
     let (start, tiles) = (lw.peek_start(), lw.target().tiles);
@@ -249,7 +251,7 @@ pub(crate) fn weight_layout(lw: &mut Lowerer, id: NodeId, which: usize) -> Optio
     // every phase).
     for (i, blk) in phases.iter().flat_map(|p| p.iter().enumerate()) {
         let tile = (start + i as u32) % tiles;
-        for (b, l) in forward_weight_ranges(&g, blk) {
+        for (b, l) in forward_weight_ranges(&g, blk, 0) {
             pieces.push((tile, b, b + l));
             claimed += l;
         }
@@ -260,6 +262,84 @@ pub(crate) fn weight_layout(lw: &mut Lowerer, id: NodeId, which: usize) -> Optio
     // The pass's blocks start on that tile when it is lowered, however many ops are lowered
     // in between (the weights' cast, the previous layer's normalisation).
     lw.pin_start(id, start);
+    Some(Mapping::from_pieces(pieces))
+}
+
+/// The layout of the weights of forward convolution `id` (`stored` elements) whose weight
+/// blocks are broadcast (its batch or field split), from its input-gradient pass's plan:
+/// each distinct weight block of that pass on the tile of the first of its blocks reading
+/// it, in the order it reads it, spread over those blocks' tiles in whole rows, so that
+/// each of its tiles gathers its weights in a message per tile reading them (one when the
+/// block is read by one tile); the forward pass then reads its weights chunk by chunk of that pass's input
+/// channels ([`WindowParams::weight_chunk`](crate::codelets::WindowParams)), one message per
+/// block it meets. Without this, the input-gradient pass gathered the row-major weights one
+/// output channel's run of its input channels at a time. (PopLibs lays weights out by the
+/// forward plan in its grouped layout and transposes their channel groups on their tiles
+/// for the input gradient, `weightsTransposeChansFlipXY` in `lib/poplin/Convolution.cpp`;
+/// we have no transposition pass.) `None` when no input-gradient pass reads the weights, it
+/// runs in serial phases, or its blocks do not split the input channels in equal chunks.
+fn input_grad_layout(lw: &mut Lowerer, id: NodeId, out_group: u32, stored: u64) -> Option<Mapping> {
+    let w = lw.graph().node(id).inputs[1];
+    let ig = lw.graph().consumers(w).into_iter().find(|&c| {
+        let n = lw.graph().node(c);
+        matches!(n.op, Op::Conv2dInputGrad { .. }) && n.inputs.get(1) == Some(&w)
+    })?;
+    let kind = Kind::Conv(WindowPass::InputGrad);
+    let g = geometry(lw, ig, kind).ok()?;
+    // Its `dy` is the gradient of the forward's output, held in that output's group.
+    let ga = if out_group > 1 && accepts(kind, &g, false, out_group) {
+        out_group
+    } else {
+        1
+    };
+    let dy = lw.graph().node(ig).inputs[0];
+    let input = lw.graph().node(dy).ty.dtype;
+    let p = planned(lw, ig, (kind, &g), (ga, 1), input).ok()?;
+    if p.split.serial > 1 {
+        return None;
+    }
+    let phases = phase_blocks(conv_groups(kind, &g), (kind, p.gr), &g, p.extents, p.split);
+    let blocks = phases.first()?;
+    let chunk = span(blocks.first()?.channels);
+    let whole = |b: &Block| {
+        b.channels.0.is_multiple_of(chunk)
+            && (span(b.channels) == chunk || b.channels.1 == g.c_per_group())
+    };
+    if chunk == 0 || !blocks.iter().all(whole) {
+        return None;
+    }
+    // The blocks reading each weight block, in block order.
+    let mut readers: std::collections::BTreeMap<_, Vec<usize>> = Default::default();
+    for (i, blk) in blocks.iter().enumerate() {
+        readers
+            .entry((blk.group, blk.red, blk.channels))
+            .or_default()
+            .push(i);
+    }
+    let (start, tiles) = (lw.peek_start(), lw.target().tiles);
+    let row = u64::from(chunk) * u64::from(g.kh) * u64::from(g.kw);
+    let mut pieces = Vec::new();
+    let mut claimed = 0u64;
+    for members in readers.values() {
+        // Spread over the tiles reading it, in whole rows (an output channel's weights
+        // over the chunk): each reader gathers the block in as many messages.
+        let ranges = input_grad_weight_ranges(&g, &blocks[members[0]]);
+        let e: u64 = ranges.iter().map(|r| r.1).sum();
+        let n = members.len() as u64;
+        for (j, &i) in members.iter().enumerate() {
+            let (c0, c1) = chunk_of(j as u64, n, e, row);
+            let tile = (start + i as u32) % tiles;
+            for (b, l) in sub_ranges(&ranges, c0, c1) {
+                pieces.push((tile, b, b + l));
+                claimed += l;
+            }
+        }
+    }
+    if claimed != stored {
+        return None;
+    }
+    lw.pin_start(ig, start);
+    lw.set_weight_chunk(id, chunk);
     Some(Mapping::from_pieces(pieces))
 }
 
@@ -373,6 +453,10 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         operands: (a, b, inputs.len() > 1),
         out: (out, partials, output),
         tile_of: &tile_of,
+        weight_chunk: match kind {
+            Kind::Conv(WindowPass::Forward) => lw.weight_chunk(id),
+            _ => 0,
+        },
     };
     let serial = phases.len() > 1;
     for (p, (blocks, reduction)) in phases.iter().zip(&reductions).enumerate() {
@@ -404,6 +488,8 @@ struct Pass<'a> {
     out: (TensorId, DType, DType),
     /// The tile of a phase's `i`-th block.
     tile_of: &'a dyn Fn(usize) -> u32,
+    /// The order a forward pass reads its weights in ([`input_grad_layout`]; 0 row-major).
+    weight_chunk: u32,
 }
 
 /// Lowers one serial phase of a pass (the whole pass when it has one), named `name`: the
@@ -425,7 +511,8 @@ fn lower_phase(lw: &mut Lowerer, pass: &Pass, name: &str, blocks: &[Block], redu
     let mut partial_at = vec![0u64; blocks.len()];
     for (i, blk) in blocks.iter().enumerate() {
         let tile = tile_of(i);
-        let params = block_params(kind, g, blk, pass_channels(method, amp, blk.red), gr);
+        let mut params = block_params(kind, g, blk, pass_channels(method, amp, blk.red), gr);
+        params.weight_chunk = pass.weight_chunk;
         let (ra, rb) = operand_ranges(kind, g, blk, &params, gr);
         let op_a = sa.operand(lw, &mut eb, tile, &ra);
         let op_b = second.then(|| sb.operand(lw, &mut eb, tile, &rb));

@@ -423,7 +423,8 @@ fn split_sum_cycles(out_elems: u64, parts: u64, ps: u64, xbw: u64) -> u64 {
 mod tests {
     use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowPass};
     use crate::lower::ops::window::block::{
-        block_params, extents, phase_blocks, plane_rect, ranges, Block, Groups, Kind, Split,
+        block_params, extents, forward_weight_ranges, phase_blocks, plane_rect, ranges, Block,
+        Groups, Kind, Split,
     };
     use crate::lower::ops::window::plan::{
         block_cost, candidates, cost, parallel_splits, pass_channels, search, Problem,
@@ -455,6 +456,47 @@ mod tests {
             groups,
             oh: out,
             ow: out,
+        }
+    }
+
+    #[test]
+    fn a_forward_block_reads_its_weights_in_the_order_its_vertex_indexes_them() {
+        // Group 1 of a grouped 3x3 convolution: output channels 2..5 of the group over
+        // input channels 3..13, read row-major and in chunks of 4 input channels (3, 4..8,
+        // 8..12, 12; the first and last cut by the block). Element `[o][c][kh][kw]` of the
+        // block is where `WindowParams::forward_weight_at` says the vertex finds it.
+        let g = square(2, (32, 16, 2), 6, (3, 1, 1));
+        let block = Block {
+            group: 1,
+            batch: (0, 2),
+            channels: (2, 5),
+            rows: (0, 6),
+            cols: (0, 6),
+            red: (3, 13),
+        };
+        let gr = Groups {
+            x: 1,
+            aux: 1,
+            out: 1,
+        };
+        let (cg, taps) = (16usize, 9usize);
+        for chunk in [0, 4, 16] {
+            let mut p = block_params(Kind::Conv(WindowPass::Forward), &g, &block, 4, gr);
+            p.weight_chunk = chunk;
+            let read: Vec<u64> = forward_weight_ranges(&g, &block, chunk)
+                .iter()
+                .flat_map(|&(b, l)| b..b + l)
+                .collect();
+            assert_eq!(read.len(), 3 * 10 * taps);
+            for o in 0..3 {
+                for c in 0..10 {
+                    for t in 0..taps {
+                        // OIHW: output channel 8 + 2 + o (group 1 has 8 of them).
+                        let want = (((8 + 2 + o) * cg + 3 + c) * taps + t) as u64;
+                        assert_eq!(read[p.forward_weight_at(o, c) + t], want, "{chunk} {o} {c}");
+                    }
+                }
+            }
         }
     }
 
