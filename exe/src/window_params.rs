@@ -229,6 +229,17 @@ impl WindowParams {
         ((begin - r0) * outs + o * (end - begin) + (abs - begin)) * taps
     }
 
+    /// The channels from block-relative input channel `c` to the end of its weight chunk
+    /// (to the end of the block's part of the reduction when the weights are row-major).
+    pub fn weight_chunk_rest(&self, c: usize) -> usize {
+        let (r0, r1) = (self.in_channels.0 as usize, self.in_channels.1 as usize);
+        let end = match (r0 + c).checked_div(self.weight_chunk as usize) {
+            Some(j) => r1.min((j + 1) * self.weight_chunk as usize),
+            None => r1,
+        };
+        end.saturating_sub(r0 + c)
+    }
+
     /// The `(batch element, channel)` of unit `u` (block-relative, `u` in block order).
     pub fn unit(&self, u: u32) -> (u32, u32) {
         let per = self

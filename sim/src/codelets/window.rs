@@ -517,8 +517,15 @@ fn forward(
                         *slot = w[(o * cg + c) * taps + tap];
                     }
                 } else {
-                    for (c, slot) in slots.iter_mut().enumerate() {
-                        *slot = w[p.forward_weight_at(o, c) + tap];
+                    // A chunk's channels are consecutive rows of its `[o][c][kh][kw]`.
+                    let mut c = 0;
+                    while c < slots.len() {
+                        let at = p.forward_weight_at(o, c) + tap;
+                        let run = p.weight_chunk_rest(c).min(slots.len() - c).max(1);
+                        for (i, slot) in slots[c..c + run].iter_mut().enumerate() {
+                            *slot = w[at + i * taps];
+                        }
+                        c += run;
                     }
                 }
             }

@@ -464,7 +464,8 @@ mod tests {
         // Group 1 of a grouped 3x3 convolution: output channels 2..5 of the group over
         // input channels 3..13, read row-major and in chunks of 4 input channels (3, 4..8,
         // 8..12, 12; the first and last cut by the block). Element `[o][c][kh][kw]` of the
-        // block is where `WindowParams::forward_weight_at` says the vertex finds it.
+        // block is where `WindowParams::forward_weight_at` says the vertex finds it, and the
+        // channels `weight_chunk_rest` counts after it follow it.
         let g = square(2, (32, 16, 2), 6, (3, 1, 1));
         let block = Block {
             group: 1,
@@ -494,6 +495,13 @@ mod tests {
                         // OIHW: output channel 8 + 2 + o (group 1 has 8 of them).
                         let want = (((8 + 2 + o) * cg + 3 + c) * taps + t) as u64;
                         assert_eq!(read[p.forward_weight_at(o, c) + t], want, "{chunk} {o} {c}");
+                    }
+                    // The rest of a chunk's channels follow it `taps` apart.
+                    let rest = p.weight_chunk_rest(c);
+                    assert!(rest >= 1 && c + rest <= 10, "{chunk} {c} {rest}");
+                    for i in 0..rest {
+                        let at = p.forward_weight_at(o, c) + i * taps;
+                        assert_eq!(p.forward_weight_at(o, c + i), at, "{chunk} {o} {c} {i}");
                     }
                 }
             }
