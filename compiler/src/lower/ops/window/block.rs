@@ -453,14 +453,24 @@ pub(super) fn forward_weight_ranges(g: &WindowGeometry, b: &Block, chunk: u32) -
     if chunk == 0 {
         return weight_block(g, outs, b.red);
     }
-    let mut out = Vec::new();
+    // Chunk by chunk, each chunk's rows `[o][c..end][kh][kw]`, touching ones merged.
+    let kernel = u64::from(g.kh) * u64::from(g.kw);
+    let cg = u64::from(g.c_per_group());
+    let mut out: Ranges = Vec::new();
     let mut c = b.red.0;
     while c < b.red.1 {
         let end = b.red.1.min((c / chunk + 1) * chunk);
-        out.extend(weight_block(g, outs, (c, end)));
+        let len = u64::from(end - c) * kernel;
+        for o in outs.0..outs.1 {
+            let begin = (u64::from(o) * cg + u64::from(c)) * kernel;
+            match out.last_mut() {
+                Some(last) if last.0 + last.1 == begin => last.1 += len,
+                _ => out.push((begin, len)),
+            }
+        }
         c = end;
     }
-    coalesce(out)
+    out
 }
 
 /// The weight elements an input-gradient pass's block reads (the second of its
