@@ -7,6 +7,7 @@
 //! message per source tile; and a feature map holds the batch inside each channel group
 //! (PopLibs' `createInput`).
 
+use ipusim_compiler::codelets::VertexParams;
 use ipusim_compiler::{compile, CompileOptions, CompileReport, Executable, Target};
 use ipusim_ir::{DType, GraphBuilder, Init, Op};
 use std::collections::{BTreeMap, BTreeSet};
@@ -286,5 +287,47 @@ fn broadcast_weights_are_laid_out_in_the_input_gradients_blocks() {
     assert_eq!(
         forward.0, forward.1,
         "one message per source tile: {forward:?}"
+    );
+}
+
+/// The weight chunks the forward pass `y`'s vertices read their weights in.
+fn forward_chunks(exe: &Executable) -> BTreeSet<u32> {
+    exe.compute_sets
+        .iter()
+        .filter(|cs| cs.name.starts_with("y/") || cs.name == "y")
+        .flat_map(|cs| &cs.tiles)
+        .flat_map(|tw| &tw.groups)
+        .flat_map(|g| &g.vertices)
+        .filter_map(|v| match &v.params {
+            VertexParams::Window(w) => Some(w.block.weight_chunk),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn small_broadcast_weights_keep_the_default_layout() {
+    // 16 -> 16 channels of 3x3 over a batch of 32 on a 32x32 field (a CIFAR ResNet's first
+    // stage): the weights are 4.5 KB on a few tiles, which the forward's many tiles read in
+    // a few long runs; laid out in the input gradient's blocks, each would read a message
+    // per chunk. The layout is taken only where the two passes gather fewer messages so.
+    let small = conv_and_input_grad(32, 16, 16, 32);
+    let report = CompileReport::new("conv", None, &small);
+    let fwd = report
+        .convolutions
+        .iter()
+        .find(|c| c.pass == "Forward" && c.name == "y")
+        .map(|c| c.partition)
+        .expect("the forward row");
+    assert!(
+        fwd[1] * fwd[3] > 1,
+        "the case needs broadcast weights: {fwd:?}"
+    );
+    assert_eq!(forward_chunks(&small), BTreeSet::from([0]));
+    let large = conv_and_input_grad(32, 256, 256, 4);
+    let chunks = forward_chunks(&large);
+    assert!(
+        chunks.len() == 1 && !chunks.contains(&0),
+        "the large case reads chunked weights: {chunks:?}"
     );
 }

@@ -240,10 +240,11 @@ pub(crate) fn weight_layout(lw: &mut Lowerer, id: NodeId, which: usize) -> Optio
         1
     };
     let p = planned(lw, id, (kind, &g), (ga, 1), input).ok()?;
-    if p.split.batch > 1 || p.split.rows > 1 || p.split.cols > 1 {
-        return input_grad_layout(lw, id, p.gr.out, stored);
-    }
     let phases = phase_blocks(conv_groups(kind, &g), (kind, p.gr), &g, p.extents, p.split);
+    if p.split.batch > 1 || p.split.rows > 1 || p.split.cols > 1 {
+        let forward = (&g, phases.iter().flatten().collect::<Vec<_>>());
+        return input_grad_layout(lw, id, (p.gr.out, forward), stored);
+    }
     let (start, tiles) = (lw.peek_start(), lw.target().tiles);
     let mut pieces = Vec::new();
     let mut claimed = 0u64;
@@ -267,18 +268,23 @@ pub(crate) fn weight_layout(lw: &mut Lowerer, id: NodeId, which: usize) -> Optio
 
 /// The layout of the weights of forward convolution `id` (`stored` elements) whose weight
 /// blocks are broadcast (its batch or field split), from its input-gradient pass's plan:
-/// each distinct weight block of that pass on the tile of the first of its blocks reading
-/// it, in the order it reads it, spread over those blocks' tiles in whole rows, so that
-/// each of its tiles gathers its weights in a message per tile reading them (one when the
-/// block is read by one tile); the forward pass then reads its weights chunk by chunk of that pass's input
-/// channels ([`WindowParams::weight_chunk`](crate::codelets::WindowParams)), one message per
-/// block it meets. Without this, the input-gradient pass gathered the row-major weights one
-/// output channel's run of its input channels at a time. (PopLibs lays weights out by the
-/// forward plan in its grouped layout and transposes their channel groups on their tiles
-/// for the input gradient, `weightsTransposeChansFlipXY` in `lib/poplin/Convolution.cpp`;
-/// we have no transposition pass.) `None` when no input-gradient pass reads the weights, it
-/// runs in serial phases, or its blocks do not split the input channels in equal chunks.
-fn input_grad_layout(lw: &mut Lowerer, id: NodeId, out_group: u32, stored: u64) -> Option<Mapping> {
+/// each weight block of that pass spread in whole rows over the tiles of the blocks reading
+/// it, in the order they read it, so that each of them gathers its block in one message per
+/// tile holding a part (none when it is read by one tile); the forward pass then reads its
+/// weights chunk by chunk of that pass's input channels
+/// ([`WindowParams::weight_chunk`](crate::codelets::WindowParams)), one message per part it
+/// meets. Without this, the input-gradient pass gathered the row-major weights one output
+/// channel's run of its input channels at a time. (PopLibs lays weights out by the forward
+/// plan in its grouped layout and transposes their channel groups on their tiles for the
+/// input gradient, `weightsTransposeChansFlipXY` in `lib/poplin/Convolution.cpp`; we have
+/// no transposition pass.) `None` when no input-gradient pass reads the weights, it runs in
+/// serial phases, or its blocks do not split the input channels in equal chunks.
+fn input_grad_layout(
+    lw: &mut Lowerer,
+    id: NodeId,
+    (out_group, (fg, forward)): (u32, (&WindowGeometry, Vec<&Block>)),
+    stored: u64,
+) -> Option<Mapping> {
     let w = lw.graph().node(id).inputs[1];
     let ig = lw.graph().consumers(w).into_iter().find(|&c| {
         let n = lw.graph().node(c);
@@ -338,9 +344,82 @@ fn input_grad_layout(lw: &mut Lowerer, id: NodeId, out_group: u32, stored: u64) 
     if claimed != stored {
         return None;
     }
+    let mapping = Mapping::from_pieces(pieces);
+    // Only where the two passes gather their weights in fewer messages so than from the
+    // default layout (a small convolution's weights sit on few tiles, which its forward
+    // tiles read in a few long runs).
+    let dtype = lw.graph().node(w).ty.dtype;
+    let tiles_linear = crate::lower::kit::mapping::choose_tiles(lw.target(), stored, dtype);
+    let linear = crate::lower::kit::mapping::linear(lw.target(), stored, dtype, tiles_linear, 0);
+    let count = |m: &Mapping, chunk: u32| {
+        let segments = segments(m);
+        let mut distinct: std::collections::BTreeMap<_, u64> = Default::default();
+        for b in &forward {
+            *distinct.entry((b.group, b.channels, b.red)).or_default() += 1;
+        }
+        let fwd: u64 = distinct
+            .iter()
+            .map(|(&(group, channels, red), &n)| {
+                let b = Block {
+                    group,
+                    channels,
+                    red,
+                    ..*forward[0]
+                };
+                n * messages(&segments, &forward_weight_ranges(fg, &b, chunk))
+            })
+            .sum();
+        let back: u64 = blocks
+            .iter()
+            .map(|b| messages(&segments, &input_grad_weight_ranges(&g, b)))
+            .sum();
+        fwd + back
+    };
+    if count(&mapping, chunk) >= count(&linear, 0) {
+        return None;
+    }
     lw.pin_start(ig, start);
     lw.set_weight_chunk(id, chunk);
-    Some(Mapping::from_pieces(pieces))
+    Some(mapping)
+}
+
+/// A layout's element segments `(begin, end, tile, position in the tile's slice)`, by
+/// element.
+fn segments(m: &Mapping) -> Vec<(u64, u64, u32, u64)> {
+    let mut out = Vec::new();
+    for (tile, intervals) in &m.tiles {
+        let mut pos = 0;
+        for &(b, e) in intervals {
+            out.push((b, e, *tile, pos));
+            pos += e - b;
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The messages that gather the elements of `ranges`, in order, from a layout's
+/// `segments`: the runs of them that sit one after the other in one tile's memory.
+fn messages(segments: &[(u64, u64, u32, u64)], ranges: &[(u64, u64)]) -> u64 {
+    let mut n = 0;
+    let mut next: Option<(u32, u64)> = None;
+    for &(b, len) in ranges {
+        let (mut at, end) = (b, b + len);
+        while at < end {
+            let i = segments.partition_point(|s| s.1 <= at);
+            let Some(&(sb, se, tile, pos)) = segments.get(i) else {
+                return n;
+            };
+            let p = pos + at.saturating_sub(sb);
+            if next != Some((tile, p)) {
+                n += 1;
+            }
+            let take = end.min(se) - at;
+            next = Some((tile, p + take));
+            at += take;
+        }
+    }
+    n
 }
 
 /// Lowers a node of the family.
