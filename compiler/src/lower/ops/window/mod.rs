@@ -13,8 +13,8 @@
 //! channels per group) is read row-major. Weights are row-major (OIHW); a forward
 //! convolution whose weight blocks are each read by one tile has its weights laid out on
 //! those tiles ([`weight_layout`]), one whose weight blocks are broadcast (its batch or
-//! field split) in its input-gradient pass's blocks, which it reads chunk by chunk
-//! ([`input_grad_layout`]). A split reduction's partials are summed in PopLibs'
+//! field split) in its input-gradient pass's blocks, which it reads chunk by chunk, where
+//! the two passes gather them in fewer messages so ([`input_grad_layout`]). A split reduction's partials are summed in PopLibs'
 //! stages (`lower::kit::split_sum::sum_split`).
 //!
 //! When no split fits the op's memory proportion, the planner runs the pass in serial
@@ -278,7 +278,10 @@ pub(crate) fn weight_layout(lw: &mut Lowerer, id: NodeId, which: usize) -> Optio
 /// plan in its grouped layout and transposes their channel groups on their tiles for the
 /// input gradient, `weightsTransposeChansFlipXY` in `lib/poplin/Convolution.cpp`; we have
 /// no transposition pass.) `None` when no input-gradient pass reads the weights, it runs in
-/// serial phases, or its blocks do not split the input channels in equal chunks.
+/// serial phases, its blocks do not split the input channels in equal chunks, or the two
+/// passes would gather their weights in no fewer messages ([`messages`]) than from the
+/// default linear layout (a small convolution's weights on a few tiles, which its forward
+/// tiles read in a few long runs).
 fn input_grad_layout(
     lw: &mut Lowerer,
     id: NodeId,
@@ -345,9 +348,6 @@ fn input_grad_layout(
         return None;
     }
     let mapping = Mapping::from_pieces(pieces);
-    // Only where the two passes gather their weights in fewer messages so than from the
-    // default layout (a small convolution's weights sit on few tiles, which its forward
-    // tiles read in a few long runs).
     let dtype = lw.graph().node(w).ty.dtype;
     let tiles_linear = crate::lower::kit::mapping::choose_tiles(lw.target(), stored, dtype);
     let linear = crate::lower::kit::mapping::linear(lw.target(), stored, dtype, tiles_linear, 0);
