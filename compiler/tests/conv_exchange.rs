@@ -12,6 +12,16 @@ use ipusim_compiler::{compile, CompileOptions, CompileReport, Executable, Target
 use ipusim_ir::{DType, GraphBuilder, Init, Op};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// An unstrided, unpadded, ungrouped convolution (its kernel's size is its weights').
+fn plain_conv() -> Op {
+    Op::Conv2d {
+        stride: vec![],
+        padding: vec![],
+        dilation: vec![],
+        groups: 1,
+    }
+}
+
 /// `x[1, c, f, f] * w[o, c, 1, 1]` (named `y`) compiled for mk2 in FP16.
 fn conv_1x1(c: usize, o: usize, f: usize) -> Executable {
     let mut b = GraphBuilder::new();
@@ -21,13 +31,7 @@ fn conv_1x1(c: usize, o: usize, f: usize) -> Executable {
     let w = b
         .variable("w", DType::F16, [o, c, 1, 1], Init::Zeros)
         .unwrap();
-    let op = Op::Conv2d {
-        stride: vec![],
-        padding: vec![],
-        dilation: vec![],
-        groups: 1,
-    };
-    let y = b.named("y", op, &[x, w]).unwrap();
+    let y = b.named("y", plain_conv(), &[x, w]).unwrap();
     b.outfeed("y", y).unwrap();
     compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap()
 }
@@ -129,12 +133,7 @@ fn conv_chain(n: usize) -> Executable {
     let x = b
         .variable("x", DType::F16, [n, c, f, f], Init::Zeros)
         .unwrap();
-    let conv = || Op::Conv2d {
-        stride: vec![],
-        padding: vec![],
-        dilation: vec![],
-        groups: 1,
-    };
+    let conv = plain_conv;
     let w1 = b
         .variable("w1", DType::F16, [c, c, 1, 1], Init::Zeros)
         .unwrap();
@@ -187,13 +186,7 @@ fn conv_and_input_grad(n: usize, c: usize, o: usize, f: usize) -> Executable {
                 Init::Zeros,
             )
             .unwrap();
-        let op = Op::Conv2d {
-            stride: vec![],
-            padding: vec![],
-            dilation: vec![],
-            groups: 1,
-        };
-        b.named(name, op, &[x0, w0]).unwrap()
+        b.named(name, plain_conv(), &[x0, w0]).unwrap()
     };
     let x = pointwise(&mut b, "x", c);
     let dy = pointwise(&mut b, "dy", o);
