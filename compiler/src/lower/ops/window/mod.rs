@@ -348,6 +348,7 @@ fn input_grad_layout(
         return None;
     }
     let mapping = Mapping::from_pieces(pieces);
+    let first = **forward.first()?;
     let dtype = lw.graph().node(w).ty.dtype;
     let tiles_linear = crate::lower::kit::mapping::choose_tiles(lw.target(), stored, dtype);
     let linear = crate::lower::kit::mapping::linear(lw.target(), stored, dtype, tiles_linear, 0);
@@ -364,7 +365,7 @@ fn input_grad_layout(
                     group,
                     channels,
                     red,
-                    ..*forward[0]
+                    ..first
                 };
                 n * messages(&segments, &forward_weight_ranges(fg, &b, chunk))
             })
