@@ -276,16 +276,19 @@ fn categories_sum_and_balance_is_a_fraction() {
     }
 }
 
+/// `reduce_sum` of an F32 variable `x` of `shape` over `axes`, compiled for `t`.
+fn compiled_sum(t: &Target, shape: [usize; 2], axes: &[usize]) -> Executable {
+    let mut b = GraphBuilder::new();
+    let x = b.variable("x", DType::F32, shape, Init::Zeros).unwrap();
+    let s = b.reduce_sum(x, axes, false).unwrap();
+    b.outfeed("s", s).unwrap();
+    compile(&b.finish(), t, &CompileOptions::default()).unwrap()
+}
+
 #[test]
 fn reductions_over_the_chip_are_multi_stage() {
     let t = Target::mk2();
-    let mut b = GraphBuilder::new();
-    let x = b
-        .variable("x", DType::F32, [1024, 1024], Init::Zeros)
-        .unwrap();
-    let s = b.reduce_sum(x, &[0, 1], false).unwrap();
-    b.outfeed("s", s).unwrap();
-    let exe = compile(&b.finish(), &t, &CompileOptions::default()).unwrap();
+    let exe = compiled_sum(&t, [1024, 1024], &[0, 1]);
     let names: Vec<&str> = exe.compute_sets.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(
         names,
@@ -315,13 +318,7 @@ fn a_reductions_output_tiles_each_sum_at_least_four_vectors() {
     // (`minElementsPerTile`, `intermediateToOutput`): eight f32 sums, so at most 32 tiles
     // receive partials, where spreading by work alone took one tile per grain of two.
     let t = Target::mk2();
-    let mut b = GraphBuilder::new();
-    let x = b
-        .variable("x", DType::F32, [2048, 256], Init::Zeros)
-        .unwrap();
-    let s = b.reduce_sum(x, &[0], false).unwrap();
-    b.outfeed("s", s).unwrap();
-    let exe = compile(&b.finish(), &t, &CompileOptions::default()).unwrap();
+    let exe = compiled_sum(&t, [2048, 256], &[0]);
     let last = exe.compute_sets.last().unwrap();
     assert_eq!(last.name, "reduce_sum");
     let out = exe

@@ -77,8 +77,7 @@ impl std::ops::Deref for Index {
     }
 }
 
-/// The interval index of a mapping (the tests' reference for [`slices_index`]).
-#[cfg(test)]
+/// The interval index of a mapping (also the tests' reference for [`slices_index`]).
 pub fn build_index(mapping: &Mapping) -> Index {
     let mut segs = Vec::new();
     for (tile, iv) in &mapping.tiles {
@@ -162,6 +161,31 @@ pub fn local_run(index: &Index, tile: u32, ranges: &[(u64, u64)]) -> Option<u64>
         }
     }
     start.or(Some(0))
+}
+
+/// The messages that gather the elements of `ranges`, in order, from the layout `index`
+/// describes: the runs of them that sit one after the other in one tile's memory (as
+/// `ExchangeBuilder` merges its copies).
+pub fn messages(index: &Index, ranges: &[(u64, u64)]) -> u64 {
+    let mut n = 0;
+    let mut next: Option<(u32, u64)> = None;
+    for &(b, len) in ranges {
+        let (mut at, end) = (b, b + len);
+        while at < end {
+            let Some(i) = locate(index, at) else {
+                return n;
+            };
+            let s = index[i];
+            let pos = s.pos + (at - s.begin);
+            if next != Some((s.tile, pos)) {
+                n += 1;
+            }
+            let take = end.min(s.end) - at;
+            next = Some((s.tile, pos + take));
+            at += take;
+        }
+    }
+    n
 }
 
 /// Elements per grain of `dtype`: one 8-byte atom (4 halves, 2 floats, 8 bytes), so that

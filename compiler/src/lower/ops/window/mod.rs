@@ -38,7 +38,7 @@ use crate::codelets::{
 use crate::error::CompileError;
 use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
 use crate::lower::core::Lowerer;
-use crate::lower::kit::mapping::Mapping;
+use crate::lower::kit::mapping::{self, Mapping};
 use crate::lower::kit::permute::{grouped, materialized};
 use crate::lower::kit::split_sum::{chunk_of, reduce_grain, sum_split, SplitBlock};
 use crate::lower::kit::stage::{ExchangeBuilder, Staging, TileScratch};
@@ -279,7 +279,7 @@ pub(crate) fn weight_layout(lw: &mut Lowerer, id: NodeId, which: usize) -> Optio
 /// input gradient, `weightsTransposeChansFlipXY` in `lib/poplin/Convolution.cpp`; we have
 /// no transposition pass.) `None` when no input-gradient pass reads the weights, it runs in
 /// serial phases, its blocks do not split the input channels in equal chunks, or the two
-/// passes would gather their weights in no fewer messages ([`messages`]) than from the
+/// passes would gather their weights in no fewer messages ([`mapping::messages`]) than from the
 /// default linear layout (a small convolution's weights on a few tiles, which its forward
 /// tiles read in a few long runs).
 fn input_grad_layout(
@@ -347,17 +347,23 @@ fn input_grad_layout(
     if claimed != stored {
         return None;
     }
-    let mapping = Mapping::from_pieces(pieces);
-    let first = **forward.first()?;
+    let blocked = Mapping::from_pieces(pieces);
     let dtype = lw.graph().node(w).ty.dtype;
-    let tiles_linear = crate::lower::kit::mapping::choose_tiles(lw.target(), stored, dtype);
-    let linear = crate::lower::kit::mapping::linear(lw.target(), stored, dtype, tiles_linear, 0);
+    let linear = mapping::linear(
+        lw.target(),
+        stored,
+        dtype,
+        mapping::choose_tiles(lw.target(), stored, dtype),
+        0,
+    );
+    // The forward's distinct weight blocks, each with the number of its blocks reading it.
+    let first = **forward.first()?;
+    let mut distinct: std::collections::BTreeMap<_, u64> = Default::default();
+    for b in &forward {
+        *distinct.entry((b.group, b.channels, b.red)).or_default() += 1;
+    }
     let count = |m: &Mapping, chunk: u32| {
-        let segments = segments(m);
-        let mut distinct: std::collections::BTreeMap<_, u64> = Default::default();
-        for b in &forward {
-            *distinct.entry((b.group, b.channels, b.red)).or_default() += 1;
-        }
+        let index = mapping::build_index(m);
         let fwd: u64 = distinct
             .iter()
             .map(|(&(group, channels, red), &n)| {
@@ -367,60 +373,21 @@ fn input_grad_layout(
                     red,
                     ..first
                 };
-                n * messages(&segments, &forward_weight_ranges(fg, &b, chunk))
+                n * mapping::messages(&index, &forward_weight_ranges(fg, &b, chunk))
             })
             .sum();
         let back: u64 = blocks
             .iter()
-            .map(|b| messages(&segments, &input_grad_weight_ranges(&g, b)))
+            .map(|b| mapping::messages(&index, &input_grad_weight_ranges(&g, b)))
             .sum();
         fwd + back
     };
-    if count(&mapping, chunk) >= count(&linear, 0) {
+    if count(&blocked, chunk) >= count(&linear, 0) {
         return None;
     }
     lw.pin_start(ig, start);
     lw.set_weight_chunk(id, chunk);
-    Some(mapping)
-}
-
-/// A layout's element segments `(begin, end, tile, position in the tile's slice)`, by
-/// element.
-fn segments(m: &Mapping) -> Vec<(u64, u64, u32, u64)> {
-    let mut out = Vec::new();
-    for (tile, intervals) in &m.tiles {
-        let mut pos = 0;
-        for &(b, e) in intervals {
-            out.push((b, e, *tile, pos));
-            pos += e - b;
-        }
-    }
-    out.sort_unstable();
-    out
-}
-
-/// The messages that gather the elements of `ranges`, in order, from a layout's
-/// `segments`: the runs of them that sit one after the other in one tile's memory.
-fn messages(segments: &[(u64, u64, u32, u64)], ranges: &[(u64, u64)]) -> u64 {
-    let mut n = 0;
-    let mut next: Option<(u32, u64)> = None;
-    for &(b, len) in ranges {
-        let (mut at, end) = (b, b + len);
-        while at < end {
-            let i = segments.partition_point(|s| s.1 <= at);
-            let Some(&(sb, se, tile, pos)) = segments.get(i) else {
-                return n;
-            };
-            let p = pos + at.saturating_sub(sb);
-            if next != Some((tile, p)) {
-                n += 1;
-            }
-            let take = end.min(se) - at;
-            next = Some((tile, p + take));
-            at += take;
-        }
-    }
-    n
+    Some(blocked)
 }
 
 /// Lowers a node of the family.
