@@ -1,7 +1,8 @@
 //! Data-movement ops: `Transpose` (other than a folded swap of the last two dims),
-//! `Broadcast`, `Slice`, `Pad`, `Concat`, and the materialisation of a folded transpose.
+//! `Broadcast`, `Slice`, `Pad`, `Concat`, the materialisation of a folded transpose, and the
+//! dilation of a convolution's result (`lower::ops::window`'s deferred dilation).
 //!
-//! The output is mapped linearly; its elements are copied from wherever the inputs live by
+//! The output is mapped linearly (the dilation: as its caller maps it); its elements are copied from wherever the inputs live by
 //! one exchange (on-tile sources become memcpys), walking each output row and merging
 //! consecutive source elements into one copy. `Pad`'s zeros are written by `Fill` vertices.
 
@@ -9,7 +10,7 @@ use crate::codelets::{Codelet, VertexParams};
 use crate::error::CompileError;
 use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex};
 use crate::lower::core::{Lowerer, Value};
-use crate::lower::kit::mapping::worker_slices;
+use crate::lower::kit::mapping::{worker_slices, Mapping};
 use crate::lower::kit::stage::ExchangeBuilder;
 use ipusim_ir::{NodeId, Shape};
 
@@ -48,6 +49,14 @@ pub(crate) enum Map {
         in_strides: Vec<Vec<u64>>,
     },
     Broadcast {
+        in_dims: Vec<u64>,
+        in_strides: Vec<u64>,
+    },
+    /// Output element `c` is input element `c / factors` where every coordinate is a
+    /// multiple of its factor inside `in_dims`, else zero (a dilation with zeros, padded at
+    /// the end).
+    Dilate {
+        factors: Vec<u64>,
         in_dims: Vec<u64>,
         in_strides: Vec<u64>,
     },
@@ -155,6 +164,41 @@ impl Map {
                         stride: 1,
                         len,
                     });
+                }
+            }
+            Map::Dilate {
+                factors,
+                in_dims,
+                in_strides,
+            } => {
+                let mut base = 0;
+                for i in 0..last {
+                    let (q, r) = (c[i] / factors[i], c[i] % factors[i]);
+                    if r != 0 || q >= in_dims[i] {
+                        out.push(Piece::Zero { len });
+                        return;
+                    }
+                    base += q * in_strides[i];
+                }
+                let f = factors[last];
+                for col in c0..c1 {
+                    let hit = col % f == 0 && col / f < in_dims[last];
+                    match (out.last_mut(), hit) {
+                        (Some(Piece::Zero { len }), false) => *len += 1,
+                        (
+                            Some(Piece::Copy {
+                                begin, stride, len, ..
+                            }),
+                            true,
+                        ) if f == 1 && *stride == 1 && *begin + *len == base + col => *len += 1,
+                        (_, false) => out.push(Piece::Zero { len: 1 }),
+                        (_, true) => out.push(Piece::Copy {
+                            input: 0,
+                            begin: base + col / f,
+                            stride: 1,
+                            len: 1,
+                        }),
+                    }
                 }
             }
             Map::Broadcast {
@@ -309,7 +353,7 @@ pub(crate) fn permute(
     emit(lw, id, name, &[src], &out_shape, &map)
 }
 
-/// Creates the output, copies its elements by exchange and fills zeros.
+/// Creates the output, mapped linearly, copies its elements by exchange and fills zeros.
 pub(crate) fn emit(
     lw: &mut Lowerer,
     id: NodeId,
@@ -319,8 +363,20 @@ pub(crate) fn emit(
     map: &Map,
 ) -> TensorId {
     let dtype = lw.tensor(inputs[0]).dtype;
-    let n = shape.num_elements() as u64;
-    let m = lw.fresh_mapping(n, dtype);
+    let m = lw.fresh_mapping(shape.num_elements() as u64, dtype);
+    emit_mapped(lw, id, (name, name), inputs, (shape, map), m)
+}
+
+/// [`emit`] with the output (named `name`) mapped by `m`, in a step named `step`.
+pub(crate) fn emit_mapped(
+    lw: &mut Lowerer,
+    id: NodeId,
+    (name, step): (&str, &str),
+    inputs: &[TensorId],
+    (shape, map): (&Shape, &Map),
+    m: Mapping,
+) -> TensorId {
+    let dtype = lw.tensor(inputs[0]).dtype;
     let out = lw.new_tensor(
         name.to_string(),
         Some(id),
@@ -344,7 +400,7 @@ pub(crate) fn emit(
         for slice in lw.tensor(out).slices.clone() {
             eb.copy_elems(lw, inputs[0], 0, 1, out, slice.tile.tile(), 0);
         }
-        lw.superstep(name, Some(id), eb.finish(), Vec::new());
+        lw.superstep(step, Some(id), eb.finish(), Vec::new());
         return out;
     }
     for slice in lw.tensor(out).slices.clone() {
@@ -407,7 +463,7 @@ pub(crate) fn emit(
         }
     }
     let tiles = zero_work(lw, out, &zeros);
-    lw.superstep(name, Some(id), eb.finish(), tiles);
+    lw.superstep(step, Some(id), eb.finish(), tiles);
     out
 }
 

@@ -30,6 +30,7 @@
 //! channels (`inChanSplit.serial`); more convolution groups than tiles is refused.
 
 mod block;
+mod dilate;
 mod plan;
 
 use crate::codelets::{
@@ -79,8 +80,14 @@ fn kind_of(op: &Op) -> Option<Kind> {
     })
 }
 
-/// Node `id`'s window geometry.
+/// The geometry node `id`'s pass is planned and run on: an input gradient's deferred
+/// dilation undone ([`dilate::planned_geometry`]).
 fn geometry(lw: &Lowerer, id: NodeId, kind: Kind) -> Result<WindowGeometry, CompileError> {
+    Ok(dilate::planned_geometry(kind, full_geometry(lw, id, kind)?))
+}
+
+/// Node `id`'s window geometry.
+fn full_geometry(lw: &Lowerer, id: NodeId, kind: Kind) -> Result<WindowGeometry, CompileError> {
     let node = lw.graph().node(id);
     let dims = |i: usize| lw.graph().node(node.inputs[i]).ty.shape.dims().to_vec();
     let out_dims = node.ty.shape.dims().to_vec();
@@ -399,7 +406,19 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
     let inputs = node.inputs.clone();
     let out_dims = node.ty.shape.dims().to_vec();
     let output = node.ty.dtype;
-    let g = geometry(lw, id, kind)?;
+    let full = full_geometry(lw, id, kind)?;
+    let g = dilate::planned_geometry(kind, full);
+    // The strides whose dilation the pass defers (1 where it defers none).
+    let deferred = [
+        if g.h == full.h { 1 } else { full.stride[0] },
+        if g.w == full.w { 1 } else { full.stride[1] },
+    ];
+    let field_dims = match kind {
+        Kind::Conv(WindowPass::InputGrad) if deferred != [1, 1] => {
+            vec![g.n as usize, g.c as usize, g.h as usize, g.w as usize]
+        }
+        _ => out_dims.clone(),
+    };
     let conv_groups = conv_groups(kind, &g);
     // The operands: feature maps in their producers' channel groups when those fall on the
     // convolution's groups, weights row-major.
@@ -431,7 +450,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         Kind::Pool { grad } => Codelet::MaxPool { grad, dtype: input },
     };
     let name = node.name.clone();
-    let total: u64 = out_dims.iter().map(|&d| d as u64).product();
+    let total: u64 = field_dims.iter().map(|&d| d as u64).product();
     // Every serial phase's blocks take the same tiles, from `start`.
     let phases = phase_blocks(conv_groups, (kind, gr), &g, extents, split);
     let per_phase = phases.iter().map(Vec::len).max().unwrap_or(0);
@@ -482,11 +501,15 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         Mapping::from_pieces(pieces)
     };
     let out = lw.new_tensor(
-        name.clone(),
+        if deferred == [1, 1] {
+            name.clone()
+        } else {
+            format!("{name}/undilated")
+        },
         Some(id),
         TensorKind::Activation,
         output,
-        Shape::new(storage_dims(&out_dims, gr.out)),
+        Shape::new(storage_dims(&field_dims, gr.out)),
         mapping,
     );
     let pass = Pass {
@@ -514,6 +537,11 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         };
         lower_phase(lw, &pass, &phase, blocks, reduction);
     }
+    let out = if deferred == [1, 1] {
+        out
+    } else {
+        dilate::dilated(lw, id, &name, out, (gr.out, &out_dims), deferred)
+    };
     lw.set_grouped(id, out, gr.out);
     Ok(())
 }
