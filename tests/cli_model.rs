@@ -130,7 +130,7 @@ fn the_shipped_resnet50_is_the_zoos_and_compiles_to_its_cycle_report() {
     let o = ipusim(&["compile", "programs/resnet50.ron", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(r["total_cycles"], 2_628_474);
+    assert_eq!(r["total_cycles"], 2_618_760);
     assert_eq!(r["memory"]["oom"], false);
     let rows = r["convolutions"].as_array().unwrap();
     // The 3-channel stem takes the SLIC vertex in 16.16 on Mk2; the wide layers the AMP's.
@@ -153,11 +153,11 @@ fn the_shipped_resnet50_is_the_zoos_and_compiles_to_its_cycle_report() {
 
 /// The same ResNet-50 at a batch that cannot fit one mk2 is reported out of memory: exit 2,
 /// the report still printed, naming the fullest tiles and the tensors on them. (Batch 2
-/// fits, at 76.6% of the fullest tile, batch 3 at 86.4% and batch 4 at 88.8%; batch 5 needs
-/// 112.5%.)
+/// fits, at 66.3% of the fullest tile, batch 3 at 74.0% and batch 4 at 82.4%; batch 5 needs
+/// 100.4% on one tile, batch 6 106.9% on 962.)
 #[test]
-fn the_shipped_resnet50_at_batch_5_is_out_of_memory_with_its_fullest_tiles_named() {
-    let o = ipusim(&["compile", "programs/resnet50.ron", "--batch", "5", "--json"]);
+fn the_shipped_resnet50_at_batch_6_is_out_of_memory_with_its_fullest_tiles_named() {
+    let o = ipusim(&["compile", "programs/resnet50.ron", "--batch", "6", "--json"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("out of memory"), "{}", stderr(&o));
     let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();

@@ -3,12 +3,12 @@
 //!
 //! Layout of a tile's data region (from byte 0, every allocation aligned to 8 bytes for
 //! 64-bit loads): variables, constants and host-stream buffers (always live, never shared),
-//! then temporaries placed by a linear scan over program steps: a temporary is live from the
-//! first to the last step that touches it (steps in program order, a `Repeat` body counted
-//! once) and takes the lowest free offset among the temporaries live at the same time, so two
-//! temporaries share bytes only when their live ranges are disjoint. Vertex state and code
-//! (codelets, control code, exchange code) are accounted after the data region; the
-//! simulator does not materialise them.
+//! then temporaries: a temporary is live from the first to the last step that touches it
+//! (steps in program order, a `Repeat` body counted once), and two share bytes only when
+//! their live ranges are disjoint; [`place`] gives each its offset, by the lower top of a
+//! linear scan over program steps and a packing of the long-lived and large first. Vertex
+//! state and code (codelets, control code, exchange code) are accounted after the data
+//! region; the simulator does not materialise them.
 //!
 //! Out of memory is a result, not an error: the plan marks `oom`, lists the tiles over
 //! capacity, and names the worst tiles with their largest tensors and the temporaries live
@@ -27,8 +27,10 @@ use ipusim_exe::workers;
 use rayon::prelude::*;
 use std::collections::BTreeSet;
 
-/// Alignment of every allocation.
-const ALIGN: u64 = 8;
+mod place;
+
+use place::{align, place_temporaries, Request};
+
 /// Control code per compute set on a tile (a call and a sync; not found, chosen).
 const CONTROL_CODE_BYTES: u64 = 24;
 /// Exchange code per copy endpoint on a tile (a pointer set-up and a send/receive; not
@@ -96,20 +98,6 @@ fn group_state_bytes(
         }
     }
     bytes
-}
-
-fn align(x: u64) -> u64 {
-    x.div_ceil(ALIGN) * ALIGN
-}
-
-/// An allocation request of one tensor slice (tensor and slice indices as 32-bit numbers,
-/// as `TensorId` is: a plan holds one per slice, millions for a large CNN).
-struct Request {
-    tensor: u32,
-    slice: u32,
-    size: u64,
-    first: u32,
-    last: u32,
 }
 
 /// One tile's allocations ([`plan`]): its bytes by category and the offset of every slice
@@ -262,27 +250,9 @@ pub(crate) fn plan(
             }
             let base = at;
             p.always_live = base;
-            // Linear scan: requests by first step; active allocations sorted by offset.
-            reqs.sort_by_key(|r| (r.first, r.tensor));
-            let mut active: Vec<(u64, u64, u32)> = Vec::new(); // (offset, end, last step)
-            let mut top = base;
-            for r in &reqs {
-                active.retain(|a| a.2 >= r.first);
-                let size = align(r.size.max(1));
-                let mut off = base;
-                let mut pos = 0;
-                for (i, a) in active.iter().enumerate() {
-                    if a.0 >= off + size {
-                        break;
-                    }
-                    off = off.max(a.1);
-                    pos = i + 1;
-                }
-                active.insert(pos, (off, off + size, r.last));
-                if off + size > top {
-                    top = off + size;
-                    p.peak_step = Some(r.first);
-                }
+            let (offsets, top, peak) = place_temporaries(&mut reqs, base);
+            p.peak_step = peak;
+            for (r, off) in reqs.iter().zip(offsets) {
                 p.offsets.push((flat(r.tensor, r.slice), at32(off)));
             }
             p.temporaries = top - base;

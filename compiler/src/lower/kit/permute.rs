@@ -2,9 +2,10 @@
 //! `Broadcast`, `Slice`, `Pad`, `Concat`, the materialisation of a folded transpose, and the
 //! dilation of a convolution's result (`lower::ops::window`'s deferred dilation).
 //!
-//! The output is mapped linearly (the dilation: as its caller maps it); its elements are copied from wherever the inputs live by
-//! one exchange (on-tile sources become memcpys), walking each output row and merging
-//! consecutive source elements into one copy. `Pad`'s zeros are written by `Fill` vertices.
+//! The output is mapped linearly (the dilation: as its caller maps it); its elements are
+//! copied from wherever the inputs live by one exchange (on-tile sources become memcpys),
+//! walking each output row and merging consecutive source elements into one copy. `Pad`'s
+//! and the dilation's zeros are written by `Fill` vertices.
 
 use crate::codelets::{Codelet, VertexParams};
 use crate::error::CompileError;

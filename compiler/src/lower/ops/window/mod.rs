@@ -14,8 +14,10 @@
 //! convolution whose weight blocks are each read by one tile has its weights laid out on
 //! those tiles ([`weight_layout`]), one whose weight blocks are broadcast (its batch or
 //! field split) in its input-gradient pass's blocks, which it reads chunk by chunk, where
-//! the two passes gather them in fewer messages so ([`input_grad_layout`]). A split reduction's partials are summed in PopLibs'
-//! stages (`lower::kit::split_sum::sum_split`).
+//! the two passes gather them in fewer messages so ([`input_grad_layout`]). A split
+//! reduction's partials are summed in PopLibs' stages (`lower::kit::split_sum::sum_split`).
+//! The input gradient of a strided convolution one kernel element wide runs on the
+//! undilated field and is dilated afterwards ([`dilate`], PopLibs' `dilatePostConv`).
 //!
 //! When no split fits the op's memory proportion, the planner runs the pass in serial
 //! phases over its output channels (PopLibs' `outChanSplit.serial`): each phase a compute
