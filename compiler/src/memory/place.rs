@@ -35,7 +35,8 @@ fn size(r: &Request) -> u64 {
 
 /// Places one tile's temporaries at or above `base`, no two whose lifetimes (`first..=last`
 /// steps) meet sharing a byte: `reqs` sorted by first step, and each one's offset in that
-/// order, the top, and the first step of the temporary that reaches the top.
+/// order, the top, and the step of the most live bytes in the lifetime of the temporary
+/// that reaches the top (where the report lists what is live).
 ///
 /// Two heuristics, the lower top kept (ties: the first), as XLA's heap simulator runs
 /// several algorithms and keeps the smallest heap (`ChooseBestHeapAlgorithm`,
@@ -49,26 +50,54 @@ pub(super) fn place_temporaries(reqs: &mut [Request], base: u64) -> (Vec<u64>, u
     let mut scanned = vec![0u64; reqs.len()];
     linear_scan(reqs, base, &[], &mut scanned);
     let packed = packed_first(reqs, base);
-    let (top_s, peak_s) = top(reqs, &scanned, base);
-    let (top_p, peak_p) = top(reqs, &packed, base);
-    if top_p < top_s {
-        (packed, top_p, peak_p)
+    let (top_s, at_s) = top(reqs, &scanned, base);
+    let (top_p, at_p) = top(reqs, &packed, base);
+    let (offsets, top, at) = if top_p < top_s {
+        (packed, top_p, at_p)
     } else {
-        (scanned, top_s, peak_s)
-    }
+        (scanned, top_s, at_s)
+    };
+    let peak = at.map(|i| busiest_step(reqs, (reqs[i].first, reqs[i].last)));
+    (offsets, top, peak)
 }
 
-/// The top of a placement and the first step of the temporary reaching it.
-fn top(reqs: &[Request], offsets: &[u64], base: u64) -> (u64, Option<u32>) {
+/// The top of a placement and the request reaching it (the first to).
+fn top(reqs: &[Request], offsets: &[u64], base: u64) -> (u64, Option<usize>) {
     let mut top = base;
-    let mut peak = None;
-    for (r, &off) in reqs.iter().zip(offsets) {
+    let mut at = None;
+    for (i, (r, &off)) in reqs.iter().zip(offsets).enumerate() {
         if off + size(r) > top {
             top = off + size(r);
-            peak = Some(r.first);
+            at = Some(i);
         }
     }
-    (top, peak)
+    (top, at)
+}
+
+/// The step in `first..=last` with the most bytes of temporaries live (the earliest of
+/// equals).
+fn busiest_step(reqs: &[Request], (first, last): (u32, u32)) -> u32 {
+    let mut events: Vec<(u32, i64)> = Vec::new();
+    for r in reqs.iter().filter(|r| r.first <= last && r.last >= first) {
+        events.push((r.first.max(first), size(r) as i64));
+        if r.last < last {
+            events.push((r.last + 1, -(size(r) as i64)));
+        }
+    }
+    events.sort_unstable();
+    let (mut live, mut most, mut step) = (0i64, i64::MIN, first);
+    let mut k = 0;
+    while k < events.len() {
+        let at = events[k].0;
+        while k < events.len() && events[k].0 == at {
+            live += events[k].1;
+            k += 1;
+        }
+        if live > most {
+            (most, step) = (live, at);
+        }
+    }
+    step
 }
 
 /// The long-lived and the large temporaries placed first, largest first, each at the lowest
