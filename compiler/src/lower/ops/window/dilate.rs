@@ -103,13 +103,25 @@ fn nearest_mapping(
         let base: u64 = (0..last)
             .map(|i| (coords[i] / factors[i]).min(in_dims[i] - 1) * in_strides[i])
             .sum();
-        for col in 0..row_len {
-            let src = base + (col / factors[last]).min(in_dims[last] - 1);
-            let tile = mapping::locate(&index, src).map_or(0, |s| index[s].tile);
-            let at = row * row_len + col;
-            match pieces.last_mut() {
-                Some(p) if p.0 == tile && p.2 == at => p.2 = at + 1,
-                _ => pieces.push((tile, at, at + 1)),
+        let mut push = |tile: u32, at: u64, len: u64| match pieces.last_mut() {
+            Some(p) if p.0 == tile && p.2 == at => p.2 = at + len,
+            _ => pieces.push((tile, at, at + len)),
+        };
+        if factors[last] == 1 && row_len <= in_dims[last] {
+            // The undilated row's run (a channel group, the last dimension of a grouped
+            // map), segment by segment.
+            let mut col = 0;
+            while col < row_len {
+                let seg = mapping::locate(&index, base + col).map(|s| index[s]);
+                let len = seg.map_or(1, |s| (s.end - (base + col)).min(row_len - col));
+                push(seg.map_or(0, |s| s.tile), row * row_len + col, len);
+                col += len;
+            }
+        } else {
+            for col in 0..row_len {
+                let src = base + (col / factors[last]).min(in_dims[last] - 1);
+                let tile = mapping::locate(&index, src).map_or(0, |s| index[s].tile);
+                push(tile, row * row_len + col, 1);
             }
         }
     }

@@ -415,11 +415,11 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         if g.h == full.h { 1 } else { full.stride[0] },
         if g.w == full.w { 1 } else { full.stride[1] },
     ];
-    let field_dims = match kind {
-        Kind::Conv(WindowPass::InputGrad) if deferred != [1, 1] => {
-            vec![g.n as usize, g.c as usize, g.h as usize, g.w as usize]
-        }
-        _ => out_dims.clone(),
+    // The pass's output: its undilated field when it defers a dilation.
+    let field_dims = if deferred == [1, 1] {
+        out_dims.clone()
+    } else {
+        vec![g.n as usize, g.c as usize, g.h as usize, g.w as usize]
     };
     let conv_groups = conv_groups(kind, &g);
     // The operands: feature maps in their producers' channel groups when those fall on the
