@@ -25,7 +25,7 @@ pub(super) struct Request {
 /// backward pass and the gradient accumulators hundreds; with 1 KiB the few hundred large
 /// buffers of a tile are packed first, and the fullest tiles of ResNet-50 and the hands-on
 /// ResNet101 come within 0.3% of packing every temporary so (measured on both, 2026-11-28),
-/// at a quarter of its planning time.
+/// at under a third of its planning time (1.0 s of CPU against 3.4 s on ResNet-50).
 const SHORT_LIFETIME: u32 = 8;
 const LARGE: u64 = 1024;
 
@@ -108,7 +108,9 @@ fn busiest_step(reqs: &[Request], (first, last): (u32, u32)) -> u32 {
 fn packed_first(reqs: &[Request], base: u64) -> Vec<u64> {
     let mut offsets = vec![0u64; reqs.len()];
     let first: Vec<usize> = (0..reqs.len())
-        .filter(|&i| reqs[i].last - reqs[i].first >= SHORT_LIFETIME || reqs[i].size >= LARGE)
+        .filter(|&i| {
+            reqs[i].last.saturating_sub(reqs[i].first) >= SHORT_LIFETIME || reqs[i].size >= LARGE
+        })
         .collect();
     let mut by_size = first.clone();
     by_size.sort_by_key(|&i| (std::cmp::Reverse(size(&reqs[i])), i));
@@ -156,7 +158,7 @@ fn linear_scan(reqs: &[Request], base: u64, fixed: &[usize], offsets: &mut [u64]
         }
         active.retain(|a| a.2 >= r.first);
         while let Some(&j) = fixed.get(next_fixed) {
-            if reqs[j].first > r.first + SHORT_LIFETIME {
+            if reqs[j].first > r.first.saturating_add(SHORT_LIFETIME) {
                 break;
             }
             let at = (offsets[j], offsets[j] + size(&reqs[j]), reqs[j].last);
