@@ -556,6 +556,15 @@ fn interval_pattern(dims: &[u64], strides: &[u64], b: u64, l: u64) -> Option<Loc
 /// vertex per worker then reads the tile's whole slice, as PopLibs' 2-D broadcast vertices
 /// (`BroadcastVectorInner2D`) read many regions.
 fn tile_pattern(dims: &[u64], strides: &[u64], ranges: &[(u64, u64)]) -> Option<LocalPattern> {
+    // A scalar read (every stride 0) reads its one element at every position, however the
+    // tile's intervals fall.
+    if strides.iter().all(|&s| s == 0) {
+        return Some(LocalPattern {
+            dims: vec![ranges.iter().map(|r| r.1).sum()],
+            strides: vec![0],
+            origin: 0,
+        });
+    }
     let first = interval_pattern(dims, strides, ranges.first()?.0, ranges.first()?.1)?;
     let mut origins = Vec::with_capacity(ranges.len());
     for &(b, l) in ranges {
@@ -827,6 +836,19 @@ mod tests {
         }
         // Intervals whose boxes differ have no common pattern.
         assert!(tile_pattern(&dims, &strides, &[(0, 16), (2 * plane, 8)]).is_none());
+    }
+
+    #[test]
+    fn a_scalar_is_read_through_one_pattern_over_any_intervals() {
+        // An optimizer's scalar over a weight whose tile holds runs of unequal lengths at
+        // irregular places (AdamW's `beta1` over a convolution's weights): one pattern, every
+        // position reading element 0, so one vertex the workers split covers the tile.
+        let ranges = [(3u64, 5u64), (20, 2), (100, 7)];
+        let lp = tile_pattern(&[36_864], &[0], &ranges).expect("one pattern");
+        assert_eq!(lp.dims.iter().product::<u64>(), 14);
+        assert!((0..14).all(|p| local_index(&lp, p) == 0));
+        // A vector broadcast over the same intervals still has none (their boxes differ).
+        assert!(tile_pattern(&[36, 1_024], &[1, 0], &ranges).is_none());
     }
 
     #[test]
