@@ -416,7 +416,8 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         if g.w == full.w { 1 } else { full.stride[1] },
     ];
     // The pass's output: its undilated field when it defers a dilation.
-    let field_dims = if deferred == [1, 1] {
+    let defers = deferred != [1, 1];
+    let field_dims = if !defers {
         out_dims.clone()
     } else {
         vec![g.n as usize, g.c as usize, g.h as usize, g.w as usize]
@@ -503,10 +504,10 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         Mapping::from_pieces(pieces)
     };
     let out = lw.new_tensor(
-        if deferred == [1, 1] {
-            name.clone()
-        } else {
+        if defers {
             format!("{name}/undilated")
+        } else {
+            name.clone()
         },
         Some(id),
         TensorKind::Activation,
@@ -539,10 +540,10 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         };
         lower_phase(lw, &pass, &phase, blocks, reduction);
     }
-    let out = if deferred == [1, 1] {
-        out
-    } else {
+    let out = if defers {
         dilate::dilated(lw, id, &name, out, (gr.out, &out_dims), deferred)
+    } else {
+        out
     };
     lw.set_grouped(id, out, gr.out);
     Ok(())

@@ -148,14 +148,15 @@ fn search(target: &Target, pr: &Problem, tiles: u32, budget: u64) -> Split {
         Kind::Conv(_) => candidates(pr.extents.1, gc),
         Kind::Pool { .. } => vec![1],
     };
-    let mut best: Option<(bool, u64, u64, Split)> = None;
+    // The choice so far, and its bytes when it does not fit.
+    let mut best: Option<(u64, Split)> = None;
     let mut last_bytes = u64::MAX;
     for serial in serials {
         let splits = parallel_splits(target, pr, tiles, serial);
         let known = match fastest_fitting(target, pr, &splits, budget) {
             // A split that fits beats every earlier phase count's (none of theirs fitted).
-            Ok((i, (cycles, bytes))) => {
-                best = Some((true, cycles, bytes, splits[i]));
+            Ok((i, _)) => {
+                best = Some((0, splits[i]));
                 break;
             }
             Err(known) => known,
@@ -167,9 +168,9 @@ fn search(target: &Target, pr: &Problem, tiles: u32, budget: u64) -> Split {
             .zip(known)
             .map(|(&s, k)| k.unwrap_or_else(|| cost(target, pr, s)))
             .collect();
-        for (&split, &(cycles, bytes)) in splits.iter().zip(&costs) {
-            if best.as_ref().is_none_or(|b| bytes < b.2) {
-                best = Some((false, cycles, bytes, split));
+        for (&split, &(_, bytes)) in splits.iter().zip(&costs) {
+            if best.is_none_or(|b| bytes < b.0) {
+                best = Some((bytes, split));
             }
         }
         let least = costs.iter().map(|c| c.1).min().unwrap_or(u64::MAX);
@@ -188,7 +189,7 @@ fn search(target: &Target, pr: &Problem, tiles: u32, budget: u64) -> Split {
             method: ConvMethod::Amp,
             serial: 1,
         },
-        |b| b.3,
+        |b| b.1,
     )
 }
 
