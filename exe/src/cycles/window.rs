@@ -155,6 +155,7 @@ fn nx1_params(
     let units = amp.output_channels.max(1);
     let in_chans = amp.input_channels.max(1);
     let segments = worker_segments(p, target.worker_contexts.max(1) as usize);
+    let reached = ReachedColumns::of(pass, p);
     let worklists = segments
         .iter()
         .map(|segs| {
@@ -171,12 +172,7 @@ fn nx1_params(
                             if !row_ok {
                                 return 0;
                             }
-                            (c0..c1)
-                                .filter(|&c| match pass {
-                                    WindowPass::InputGrad => g.output_col(c, kw).is_some(),
-                                    _ => g.input_col(c, kw).is_some(),
-                                })
-                                .count() as u32
+                            reached.count(kw, c0, c1)
                         })
                         .filter(|&n| n > 0)
                         .collect();
@@ -199,6 +195,49 @@ fn nx1_params(
         amp_kernel_height: 1,
         zeros_info: block_positions(p).saturating_mul(units),
         worklists,
+    }
+}
+
+/// Which of a block's output columns each kernel column reaches (an input column for the
+/// forward and weight-gradient passes, an output column for the input gradient), as prefix
+/// counts: the columns of a worklist entry that kernel column `kw` reaches are counted in
+/// constant time, where testing them one by one made the estimate of a wide block's
+/// worklists the planner's costliest step.
+struct ReachedColumns {
+    /// The block's first output column.
+    first: u32,
+    /// Per kernel column, `out_cols` + 1 prefix counts.
+    prefix: Vec<Vec<u32>>,
+}
+
+impl ReachedColumns {
+    fn of(pass: WindowPass, p: &WindowParams) -> ReachedColumns {
+        let g = &p.geometry;
+        let (first, end) = (p.out_cols.0, p.out_cols.1.max(p.out_cols.0));
+        let prefix = (0..g.kw)
+            .map(|kw| {
+                let mut counts = Vec::with_capacity((end - first) as usize + 1);
+                let mut n = 0u32;
+                counts.push(n);
+                for c in first..end {
+                    let reached = match pass {
+                        WindowPass::InputGrad => g.output_col(c, kw).is_some(),
+                        _ => g.input_col(c, kw).is_some(),
+                    };
+                    n += u32::from(reached);
+                    counts.push(n);
+                }
+                counts
+            })
+            .collect();
+        ReachedColumns { first, prefix }
+    }
+
+    /// The columns of `[c0, c1)` (within the block's) kernel column `kw` reaches.
+    fn count(&self, kw: u32, c0: u32, c1: u32) -> u32 {
+        let counts = &self.prefix[kw as usize];
+        let at = |c: u32| counts[(c - self.first) as usize];
+        at(c1) - at(c0)
     }
 }
 
@@ -313,7 +352,7 @@ fn pool_cycles(target: &Target, grad: bool, dtype: DType, p: &WindowParams) -> u
 
 #[cfg(test)]
 mod tests {
-    use super::{hmac_params, nx1_params, slic_params, window_group_cycles};
+    use super::{hmac_params, nx1_params, slic_params, window_group_cycles, ReachedColumns};
     use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
     use crate::cycles::conv::{hmac_cycles, slic_cycles, HmacParams, SlicParams};
     use crate::target::Target;
@@ -355,6 +394,51 @@ mod tests {
             out_group: 1,
             weight_chunk: 0,
         }
+    }
+
+    /// The prefix counts of the columns a kernel column reaches give the count of testing
+    /// each column, for every pass, span of a block's columns, stride, padding and dilation
+    /// (padded and strided fields leave columns unreached on both sides and between).
+    #[test]
+    fn reached_columns_are_counted_as_testing_each_column() {
+        let mut checked = 0;
+        for (k, stride, pad, dilation) in [(3, 1, 1, 1), (7, 2, 3, 1), (3, 2, 0, 2), (1, 3, 0, 1)] {
+            let mut p = block(k, pad);
+            let g = &mut p.geometry;
+            (g.w, g.stride, g.dilation) = (13, [1, stride], [1, dilation]);
+            g.ow = (13 + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+            for pass in [
+                WindowPass::Forward,
+                WindowPass::InputGrad,
+                WindowPass::WeightGrad,
+            ] {
+                let width = if pass == WindowPass::InputGrad {
+                    13
+                } else {
+                    p.geometry.ow
+                };
+                for (b0, b1) in [(0, width), (1, width - 1), (2, 2)] {
+                    p.out_cols = (b0, b1);
+                    let reached = ReachedColumns::of(pass, &p);
+                    let g = &p.geometry;
+                    for kw in 0..g.kw {
+                        for c0 in b0..=b1 {
+                            for c1 in c0..=b1 {
+                                let want = (c0..c1)
+                                    .filter(|&c| match pass {
+                                        WindowPass::InputGrad => g.output_col(c, kw).is_some(),
+                                        _ => g.input_col(c, kw).is_some(),
+                                    })
+                                    .count() as u32;
+                                assert_eq!(reached.count(kw, c0, c1), want, "{pass:?} {g:?}");
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000);
     }
 
     fn hmac(partials: DType) -> Codelet {
