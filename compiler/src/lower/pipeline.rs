@@ -237,6 +237,8 @@ pub(crate) fn build(
     parts: Vec<(Part, Program)>,
     micro_batches: u32,
 ) -> Result<(Program, Vec<TensorId>), CompileError> {
+    // The stashes are found from what the parts' exchanges read and write.
+    lw.settle_copies();
     let n = segs.count() as usize;
     let mut bodies: Vec<Vec<Program>> = vec![Vec::new(); n];
     let mut sends: Vec<Vec<Program>> = vec![Vec::new(); n];

@@ -3,14 +3,15 @@
 //! tensors in the same compute sets).
 
 use super::Lowerer;
-use crate::executable::{ByteCopy, TileWork};
+use crate::executable::TileWork;
+use crate::lower::kit::copies::Copies;
 use ipusim_ir::NodeId;
 
 /// A superstep held back while lanes are open.
 struct Pending {
     name: String,
     node: Option<NodeId>,
-    copies: Vec<ByteCopy>,
+    copies: Copies,
     tiles: Vec<TileWork>,
 }
 
@@ -26,7 +27,7 @@ impl Lanes {
         &mut self,
         name: &str,
         node: Option<NodeId>,
-        copies: Vec<ByteCopy>,
+        copies: Copies,
         tiles: Vec<TileWork>,
     ) {
         self.steps[self.current].push(Pending {
@@ -73,10 +74,10 @@ impl Lowerer<'_> {
             let names: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
             let name = joined_name(&names);
             let node = parts.first().and_then(|p| p.node);
-            let mut copies = Vec::new();
+            let mut copies = Copies::default();
             let mut tiles = Vec::new();
             for p in parts {
-                copies.extend(p.copies);
+                copies.append(p.copies);
                 tiles.extend(p.tiles);
             }
             self.superstep(&name, node, copies, tiles);

@@ -17,13 +17,14 @@ mod lanes;
 #[cfg(test)]
 mod tests;
 
+use super::kit::copies::{Copies, CopyWorker};
 use super::kit::mapping::{self, Index, Mapping};
 use super::kit::planner::Plan;
 use crate::error::CompileError;
 use crate::executable::{
-    ByteCopy, ComputeSet, ComputeSetId, Exchange, ExchangeId, HostStream, Interval, NodeValue,
-    Program, ProgramStep, StepKind, StreamDirection, StreamId, Tensor, TensorId, TensorKind,
-    TileSlice, TileWork,
+    ComputeSet, ComputeSetId, Exchange, ExchangeId, HostStream, Interval, NodeValue, Program,
+    ProgramStep, StepKind, StreamDirection, StreamId, Tensor, TensorId, TensorKind, TileSlice,
+    TileWork,
 };
 use crate::options::CompileOptions;
 use crate::target::Target;
@@ -35,6 +36,7 @@ use std::any::Any;
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Where a node's value is: a tensor, possibly seen with its last two dimensions swapped
 /// (a `Transpose` that is folded into its consumers until one needs it materialised), or
@@ -91,12 +93,15 @@ pub(crate) struct Lowerer<'a> {
     /// Copies of tensors made on other IPUs in the phase being lowered: (tensor, IPU) -> copy.
     ipu_copies: HashMap<(TensorId, u32), TensorId>,
     tensors: Vec<Tensor>,
-    index: Vec<OnceCell<Index>>,
+    index: Vec<OnceCell<Arc<Index>>>,
     /// The tensors whose index is built ([`Lowerer::forget_indexes`]).
     indexed: RefCell<Vec<TensorId>>,
     values: HashMap<NodeId, Value>,
     compute_sets: Vec<ComputeSet>,
     exchanges: Vec<Exchange>,
+    /// The thread building the exchanges' recorded copies ([`crate::lower::kit::copies`]),
+    /// started with the first.
+    copy_worker: Option<CopyWorker>,
     streams: Vec<HostStream>,
     steps: Vec<ProgramStep>,
     usage: Vec<Usage>,
@@ -186,6 +191,7 @@ impl<'a> Lowerer<'a> {
             values: HashMap::new(),
             compute_sets: Vec::new(),
             exchanges: Vec::new(),
+            copy_worker: None,
             streams: Vec::new(),
             steps: Vec::new(),
             usage: Vec::new(),
@@ -255,12 +261,21 @@ impl<'a> Lowerer<'a> {
     /// never are, and a large graph's indexes would hold a segment per interval of every
     /// tensor (ResNet-50: 5.6 M, 211 MB).
     pub fn index(&self, t: TensorId) -> &Index {
+        self.indexed_arc(t)
+    }
+
+    /// [`Lowerer::index`], shared (for copies built on another thread).
+    pub fn shared_index(&self, t: TensorId) -> Arc<Index> {
+        Arc::clone(self.indexed_arc(t))
+    }
+
+    fn indexed_arc(&self, t: TensorId) -> &Arc<Index> {
         let cell = &self.index[t.0 as usize];
         if let Some(index) = cell.get() {
             return index;
         }
         self.indexed.borrow_mut().push(t);
-        cell.get_or_init(|| mapping::slices_index(&self.tensors[t.0 as usize]))
+        cell.get_or_init(|| Arc::new(mapping::slices_index(&self.tensors[t.0 as usize])))
     }
 
     /// Drops the element indexes built so far; they are built again from the slices when
@@ -362,26 +377,52 @@ impl<'a> Lowerer<'a> {
         &self.compute_sets[id.0 as usize]
     }
 
-    /// Exchange `id`.
+    /// Exchange `id` (its copies once [`Lowerer::settle_copies`] has run).
     pub fn exchange(&self, id: ExchangeId) -> &Exchange {
         &self.exchanges[id.0 as usize]
     }
 
     /// An exchange of `copies` named `name`, as a program node of its own (not in the body
     /// being lowered; its step is listed last until [`Lowerer::rebuild_steps`]).
-    pub fn exchange_program(&mut self, name: String, copies: Vec<ByteCopy>) -> Program {
+    pub fn exchange_program(&mut self, name: String, copies: impl Into<Copies>) -> Program {
         let id = ExchangeId(self.exchanges.len() as u32);
         self.exchanges.push(Exchange {
             name: name.clone(),
             node: None,
-            copies,
+            copies: Vec::new(),
             cycles: 0,
         });
+        self.build_copies(id, copies.into());
         self.steps.push(ProgramStep {
             kind: StepKind::Exchange(id),
             name,
         });
         Program::Exchange(id)
+    }
+
+    /// Gives exchange `id` its copies: built on the copy thread when some are recorded
+    /// ([`Lowerer::settle_copies`] fills them in), else now.
+    fn build_copies(&mut self, id: ExchangeId, copies: Copies) {
+        let built = if copies.recorded() {
+            self.copy_worker
+                .get_or_insert_with(CopyWorker::start)
+                .submit(id.0, copies)
+        } else {
+            Some(copies.build())
+        };
+        if let Some(built) = built {
+            self.exchanges[id.0 as usize].copies = built;
+        }
+    }
+
+    /// Waits for the copy thread to build every exchange's copies and fills them in: called
+    /// before anything reads the copies.
+    pub fn settle_copies(&mut self) {
+        if let Some(worker) = &mut self.copy_worker {
+            for (id, copies) in worker.settle() {
+                self.exchanges[id as usize].copies = copies;
+            }
+        }
     }
 
     /// Tile `tile` of the IPU being lowered for.
@@ -406,7 +447,8 @@ impl<'a> Lowerer<'a> {
     }
 
     /// Finishes lowering: the context's tables with the program and the nodes' values.
-    pub fn into_lowered(self, program: Program, values: Vec<NodeValue>) -> Lowered {
+    pub fn into_lowered(mut self, program: Program, values: Vec<NodeValue>) -> Lowered {
+        self.settle_copies();
         Lowered {
             tensors: self.tensors,
             values,
@@ -768,11 +810,13 @@ impl<'a> Lowerer<'a> {
         &mut self,
         name: &str,
         node: Option<NodeId>,
-        copies: Vec<ByteCopy>,
+        copies: impl Into<Copies>,
         mut tiles: Vec<TileWork>,
     ) {
+        let copies = copies.into();
         tiles.retain(|t| !t.groups.is_empty());
-        if copies.is_empty() && tiles.is_empty() {
+        let touched = copies.touched();
+        if touched.is_empty() && tiles.is_empty() {
             return;
         }
         if let Some(lanes) = &mut self.lanes {
@@ -780,20 +824,21 @@ impl<'a> Lowerer<'a> {
             return;
         }
         self.push_body(Program::Sync(SyncScope::Internal), Part::Body(self.segment));
-        if !copies.is_empty() {
+        if !touched.is_empty() {
             let step = self.steps.len() as u32;
-            for c in &copies {
-                self.touch(c.src_tensor, step);
-                self.touch(c.dst_tensor, step);
+            for (src, dst) in touched {
+                self.touch(src, step);
+                self.touch(dst, step);
             }
             let id = ExchangeId(self.exchanges.len() as u32);
             let ex_name = format!("{name}/exchange");
             self.exchanges.push(Exchange {
                 name: ex_name.clone(),
                 node,
-                copies,
+                copies: Vec::new(),
                 cycles: 0,
             });
+            self.build_copies(id, copies);
             self.push_step(StepKind::Exchange(id), ex_name, Program::Exchange(id));
         }
         if !tiles.is_empty() {

@@ -1,0 +1,662 @@
+//! The copies of an exchange: recorded as requests while an op is lowered, built into byte
+//! copies (broadcasts merged, contiguous runs joined) apart from the lowering.
+//!
+//! Building a large graph's copies is a third of its lowering (the hands-on ResNet101: 10.7 M
+//! copies, each source element found in its tensor's index and deduplicated by hash), and
+//! nothing the lowering decides depends on them beyond which tensors an exchange touches. So
+//! an op records its requests in a [`Copies`] — what it needs is known when it asks: the
+//! source's element index, element size and IPU, and the destination's — and the lowerer
+//! hands them to a [`CopyWorker`] thread that builds them while it lowers the next ops. Each
+//! exchange is built from its own requests in their order, so the copies are the same
+//! whichever thread builds them and whenever.
+
+use crate::executable::{ByteCopy, CopyDst, CopyDsts, TensorId};
+use crate::lower::kit::mapping::{locate, Index};
+use ipusim_exe::system::TileId;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{mpsc, Arc};
+
+/// A fast non-cryptographic hasher for the copy dedup keys (the FxHash mixing step); the
+/// keys are compiler-generated integers, so no DoS resistance is needed.
+#[derive(Default)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// A tensor copies read from: its element index, element size in bytes and IPU.
+#[derive(Clone)]
+pub(crate) struct Source {
+    pub tensor: TensorId,
+    pub index: Arc<Index>,
+    pub es: u64,
+    pub ipu: u32,
+}
+
+/// Where requested elements go: element position `pos` of `tensor`'s slice on `tile` (of
+/// IPU `ipu`); positions are slice-relative until the memory plan.
+#[derive(Clone, Copy)]
+pub(crate) struct Dest {
+    pub tensor: TensorId,
+    pub ipu: u32,
+    pub tile: u32,
+    pub pos: u64,
+}
+
+/// One recorded request: the ranges `(begin, len)` of a source, in order, to a destination;
+/// `whole` when it was asked as one operand (a later request for the same ranges into the
+/// same tensor joins its copies, [`CopyBuilder::copy_ranges`]).
+struct Request {
+    source: u32,
+    ranges: std::ops::Range<usize>,
+    dst: Dest,
+    whole: bool,
+}
+
+/// The requests of one exchange (or one part of it), in order.
+#[derive(Default)]
+pub(crate) struct Recorded {
+    sources: Vec<Source>,
+    source_of: FxMap<TensorId, u32>,
+    ranges: Vec<(u64, u64)>,
+    requests: Vec<Request>,
+}
+
+impl Recorded {
+    /// Records a request for the elements of `ranges` of `src`, in order, to `dst`.
+    pub fn request(
+        &mut self,
+        src: impl FnOnce() -> Source,
+        src_tensor: TensorId,
+        ranges: &[(u64, u64)],
+        dst: Dest,
+        whole: bool,
+    ) {
+        let source = match self.source_of.entry(src_tensor) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(v) => {
+                self.sources.push(src());
+                *v.insert(self.sources.len() as u32 - 1)
+            }
+        };
+        let r0 = self.ranges.len();
+        self.ranges.extend_from_slice(ranges);
+        self.requests.push(Request {
+            source,
+            ranges: r0..self.ranges.len(),
+            dst,
+            whole,
+        });
+    }
+
+    /// The requests that make or join at least one copy: some range is not empty and starts
+    /// at an element its source maps.
+    fn effective(&self) -> impl Iterator<Item = (&Source, &Request)> {
+        self.requests.iter().filter_map(|r| {
+            let s = &self.sources[r.source as usize];
+            self.ranges[r.ranges.clone()]
+                .iter()
+                .any(|&(b, len)| len > 0 && locate(&s.index, b).is_some())
+                .then_some((s, r))
+        })
+    }
+
+    /// The copies, built in request order.
+    fn build(&self) -> Vec<ByteCopy> {
+        let mut b = CopyBuilder::default();
+        for r in &self.requests {
+            let s = &self.sources[r.source as usize];
+            let ranges = &self.ranges[r.ranges.clone()];
+            if r.whole {
+                b.copy_ranges(s, ranges, r.dst);
+            } else {
+                let mut at = r.dst.pos;
+                for &range in ranges {
+                    b.copy_pieces(s, range, Dest { pos: at, ..r.dst }, None);
+                    at += range.1;
+                }
+            }
+        }
+        b.finish()
+    }
+}
+
+/// One part of an exchange's copies: built already, or recorded requests.
+enum Part {
+    Built(Vec<ByteCopy>),
+    Recorded(Recorded),
+}
+
+/// An exchange's copies, in parts whose copies follow one another (the supersteps of lanes
+/// emitted as one exchange keep each lane's copies apart, as they were built apart).
+#[derive(Default)]
+pub(crate) struct Copies {
+    parts: Vec<Part>,
+}
+
+impl From<Vec<ByteCopy>> for Copies {
+    fn from(copies: Vec<ByteCopy>) -> Copies {
+        Copies {
+            parts: vec![Part::Built(copies)],
+        }
+    }
+}
+
+impl From<Recorded> for Copies {
+    fn from(r: Recorded) -> Copies {
+        Copies {
+            parts: vec![Part::Recorded(r)],
+        }
+    }
+}
+
+impl Copies {
+    /// `other`'s copies after these.
+    pub fn append(&mut self, other: Copies) {
+        self.parts.extend(other.parts);
+    }
+
+    /// The tensors the copies read and write, `(source, destination)` per copy (or per
+    /// request that makes or joins copies; repeats are harmless): empty exactly when there
+    /// are no copies.
+    pub fn touched(&self) -> Vec<(TensorId, TensorId)> {
+        let mut out = Vec::new();
+        for p in &self.parts {
+            match p {
+                Part::Built(c) => out.extend(c.iter().map(|c| (c.src_tensor, c.dst_tensor))),
+                Part::Recorded(r) => {
+                    out.extend(r.effective().map(|(s, q)| (s.tensor, q.dst.tensor)))
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether some part is still to be built.
+    pub fn recorded(&self) -> bool {
+        self.parts.iter().any(|p| matches!(p, Part::Recorded(_)))
+    }
+
+    /// The copies, part after part.
+    pub fn build(self) -> Vec<ByteCopy> {
+        let mut parts = self.parts.into_iter();
+        let mut out = match parts.next() {
+            Some(Part::Built(c)) => c,
+            Some(Part::Recorded(r)) => r.build(),
+            None => return Vec::new(),
+        };
+        for p in parts {
+            match p {
+                Part::Built(c) => out.extend(c),
+                Part::Recorded(r) => out.extend(r.build()),
+            }
+        }
+        out
+    }
+}
+
+/// Builds the copies of one exchange, merging copies of the same source bytes into one
+/// broadcast copy.
+#[derive(Default)]
+struct CopyBuilder {
+    copies: Vec<ByteCopy>,
+    dedup: FxMap<(TensorId, u64, u64, TensorId), usize>,
+    cursor: FxMap<TensorId, usize>,
+    /// The requests of [`CopyBuilder::copy_ranges`] made so far, by a fingerprint of
+    /// (source, destination tensor, ranges).
+    requests: FxMap<u64, Joined>,
+    /// The ranges of the recorded requests, end to end.
+    request_ranges: Vec<(u64, u64)>,
+    /// The pieces of the recorded requests, end to end: the copy each piece made or joined,
+    /// and its destination offset relative to the request's first byte.
+    request_pieces: Vec<(usize, u32)>,
+}
+
+/// A request of [`CopyBuilder::copy_ranges`]: what it asked for and the pieces it became.
+struct Joined {
+    src: TensorId,
+    dst: TensorId,
+    ranges: std::ops::Range<usize>,
+    pieces: std::ops::Range<usize>,
+}
+
+/// The fingerprint of a request (the FxHash of its source, destination tensor and ranges).
+fn request_fingerprint(src: TensorId, dst: TensorId, ranges: &[(u64, u64)]) -> u64 {
+    let mut h = FxHasher::default();
+    h.write_u32(src.0);
+    h.write_u32(dst.0);
+    for &(b, len) in ranges {
+        h.write_u64(b);
+        h.write_u64(len);
+    }
+    h.finish()
+}
+
+impl CopyBuilder {
+    /// Copies the elements of `ranges` (`(begin, len)` of `src`, in order) to element
+    /// positions `dst.pos`, `dst.pos + len₀`, … of `dst`: exactly the copies of
+    /// [`CopyBuilder::copy_pieces`] over the ranges one by one. A request for the same ranges
+    /// of the same source into the same tensor as an earlier one (another tile's operand of
+    /// a broadcast) joins the copies that request made or joined, as the range-by-range path
+    /// would find them one lookup at a time, without those lookups.
+    fn copy_ranges(&mut self, src: &Source, ranges: &[(u64, u64)], dst: Dest) {
+        let fingerprint = request_fingerprint(src.tensor, dst.tensor, ranges);
+        let base = (dst.pos * src.es) as u32;
+        if let Some(r) = self.requests.get(&fingerprint) {
+            if r.src == src.tensor
+                && r.dst == dst.tensor
+                && self.request_ranges[r.ranges.clone()] == *ranges
+            {
+                let tile = TileId::new(dst.ipu, dst.tile);
+                for &(c, rel) in &self.request_pieces[r.pieces.clone()] {
+                    self.copies[c].dsts.push(CopyDst {
+                        tile,
+                        offset: base.wrapping_add(rel),
+                    });
+                }
+                return;
+            }
+        }
+        let first_piece = self.request_pieces.len();
+        let mut at = dst.pos;
+        for &(b, len) in ranges {
+            self.copy_pieces(src, (b, len), Dest { pos: at, ..dst }, Some(base));
+            at += len;
+        }
+        // A fingerprint already taken by another request keeps its first owner; this one
+        // stays on the range-by-range path.
+        if let Entry::Vacant(v) = self.requests.entry(fingerprint) {
+            let r0 = self.request_ranges.len();
+            self.request_ranges.extend_from_slice(ranges);
+            v.insert(Joined {
+                src: src.tensor,
+                dst: dst.tensor,
+                ranges: r0..self.request_ranges.len(),
+                pieces: first_piece..self.request_pieces.len(),
+            });
+        } else {
+            self.request_pieces.truncate(first_piece);
+        }
+    }
+
+    /// Copies elements `[begin, begin + len)` of `src` to `dst`; with `record`, the byte
+    /// offset of the request's first destination byte, also notes each piece's copy in
+    /// `request_pieces`.
+    fn copy_pieces(
+        &mut self,
+        src: &Source,
+        (begin, len): (u64, u64),
+        dst: Dest,
+        record: Option<u32>,
+    ) {
+        let (index, es) = (&*src.index, src.es);
+        let end = begin + len;
+        let mut at = begin;
+        // Requests mostly walk a tensor in order: try the segment after the last one first.
+        let hint = self.cursor.get(&src.tensor).copied().unwrap_or(0);
+        let mut i = match index.get(hint) {
+            Some(s) if s.begin <= at && at < s.end => hint,
+            _ => match index.get(hint + 1) {
+                Some(s) if s.begin <= at && at < s.end => hint + 1,
+                _ => match locate(index, at) {
+                    Some(i) => i,
+                    None => return,
+                },
+            },
+        };
+        while at < end && i < index.len() {
+            let s = index[i];
+            let take = end.min(s.end) - at;
+            let src_pos = s.pos + (at - s.begin);
+            let dst_off = ((dst.pos + (at - begin)) * es) as u32;
+            let key = (src.tensor, at, take, dst.tensor);
+            let d = CopyDst {
+                tile: TileId::new(dst.ipu, dst.tile),
+                offset: dst_off,
+            };
+            let c = match self.dedup.entry(key) {
+                Entry::Occupied(c) => {
+                    let c = *c.get();
+                    self.copies[c].dsts.push(d);
+                    c
+                }
+                Entry::Vacant(v) => {
+                    v.insert(self.copies.len());
+                    self.copies.push(ByteCopy {
+                        src_tile: TileId::new(src.ipu, s.tile),
+                        src_offset: (src_pos * es) as u32,
+                        bytes: (take * es) as u32,
+                        src_tensor: src.tensor,
+                        dst_tensor: dst.tensor,
+                        dsts: CopyDsts::from_slice(&[d]),
+                    });
+                    self.copies.len() - 1
+                }
+            };
+            if let Some(base) = record {
+                self.request_pieces.push((c, dst_off.wrapping_sub(base)));
+            }
+            at += take;
+            i += 1;
+        }
+        self.cursor.insert(src.tensor, i.saturating_sub(1));
+    }
+
+    /// The copies, each run of copies that continue one another merged into one copy (one
+    /// message): a contiguous region moves as one, as Poplar's exchange moves a tensor's
+    /// contiguous region, where the requests came element range by element range (a
+    /// window's rows, a vertex's operands). Only copies made one after the other merge, so
+    /// the order of the copies, and every byte each destination receives, stay the same.
+    fn finish(self) -> Vec<ByteCopy> {
+        merge_runs(self.copies)
+    }
+}
+
+/// `copies` with each copy that continues the one before it ([`continues`]) merged into it.
+fn merge_runs(copies: Vec<ByteCopy>) -> Vec<ByteCopy> {
+    let mut out: Vec<ByteCopy> = Vec::with_capacity(copies.len());
+    for c in copies {
+        if let Some(p) = out.last_mut() {
+            if continues(p, &c) {
+                p.bytes += c.bytes;
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out.shrink_to_fit();
+    out
+}
+
+/// Whether copy `c` continues `p`: the same source tile and tensors, the source bytes right
+/// after `p`'s, and as many destinations, each on the tile of `p`'s and right after its
+/// bytes there.
+fn continues(p: &ByteCopy, c: &ByteCopy) -> bool {
+    p.src_tile == c.src_tile
+        && p.src_tensor == c.src_tensor
+        && p.dst_tensor == c.dst_tensor
+        && p.src_offset.checked_add(p.bytes) == Some(c.src_offset)
+        && p.bytes.checked_add(c.bytes).is_some()
+        && p.dsts.len() == c.dsts.len()
+        && p.dsts
+            .iter()
+            .zip(&c.dsts)
+            .all(|(a, b)| a.tile == b.tile && a.offset.checked_add(p.bytes) == Some(b.offset))
+}
+
+/// A thread building recorded copies while the lowering goes on: jobs `(exchange, copies)`
+/// in, built copies out, in the order sent.
+pub(crate) struct CopyWorker {
+    jobs: Option<mpsc::Sender<(u32, Copies)>>,
+    built: mpsc::Receiver<(u32, Vec<ByteCopy>)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    pending: usize,
+}
+
+impl CopyWorker {
+    /// Starts the thread.
+    pub fn start() -> CopyWorker {
+        let (jobs, inbox) = mpsc::channel::<(u32, Copies)>();
+        let (outbox, built) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("ipusim-copies".into())
+            .spawn(move || {
+                for (exchange, copies) in inbox {
+                    if outbox.send((exchange, copies.build())).is_err() {
+                        return;
+                    }
+                }
+            })
+            .ok();
+        CopyWorker {
+            jobs: thread.as_ref().map(|_| jobs),
+            built,
+            thread,
+            pending: 0,
+        }
+    }
+
+    /// Builds `copies` for exchange `exchange` on the thread: `None`, or the copies built on
+    /// the caller's thread when there is no thread (it could not be started).
+    pub fn submit(&mut self, exchange: u32, copies: Copies) -> Option<Vec<ByteCopy>> {
+        match &self.jobs {
+            Some(jobs) => match jobs.send((exchange, copies)) {
+                Ok(()) => {
+                    self.pending += 1;
+                    None
+                }
+                Err(mpsc::SendError((_, copies))) => Some(copies.build()),
+            },
+            None => Some(copies.build()),
+        }
+    }
+
+    /// Every job sent so far, built: `(exchange, copies)` in the order sent. A panic on the
+    /// thread (a bug) is raised again here.
+    pub fn settle(&mut self) -> Vec<(u32, Vec<ByteCopy>)> {
+        let mut out = Vec::with_capacity(self.pending);
+        while self.pending > 0 {
+            match self.built.recv() {
+                Ok(done) => {
+                    out.push(done);
+                    self.pending -= 1;
+                }
+                Err(_) => {
+                    self.jobs = None;
+                    if let Some(Err(panic)) = self.thread.take().map(|t| t.join()) {
+                        std::panic::resume_unwind(panic);
+                    }
+                    unreachable!("the copy thread ended with jobs pending and without a panic");
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Drop for CopyWorker {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread once it has built what it was sent.
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy(src: (u32, u32), bytes: u32, dsts: &[(u32, u32)], dst_tensor: u32) -> ByteCopy {
+        ByteCopy {
+            src_tile: TileId::new(0, src.0),
+            src_offset: src.1,
+            bytes,
+            src_tensor: TensorId(1),
+            dst_tensor: TensorId(dst_tensor),
+            dsts: dsts
+                .iter()
+                .map(|&(tile, offset)| CopyDst {
+                    tile: TileId::new(0, tile),
+                    offset,
+                })
+                .collect(),
+        }
+    }
+
+    /// A source of 64 half elements spread unevenly over four tiles, one tile holding two
+    /// intervals.
+    fn source() -> Source {
+        use crate::lower::kit::mapping::{build_index, Mapping};
+        let pieces = vec![
+            (3, 0, 10),
+            (7, 10, 13),
+            (3, 13, 40),
+            (9, 40, 41),
+            (12, 41, 64),
+        ];
+        Source {
+            tensor: TensorId(0),
+            index: Arc::new(build_index(&Mapping::from_pieces(pieces))),
+            es: 2,
+            ipu: 0,
+        }
+    }
+
+    fn dest(tile: u32, pos: u64) -> Dest {
+        Dest {
+            tensor: TensorId(1),
+            ipu: 0,
+            tile,
+            pos,
+        }
+    }
+
+    /// A request of the tests: (tile, position, ranges).
+    type Req = (u32, u64, Vec<(u64, u64)>);
+
+    /// (tile, position, ranges): `a` repeated on other tiles and positions, `b` overlapping
+    /// a's second range, `a` within one request twice, and `a` repeated again after `b`.
+    fn requests() -> Vec<Req> {
+        let a: Vec<(u64, u64)> = vec![(0, 12), (20, 4), (38, 5)];
+        let b: Vec<(u64, u64)> = vec![(20, 4), (50, 14)];
+        vec![
+            (100, 0, a.clone()),
+            (101, 7, a.clone()),
+            (102, 3, b.clone()),
+            (103, 0, [a.clone(), a.clone()].concat()),
+            (104, 40, a.clone()),
+            (105, 2, b.clone()),
+            (3, 1, a.clone()),
+        ]
+    }
+
+    /// Requests of whole operands (`copy_ranges`) give exactly the copies of their ranges
+    /// requested one by one (`copy_pieces`), when later requests repeat earlier ones on other
+    /// tiles (broadcasts replayed), overlap them in part, or are new.
+    #[test]
+    fn a_replayed_request_gives_the_copies_of_its_ranges_one_by_one() {
+        let src = source();
+        let (mut whole, mut by_range) = (CopyBuilder::default(), CopyBuilder::default());
+        for (tile, pos, ranges) in &requests() {
+            whole.copy_ranges(&src, ranges, dest(*tile, *pos));
+            let mut at = *pos;
+            for &range in ranges {
+                by_range.copy_pieces(&src, range, dest(*tile, at), None);
+                at += range.1;
+            }
+        }
+        // Three distinct requests were recorded; the other four were replayed.
+        assert_eq!(whole.requests.len(), 3);
+        let (whole, by_range) = (whole.finish(), by_range.finish());
+        assert_eq!(whole, by_range);
+        // The sample has broadcasts: a's first range reaches all five tiles that asked.
+        assert!(whole.iter().any(|c| c.dsts.len() >= 5));
+    }
+
+    /// Recorded requests built on the copy thread, in several exchanges and parts, give the
+    /// copies built in place; the tensors they are said to touch are those of the copies,
+    /// and none when every request is empty or outside the source.
+    #[test]
+    fn recorded_copies_are_built_the_same_on_the_copy_thread() {
+        let record = |reqs: &[Req], whole: bool| {
+            let mut r = Recorded::default();
+            for (tile, pos, ranges) in reqs {
+                r.request(source, TensorId(0), ranges, dest(*tile, *pos), whole);
+            }
+            r
+        };
+        let reqs = requests();
+        let copies = |k: usize| {
+            let mut c = Copies::from(record(&reqs[k..], k.is_multiple_of(2)));
+            c.append(Copies::from(vec![ByteCopy {
+                src_tensor: TensorId(5),
+                ..copy((1, 0), 4, &[(2, 0)], 6)
+            }]));
+            c.append(Copies::from(record(&reqs[..k], true)));
+            c
+        };
+        let mut worker = CopyWorker::start();
+        for k in 0..reqs.len() {
+            assert!(worker.submit(k as u32, copies(k)).is_none());
+        }
+        let built = worker.settle();
+        assert_eq!(built.len(), reqs.len());
+        for (k, (id, got)) in built.into_iter().enumerate() {
+            let want = copies(k);
+            let mut touched = want.touched();
+            let want = want.build();
+            assert_eq!((id as usize, &got), (k, &want));
+            let mut of_copies: Vec<_> = want.iter().map(|c| (c.src_tensor, c.dst_tensor)).collect();
+            for t in [&mut touched, &mut of_copies] {
+                t.sort_unstable();
+                t.dedup();
+            }
+            assert_eq!(touched, of_copies);
+        }
+        let empty = record(
+            &[(4, 0, vec![(3, 0)]), (5, 0, vec![(64, 2), (70, 0)])],
+            true,
+        );
+        let empty = Copies::from(empty);
+        assert!(empty.touched().is_empty());
+        assert!(empty.build().is_empty());
+    }
+
+    #[test]
+    fn contiguous_runs_merge_into_one_message() {
+        // Three rows of 16 bytes, tile 3 to tile 5, then a broadcast pair to tiles 5 and 6.
+        let merged = merge_runs(vec![
+            copy((3, 0), 16, &[(5, 64)], 2),
+            copy((3, 16), 16, &[(5, 80)], 2),
+            copy((3, 32), 16, &[(5, 96)], 2),
+            copy((3, 100), 8, &[(5, 0), (6, 8)], 2),
+            copy((3, 108), 8, &[(5, 8), (6, 16)], 2),
+        ]);
+        assert_eq!(merged.len(), 2);
+        assert_eq!((merged[0].src_offset, merged[0].bytes), (0, 48));
+        assert_eq!(merged[0].dsts[0].offset, 64);
+        assert_eq!((merged[1].src_offset, merged[1].bytes), (100, 16));
+        assert_eq!(merged[1].dsts.len(), 2);
+    }
+
+    #[test]
+    fn copies_that_do_not_continue_stay_apart() {
+        for next in [
+            copy((3, 16), 16, &[(6, 16)], 2),         // another destination tile
+            copy((3, 16), 16, &[(5, 32)], 2),         // a gap at the destination
+            copy((3, 24), 16, &[(5, 16)], 2),         // a gap at the source
+            copy((4, 16), 16, &[(5, 16)], 2),         // another source tile
+            copy((3, 16), 16, &[(5, 16)], 7),         // another destination tensor
+            copy((3, 16), 16, &[(5, 16), (6, 0)], 2), // a broadcast after a single copy
+        ] {
+            let merged = merge_runs(vec![copy((3, 0), 16, &[(5, 0)], 2), next.clone()]);
+            assert_eq!(merged.len(), 2, "{next:?}");
+        }
+        // Sizes that would overflow a copy's 32-bit byte count stay apart.
+        let big = merge_runs(vec![
+            copy((3, 0), u32::MAX - 8, &[(5, 0)], 2),
+            copy((3, u32::MAX - 8), 16, &[(5, u32::MAX - 8)], 2),
+        ]);
+        assert_eq!(big.len(), 2);
+    }
+}
