@@ -6,7 +6,7 @@
 //!
 //! | module | owns | uses |
 //! |---|---|---|
-//! | [`core`] | the lowering context ([`core::Lowerer`]) behind typed accessors; placing tensors, emitting supersteps and stream copies | `kit::mapping`, `kit::planner` (data only) |
+//! | [`core`] | the lowering context ([`core::Lowerer`]) behind typed accessors; placing tensors, emitting supersteps (their exchanges' copies built on a thread of their own) and stream copies | `kit::mapping`, `kit::planner` (data only) |
 //! | [`kit`] | shared building blocks: tile mapping, staging and exchanges, the matmul planner, fills, permutations, row ops, the cross-tile reduction | `core` |
 //! | [`ops`] | one module per op family and the per-op table | `core`, `kit` |
 //! | [`fusion`] | which chains of element-wise nodes one fused vertex computes | `core`, `ops` (the element-wise codelets) |

@@ -4,7 +4,7 @@
 
 use super::Lowerer;
 use crate::executable::TileWork;
-use crate::lower::kit::copies::Copies;
+use crate::lower::core::copies::Copies;
 use ipusim_ir::NodeId;
 
 /// A superstep held back while lanes are open.

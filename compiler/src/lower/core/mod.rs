@@ -10,14 +10,15 @@
 //!
 //! Its multi-IPU methods (stages and pipeline segments, copies onto another IPU, the
 //! replicas' all-reduce, remote buffers) are in [`ipus`]; holding supersteps back to emit
-//! several lowerings' interleaved is in [`lanes`].
+//! several lowerings' interleaved is in [`lanes`]; building the exchanges' copies on a
+//! thread of their own is in [`copies`].
 
+pub(crate) mod copies;
 mod ipus;
 mod lanes;
 #[cfg(test)]
 mod tests;
 
-use super::kit::copies::{Copies, CopyWorker};
 use super::kit::mapping::{self, Index, Mapping};
 use super::kit::planner::Plan;
 use crate::error::CompileError;
@@ -28,6 +29,7 @@ use crate::executable::{
 };
 use crate::options::CompileOptions;
 use crate::target::Target;
+use copies::{Copies, CopyWorker};
 use ipusim_exe::memory::Usage;
 use ipusim_exe::system::{SyncScope, TileId};
 use ipusim_ir::pipeline::Placement;
@@ -99,7 +101,7 @@ pub(crate) struct Lowerer<'a> {
     values: HashMap<NodeId, Value>,
     compute_sets: Vec<ComputeSet>,
     exchanges: Vec<Exchange>,
-    /// The thread building the exchanges' recorded copies ([`crate::lower::kit::copies`]),
+    /// The thread building the exchanges' recorded copies ([`copies`]),
     /// started with the first.
     copy_worker: Option<CopyWorker>,
     streams: Vec<HostStream>,

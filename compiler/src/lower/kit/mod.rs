@@ -1,11 +1,9 @@
 //! Building blocks the op families share: tile mappings and grains ([`mapping`]),
-//! staging operands onto tiles with exchanges ([`stage`]) whose copies are built apart
-//! ([`copies`]), the matmul planner ([`planner`]),
+//! staging operands onto tiles with exchanges ([`stage`]), the matmul planner ([`planner`]),
 //! fills ([`fill`]), permutations and element moves ([`permute`]), row-wise block vertices
 //! ([`rows`]) and long rows split over tiles ([`split_rows`]), the cross-tile reduction tree in its documented order ([`reduction`]), and
 //! the staged sum of split reductions' partials ([`split_sum`]).
 
-pub(crate) mod copies;
 pub(crate) mod fill;
 pub(crate) mod mapping;
 pub(crate) mod permute;

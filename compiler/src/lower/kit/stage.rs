@@ -7,12 +7,12 @@
 //! source becomes an on-tile memcpy).
 
 use crate::executable::{Operand, TensorId, TensorKind};
+use crate::lower::core::copies::{Copies, Dest, FxMap, Recorded, Source};
 use crate::lower::core::Lowerer;
-use crate::lower::kit::copies::{Copies, Dest, FxMap, Recorded, Source};
 use crate::lower::kit::mapping::{local_run, Mapping};
 use ipusim_ir::{NodeId, Shape};
 
-/// Collects the copies of one exchange as requests ([`crate::lower::kit::copies`]: built on
+/// Collects the copies of one exchange as requests ([`crate::lower::core::copies`]: built on
 /// another thread, copies of the same source bytes merged into one broadcast copy).
 #[derive(Default)]
 pub(crate) struct ExchangeBuilder {
