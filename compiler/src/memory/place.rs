@@ -264,18 +264,23 @@ mod tests {
             .unwrap_or(0) as u64
     }
 
+    /// A deterministic sequence of numbers below `n` (xorshift from `seed`): the tests'
+    /// cases are the same on every run.
+    fn numbers(mut state: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        }
+    }
+
     /// The vectorised first fit finds the offset the plain one finds (every placed
     /// allocation visited in offset order, those whose lifetimes do not meet skipped), over
     /// random lifetimes and sizes, with more allocations than one mask holds.
     #[test]
     fn the_masked_first_fit_finds_what_visiting_every_allocation_finds() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut next = numbers(0x2545_f491_4f6c_dd1d);
         let mut placed = Placed::default();
         let mut plain: Vec<(u64, u64, u32, u32)> = Vec::new();
         for _ in 0..600 {
@@ -312,13 +317,7 @@ mod tests {
     #[test]
     fn temporaries_whose_lifetimes_meet_never_share_a_byte() {
         // A deterministic mix of short and long lifetimes, small and large buffers.
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut next = numbers(0x9e37_79b9_7f4a_7c15);
         let mut reqs: Vec<Request> = (0..1500)
             .map(|i| {
                 let first = next(400) as u32;
