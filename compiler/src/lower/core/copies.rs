@@ -81,20 +81,30 @@ pub(crate) struct Recorded {
 }
 
 impl Recorded {
-    /// Records a request for the elements of `ranges` of `src`, in order, to `dst`.
+    /// Records a request for the elements of `ranges` of source tensor `src_tensor`, in
+    /// order, to `dst`: `index` is the source's element index now, and `src` gives the
+    /// source when this exchange has not recorded it with that index (a tensor mapped again
+    /// since is recorded again, so each request is built as it would have been when made).
     pub fn request(
         &mut self,
+        (src_tensor, index): (TensorId, &Index),
         src: impl FnOnce() -> Source,
-        src_tensor: TensorId,
         ranges: &[(u64, u64)],
         dst: Dest,
         whole: bool,
     ) {
-        let source = match self.source_of.entry(src_tensor) {
-            Entry::Occupied(e) => *e.get(),
-            Entry::Vacant(v) => {
+        let known = self
+            .source_of
+            .get(&src_tensor)
+            .copied()
+            .filter(|&i| std::ptr::eq(&*self.sources[i as usize].index, index));
+        let source = match known {
+            Some(i) => i,
+            None => {
                 self.sources.push(src());
-                *v.insert(self.sources.len() as u32 - 1)
+                let i = self.sources.len() as u32 - 1;
+                self.source_of.insert(src_tensor, i);
+                i
             }
         };
         let r0 = self.ranges.len();
@@ -580,8 +590,15 @@ mod tests {
     fn recorded_copies_are_built_the_same_on_the_copy_thread() {
         let record = |reqs: &[Req], whole: bool| {
             let mut r = Recorded::default();
+            let src = source();
             for (tile, pos, ranges) in reqs {
-                r.request(source, TensorId(0), ranges, dest(*tile, *pos), whole);
+                r.request(
+                    (TensorId(0), &src.index),
+                    || src.clone(),
+                    ranges,
+                    dest(*tile, *pos),
+                    whole,
+                );
             }
             r
         };
@@ -620,6 +637,36 @@ mod tests {
         let empty = Copies::from(empty);
         assert!(empty.touched().is_empty());
         assert!(empty.build().is_empty());
+    }
+
+    /// A source mapped again between two requests of one exchange (a new element index) is
+    /// recorded again: each request is built from the mapping it was made with.
+    #[test]
+    fn a_source_mapped_again_is_built_from_its_new_mapping() {
+        use crate::lower::kit::mapping::{build_index, Mapping};
+        let (before, after) = (source(), source());
+        let moved = Source {
+            index: Arc::new(build_index(&Mapping::from_pieces(vec![(40, 0, 64)]))),
+            ..after
+        };
+        let mut r = Recorded::default();
+        for (src, begin, tile) in [(&before, 0, 1), (&before, 0, 2), (&moved, 8, 3)] {
+            let ranges = [(begin, 4)];
+            r.request(
+                (TensorId(0), &src.index),
+                || src.clone(),
+                &ranges,
+                dest(tile, 0),
+                false,
+            );
+        }
+        assert_eq!(r.sources.len(), 2);
+        let copies = r.build();
+        // Elements 0-3 from tile 3 to tiles 1 and 2 (one broadcast), 8-11 from tile 40 (on
+        // tile 3 before the source was mapped again).
+        assert_eq!(copies.len(), 2);
+        assert_eq!((copies[0].src_tile.tile(), copies[0].dsts.len()), (3, 2));
+        assert_eq!((copies[1].src_tile.tile(), copies[1].src_offset), (40, 16));
     }
 
     #[test]

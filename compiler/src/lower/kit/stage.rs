@@ -74,7 +74,8 @@ impl ExchangeBuilder {
             tile,
             pos,
         };
-        self.recorded.request(source, src, ranges, dest, whole);
+        self.recorded
+            .request((src, lw.index(src)), source, ranges, dest, whole);
     }
 
     /// The exchange's copies, to be built.
