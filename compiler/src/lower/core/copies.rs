@@ -8,9 +8,13 @@
 //! source's element index, element size and IPU, and the destination's — and the lowerer
 //! hands them to a [`CopyWorker`] thread that builds them while it lowers the next ops. Each
 //! exchange is built from its own requests in their order, so the copies are the same
-//! whichever thread builds them and whenever.
+//! whichever thread builds them and whenever. The lowerer's side — an exchange given its
+//! copies, and settled before they are read — is here too.
 
-use crate::executable::{ByteCopy, CopyDst, CopyDsts, TensorId};
+use super::Lowerer;
+use crate::executable::{
+    ByteCopy, CopyDst, CopyDsts, Exchange, ExchangeId, Program, ProgramStep, StepKind, TensorId,
+};
 use crate::lower::kit::mapping::{locate, Index};
 use ipusim_exe::system::TileId;
 use std::collections::hash_map::Entry;
@@ -488,6 +492,51 @@ impl Drop for CopyWorker {
         self.jobs = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+impl Lowerer<'_> {
+    /// An exchange of `copies` named `name`, as a program node of its own (not in the body
+    /// being lowered; its step is listed last until [`Lowerer::rebuild_steps`]).
+    pub fn exchange_program(&mut self, name: String, copies: impl Into<Copies>) -> Program {
+        let id = ExchangeId(self.exchanges.len() as u32);
+        self.exchanges.push(Exchange {
+            name: name.clone(),
+            node: None,
+            copies: Vec::new(),
+            cycles: 0,
+        });
+        self.build_copies(id, copies.into());
+        self.steps.push(ProgramStep {
+            kind: StepKind::Exchange(id),
+            name,
+        });
+        Program::Exchange(id)
+    }
+
+    /// Gives exchange `id` its copies: built on the copy thread when some are recorded
+    /// ([`Lowerer::settle_copies`] fills them in), else now.
+    pub(super) fn build_copies(&mut self, id: ExchangeId, copies: Copies) {
+        let built = if copies.recorded() {
+            self.copy_worker
+                .get_or_insert_with(CopyWorker::start)
+                .submit(id.0, copies)
+        } else {
+            Some(copies.build())
+        };
+        if let Some(built) = built {
+            self.exchanges[id.0 as usize].copies = built;
+        }
+    }
+
+    /// Waits for the copy thread to build every exchange's copies and fills them in: called
+    /// before anything reads the copies.
+    pub fn settle_copies(&mut self) {
+        if let Some(worker) = &mut self.copy_worker {
+            for (id, copies) in worker.settle() {
+                self.exchanges[id as usize].copies = copies;
+            }
         }
     }
 }

@@ -384,49 +384,6 @@ impl<'a> Lowerer<'a> {
         &self.exchanges[id.0 as usize]
     }
 
-    /// An exchange of `copies` named `name`, as a program node of its own (not in the body
-    /// being lowered; its step is listed last until [`Lowerer::rebuild_steps`]).
-    pub fn exchange_program(&mut self, name: String, copies: impl Into<Copies>) -> Program {
-        let id = ExchangeId(self.exchanges.len() as u32);
-        self.exchanges.push(Exchange {
-            name: name.clone(),
-            node: None,
-            copies: Vec::new(),
-            cycles: 0,
-        });
-        self.build_copies(id, copies.into());
-        self.steps.push(ProgramStep {
-            kind: StepKind::Exchange(id),
-            name,
-        });
-        Program::Exchange(id)
-    }
-
-    /// Gives exchange `id` its copies: built on the copy thread when some are recorded
-    /// ([`Lowerer::settle_copies`] fills them in), else now.
-    fn build_copies(&mut self, id: ExchangeId, copies: Copies) {
-        let built = if copies.recorded() {
-            self.copy_worker
-                .get_or_insert_with(CopyWorker::start)
-                .submit(id.0, copies)
-        } else {
-            Some(copies.build())
-        };
-        if let Some(built) = built {
-            self.exchanges[id.0 as usize].copies = built;
-        }
-    }
-
-    /// Waits for the copy thread to build every exchange's copies and fills them in: called
-    /// before anything reads the copies.
-    pub fn settle_copies(&mut self) {
-        if let Some(worker) = &mut self.copy_worker {
-            for (id, copies) in worker.settle() {
-                self.exchanges[id as usize].copies = copies;
-            }
-        }
-    }
-
     /// Tile `tile` of the IPU being lowered for.
     pub fn tile_id(&self, tile: u32) -> TileId {
         TileId::new(self.ipu, tile)
