@@ -190,8 +190,12 @@ pub struct TileSlice {
     /// Byte offset of the first element in the tile's memory.
     pub offset: u32,
     /// Element ranges, ascending and disjoint.
-    pub intervals: Vec<Interval>,
+    pub intervals: Intervals,
 }
+
+/// A slice's intervals, the first held inline: most slices have one, and a large graph has
+/// millions of slices, which would otherwise each hold a heap allocation.
+pub type Intervals = smallvec::SmallVec<[Interval; 1]>;
 
 impl TileSlice {
     /// Number of elements on this tile.

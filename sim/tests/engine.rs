@@ -418,7 +418,8 @@ fn if_takes_the_branch_of_its_condition_and_charges_a_sync() {
             begin: 0,
             end: 1,
             offset: top,
-        }],
+        }]
+        .into(),
     }];
     exe.tensors.push(cond);
     let cid = TensorId(exe.tensors.len() as u32 - 1);
