@@ -396,6 +396,8 @@ fn merge_runs(copies: Vec<ByteCopy>) -> Vec<ByteCopy> {
         }
         out.push(c);
     }
+    // The merged copies are kept to the end of the compile: their list gives back the room
+    // the unmerged ones took.
     out.shrink_to_fit();
     out
 }
