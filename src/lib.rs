@@ -17,3 +17,4 @@ pub mod allocator;
 pub mod cli;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod prefault;
