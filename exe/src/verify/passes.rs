@@ -266,11 +266,13 @@ const ALWAYS: u32 = 1 << 31;
 /// its last (inclusive). A sweep over first steps keeps the live allocations by offset,
 /// retiring those whose last step has passed; each new allocation need only be checked
 /// against its neighbours there, since the live ones never overlap (each was checked when
-/// it joined). O(n log n) where the pairwise check was quadratic in the temporaries that
-/// reuse one address range at different steps (thousands on a tile of a large CNN).
+/// it joined). O(n log n) searches where the pairwise check was quadratic in the
+/// temporaries that reuse one address range at different steps (thousands on a tile of a
+/// large CNN); the live list is a sorted vector, as a tile has a few hundred live at once
+/// (its insertions and removals move a few hundred bytes, cheaper than a tree's nodes).
 fn first_conflict(allocs: &mut [Alloc]) -> Option<(u32, u32)> {
     use std::cmp::Reverse;
-    use std::collections::{BTreeMap, BinaryHeap};
+    use std::collections::BinaryHeap;
     let life = |a: &Alloc| {
         if a.4 & ALWAYS != 0 {
             (0, u32::MAX)
@@ -279,8 +281,9 @@ fn first_conflict(allocs: &mut [Alloc]) -> Option<(u32, u32)> {
         }
     };
     allocs.sort_unstable_by_key(|a| (life(a).0, a.0, a.4));
-    // Live allocations: offset -> (end, tag); and their last steps, soonest first.
-    let mut live: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
+    // Live allocations (offset, end, tag) by offset (distinct: they do not overlap and
+    // none is empty); and their last steps, soonest first.
+    let mut live: Vec<(u32, u64, u32)> = Vec::new();
     let mut retire: BinaryHeap<Reverse<(u32, u32)>> = BinaryHeap::new();
     for a in allocs.iter() {
         let (first, last) = life(a);
@@ -289,19 +292,22 @@ fn first_conflict(allocs: &mut [Alloc]) -> Option<(u32, u32)> {
                 break;
             }
             retire.pop();
-            live.remove(&off);
+            if let Ok(k) = live.binary_search_by_key(&off, |x| x.0) {
+                live.remove(k);
+            }
         }
-        if let Some((_, &(end, tag))) = live.range(..=a.0).next_back() {
+        let pos = live.partition_point(|x| x.0 <= a.0);
+        if let Some(&(_, end, tag)) = pos.checked_sub(1).map(|k| &live[k]) {
             if end > u64::from(a.0) {
                 return Some((a.4, tag));
             }
         }
-        if let Some((&off, &(_, tag))) = live.range(a.0..).next() {
+        if let Some(&(off, _, tag)) = live.get(pos) {
             if u64::from(off) < a.1 {
                 return Some((a.4, tag));
             }
         }
-        live.insert(a.0, (a.1, a.4));
+        live.insert(pos, (a.0, a.1, a.4));
         retire.push(Reverse((last, a.0)));
     }
     None
