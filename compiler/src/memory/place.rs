@@ -199,15 +199,21 @@ fn meeting(firsts: &[u32], lasts: &[u32], (first, last): (u32, u32)) -> u64 {
 /// their `offsets`: each joins the scan's live list [`SHORT_LIFETIME`] steps before it
 /// begins, so that every shorter-lived request meeting it fits around it.
 fn linear_scan(reqs: &[Request], base: u64, fixed: &[usize], offsets: &mut [u64]) {
-    // Live allocations (offset, end, last step), by offset.
+    // Live allocations (offset, end, last step), by offset, and the earliest last step
+    // among them (the list is swept of those ended only when one has: requests come by
+    // first step, and many share one).
     let mut active: Vec<(u64, u64, u32)> = Vec::new();
+    let mut ends = u32::MAX;
     let mut next_fixed = 0;
     let mut is_fixed = fixed.iter().copied().peekable();
     for (i, r) in reqs.iter().enumerate() {
         if is_fixed.next_if_eq(&i).is_some() {
             continue;
         }
-        active.retain(|a| a.2 >= r.first);
+        if ends < r.first {
+            active.retain(|a| a.2 >= r.first);
+            ends = active.iter().map(|a| a.2).min().unwrap_or(u32::MAX);
+        }
         while let Some(&j) = fixed.get(next_fixed) {
             if reqs[j].first > r.first.saturating_add(SHORT_LIFETIME) {
                 break;
@@ -215,6 +221,7 @@ fn linear_scan(reqs: &[Request], base: u64, fixed: &[usize], offsets: &mut [u64]
             let at = (offsets[j], offsets[j] + size(&reqs[j]), reqs[j].last);
             let pos = active.partition_point(|a| a.0 < at.0);
             active.insert(pos, at);
+            ends = ends.min(at.2);
             next_fixed += 1;
         }
         let n = size(r);
@@ -227,6 +234,7 @@ fn linear_scan(reqs: &[Request], base: u64, fixed: &[usize], offsets: &mut [u64]
             pos = k + 1;
         }
         active.insert(pos, (off, off + n, r.last));
+        ends = ends.min(r.last);
         offsets[i] = off;
     }
 }
