@@ -13,6 +13,10 @@
 //!   16.16, one mk2): the whole build (training transform, compile) and the static report,
 //!   what `ipusim compile programs/resnet50.ron` does, with the CNN issue's target
 //!   (under 5 s); and `resnet50_b1_fresh_process`, that command itself.
+//! - `hands_on_step2_fresh_process`: the hands-on day's step 2, `ipusim compile
+//!   programs/hands_on_resnet101.ron --gradient-accumulation 3`, in a fresh process, against
+//!   the many-IPU issue's target (each of the day's five compiles under 10 s); the five are
+//!   also printed once each.
 //!
 //! The benchmark allocates through the `ipusim` binary's allocator ([`ipusim::allocator`]).
 //! That allocator keeps freed memory for reuse, so the repeated compiles of one process
@@ -97,21 +101,75 @@ fn build_and_report(p: &Program) -> u64 {
     report.total_cycles + built.executable.num_vertices() as u64
 }
 
-/// `ipusim compile programs/resnet50.ron` as a user runs it: the binary in a process of
-/// its own (its report goes to a pipe and is dropped).
-fn fresh_compile_resnet50() -> u64 {
-    let program = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("programs/resnet50.ron");
+/// `ipusim compile ARGS` as a user runs it: the binary in a process of its own (its report
+/// goes to a pipe and is dropped), from the repository's root; `exit` is the exit code it
+/// must give (2: out of memory).
+fn fresh_compile(args: &[&str], exit: i32) -> u64 {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ipusim"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
         .arg("compile")
-        .arg(&program)
+        .args(args)
         .output()
         .expect("the ipusim binary runs");
-    assert!(
-        out.status.success(),
-        "ipusim compile failed: {}",
+    assert_eq!(
+        out.status.code(),
+        Some(exit),
+        "ipusim compile {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout.len() as u64
+}
+
+/// `ipusim compile programs/resnet50.ron`.
+fn fresh_compile_resnet50() -> u64 {
+    fresh_compile(&["programs/resnet50.ron"], 0)
+}
+
+/// The hands-on day's five compiles (`docs/hands-on.md`): each step's options and the exit
+/// code it gives (step 1 is out of memory).
+const HANDS_ON: [(&str, &[&str], i32); 5] = [
+    (
+        "step 1 (32.32, accumulation 3)",
+        &["--precision", "32.32", "--gradient-accumulation", "3"],
+        2,
+    ),
+    (
+        "step 2 (accumulation 3)",
+        &["--gradient-accumulation", "3"],
+        0,
+    ),
+    (
+        "step 3 (accumulation 8)",
+        &["--gradient-accumulation", "8"],
+        0,
+    ),
+    (
+        "step 4 (4 device iterations)",
+        &["--gradient-accumulation", "8", "--device-iterations", "4"],
+        0,
+    ),
+    (
+        "step 5 (8-bit I/O)",
+        &[
+            "--gradient-accumulation",
+            "8",
+            "--device-iterations",
+            "4",
+            "--eight-bit-io",
+        ],
+        0,
+    ),
+];
+
+/// The many-IPU issue's target for each of the hands-on day's compiles.
+const HANDS_ON_TARGET_SECS: f64 = 10.0;
+
+/// `ipusim compile programs/hands_on_resnet101.ron` with hands-on step `step`'s options.
+fn fresh_compile_hands_on(step: usize) -> u64 {
+    let (_, options, exit) = HANDS_ON[step];
+    let mut args = vec!["programs/hands_on_resnet101.ron"];
+    args.extend_from_slice(options);
+    fresh_compile(&args, exit)
 }
 
 /// Target of the issues for the million-vertex graph and for ResNet-50 b1: compile plus
@@ -179,6 +237,15 @@ fn bench(c: &mut Criterion) {
         verdict(fresh),
         load_average()
     );
+    for (step, (name, _, _)) in HANDS_ON.iter().enumerate() {
+        let secs = median_secs(1, 0.0, || fresh_compile_hands_on(step));
+        println!(
+            "hands-on {name} as a fresh `ipusim compile programs/hands_on_resnet101.ron`: {} (target < {HANDS_ON_TARGET_SECS} s): {} (load average {})",
+            duration(secs),
+            if secs < HANDS_ON_TARGET_SECS { "met" } else { "not met" },
+            load_average()
+        );
+    }
     let mut group = c.benchmark_group("compile");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(30));
@@ -194,6 +261,10 @@ fn bench(c: &mut Criterion) {
     group.bench_function("resnet50_b1", |b| b.iter(|| build_and_report(&r50)));
     group.bench_function("resnet50_b1_fresh_process", |b| {
         b.iter(fresh_compile_resnet50)
+    });
+    group.measurement_time(Duration::from_secs(150));
+    group.bench_function("hands_on_step2_fresh_process", |b| {
+        b.iter(|| fresh_compile_hands_on(1))
     });
     group.finish();
 }
