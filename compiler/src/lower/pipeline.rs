@@ -182,20 +182,28 @@ fn accesses(
         Program::Sequence(c) => c.iter().for_each(|x| accesses(lw, x, reads, writes)),
         Program::Repeat { body, .. } => accesses(lw, body, reads, writes),
         Program::Execute(cs) => {
-            for w in &lw.compute_set(*cs).tiles {
-                for v in w.groups.iter().flat_map(|g| &g.vertices) {
+            // A compute set's vertices name a few tensors millions of times: gathered
+            // first, each set filled once per tensor.
+            let (mut r, mut w) = (Vec::new(), Vec::new());
+            for tw in &lw.compute_set(*cs).tiles {
+                for v in tw.groups.iter().flat_map(|g| &g.vertices) {
                     if let Some((out, ins)) = v.operands.split_last() {
-                        writes.insert(out.tensor);
-                        reads.extend(ins.iter().map(|o| o.tensor));
+                        push_new(&mut w, out.tensor);
+                        ins.iter().for_each(|o| push_new(&mut r, o.tensor));
                     }
                 }
             }
+            extend_distinct(reads, r);
+            extend_distinct(writes, w);
         }
         Program::Exchange(ex) | Program::IpuCopy(ex) => {
+            let (mut r, mut w) = (Vec::new(), Vec::new());
             for c in &lw.exchange(*ex).copies {
-                reads.insert(c.src_tensor);
-                writes.insert(c.dst_tensor);
+                push_new(&mut r, c.src_tensor);
+                push_new(&mut w, c.dst_tensor);
             }
+            extend_distinct(reads, r);
+            extend_distinct(writes, w);
         }
         Program::StreamCopy {
             tensor, direction, ..
@@ -226,6 +234,20 @@ fn accesses(
         Program::Pipeline(pl) => pl.children().for_each(|x| accesses(lw, x, reads, writes)),
         Program::Sync(_) => {}
     }
+}
+
+/// Appends `t` unless it is the last one listed (runs of one tensor are the rule).
+fn push_new(list: &mut Vec<TensorId>, t: TensorId) {
+    if list.last() != Some(&t) {
+        list.push(t);
+    }
+}
+
+/// Adds the tensors of `list` to `set`, each once.
+fn extend_distinct(set: &mut BTreeSet<TensorId>, mut list: Vec<TensorId>) {
+    list.sort_unstable();
+    list.dedup();
+    set.extend(list);
 }
 
 /// The pipeline of the Step phase lowered as `parts` over `micro_batches`; returns it and
