@@ -97,12 +97,44 @@ pub fn build_index(mapping: &Mapping) -> Index {
     Index { segs, ends }
 }
 
+/// Bits of a segment's position in [`sorted_by_begin`]'s packed keys.
+const POSITION_BITS: u32 = 24;
+
+/// `segs` sorted by their first elements (distinct in a mapping). A feature map's
+/// segments interleave over its tiles, and the hands-on day's step 2 builds 24 M of them
+/// into its indexes: they are sorted as packed keys (first element above the segment's
+/// position), eight bytes moved where a segment is 32, and gathered once; a segment list
+/// whose keys do not fit is sorted as it is.
+fn sorted_by_begin(segs: Vec<Seg>) -> Vec<Seg> {
+    let n = segs.len();
+    if segs.windows(2).all(|w| w[0].begin <= w[1].begin) {
+        return segs;
+    }
+    let fits = n < 1 << POSITION_BITS
+        && segs
+            .iter()
+            .all(|s| s.begin < 1 << (u64::BITS - POSITION_BITS));
+    if !fits {
+        let mut segs = segs;
+        segs.sort_unstable_by_key(|s| s.begin);
+        return segs;
+    }
+    let mut keys: Vec<u64> = segs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| s.begin << POSITION_BITS | i as u64)
+        .collect();
+    keys.sort_unstable();
+    let mask = (1u64 << POSITION_BITS) - 1;
+    keys.iter().map(|&k| segs[(k & mask) as usize]).collect()
+}
+
 /// The interval index of a tensor built from its slices (before the memory plan, when an
 /// interval's byte offset is still its slice-relative position times the element size):
 /// the index [`build_index`] gives the mapping the slices were built from.
 pub fn slices_index(t: &crate::executable::Tensor) -> Index {
     let es = t.dtype.size_bytes().max(1) as u64;
-    let mut segs: Vec<Seg> = t
+    let segs: Vec<Seg> = t
         .slices
         .iter()
         .flat_map(|s| {
@@ -114,7 +146,7 @@ pub fn slices_index(t: &crate::executable::Tensor) -> Index {
             })
         })
         .collect();
-    segs.sort_unstable_by_key(|s| s.begin);
+    let segs = sorted_by_begin(segs);
     let ends = segs.iter().map(|s| s.end).collect();
     Index { segs, ends }
 }
@@ -123,6 +155,14 @@ pub fn slices_index(t: &crate::executable::Tensor) -> Index {
 pub fn locate(index: &Index, elem: u64) -> Option<usize> {
     let i = index.ends.partition_point(|&e| e <= elem);
     (i < index.segs.len() && index.segs[i].begin <= elem).then_some(i)
+}
+
+/// [`locate`] for element `elem` of a search that went through segment `hint` last: ranges
+/// mostly ascend, so the segments from `hint` on are looked at before searching.
+fn locate_from(index: &Index, hint: usize, elem: u64) -> Option<usize> {
+    (hint..index.len().min(hint + 3))
+        .find(|&i| index[i].begin <= elem && elem < index[i].end)
+        .or_else(|| locate(index, elem))
 }
 
 /// The position in `tile`'s slice where the elements of `ranges` (taken in order) sit
@@ -135,13 +175,7 @@ pub fn local_run(index: &Index, tile: u32, ranges: &[(u64, u64)]) -> Option<u64>
         let mut at = b;
         let end = b + len;
         while at < end {
-            // Ranges mostly ascend: look at the next segments before searching.
-            hint = match (hint..index.len().min(hint + 3))
-                .find(|&i| index[i].begin <= at && at < index[i].end)
-            {
-                Some(i) => i,
-                None => locate(index, at)?,
-            };
+            hint = locate_from(index, hint, at)?;
             let s = index[hint];
             if s.tile != tile {
                 return None;
@@ -169,12 +203,14 @@ pub fn local_run(index: &Index, tile: u32, ranges: &[(u64, u64)]) -> Option<u64>
 pub fn messages(index: &Index, ranges: &[(u64, u64)]) -> u64 {
     let mut n = 0;
     let mut next: Option<(u32, u64)> = None;
+    let mut hint = 0usize;
     for &(b, len) in ranges {
         let (mut at, end) = (b, b + len);
         while at < end {
-            let Some(i) = locate(index, at) else {
+            let Some(i) = locate_from(index, hint, at) else {
                 return n;
             };
+            hint = i;
             let s = index[i];
             let pos = s.pos + (at - s.begin);
             if next != Some((s.tile, pos)) {
@@ -280,5 +316,49 @@ mod tests {
         let w = worker_slices(1026, 4, 6);
         assert_eq!(w.len(), 6);
         assert_eq!(w.last().unwrap().1, 1026);
+    }
+
+    /// The packed-key sort orders segments as sorting them by first element does: shuffled
+    /// interleaved segments (the packed path), already sorted ones, and first elements too
+    /// large to pack (the plain path).
+    #[test]
+    fn segments_sort_by_first_element_on_every_path() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for (count, scale) in [
+            (0, 1),
+            (1, 1),
+            (7, 1),
+            (1000, 1),
+            (5000, 1 << 30),
+            (300, 1 << 45),
+        ] {
+            // Disjoint segments [4k, 4k + 3) * scale spread over 16 tiles, then shuffled.
+            let mut segs: Vec<Seg> = (0..count as u64)
+                .map(|k| Seg {
+                    begin: 4 * k * scale,
+                    end: (4 * k + 3) * scale,
+                    tile: (k % 16) as u32,
+                    pos: k,
+                })
+                .collect();
+            let sorted = sorted_by_begin(segs.clone());
+            assert_eq!(sorted, segs, "{count} segments in order stay as they are");
+            for i in (1..segs.len()).rev() {
+                segs.swap(i, next(i as u64 + 1) as usize);
+            }
+            let mut want = segs.clone();
+            want.sort_unstable_by_key(|s| s.begin);
+            assert_eq!(
+                sorted_by_begin(segs),
+                want,
+                "{count} segments, scale {scale}"
+            );
+        }
     }
 }
