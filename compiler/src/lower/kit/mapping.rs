@@ -157,12 +157,28 @@ pub fn locate(index: &Index, elem: u64) -> Option<usize> {
     (i < index.segs.len() && index.segs[i].begin <= elem).then_some(i)
 }
 
-/// [`locate`] for element `elem` of a search that went through segment `hint` last: ranges
-/// mostly ascend, so the segments from `hint` on are looked at before searching.
+/// [`locate`] for element `elem` of a search that went through segment `hint` last. Ranges
+/// mostly ascend, though often past other tiles' segments (a feature map's rows): from a
+/// `hint` at or before `elem` the search gallops forward (`hint`, +1, +2, +4, …) and then
+/// bisects what it stepped over, a few probes near the last answer where bisecting the
+/// whole index takes many, far apart.
 fn locate_from(index: &Index, hint: usize, elem: u64) -> Option<usize> {
-    (hint..index.len().min(hint + 3))
-        .find(|&i| index[i].begin <= elem && elem < index[i].end)
-        .or_else(|| locate(index, elem))
+    let n = index.len();
+    if hint >= n || index.segs[hint].begin > elem {
+        return locate(index, elem);
+    }
+    // Every segment before `hint` ends at or before `hint`'s begin (they are disjoint and
+    // sorted), so the answer is at or after it; every one before `lo` ends by `elem`.
+    let ends = &index.ends;
+    let (mut lo, mut hi, mut step) = (hint, hint, 1usize);
+    while hi < n && ends[hi] <= elem {
+        lo = hi + 1;
+        hi = hint.saturating_add(step);
+        step = step.saturating_mul(2);
+    }
+    let hi = hi.min(n);
+    let i = lo + ends[lo..hi].partition_point(|&e| e <= elem);
+    (i < n && index.segs[i].begin <= elem).then_some(i)
 }
 
 /// The position in `tile`'s slice where the elements of `ranges` (taken in order) sit
@@ -304,6 +320,36 @@ mod tests {
         assert_eq!(local_run(&idx, 3, &[(2, 2), (8, 3)]), Some(2));
         assert_eq!(local_run(&idx, 3, &[(2, 3)]), None);
         assert_eq!(local_run(&idx, 5, &[(4, 4)]), Some(0));
+    }
+
+    /// The galloping search from any hint finds what bisecting the whole index finds, for
+    /// every element (in segments, in gaps between them, past the last) and every hint.
+    #[test]
+    fn locating_from_a_hint_finds_what_locating_finds() {
+        // 40 segments of 1-5 elements with gaps of 0-2 between them.
+        let mut segs = Vec::new();
+        let mut at = 3u64;
+        for k in 0..40u64 {
+            let len = 1 + k * 7 % 5;
+            segs.push(Seg {
+                begin: at,
+                end: at + len,
+                tile: (k % 3) as u32,
+                pos: 0,
+            });
+            at += len + k * 5 % 3;
+        }
+        let ends = segs.iter().map(|s| s.end).collect();
+        let idx = Index { segs, ends };
+        for elem in 0..at + 3 {
+            for hint in 0..=idx.len() + 1 {
+                assert_eq!(
+                    locate_from(&idx, hint, elem),
+                    locate(&idx, elem),
+                    "element {elem}, hint {hint}"
+                );
+            }
+        }
     }
 
     #[test]
