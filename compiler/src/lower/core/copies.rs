@@ -15,7 +15,7 @@ use super::Lowerer;
 use crate::executable::{
     ByteCopy, CopyDst, CopyDsts, Exchange, ExchangeId, Program, ProgramStep, StepKind, TensorId,
 };
-use crate::lower::kit::mapping::{locate, Index};
+use crate::lower::kit::mapping::{locate_from, Index};
 use ipusim_exe::system::TileId;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -124,11 +124,16 @@ impl Recorded {
     /// The requests that make or join at least one copy: some range is not empty and starts
     /// at an element its source maps.
     fn effective(&self) -> impl Iterator<Item = (&Source, &Request)> {
-        self.requests.iter().filter_map(|r| {
+        // A source's requests mostly ascend: each search starts from its last answer.
+        let mut hints = vec![0usize; self.sources.len()];
+        self.requests.iter().filter_map(move |r| {
             let s = &self.sources[r.source as usize];
+            let hint = &mut hints[r.source as usize];
             self.ranges[r.ranges.clone()]
                 .iter()
-                .any(|&(b, len)| len > 0 && locate(&s.index, b).is_some())
+                .any(|&(b, len)| {
+                    len > 0 && locate_from(&s.index, *hint, b).map(|i| *hint = i).is_some()
+                })
                 .then_some((s, r))
         })
     }
@@ -324,17 +329,10 @@ impl CopyBuilder {
         let (index, es) = (&*src.index, src.es);
         let end = begin + len;
         let mut at = begin;
-        // Requests mostly walk a tensor in order: try the segment after the last one first.
+        // Requests mostly walk a tensor in order: the search starts from the last answer.
         let hint = self.cursor.get(&src.tensor).copied().unwrap_or(0);
-        let mut i = match index.get(hint) {
-            Some(s) if s.begin <= at && at < s.end => hint,
-            _ => match index.get(hint + 1) {
-                Some(s) if s.begin <= at && at < s.end => hint + 1,
-                _ => match locate(index, at) {
-                    Some(i) => i,
-                    None => return,
-                },
-            },
+        let Some(mut i) = locate_from(index, hint, at) else {
+            return;
         };
         while at < end && i < index.len() {
             let s = index[i];

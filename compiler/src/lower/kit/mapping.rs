@@ -162,7 +162,7 @@ pub fn locate(index: &Index, elem: u64) -> Option<usize> {
 /// `hint` at or before `elem` the search gallops forward (`hint`, +1, +2, +4, …) and then
 /// bisects what it stepped over, a few probes near the last answer where bisecting the
 /// whole index takes many, far apart.
-fn locate_from(index: &Index, hint: usize, elem: u64) -> Option<usize> {
+pub fn locate_from(index: &Index, hint: usize, elem: u64) -> Option<usize> {
     let n = index.len();
     if hint >= n || index.segs[hint].begin > elem {
         return locate(index, elem);
