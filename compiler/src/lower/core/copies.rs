@@ -194,18 +194,26 @@ impl Copies {
     }
 
     /// The tensors the copies read and write, `(source, destination)` per copy (or per
-    /// request that makes or joins copies; repeats are harmless): empty exactly when there
-    /// are no copies.
+    /// request that makes or joins copies), each pair once, in order: empty exactly when
+    /// there are no copies.
     pub fn touched(&self) -> Vec<(TensorId, TensorId)> {
         let mut out = Vec::new();
+        // Runs of one pair are the rule (a tile after tile of one operand's requests).
+        let mut add = |pair: (TensorId, TensorId)| {
+            if out.last() != Some(&pair) {
+                out.push(pair);
+            }
+        };
         for p in &self.parts {
             match p {
-                Part::Built(c) => out.extend(c.iter().map(|c| (c.src_tensor, c.dst_tensor))),
-                Part::Recorded(r) => {
-                    out.extend(r.effective().map(|(s, q)| (s.tensor, q.dst.tensor)))
-                }
+                Part::Built(c) => c.iter().for_each(|c| add((c.src_tensor, c.dst_tensor))),
+                Part::Recorded(r) => r
+                    .effective()
+                    .for_each(|(s, q)| add((s.tensor, q.dst.tensor))),
             }
         }
+        out.sort_unstable();
+        out.dedup();
         out
     }
 

@@ -803,12 +803,19 @@ impl<'a> Lowerer<'a> {
         if !tiles.is_empty() {
             merge_tiles(&mut tiles);
             let step = self.steps.len() as u32;
-            let mut touched: Vec<TensorId> = tiles
+            // A group's vertices read and write the same few tensors over and over: one
+            // already among the last four listed is not listed again.
+            let mut touched: Vec<TensorId> = Vec::new();
+            for o in tiles
                 .iter()
                 .flat_map(|t| &t.groups)
                 .flat_map(|g| &g.vertices)
-                .flat_map(|v| v.operands.iter().map(|o| o.tensor))
-                .collect();
+                .flat_map(|v| &v.operands)
+            {
+                if !touched[touched.len().saturating_sub(4)..].contains(&o.tensor) {
+                    touched.push(o.tensor);
+                }
+            }
             touched.sort_unstable();
             touched.dedup();
             for t in touched {
