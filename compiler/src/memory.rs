@@ -380,26 +380,45 @@ pub(crate) fn plan(
         }
     }
     // An endpoint of a copy that crosses IPUs is global exchange code on its tile (the
-    // source's when any destination is on another IPU, a destination's when it is).
-    for ex in exchanges.iter().filter(|ex| !recomputed(&ex.name)) {
-        for c in &ex.copies {
-            let src_ipu = c.src_tile.ipu();
-            let code = |m: &mut TileMemory, global: bool| {
-                if global {
-                    m.global_exchange_code += EXCHANGE_CODE_BYTES;
-                } else {
-                    m.internal_exchange_code += EXCHANGE_CODE_BYTES;
+    // source's when any destination is on another IPU, a destination's when it is). The
+    // endpoints are counted per tile on the host's cores (tens of millions on a large CNN)
+    // and the counts summed.
+    let endpoints = exchanges
+        .par_iter()
+        .filter(|ex| !recomputed(&ex.name))
+        .fold(
+            || vec![(0u64, 0u64); ntiles],
+            |mut n, ex| {
+                for c in &ex.copies {
+                    let src_ipu = c.src_tile.ipu();
+                    let mut count = |tile: TileId, global: bool| {
+                        if let Some(e) = n.get_mut(dense(tile)) {
+                            if global {
+                                e.1 += 1;
+                            } else {
+                                e.0 += 1;
+                            }
+                        }
+                    };
+                    count(c.src_tile, c.dsts.iter().any(|d| d.tile.ipu() != src_ipu));
+                    for d in &c.dsts {
+                        count(d.tile, d.tile.ipu() != src_ipu);
+                    }
                 }
-            };
-            if let Some(m) = mem.get_mut(dense(c.src_tile)) {
-                code(m, c.dsts.iter().any(|d| d.tile.ipu() != src_ipu));
+                n
+            },
+        )
+        .reduce_with(|mut a, b| {
+            for (x, y) in a.iter_mut().zip(b) {
+                x.0 += y.0;
+                x.1 += y.1;
             }
-            for d in &c.dsts {
-                if let Some(m) = mem.get_mut(dense(d.tile)) {
-                    code(m, d.tile.ipu() != src_ipu);
-                }
-            }
-        }
+            a
+        })
+        .unwrap_or_default();
+    for (m, (internal, global)) in mem.iter_mut().zip(endpoints) {
+        m.internal_exchange_code += internal * EXCHANGE_CODE_BYTES;
+        m.global_exchange_code += global * EXCHANGE_CODE_BYTES;
     }
     let capacity = target.bytes_per_tile as u64;
     let mut oom_tiles = Vec::new();
@@ -495,7 +514,7 @@ pub(crate) fn resolve_offsets(
 ) -> Result<(), CompileError> {
     // (tile, byte offset) of every slice, dense, for the searches below.
     let slices: Vec<Vec<(TileId, u64)>> = tensors
-        .iter()
+        .par_iter()
         .map(|t| t.slices.iter().map(|s| (s.tile, s.offset as u64)).collect())
         .collect();
     let base = |lookup: &mut SliceLookup, t: TensorId, tile: TileId| {
