@@ -199,6 +199,10 @@ mod tests {
             )
         };
         assert_ne!(p, libc::MAP_FAILED);
+        // Ordinary pages, so that residency is counted page by page whatever the machine's
+        // transparent huge page setting.
+        // SAFETY: advice on the mapping made above.
+        unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
         let p = p.cast::<u8>();
         // SAFETY: inside the mapping.
         unsafe { p.add(4 << 20).write(7) };
