@@ -200,3 +200,126 @@ fn the_memory_plan_pass_names_two_live_tensors_that_share_bytes() {
     let e = verify::planned(&shared, &meet).unwrap_err().to_string();
     assert!(e.contains("share bytes while both live"), "{e}");
 }
+
+/// `exe` with its byte offsets made slice-relative again, as the lowering leaves them.
+fn lowered(exe: &Executable) -> Executable {
+    let mut low = exe.clone();
+    let base = |t: ipusim_compiler::executable::TensorId, tile: TileId| {
+        exe.tensors[t.0 as usize].slice_on(tile).unwrap().offset
+    };
+    for cs in &mut low.compute_sets {
+        for tw in &mut cs.tiles {
+            for g in &mut tw.groups {
+                for v in &mut g.vertices {
+                    for o in &mut v.operands {
+                        o.offset -= base(o.tensor, tw.tile);
+                    }
+                }
+            }
+        }
+    }
+    for ex in &mut low.exchanges {
+        for c in &mut ex.copies {
+            c.src_offset -= base(c.src_tensor, c.src_tile);
+            for d in &mut c.dsts {
+                d.offset -= base(c.dst_tensor, d.tile);
+            }
+        }
+    }
+    low
+}
+
+/// The first vertex with an input operand, as (compute set, tile work, group, vertex).
+fn first_reader(exe: &Executable) -> (usize, usize, usize, usize) {
+    for (c, cs) in exe.compute_sets.iter().enumerate() {
+        for (w, tw) in cs.tiles.iter().enumerate() {
+            for (g, grp) in tw.groups.iter().enumerate() {
+                for (v, vx) in grp.vertices.iter().enumerate() {
+                    if vx.operands.len() >= 2 {
+                        return (c, w, g, v);
+                    }
+                }
+            }
+        }
+    }
+    panic!("no vertex reads an operand");
+}
+
+/// The lowering pass runs its bounds check and its written-before-read walk side by side:
+/// each still names what is wrong, a bounds violation is the one reported when both are
+/// broken, and a vertex naming a tensor outside the table is reported, not a panic.
+#[test]
+fn the_lowering_pass_reports_bounds_before_order_and_never_panics() {
+    let low = lowered(&sound());
+    verify::lowered(&low).unwrap();
+    let at = first_reader(&low);
+    fn operand(
+        exe: &mut Executable,
+        (c, w, g, v): (usize, usize, usize, usize),
+        k: usize,
+    ) -> &mut ipusim_compiler::executable::Operand {
+        &mut exe.compute_sets[c].tiles[w].groups[g].vertices[v].operands[k]
+    }
+
+    // An input read past its slice.
+    let mut past = low.clone();
+    operand(&mut past, at, 0).offset += 1 << 20;
+    let e = verify::lowered(&past).unwrap_err().to_string();
+    assert!(e.contains("outside its"), "{e}");
+    // An input that nothing writes: a fresh, empty-named tensor's copy of the input's.
+    let mut unwritten = low.clone();
+    let read = operand(&mut unwritten, at, 0).tensor;
+    let mut t = unwritten.tensors[read.0 as usize].clone();
+    t.kind = ipusim_compiler::executable::TensorKind::Activation;
+    t.name = "never_written".into();
+    unwritten.tensors.push(t);
+    let fresh = ipusim_compiler::executable::TensorId(unwritten.tensors.len() as u32 - 1);
+    operand(&mut unwritten, at, 0).tensor = fresh;
+    let e = verify::lowered(&unwritten).unwrap_err().to_string();
+    assert!(
+        e.contains("never_written") && e.contains("before it is written"),
+        "{e}"
+    );
+    // Both: the bounds violation is reported.
+    operand(&mut unwritten, at, 0).offset += 1 << 20;
+    let e = verify::lowered(&unwritten).unwrap_err().to_string();
+    assert!(e.contains("outside its"), "{e}");
+    // A tensor id outside the table.
+    let mut unknown = low.clone();
+    operand(&mut unknown, at, 0).tensor = ipusim_compiler::executable::TensorId(u32::MAX - 1);
+    let e = verify::lowered(&unknown).unwrap_err().to_string();
+    assert!(e.contains("unknown tensor"), "{e}");
+}
+
+/// The compiler's final check leaves out the mapping (checked after lowering, unchanged
+/// since) and reports every other violation as the full check does.
+#[test]
+fn the_compilers_final_check_is_the_full_one_but_for_the_mapping() {
+    let exe = sound();
+    assert!(verify::executable_mapped(&exe).is_empty());
+    // A mapping violation: a slice's interval runs past the tensor's last element.
+    let mut mapping = exe.clone();
+    let t = mapping
+        .tensors
+        .iter()
+        .position(|t| t.slices.iter().any(|s| s.num_elements() > 0))
+        .unwrap();
+    let s = mapping.tensors[t]
+        .slices
+        .iter_mut()
+        .find(|s| s.num_elements() > 0)
+        .unwrap();
+    s.intervals[0].end += 1_000_000;
+    assert!(verify::executable(&mapping)
+        .iter()
+        .any(|e| e.invariant == 2));
+    assert!(verify::executable_mapped(&mapping)
+        .iter()
+        .all(|e| e.invariant != 2));
+    // Another invariant: the same errors either way.
+    let mut tables = exe.clone();
+    tables.steps.pop();
+    let full = verify::executable(&tables);
+    assert!(!full.is_empty());
+    assert_eq!(verify::executable_mapped(&tables), full);
+}

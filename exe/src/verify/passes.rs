@@ -29,7 +29,6 @@ fn fail(pass: &'static str, message: String) -> CompileError {
 
 /// Checks 1-3 on the lowered program (offsets still slice-relative).
 pub fn lowered(low: &Executable) -> Result<(), CompileError> {
-    let target = &low.target;
     const PASS: &str = "lowering";
     // Check 1 is the verifier's invariant 2, written once in `super`.
     if let Some(e) = super::mapping_errors(low).into_iter().next() {
@@ -60,8 +59,23 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
         }
         Ok(())
     };
-    // Every compute set and exchange checked on the host's cores; the first violation in
-    // program order is reported.
+    // Every compute set and exchange checked on the host's cores, beside the walk of check
+    // 3 (one thread's work); the first violation in program order is reported, and a
+    // violation of check 2 before one of check 3.
+    let (bounds, order) = rayon::join(
+        || operands_and_copies(low, &within),
+        || written_before_read(low),
+    );
+    bounds.and(order)
+}
+
+/// Check 2: every vertex's operands and every copy's endpoints inside their slices.
+fn operands_and_copies(
+    low: &Executable,
+    within: &(impl Fn(&mut SliceLookup, TensorId, TileId, (u64, u64)) -> Result<(), String> + Sync),
+) -> Result<(), CompileError> {
+    const PASS: &str = "lowering";
+    let target = &low.target;
     let vertex_error = low.compute_sets.par_iter().find_map_first(|cs| {
         let mut lookup = SliceLookup::new();
         for tw in &cs.tiles {
@@ -77,7 +91,11 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
                         ));
                     }
                     for o in &v.operands {
-                        let es = low.tensors[o.tensor.0 as usize].dtype.size_bytes() as u64;
+                        // An unknown tensor is `within`'s to report.
+                        let es = low
+                            .tensors
+                            .get(o.tensor.0 as usize)
+                            .map_or(0, |t| t.dtype.size_bytes() as u64);
                         if let Err(m) = within(
                             &mut lookup,
                             o.tensor,
@@ -124,10 +142,10 @@ pub fn lowered(low: &Executable) -> Result<(), CompileError> {
             src.and(dsts).err()
         })
     });
-    if let Some(e) = copy_error {
-        return Err(e);
+    match copy_error {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    written_before_read(low)
 }
 
 /// Check 3: walk the program steps in order.
@@ -140,6 +158,14 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
             matches!(t.kind, TensorKind::Variable | TensorKind::Constant) || t.num_elements() == 0
         })
         .collect();
+    // A tensor id outside the table is check 2's to report (it runs beside this walk):
+    // here it counts as written.
+    let seen = |w: &[bool], t: TensorId| w.get(t.0 as usize).copied().unwrap_or(true);
+    let mark = |w: &mut [bool], t: TensorId| {
+        if let Some(x) = w.get_mut(t.0 as usize) {
+            *x = true;
+        }
+    };
     let name = |t: TensorId| low.tensors[t.0 as usize].name.clone();
     for step in &low.steps {
         match step.kind {
@@ -147,11 +173,9 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
                 let stream = &low.streams[s.0 as usize];
                 let t = stream.tensor;
                 match stream.direction {
-                    crate::executable::StreamDirection::HostToDevice => {
-                        written[t.0 as usize] = true
-                    }
+                    crate::executable::StreamDirection::HostToDevice => mark(&mut written, t),
                     crate::executable::StreamDirection::DeviceToHost => {
-                        if !written[t.0 as usize] {
+                        if !seen(&written, t) {
                             return Err(fail(
                                 PASS,
                                 format!(
@@ -167,8 +191,8 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
             StepKind::RemoteCopy { tensor, store } => {
                 // A load writes the tile copy; a store reads it.
                 if !store {
-                    written[tensor.0 as usize] = true;
-                } else if !written[tensor.0 as usize] {
+                    mark(&mut written, tensor);
+                } else if !seen(&written, tensor) {
                     return Err(fail(
                         PASS,
                         format!(
@@ -180,9 +204,9 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
             }
             StepKind::CrossReplica(t) | StepKind::CrossReplicaTo { src: t, .. } => {
                 if let StepKind::CrossReplicaTo { dst, .. } = step.kind {
-                    written[dst.0 as usize] = true;
+                    mark(&mut written, dst);
                 }
-                if !written[t.0 as usize] {
+                if !seen(&written, t) {
                     return Err(fail(
                         PASS,
                         format!(
@@ -195,7 +219,7 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
             StepKind::Exchange(e) | StepKind::IpuCopy(e) => {
                 let ex = &low.exchanges[e.0 as usize];
                 for c in &ex.copies {
-                    if !written[c.src_tensor.0 as usize] {
+                    if !seen(&written, c.src_tensor) {
                         return Err(fail(
                             PASS,
                             format!(
@@ -208,7 +232,7 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
                     }
                 }
                 for c in &ex.copies {
-                    written[c.dst_tensor.0 as usize] = true;
+                    mark(&mut written, c.dst_tensor);
                 }
             }
             StepKind::Execute(c) => {
@@ -221,7 +245,7 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
                                 None => continue,
                             };
                             for o in ins {
-                                if !written[o.tensor.0 as usize] && o.tensor != out.tensor {
+                                if !seen(&written, o.tensor) && o.tensor != out.tensor {
                                     return Err(fail(PASS, format!("compute set '{}' on tile {} reads tensor '{}' before it is written", cs.name, tw.tile, name(o.tensor))));
                                 }
                             }
@@ -232,7 +256,7 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
                     for g in &tw.groups {
                         for v in &g.vertices {
                             if let Some(out) = v.operands.last() {
-                                written[out.tensor.0 as usize] = true;
+                                mark(&mut written, out.tensor);
                             }
                         }
                     }
