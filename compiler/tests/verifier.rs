@@ -169,11 +169,7 @@ fn the_memory_plan_pass_names_two_live_tensors_that_share_bytes() {
             .find(|s| s.num_elements() > 0)
             .unwrap()
             .clone();
-        let sb = exe.tensors[b]
-            .slices
-            .iter_mut()
-            .find(|s| s.num_elements() > 0)
-            .unwrap();
+        let sb = sized_slice(exe, b);
         sb.tile = sa.tile;
         sb.offset = sa.offset;
     };
@@ -199,6 +195,15 @@ fn the_memory_plan_pass_names_two_live_tensors_that_share_bytes() {
     meet[b] = meet[a];
     let e = verify::planned(&shared, &meet).unwrap_err().to_string();
     assert!(e.contains("share bytes while both live"), "{e}");
+}
+
+/// Tensor `t`'s first slice with elements.
+fn sized_slice(exe: &mut Executable, t: usize) -> &mut ipusim_compiler::executable::TileSlice {
+    exe.tensors[t]
+        .slices
+        .iter_mut()
+        .find(|s| s.num_elements() > 0)
+        .unwrap()
 }
 
 /// `exe` with its byte offsets made slice-relative again, as the lowering leaves them.
@@ -304,12 +309,7 @@ fn the_compilers_final_check_is_the_full_one_but_for_the_mapping() {
         .iter()
         .position(|t| t.slices.iter().any(|s| s.num_elements() > 0))
         .unwrap();
-    let s = mapping.tensors[t]
-        .slices
-        .iter_mut()
-        .find(|s| s.num_elements() > 0)
-        .unwrap();
-    s.intervals[0].end += 1_000_000;
+    sized_slice(&mut mapping, t).intervals[0].end += 1_000_000;
     assert!(verify::executable(&mapping)
         .iter()
         .any(|e| e.invariant == 2));
