@@ -15,7 +15,7 @@ use super::Lowerer;
 use crate::executable::{
     ByteCopy, CopyDst, CopyDsts, Exchange, ExchangeId, Program, ProgramStep, StepKind, TensorId,
 };
-use crate::lower::kit::mapping::{locate_from, Index};
+use crate::lower::kit::mapping::{locate_from, Index, NO_HINT};
 use ipusim_exe::system::TileId;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -125,7 +125,7 @@ impl Recorded {
     /// at an element its source maps.
     fn effective(&self) -> impl Iterator<Item = (&Source, &Request)> {
         // A source's requests mostly ascend: each search starts from its last answer.
-        let mut hints = vec![0usize; self.sources.len()];
+        let mut hints = vec![NO_HINT; self.sources.len()];
         self.requests.iter().filter_map(move |r| {
             let s = &self.sources[r.source as usize];
             let hint = &mut hints[r.source as usize];
@@ -338,7 +338,7 @@ impl CopyBuilder {
         let end = begin + len;
         let mut at = begin;
         // Requests mostly walk a tensor in order: the search starts from the last answer.
-        let hint = self.cursor.get(&src.tensor).copied().unwrap_or(0);
+        let hint = self.cursor.get(&src.tensor).copied().unwrap_or(NO_HINT);
         let Some(mut i) = locate_from(index, hint, at) else {
             return;
         };

@@ -157,6 +157,10 @@ pub fn locate(index: &Index, elem: u64) -> Option<usize> {
     (i < index.segs.len() && index.segs[i].begin <= elem).then_some(i)
 }
 
+/// A hint for [`locate_from`] before any answer: the search bisects the whole index (a
+/// gallop from the first segment would take twice the probes).
+pub const NO_HINT: usize = usize::MAX;
+
 /// [`locate`] for element `elem` of a search that went through segment `hint` last. Ranges
 /// mostly ascend, though often past other tiles' segments (a feature map's rows): from a
 /// `hint` at or before `elem` the search gallops forward (`hint`, +1, +2, +4, …) and then
@@ -186,7 +190,8 @@ pub fn locate_from(index: &Index, hint: usize, elem: u64) -> Option<usize> {
 pub fn local_run(index: &Index, tile: u32, ranges: &[(u64, u64)]) -> Option<u64> {
     let mut start: Option<u64> = None;
     let mut expect = 0u64;
-    let mut hint = 0usize;
+    // No answer yet: the first search bisects the whole index.
+    let mut hint = NO_HINT;
     for &(b, len) in ranges {
         let mut at = b;
         let end = b + len;
@@ -219,7 +224,8 @@ pub fn local_run(index: &Index, tile: u32, ranges: &[(u64, u64)]) -> Option<u64>
 pub fn messages(index: &Index, ranges: &[(u64, u64)]) -> u64 {
     let mut n = 0;
     let mut next: Option<(u32, u64)> = None;
-    let mut hint = 0usize;
+    // No answer yet: the first search bisects the whole index.
+    let mut hint = NO_HINT;
     for &(b, len) in ranges {
         let (mut at, end) = (b, b + len);
         while at < end {
