@@ -35,7 +35,7 @@
 //! A value that would have to wait more than one tick to be read on another IPU (a skip
 //! connection over a stage) is refused with an error naming it.
 
-use super::core::{Lowerer, Part};
+use super::core::{push_new, Lowerer, Part};
 use super::kit::stage::ExchangeBuilder;
 use super::ops::elementwise::mapping_of;
 use crate::error::CompileError;
@@ -233,13 +233,6 @@ fn accesses(
         }
         Program::Pipeline(pl) => pl.children().for_each(|x| accesses(lw, x, reads, writes)),
         Program::Sync(_) => {}
-    }
-}
-
-/// Appends `t` unless it is the last one listed (runs of one tensor are the rule).
-fn push_new(list: &mut Vec<TensorId>, t: TensorId) {
-    if list.last() != Some(&t) {
-        list.push(t);
     }
 }
 

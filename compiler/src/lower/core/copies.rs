@@ -11,7 +11,7 @@
 //! whichever thread builds them and whenever. The lowerer's side — an exchange given its
 //! copies, and settled before they are read — is here too.
 
-use super::Lowerer;
+use super::{push_new, Lowerer};
 use crate::executable::{
     ByteCopy, CopyDst, CopyDsts, Exchange, ExchangeId, Program, ProgramStep, StepKind, TensorId,
 };
@@ -198,18 +198,14 @@ impl Copies {
     /// there are no copies.
     pub fn touched(&self) -> Vec<(TensorId, TensorId)> {
         let mut out = Vec::new();
-        // Runs of one pair are the rule (a tile after tile of one operand's requests).
-        let mut add = |pair: (TensorId, TensorId)| {
-            if out.last() != Some(&pair) {
-                out.push(pair);
-            }
-        };
         for p in &self.parts {
             match p {
-                Part::Built(c) => c.iter().for_each(|c| add((c.src_tensor, c.dst_tensor))),
+                Part::Built(c) => c
+                    .iter()
+                    .for_each(|c| push_new(&mut out, (c.src_tensor, c.dst_tensor))),
                 Part::Recorded(r) => r
                     .effective()
-                    .for_each(|(s, q)| add((s.tensor, q.dst.tensor))),
+                    .for_each(|(s, q)| push_new(&mut out, (s.tensor, q.dst.tensor))),
             }
         }
         out.sort_unstable();

@@ -803,8 +803,6 @@ impl<'a> Lowerer<'a> {
         if !tiles.is_empty() {
             merge_tiles(&mut tiles);
             let step = self.steps.len() as u32;
-            // A group's vertices read and write the same few tensors over and over: one
-            // already among the last four listed is not listed again.
             let mut touched: Vec<TensorId> = Vec::new();
             for o in tiles
                 .iter()
@@ -812,9 +810,7 @@ impl<'a> Lowerer<'a> {
                 .flat_map(|g| &g.vertices)
                 .flat_map(|v| &v.operands)
             {
-                if !touched[touched.len().saturating_sub(4)..].contains(&o.tensor) {
-                    touched.push(o.tensor);
-                }
+                push_new(&mut touched, o.tensor);
             }
             touched.sort_unstable();
             touched.dedup();
@@ -877,6 +873,15 @@ pub fn is_swap_last(op: &Op) -> bool {
                 && perm[..r - 2].iter().enumerate().all(|(i, &p)| i == p)
         }
         _ => false,
+    }
+}
+
+/// Appends `x` to `list` unless it is among the last four listed: a compute set's vertices
+/// and an exchange's requests name the same few tensors over and over, and the lists they
+/// fill are sorted and deduplicated after, so a repeat left out changes nothing.
+pub(crate) fn push_new<T: PartialEq>(list: &mut Vec<T>, x: T) {
+    if !list[list.len().saturating_sub(4)..].contains(&x) {
+        list.push(x);
     }
 }
 
