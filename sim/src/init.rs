@@ -73,8 +73,8 @@ pub fn variable_tensor(init: &Init, ty: &TensorType) -> Result<Tensor, InitError
                 "the weights file '{path}' was not read (a program holding File initialisers must be loaded from its file)"
             )))
         }
-        Init::Zeros => vec![0.0; n],
-        Init::Constant(c) => vec![c; n],
+        Init::Zeros => return splat(ty, 0.0),
+        Init::Constant(c) => return splat(ty, c),
         Init::Uniform { low, high, seed } => {
             random_float(ty.dtype, "Uniform")?;
             check_finite(&[("low", low), ("high", high)])?;
@@ -113,7 +113,7 @@ pub fn variable_tensor(init: &Init, ty: &TensorType) -> Result<Tensor, InitError
 /// The value of a constant of type `ty`.
 pub fn constant_tensor(value: &Literal, ty: &TensorType) -> Result<Tensor, InitError> {
     match value {
-        Literal::Splat(v) => tensor_from_f64(ty, &vec![*v; ty.num_elements()]),
+        Literal::Splat(v) => splat(ty, *v),
         Literal::Values(v) => {
             if v.len() != ty.num_elements() {
                 return Err(InitError::Count {
@@ -124,6 +124,28 @@ pub fn constant_tensor(value: &Literal, ty: &TensorType) -> Result<Tensor, InitE
             tensor_from_f64(ty, v)
         }
     }
+}
+
+/// A tensor of `ty` whose every element is `v`, rounded once as [`tensor_from_f64`] rounds
+/// it (the value converted once and repeated: no `f64` buffer of the tensor's size).
+fn splat(ty: &TensorType, v: f64) -> Result<Tensor, InitError> {
+    let n = ty.num_elements();
+    if n == 0 {
+        return tensor_from_f64(ty, &[]);
+    }
+    let one = tensor_from_f64(&TensorType::new(ty.dtype, [1]), &[v])?;
+    let data = match one.into_data() {
+        Data::F16(x) => Data::F16(vec![x[0]; n]),
+        Data::F32(x) => Data::F32(vec![x[0]; n]),
+        Data::F64(x) => Data::F64(vec![x[0]; n]),
+        Data::I32(x) => Data::I32(vec![x[0]; n]),
+        Data::U8(x) => Data::U8(vec![x[0]; n]),
+        Data::Bool(x) => Data::Bool(vec![x[0]; n]),
+    };
+    Tensor::new(ty.dtype, ty.shape.clone(), data).map_err(|_| InitError::Count {
+        expected: n,
+        found: n,
+    })
 }
 
 /// A tensor of `ty` holding `values`, each rounded once to nearest even into the dtype.
@@ -336,6 +358,33 @@ mod tests {
                 expected: 2,
                 found: 1
             })
+        ));
+    }
+
+    #[test]
+    fn splats_equal_the_element_by_element_rounding() {
+        // Constants and constant initialisers convert one value and repeat it: the same
+        // tensor as rounding a buffer of that value element by element, every dtype.
+        for dtype in [DType::F16, DType::F32, DType::I32, DType::U8, DType::Bool] {
+            for v in [0.0, -0.0, 1.0, 0.1, 3.0, 65504.0, 1e-8, 255.0] {
+                let t = ty(dtype, &[3, 5]);
+                let by_element = tensor_from_f64(&t, &[v; 15]);
+                assert_eq!(splat(&t, v), by_element, "{dtype} {v}");
+                assert_eq!(constant_tensor(&Literal::Splat(v), &t), by_element);
+                assert_eq!(variable_tensor(&Init::Constant(v), &t), by_element);
+            }
+            let t = ty(dtype, &[4]);
+            assert_eq!(
+                variable_tensor(&Init::Zeros, &t),
+                tensor_from_f64(&t, &[0.0; 4])
+            );
+        }
+        // An empty tensor takes no value, so a value its dtype cannot hold is no error.
+        let empty = ty(DType::F16, &[0, 3]);
+        assert_eq!(splat(&empty, 1e5).unwrap().len(), 0);
+        assert!(matches!(
+            splat(&ty(DType::F16, &[2]), 1e5),
+            Err(InitError::Overflow { .. })
         ));
     }
 }

@@ -52,12 +52,13 @@ use crate::init;
 use crate::numerics::{FpConfig, FpCtl, FpSts, SrRng};
 use crate::tensor::{Data, Tensor};
 use crate::trace::{Event, Trace};
-use ipusim_exe::executable::{Executable, SourceValue, TensorId, TensorKind};
+use ipusim_exe::executable::{Executable, InitialValue, SourceValue, TensorId, TensorKind};
 use ipusim_exe::system::TileId;
 use ipusim_ir::TensorType;
 use memory::{gather, scatter, TileIndex, TileMem};
 use plan::Plan;
 use program::{Frame, Tree};
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// Where [`Engine::run_to_collective`] stopped.
@@ -214,20 +215,24 @@ impl Engine {
         let tree = Tree::new(&exe.program, &exe.steps);
         tree.check(&exe)?;
         let contexts = exe.target.worker_contexts.max(1);
-        let tiles = sizes
-            .iter()
-            .enumerate()
-            .map(|(d, &size)| {
-                let tile = index.tile(d);
-                TileState {
-                    mem: TileMem::zeroed(size),
-                    rngs: (0..contexts)
-                        .map(|w| SrRng::new(options.seed, exe.tile_index(tile) as u32, w))
-                        .collect(),
-                    sts: FpSts::empty(),
-                }
-            })
-            .collect();
+        let tile_state = |(d, &size): (usize, &usize)| {
+            let tile = index.tile(d);
+            TileState {
+                mem: TileMem::zeroed(size),
+                rngs: (0..contexts)
+                    .map(|w| SrRng::new(options.seed, exe.tile_index(tile) as u32, w))
+                    .collect(),
+                sts: FpSts::empty(),
+            }
+        };
+        // Zeroing a chip's memory is a quarter of a second for ResNet-50: on the host threads.
+        let tiles = workers.install(true, |parallel| {
+            if parallel {
+                sizes.par_iter().enumerate().map(tile_state).collect()
+            } else {
+                sizes.iter().enumerate().map(tile_state).collect()
+            }
+        });
         let mut engine = Engine {
             ctl: options.fp.ctl(true),
             options,
@@ -254,28 +259,51 @@ impl Engine {
     }
 
     /// Writes the initial value of every variable and constant into tile memory.
+    ///
+    /// Each value is a function of its initialiser alone (`init`), so a batch of them is
+    /// computed on the host threads (ResNet-50's 25.6 M random weights were most of a second
+    /// on one) and written in the executable's order; the first error in that order is
+    /// reported, as one at a time would.
     fn materialise(&mut self) -> Result<(), EngineError> {
         let exe = Arc::clone(&self.exe);
         let mut done = vec![false; exe.tensors.len()];
-        for iv in &exe.initial_values {
+        let value = |iv: &InitialValue| {
             let t = exe.tensor(iv.tensor);
             let ty = TensorType::new(t.dtype, t.shape.clone());
-            let value = match &iv.source {
+            match &iv.source {
                 SourceValue::Init(init) => init::variable_tensor(init, &ty),
                 SourceValue::Literal(lit) => init::constant_tensor(lit, &ty),
             }
+            .map(|v| v.to_bytes())
             .map_err(|source| EngineError::Init {
                 tensor: t.name.clone(),
                 source,
-            })?;
-            if t.kind == TensorKind::RemoteVariable {
-                // Offloaded: the initial value waits in its remote buffer.
-                self.remote.resize(exe.tensors.len(), None);
-                self.remote[iv.tensor.0 as usize] = Some(value.to_bytes());
-            } else {
-                scatter(t, &self.index, &mut self.tiles, &value.to_bytes());
+            })
+        };
+        let mut rest = &exe.initial_values[..];
+        while !rest.is_empty() {
+            let (batch, after) = rest.split_at(values_batch(&exe, rest, VALUES_BATCH_BYTES));
+            rest = after;
+            let values: Vec<Result<Vec<u8>, EngineError>> =
+                self.workers.install(batch.len() > 1, |parallel| {
+                    if parallel {
+                        batch.par_iter().map(value).collect()
+                    } else {
+                        batch.iter().map(value).collect()
+                    }
+                });
+            for (iv, bytes) in batch.iter().zip(values) {
+                let bytes = bytes?;
+                let t = exe.tensor(iv.tensor);
+                if t.kind == TensorKind::RemoteVariable {
+                    // Offloaded: the initial value waits in its remote buffer.
+                    self.remote.resize(exe.tensors.len(), None);
+                    self.remote[iv.tensor.0 as usize] = Some(bytes);
+                } else {
+                    scatter(t, &self.index, &mut self.tiles, &bytes);
+                }
+                done[iv.tensor.0 as usize] = true;
             }
-            done[iv.tensor.0 as usize] = true;
         }
         for (t, done) in exe.tensors.iter().zip(done) {
             if matches!(
@@ -530,4 +558,94 @@ impl Engine {
 /// True for a model variable, on chip or offloaded.
 fn is_variable(kind: &TensorKind) -> bool {
     matches!(kind, TensorKind::Variable | TensorKind::RemoteVariable)
+}
+
+/// Bytes of initial values computed at once by [`Engine::materialise`] (our choice: enough
+/// for a model's many tensors to spread over the host threads, while the values held beside
+/// tile memory stay bounded whatever the model's size).
+const VALUES_BATCH_BYTES: u64 = 64 << 20;
+
+/// How many of `values` (at least one) the next batch of [`Engine::materialise`] takes:
+/// those whose bytes sum to at most `budget`.
+fn values_batch(exe: &Executable, values: &[InitialValue], budget: u64) -> usize {
+    let mut bytes = 0u64;
+    values
+        .iter()
+        .take_while(|iv| {
+            let first = bytes == 0;
+            bytes = bytes.saturating_add(exe.tensor(iv.tensor).size_bytes());
+            first || bytes <= budget
+        })
+        .count()
+        .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipusim_compiler::{compile, CompileOptions, Target};
+    use ipusim_ir::{DType, GraphBuilder, Init};
+
+    /// Initial values are computed a batch at a time (at least one value, at most the
+    /// budget's bytes), on several threads or one, and every variable reads back as its
+    /// initialiser makes it.
+    #[test]
+    fn initial_values_are_batched_and_read_back_on_any_thread_count() {
+        let mut b = GraphBuilder::new();
+        let shapes = [[48, 32], [8, 8], [64, 40], [1, 3]];
+        let inits = [
+            Init::Normal {
+                mean: 0.5,
+                std: 2.0,
+                seed: 7,
+            },
+            Init::Constant(0.1),
+            Init::Uniform {
+                low: -1.0,
+                high: 3.0,
+                seed: 9,
+            },
+            Init::Zeros,
+        ];
+        let mut sum = None;
+        for (i, (shape, init)) in shapes.iter().zip(&inits).enumerate() {
+            let v = b
+                .variable(&format!("v{i}"), DType::F16, *shape, init.clone())
+                .unwrap();
+            let r = b.reduce_sum(v, &[0, 1], false).unwrap();
+            sum = Some(match sum {
+                None => r,
+                Some(s) => b.add(s, r).unwrap(),
+            });
+        }
+        b.outfeed("sum", sum.unwrap()).unwrap();
+        let mut target = Target::mk2();
+        target.tiles = 16;
+        let exe = Arc::new(compile(&b.finish(), &target, &CompileOptions::default()).unwrap());
+        let values = &exe.initial_values;
+        assert_eq!(values.len(), 4);
+        let bytes: Vec<u64> = values
+            .iter()
+            .map(|iv| exe.tensor(iv.tensor).size_bytes())
+            .collect();
+        assert_eq!(values_batch(&exe, values, 0), 1, "at least one value");
+        assert_eq!(values_batch(&exe, values, bytes[0] + bytes[1]), 2);
+        assert_eq!(values_batch(&exe, values, bytes[0] + bytes[1] - 1), 1);
+        assert_eq!(values_batch(&exe, values, u64::MAX), 4);
+        for threads in [Some(1), Some(2)] {
+            let options = EngineOptions {
+                threads,
+                ..EngineOptions::default()
+            };
+            let engine = Engine::new(Arc::clone(&exe), options).unwrap();
+            for (i, (shape, init)) in shapes.iter().zip(&inits).enumerate() {
+                let ty = TensorType::new(DType::F16, *shape);
+                assert_eq!(
+                    engine.read_tensor(&format!("v{i}")),
+                    Some(init::variable_tensor(init, &ty).unwrap()),
+                    "v{i} on {threads:?} threads"
+                );
+            }
+        }
+    }
 }

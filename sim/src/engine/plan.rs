@@ -195,7 +195,8 @@ fn plan_compute_set(
         .fold(0u64, |a, &c| a.saturating_add(c))
         .saturating_add(parts.saturating_mul(VERTEX_HOST_WORK));
     Ok(ComputeSetPlan {
-        cycles: cycles::compute_set_cycles(&exe.target, cs),
+        // The slowest tile: `cycles::compute_set_cycles`, from the tile cycles above.
+        cycles: tile_cycles.iter().copied().max().unwrap_or(0),
         work,
         dense,
         tile_cycles,
