@@ -382,14 +382,28 @@ fn conv(
                     .get_mut(at..end)
                     .ok_or_else(|| EngineError::invalid("window units outside the output block"))?;
                 let src = &staged[r * cols * es..(r + 1) * cols * es];
-                for (d, v) in dst.chunks_mut(step).zip(src.chunks_exact(es)) {
-                    d[..es].copy_from_slice(v);
+                match es {
+                    2 => scatter_strided::<2>(dst, src, step),
+                    4 => scatter_strided::<4>(dst, src, step),
+                    _ => {
+                        for (d, v) in dst.chunks_mut(step).zip(src.chunks_exact(es)) {
+                            d[..es].copy_from_slice(v);
+                        }
+                    }
                 }
             }
         }
         u = end;
     }
     Ok(flags)
+}
+
+/// Element `j` of `src` (`E` bytes each) to bytes `j · step ..` of `dst`: with the element
+/// size a constant, each copy is one move rather than a call to copy `E` bytes.
+fn scatter_strided<const E: usize>(dst: &mut [u8], src: &[u8], step: usize) {
+    for (d, v) in dst.chunks_mut(step).zip(src.chunks_exact(E)) {
+        d[..E].copy_from_slice(v);
+    }
 }
 
 /// `v` holding `n` elements, its kept elements as they were (only an extension is zeroed):

@@ -387,17 +387,33 @@ fn f32_partials_body(a: &[f32], b: &[f32], out: &mut [f32], k: usize, n: usize, 
         f32_partials_cols::<ROWS>(a, b, out, i, k, n, chunk);
         i += ROWS;
     }
-    for i in i..m {
-        f32_partials_cols::<1>(a, b, out, i, k, n, chunk);
+    // The last rows in one block too: a convolution's vertex often has fewer rows than
+    // `ROWS` (ResNet-50's 1 to 3 output channels per unit run), and a row at a time loads
+    // each vector of `b` for one row's FMAs. Each element's operations are the same.
+    match m - i {
+        3 => f32_partials_cols::<3>(a, b, out, i, k, n, chunk),
+        2 => f32_partials_cols::<2>(a, b, out, i, k, n, chunk),
+        1 => f32_partials_cols::<1>(a, b, out, i, k, n, chunk),
+        _ => {}
     }
 }
 
-/// Runs `body` for the column blocks of `n` columns, in order: blocks of 32, then 16, then
-/// 8, then single columns, with `j` the block's first column and `W` its width (a const).
+/// Runs `body` for the column blocks of `n` columns, in order: for a single row (`$r` 1)
+/// blocks of 64 first, then blocks of 32, 16, 8 and single columns, with `j` the block's
+/// first column and `W` its width (a const). A single row's 64 columns are four vector
+/// sums down the chunk where 32 are two: twice the independent FMA chains to hide their
+/// latency.
 macro_rules! column_blocks {
-    ($n:expr, |$j:ident, $w:ident| $body:expr) => {{
+    ($r:expr, $n:expr, |$j:ident, $w:ident| $body:expr) => {{
         let n = $n;
         let mut $j = 0;
+        if $r == 1 {
+            while $j + 64 <= n {
+                const $w: usize = 64;
+                $body;
+                $j += 64;
+            }
+        }
         while $j + 32 <= n {
             const $w: usize = 32;
             $body;
@@ -432,7 +448,7 @@ fn f32_partials_cols<const R: usize>(
     n: usize,
     chunk: usize,
 ) {
-    column_blocks!(n, |j, W| f32_partials_block::<R, W>(
+    column_blocks!(R, n, |j, W| f32_partials_block::<R, W>(
         a, b, out, i, j, k, n, chunk
     ));
 }
@@ -515,14 +531,13 @@ simd_dispatch! {
 
 #[inline(always)]
 fn chunk_sums_body(a: &[f32], b: &[f32], sums: &mut [f32], k: usize, n: usize, chunk: usize) {
-    let rows = a.len() / k;
-    if rows == ROWS {
-        chunk_sums_cols::<ROWS>(a, b, sums, k, n, chunk);
-    } else {
-        let per_row = sums.len() / rows.max(1);
-        for (a_row, row_sums) in a.chunks_exact(k).zip(sums.chunks_exact_mut(per_row)) {
-            chunk_sums_cols::<1>(a_row, b, row_sums, k, n, chunk);
-        }
+    // Blocks of fewer rows than `ROWS` in one block too, as the FP32-partials kernel.
+    match a.len() / k {
+        ROWS => chunk_sums_cols::<ROWS>(a, b, sums, k, n, chunk),
+        3 => chunk_sums_cols::<3>(a, b, sums, k, n, chunk),
+        2 => chunk_sums_cols::<2>(a, b, sums, k, n, chunk),
+        1 => chunk_sums_cols::<1>(a, b, sums, k, n, chunk),
+        _ => {}
     }
 }
 
@@ -536,7 +551,7 @@ fn chunk_sums_cols<const R: usize>(
     n: usize,
     chunk: usize,
 ) {
-    column_blocks!(n, |j, W| chunk_sums_block::<R, W>(
+    column_blocks!(R, n, |j, W| chunk_sums_block::<R, W>(
         a, b, sums, j, k, n, chunk
     ));
 }

@@ -35,11 +35,25 @@ fn operands(len: usize, seed: u32) -> Vec<f16> {
 
 #[test]
 fn fast_path_equals_reference_values_flags_and_draws() {
-    // The second shape exercises every row and column block of the FP32-partials kernel
-    // (4 + 4 + 1 rows; 32 + 16 + 8 + 3 columns).
+    // Every row and column block of the kernels: 4 rows at a time and a last block of 1,
+    // 2 or 3 rows (9, 6 and 7 rows; 1, 2 and 3 alone); 32 + 16 + 8 + 3 columns, and for a
+    // single row 64 + 32 + 16 + 8 + 3.
     for shape in [
         MatMulShape { m: 5, k: 37, n: 19 },
         MatMulShape { m: 9, k: 40, n: 59 },
+        MatMulShape { m: 6, k: 21, n: 59 },
+        MatMulShape {
+            m: 7,
+            k: 33,
+            n: 123,
+        },
+        MatMulShape {
+            m: 1,
+            k: 37,
+            n: 123,
+        },
+        MatMulShape { m: 2, k: 18, n: 70 },
+        MatMulShape { m: 3, k: 16, n: 64 },
     ] {
         fast_path_equals_reference(shape);
     }
