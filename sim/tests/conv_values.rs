@@ -482,3 +482,44 @@ fn the_slic_vertex_writes_a_partial_per_1x4_sub_kernel() {
     let amp = f16_partials_order((&x, xd), (&w, wd), pad, 5, 16);
     assert_ne!(slic, amp, "the data does not tell the two orders apart");
 }
+
+/// The max-pool gradient on the engine, with overlapping windows and many ties (each input
+/// that equals its window's maximum takes that window's gradient, as PopLibs'
+/// `MaxPoolingGrad` does), equals the textbook sum, on one tile and with the rows split
+/// over several (a block whose first row is not the tensor's).
+#[test]
+fn max_pool_gradient_on_the_engine_takes_every_tied_window() {
+    let mut rng = Pcg32::seed_from_u64(21);
+    let dims = [2usize, 3, 9, 7];
+    let x: Vec<f32> = (0..dims.iter().product::<usize>())
+        .map(|_| (rng.next_u32() % 3) as f32) // three values: ties in most windows
+        .collect();
+    let (oh, ow) = (5usize, 4usize);
+    let dy = small_ints(&mut rng, 2 * 3 * oh * ow);
+    let mut expected = vec![0.0f64; x.len()];
+    for plane in 0..6 {
+        for i in 0..oh as isize {
+            for j in 0..ow as isize {
+                let taps: Vec<usize> = (0..3isize)
+                    .flat_map(|p| (0..3isize).map(move |q| (2 * i - 1 + p, 2 * j - 1 + q)))
+                    .filter(|&(r, c)| (0..9).contains(&r) && (0..7).contains(&c))
+                    .map(|(r, c)| plane * 63 + (r * 7 + c) as usize)
+                    .collect();
+                let m = taps.iter().map(|&t| x[t]).fold(f32::NEG_INFINITY, f32::max);
+                for &t in taps.iter().filter(|&&t| x[t] == m) {
+                    expected[t] += f64::from(dy[(plane * oh + i as usize) * ow + j as usize]);
+                }
+            }
+        }
+    }
+    let op = Op::MaxPool2dGrad {
+        kernel: vec![3, 3],
+        stride: vec![2, 2],
+        padding: vec![1, 1, 1, 1],
+    };
+    for tiles in [1, 16] {
+        let dy_dims = [2usize, 3, oh, ow];
+        let (got, _) = run_on_engine(op.clone(), &[(&dims, &x), (&dy_dims, &dy)], tiles);
+        assert_eq!(got, expected, "{tiles} tiles");
+    }
+}

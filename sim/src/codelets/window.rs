@@ -734,13 +734,12 @@ fn pool(
     }
 }
 
-/// The window maximum of output `(oh, ow)` of plane `(n, c)` (block-relative) of a block
-/// of rows from `row0` laid out as `x_layout` (IEEE `maximum`, row-major window order,
-/// padding skipped), with its flags.
+/// The window maximum of output `(oh, ow)` of a plane (block-relative) of a block of rows
+/// from `row0`, the plane's element `s` at `x[base + s · step]` (IEEE `maximum`, row-major
+/// window order, padding skipped), with its flags.
 fn window_max<T: Copy>(
     g: &WindowGeometry,
-    (x, x_layout): (&[T], BlockLayout),
-    (n, c): (u64, u64),
+    (x, base, step): (&[T], usize, usize),
     row0: u32,
     (oh, ow): (u32, u32),
     max: fn(T, T) -> (T, FpSts),
@@ -753,8 +752,8 @@ fn window_max<T: Copy>(
         };
         for kwi in 0..g.kw {
             if let Some(col) = g.input_col(ow, kwi) {
-                let s = u64::from(r - row0) * u64::from(g.w) + u64::from(col);
-                let v = x[x_layout.at(n, c, s)];
+                let s = (r - row0) as usize * g.w as usize + col as usize;
+                let v = x[base + s * step];
                 m = Some(match m {
                     None => v,
                     Some(m) => {
@@ -794,13 +793,19 @@ fn pool_typed<T: Copy + PartialEq>(
     let mut flags = FpSts::empty();
     let inside = || EngineError::invalid("a pooling window inside the padding");
     let outside = || EngineError::invalid("pooling units outside the output block");
+    // The gradient's window maxima, each computed when an input first needs it and kept
+    // for the unit: the same windows, values and flags as computing it for every input
+    // it covers (a flag is raised once or many times alike).
+    let mut maxima: Vec<Option<(Option<T>, FpSts)>> = Vec::new();
     for u in p.units.0..p.units.1 {
         let (n, ch) = p.unit(u);
         let nc = (u64::from(n - p.batch.0), u64::from(ch - p.out_channels.0));
+        let (xb, xs) = x_layout.plane_at(nc.0, nc.1);
+        let xp = (x, xb, xs);
         if !grad {
             for oh in p.out_rows.0..p.out_rows.1 {
                 for ow in 0..g.ow {
-                    let (m, f) = window_max(g, (x, x_layout), nc, p.in_rows.0, (oh, ow), max);
+                    let (m, f) = window_max(g, xp, p.in_rows.0, (oh, ow), max);
                     flags |= f;
                     let at = p.out_position(u, u64::from(oh - p.out_rows.0), u64::from(ow));
                     *out.get_mut(at as usize).ok_or_else(outside)? = m.ok_or_else(inside)?;
@@ -808,20 +813,33 @@ fn pool_typed<T: Copy + PartialEq>(
             }
             continue;
         }
+        let (db, ds) = dy_layout.plane_at(nc.0, nc.1);
+        // The output rows whose windows meet the block's rows.
+        let oh0 = match p.out_rows.0 < p.out_rows.1 {
+            true => windows_of(p.out_rows.0, g.kh, g.oh, g.stride[0], g.padding[0]).start,
+            false => 0,
+        };
+        let ow_count = g.ow as usize;
+        maxima.clear();
         for h in p.out_rows.0..p.out_rows.1 {
             let ohs = windows_of(h, g.kh, g.oh, g.stride[0], g.padding[0]);
             for wc in 0..g.w {
-                let s = u64::from(h - p.in_rows.0) * u64::from(g.w) + u64::from(wc);
-                let xv = x[x_layout.at(nc.0, nc.1, s)];
+                let s = (h - p.in_rows.0) as usize * g.w as usize + wc as usize;
+                let xv = x[xb + s * xs];
                 let ows = windows_of(wc, g.kw, g.ow, g.stride[1], g.padding[1]);
                 let mut acc = 0f32;
                 for oh in ohs.clone() {
                     for ow in ows.clone() {
-                        let (m, f) = window_max(g, (x, x_layout), nc, p.in_rows.0, (oh, ow), max);
+                        let slot = (oh - oh0) as usize * ow_count + ow as usize;
+                        if maxima.len() <= slot {
+                            maxima.resize(slot + 1, None);
+                        }
+                        let (m, f) = *maxima[slot]
+                            .get_or_insert_with(|| window_max(g, xp, p.in_rows.0, (oh, ow), max));
                         flags |= f;
                         if m == Some(xv) {
-                            let d = u64::from(oh - p.aux_rows.0) * u64::from(g.ow) + u64::from(ow);
-                            let (s, f) = fp32::add(acc, widen(dy[dy_layout.at(nc.0, nc.1, d)]));
+                            let d = (oh - p.aux_rows.0) as usize * ow_count + ow as usize;
+                            let (s, f) = fp32::add(acc, widen(dy[db + d * ds]));
                             acc = s;
                             flags |= f;
                         }

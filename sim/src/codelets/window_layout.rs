@@ -37,6 +37,12 @@ impl BlockLayout {
         self.0.index(n, c, s) as usize
     }
 
+    /// Where plane `(n, c)` lies: its element `s` is at `base + s · step` (the layout's
+    /// index is linear in the plane position), so a walk over a plane divides once.
+    pub(crate) fn plane_at(&self, n: u64, c: u64) -> (usize, usize) {
+        (self.at(n, c, 0), self.0.group.max(1) as usize)
+    }
+
     /// (group, plane, channels, batch, channel groups) as host sizes.
     fn sizes(&self) -> (usize, usize, usize, usize, usize) {
         let l = &self.0;
@@ -157,6 +163,22 @@ mod tests {
                 got, want,
                 "group {group}, batch {batch}, channels {channels}, plane {plane}"
             );
+        }
+    }
+
+    /// A plane's base and step give every element's position.
+    #[test]
+    fn plane_at_is_the_index_of_every_element() {
+        for (group, batch, channels, plane) in [(4, 2, 8, 6), (1, 3, 5, 7), (16, 1, 32, 9)] {
+            let layout = BlockLayout::new(group, batch, channels, plane);
+            for n in 0..batch {
+                for c in 0..channels {
+                    let (base, step) = layout.plane_at(n, c);
+                    for s in 0..plane {
+                        assert_eq!(base + s as usize * step, layout.at(n, c, s));
+                    }
+                }
+            }
         }
     }
 
