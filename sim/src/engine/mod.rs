@@ -215,24 +215,20 @@ impl Engine {
         let tree = Tree::new(&exe.program, &exe.steps);
         tree.check(&exe)?;
         let contexts = exe.target.worker_contexts.max(1);
-        let tile_state = |(d, &size): (usize, &usize)| {
-            let tile = index.tile(d);
-            TileState {
-                mem: TileMem::zeroed(size),
-                rngs: (0..contexts)
-                    .map(|w| SrRng::new(options.seed, exe.tile_index(tile) as u32, w))
-                    .collect(),
-                sts: FpSts::empty(),
-            }
-        };
-        // Zeroing a chip's memory is a quarter of a second for ResNet-50: on the host threads.
-        let tiles = workers.install(true, |parallel| {
-            if parallel {
-                sizes.par_iter().enumerate().map(tile_state).collect()
-            } else {
-                sizes.iter().enumerate().map(tile_state).collect()
-            }
-        });
+        let tiles = sizes
+            .iter()
+            .enumerate()
+            .map(|(d, &size)| {
+                let tile = index.tile(d);
+                TileState {
+                    mem: TileMem::zeroed(size),
+                    rngs: (0..contexts)
+                        .map(|w| SrRng::new(options.seed, exe.tile_index(tile) as u32, w))
+                        .collect(),
+                    sts: FpSts::empty(),
+                }
+            })
+            .collect();
         let mut engine = Engine {
             ctl: options.fp.ctl(true),
             options,
@@ -569,15 +565,15 @@ const VALUES_BATCH_BYTES: u64 = 64 << 20;
 /// those whose bytes sum to at most `budget`.
 fn values_batch(exe: &Executable, values: &[InitialValue], budget: u64) -> usize {
     let mut bytes = 0u64;
-    values
-        .iter()
-        .take_while(|iv| {
-            let first = bytes == 0;
-            bytes = bytes.saturating_add(exe.tensor(iv.tensor).size_bytes());
-            first || bytes <= budget
-        })
-        .count()
-        .max(1)
+    let mut taken = 0;
+    for iv in values {
+        bytes = bytes.saturating_add(exe.tensor(iv.tensor).size_bytes());
+        if taken > 0 && bytes > budget {
+            break;
+        }
+        taken += 1;
+    }
+    taken.max(1)
 }
 
 #[cfg(test)]
