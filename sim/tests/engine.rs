@@ -507,3 +507,30 @@ fn engines_move_between_threads() {
     send::<Engine>();
     send::<ipusim_sim::debugger::Debugger<ipusim_sim::feeds::ProgramHost>>();
 }
+
+/// With rounding to nearest and no exception enabled, the workers' slices of a split vertex
+/// run as one pass (`codelets::one_pass`); enabling an exception that no operation raises
+/// runs them slice by slice, worker by worker. Both give the same trace, outfeeds and
+/// variables, bit for bit: element-wise, convolution and pooling vertices.
+#[test]
+fn split_vertices_give_the_same_values_in_one_pass_and_slice_by_slice() {
+    for name in ["train_mlp", "elementwise", "cnn_tour", "strided_shortcut"] {
+        let options = |fp| EngineOptions {
+            fp,
+            seed: 5,
+            threads: Some(1),
+            record_trace: true,
+        };
+        let one_pass = observe(name, options(FpConfig::default()));
+        let sliced = observe(
+            name,
+            options(FpConfig {
+                oflo: true,
+                div0: true,
+                ..FpConfig::default()
+            }),
+        );
+        assert!(!one_pass.0.events.is_empty());
+        assert_eq!(one_pass, sliced, "{name}");
+    }
+}
