@@ -508,10 +508,10 @@ fn engines_move_between_threads() {
     send::<ipusim_sim::debugger::Debugger<ipusim_sim::feeds::ProgramHost>>();
 }
 
-/// With rounding to nearest and no exception enabled, the workers' slices of a split vertex
-/// run as one pass (`codelets::one_pass`); enabling an exception that no operation raises
+/// With rounding to nearest and no exception enabled, a split vertex runs as one pass, as an
+/// unsplit vertex (`codelets::one_pass`); enabling an exception that no operation raises
 /// runs them slice by slice, worker by worker. Both give the same trace, outfeeds and
-/// variables, bit for bit: element-wise, convolution and pooling vertices.
+/// variables, bit for bit: element-wise, reduction, convolution and pooling vertices.
 #[test]
 fn split_vertices_give_the_same_values_in_one_pass_and_slice_by_slice() {
     for name in ["train_mlp", "elementwise", "cnn_tour", "strided_shortcut"] {

@@ -100,14 +100,6 @@ pub(crate) fn run_slices(
     }
     let eo = out_dtype.size_bytes();
     let mut flags = FpSts::empty();
-    let merged;
-    let slices = match super::one_pass(ctl, slices) {
-        Some(all) => {
-            merged = [all];
-            &merged[..]
-        }
-        None => slices,
-    };
     for (w, &(a, b)) in slices.iter().enumerate() {
         let (a, b) = (a as usize, b as usize);
         let mut sub: [&[u8]; MAX_INPUTS] = [&[]; MAX_INPUTS];

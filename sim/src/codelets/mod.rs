@@ -161,7 +161,8 @@ pub(crate) fn execute(
 /// columns in multiples of `grain`) with that worker's stream of
 /// `rngs`, in worker order.
 /// Stops at the first slice that traps: the worker it ran on, the flags of the slices
-/// before it, and the fault.
+/// before it, and the fault. With rounding to nearest and no exception enabled the vertex
+/// runs as one pass instead ([`one_pass`]).
 pub(crate) fn execute_split(
     codelet: &Codelet,
     v: &Vertex,
@@ -175,22 +176,20 @@ pub(crate) fn execute_split(
     // codelets by their units, the block ones by their groups or columns, the element-wise
     // ones and `Fill` by their outputs.
     let workers = rngs.len() as u32;
+    if one_pass(ctl) {
+        if let Some(rng) = rngs.first_mut() {
+            return execute(codelet, v, dtypes, mem, scratch, Worker { ctl, rng })
+                .map_err(|e| (0, FpSts::empty(), e));
+        }
+    }
     let mut ops = operands::split(mem, v, dtypes).map_err(|e| (0, FpSts::empty(), e.into()))?;
     if let VertexParams::Window(wv) = &v.params {
         // The block's units, a slice per worker, each a window vertex of its own.
         let (u0, u1) = wv.units;
         let slices =
             ipusim_exe::workers::worker_slices(u64::from(u1.saturating_sub(u0)), 1, workers);
-        let merged;
-        let slices = match one_pass(ctl, &slices) {
-            Some(all) => {
-                merged = [all];
-                &merged[..]
-            }
-            None => &slices[..],
-        };
         let mut flags = FpSts::empty();
-        for ((w, &(a, b)), rng) in slices.iter().enumerate().zip(rngs.iter_mut()) {
+        for ((w, (a, b)), rng) in slices.into_iter().enumerate().zip(rngs.iter_mut()) {
             let mut p = wv.params();
             p.units = (u0 + a as u32, u0 + b as u32);
             match window::run(codelet, &p, ops.reborrow(), scratch, Worker { ctl, rng }) {
@@ -215,21 +214,16 @@ pub(crate) fn execute_split(
     map::run_slices(codelet, &v.params, ops, scratch, &slices, (ctl, rngs))
 }
 
-/// The workers' consecutive slices as one range, when they may run as one pass: without
-/// stochastic rounding no worker draws from its stream, and with no exception enabled no
-/// slice traps (a trap stops at its worker's slice, leaving the later ones unwritten), so
-/// each output is what its worker's slice computes (an element-wise kernel computes every
-/// element alone, `numerics::kernels::map`; a convolution every unit, the AMP kernels
-/// every element in the same order whatever rows they block together) and the flags are
-/// their OR. A vertex split over six workers is then one call, not six.
-pub(crate) fn one_pass(ctl: crate::numerics::FpCtl, slices: &[(u64, u64)]) -> Option<(u64, u64)> {
-    let (&(first, _), &(_, last)) = (slices.first()?, slices.last()?);
-    let consecutive = slices.windows(2).all(|w| w[0].1 == w[1].0);
-    (slices.len() > 1
-        && consecutive
-        && !ctl.contains(crate::numerics::FpCtl::ESR)
-        && ctl.trapping(FpSts::all()).is_empty())
-    .then_some((first, last))
+/// Whether a split vertex may run as one pass, as an unsplit vertex: without stochastic
+/// rounding no worker draws from its stream, and with no exception enabled no worker's part
+/// traps (a trap stops at its worker's part, leaving the later ones unwritten). Each output
+/// is then what its worker's part computes — an element-wise kernel computes every element
+/// alone (`numerics::kernels::map`), a window codelet every unit, a block codelet every
+/// group and column, the AMP kernels every element in the same order whatever rows they
+/// block together — and the flags are their OR. A vertex split over six workers is then one
+/// call, not six.
+pub(crate) fn one_pass(ctl: FpCtl) -> bool {
+    !ctl.contains(FpCtl::ESR) && ctl.trapping(FpSts::all()).is_empty()
 }
 
 /// The name of a parameter variant, for messages.
@@ -262,18 +256,15 @@ mod tests {
     use ipusim_exe::workers::{split_grain, worker_slices, ALL_WORKERS};
     use ipusim_ir::BinaryOp;
 
-    /// Consecutive slices run as one pass only with rounding to nearest and no exception
-    /// enabled, and only when there are several.
+    /// A split vertex runs as one pass only with rounding to nearest and no exception
+    /// enabled (NaN-on-overflow changes values, not the partition's effect).
     #[test]
-    fn one_pass_needs_nearest_rounding_no_traps_and_consecutive_slices() {
-        let slices = [(0, 4), (4, 8), (8, 8), (8, 11)];
-        let quiet = FpCtl::empty();
-        assert_eq!(one_pass(quiet, &slices), Some((0, 11)));
-        assert_eq!(one_pass(FpCtl::ESR, &slices), None);
-        assert_eq!(one_pass(FpCtl::OFLO, &slices), None);
-        assert_eq!(one_pass(quiet, &slices[..1]), None);
-        assert_eq!(one_pass(quiet, &[(0, 4), (5, 8)]), None);
-        assert_eq!(one_pass(quiet, &[]), None);
+    fn one_pass_needs_nearest_rounding_and_no_traps() {
+        assert!(one_pass(FpCtl::empty()));
+        assert!(one_pass(FpCtl::NANOO));
+        assert!(!one_pass(FpCtl::ESR));
+        assert!(!one_pass(FpCtl::OFLO));
+        assert!(!one_pass(FpCtl::INV | FpCtl::DIV0));
     }
 
     /// A vertex of `Binary<Add,f16>` over elements `[a, b)` of `n`-element tensors 0, 1 and
