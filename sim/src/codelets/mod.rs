@@ -175,13 +175,13 @@ pub(crate) fn execute_split(
     // The plan checked that the codelet may be split (`workers::may_run_on`): the window
     // codelets by their units, the block ones by their groups or columns, the element-wise
     // ones and `Fill` by their outputs.
-    let workers = rngs.len() as u32;
     if one_pass(ctl) {
         if let Some(rng) = rngs.first_mut() {
             return execute(codelet, v, dtypes, mem, scratch, Worker { ctl, rng })
                 .map_err(|e| (0, FpSts::empty(), e));
         }
     }
+    let workers = rngs.len() as u32;
     let mut ops = operands::split(mem, v, dtypes).map_err(|e| (0, FpSts::empty(), e.into()))?;
     if let VertexParams::Window(wv) = &v.params {
         // The block's units, a slice per worker, each a window vertex of its own.

@@ -382,13 +382,15 @@ fn conv(
                     .get_mut(at..end)
                     .ok_or_else(|| EngineError::invalid("window units outside the output block"))?;
                 let src = &staged[r * cols * es..(r + 1) * cols * es];
+                // `check` holds a convolution's output to FP16 or FP32.
                 match es {
                     2 => scatter_strided::<2>(dst, src, step),
                     4 => scatter_strided::<4>(dst, src, step),
                     _ => {
-                        for (d, v) in dst.chunks_mut(step).zip(src.chunks_exact(es)) {
-                            d[..es].copy_from_slice(v);
-                        }
+                        return Err(EngineError::invalid(format!(
+                            "a convolution output of {es}-byte elements"
+                        ))
+                        .into())
                     }
                 }
             }

@@ -25,7 +25,9 @@ pub(crate) struct ComputeSetPlan {
     pub cycles: u64,
     /// How much host work the compute set is, in tile-cycles, to decide whether handing its
     /// tiles to a pool pays: the sum of `tile_cycles` plus [`VERTEX_HOST_WORK`] per vertex
-    /// (per worker part of a vertex its workers split, [`ipusim_exe::workers::worker_parts`]).
+    /// (per worker part of a vertex its workers split, [`ipusim_exe::workers::worker_parts`]:
+    /// an upper bound when such a vertex runs as one pass, `codelets::one_pass`, which the
+    /// control register of the moment decides, not the plan).
     pub work: u64,
 }
 
