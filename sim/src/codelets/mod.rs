@@ -15,6 +15,7 @@
 
 pub(crate) mod amp;
 pub(crate) mod block;
+mod conv_matrices;
 pub(crate) mod map;
 pub(crate) mod operands;
 pub(crate) mod window;

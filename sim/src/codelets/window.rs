@@ -1,13 +1,15 @@
 //! The window codelets (`ipusim_exe::codelets`): `Conv` (a convolution partial of one pass
 //! over the tile's operand blocks) and `MaxPool` (and its gradient).
 //!
-//! A `Conv` vertex gathers, per batch element of its units, the two matrices of its pass
-//! from the operand blocks into f32 scratch (a padded or unreached position is an exact
-//! zero; FP16 values widen exactly) and multiplies them with the AMP product shared with
-//! `AmpMatMul` ([`super::amp::product`]), so its accumulation order is the codelet's, and the
+//! A `Conv` vertex gathers the two matrices of its pass from the operand blocks into f32
+//! scratch ([`super::conv_matrices`]: the weights' matrix once per block, the feature map's
+//! per batch element; a padded or unreached position is an exact zero; FP16 values widen
+//! exactly) and multiplies them with the AMP product shared with `AmpMatMul`
+//! ([`super::amp::product`]), so its accumulation order is the codelet's, and the
 //! reference interpreter's (`interp/conv.rs`) reduction order is the one it gathers in.
 
 use super::amp::product;
+use super::conv_matrices;
 use super::operands::Operands;
 use super::window_layout::BlockLayout;
 use super::{Scratch, VertexError, Worker};
@@ -171,6 +173,11 @@ pub(crate) struct WindowScratch {
     b_for: Option<u32>,
     /// Whether every element of that `b` is finite (checked once, when gathered).
     b_finite: bool,
+    /// `Forward` and `InputGrad`: the weights' matrix `a` of every output channel of the
+    /// block ([`conv_matrices`]), shared by the block's vertices.
+    a: Vec<f32>,
+    /// The pass, the reduction's kernel width and the block (its units cleared) `a` is for.
+    a_for: Option<(WindowPass, u32, WindowParams)>,
 }
 
 impl WindowScratch {
@@ -178,6 +185,36 @@ impl WindowScratch {
     pub fn forget(&mut self) {
         self.key = None;
         self.b_for = None;
+        self.a_for = None;
+    }
+
+    /// Where the rows of `a` for units `o0 .. o0 + rows` of block `p` (`Forward`,
+    /// `InputGrad`) are in `self.a`, gathered from the widened weights for the whole block
+    /// when the block is new.
+    fn weight_rows(
+        &mut self,
+        (pass, kwp): (WindowPass, u32),
+        p: &WindowParams,
+        o0: u32,
+        rows: usize,
+    ) -> std::ops::Range<usize> {
+        let block = WindowParams {
+            units: (0, 0),
+            ..p.clone()
+        };
+        let k = conv_matrices::reduction(p, kwp);
+        let fresh =
+            !matches!(&self.a_for, Some((q, kq, b)) if *q == pass && *kq == kwp && *b == block);
+        if fresh {
+            let a = resized(&mut self.a, p.out_channel_count() as usize * k);
+            match pass {
+                WindowPass::Forward => conv_matrices::forward_weights(p, kwp, &self.y, a),
+                _ => conv_matrices::input_grad_weights(p, &self.y, a),
+            }
+            self.a_for = Some((pass, kwp, block));
+        }
+        let first = (o0 - p.out_channels.0) as usize * k;
+        first..first + rows * k
     }
 
     /// Widens operands `a` and `b` to f32, each taken from its channel-grouped block
@@ -219,6 +256,7 @@ impl WindowScratch {
         }
         self.key = Some(key);
         self.b_for = None;
+        self.a_for = None;
         Ok(())
     }
 }
@@ -312,7 +350,6 @@ fn conv(
                 len(p.in_channels) * kh * kw,
             ),
         };
-        let a = abuf.take::<f32>(rows * k);
         let b = bbuf.take::<f32>(k * cols);
         let b_key = if pass == WindowPass::WeightGrad {
             u32::MAX
@@ -320,23 +357,23 @@ fn conv(
             n
         };
         let fresh_b = win.b_for != Some(b_key);
-        match pass {
-            WindowPass::Forward => forward(
-                (p, kwp),
-                n,
-                ch0,
-                rows,
-                (&win.x, &win.y),
-                a,
-                fresh_b.then_some(b),
-            ),
-            WindowPass::InputGrad => {
-                input_grad(p, n, ch0, rows, (&win.x, &win.y), a, fresh_b.then_some(b))
+        let a: &[f32] = match pass {
+            WindowPass::Forward | WindowPass::InputGrad => {
+                if fresh_b {
+                    match pass {
+                        WindowPass::Forward => conv_matrices::forward_inputs(p, kwp, n, &win.x, b),
+                        _ => conv_matrices::input_grad_inputs(p, n, &win.x, b),
+                    }
+                }
+                let rows_of = win.weight_rows((pass, kwp), p, ch0, rows);
+                &win.a[rows_of]
             }
             WindowPass::WeightGrad => {
-                weight_grad(p, u, rows, (&win.x, &win.y), a, fresh_b.then_some(b))
+                let a = abuf.take::<f32>(rows * k);
+                conv_matrices::weight_grad(p, u, rows, (&win.x, &win.y), a, fresh_b.then_some(b));
+                a
             }
-        }
+        };
         if fresh_b {
             win.b_finite = amp::finite(bbuf.take::<f32>(k * cols));
         }
@@ -437,254 +474,6 @@ fn operand_layouts(pass: WindowPass, p: &WindowParams) -> (BlockLayout, BlockLay
                 plane(p.out_rows, p.out_cols),
             ),
         ),
-    }
-}
-
-/// For each kernel index `k` and output index `o` along one axis, the input index it reads
-/// (`None`: padding), as a flat table `[k][o]`.
-fn reads(k: u32, out: u32, f: impl Fn(u32, u32) -> Option<u32>) -> Vec<Option<u32>> {
-    (0..k)
-        .flat_map(|ki| (0..out).map(move |o| (ki, o)))
-        .map(|(ki, o)| f(o, ki))
-        .collect()
-}
-
-/// [`reads`] along the columns of a block: for kernel column `k` and each output column of
-/// `out` (absolute), the column it reads relative to `first`, the block's first held column.
-fn block_reads(
-    k: u32,
-    out: (u32, u32),
-    first: u32,
-    f: impl Fn(u32, u32) -> Option<u32>,
-) -> Vec<Option<u32>> {
-    (0..k)
-        .flat_map(|ki| (out.0..out.1).map(move |o| (ki, o)))
-        .map(|(ki, o)| f(o, ki).and_then(|c| c.checked_sub(first)))
-        .collect()
-}
-
-/// The run of `cols` (input columns per output position, `None` for padding) that reads
-/// consecutive input columns: `(first position, end position, first column)`, when every
-/// position outside it is padding.
-fn contiguous(cols: &[Option<u32>]) -> Option<(usize, usize, usize)> {
-    let lo = cols.iter().position(Option::is_some)?;
-    let hi = cols.iter().rposition(Option::is_some)? + 1;
-    let first = cols[lo]? as usize;
-    cols[lo..hi]
-        .iter()
-        .enumerate()
-        .all(|(j, c)| *c == Some((first + j) as u32))
-        .then_some((lo, hi, first))
-}
-
-/// `dst[j] = src[cols[j]]` (0 for padding), as one copy when the columns are a run.
-fn gather_row(
-    dst: &mut [f32],
-    src: &[f32],
-    cols: &[Option<u32>],
-    run: Option<(usize, usize, usize)>,
-) {
-    match run {
-        Some((lo, hi, first)) => {
-            dst[..lo].fill(0.0);
-            dst[lo..hi].copy_from_slice(&src[first..first + (hi - lo)]);
-            dst[hi..].fill(0.0);
-        }
-        None => {
-            for (d, col) in dst.iter_mut().zip(cols) {
-                *d = col.map_or(0.0, |cc| src[cc as usize]);
-            }
-        }
-    }
-}
-
-/// `Forward`: `a[o][(kh, kw, c)]` from the weights, `b[(kh, kw, c)][(row, ow)]` from `x`.
-#[allow(clippy::too_many_arguments)]
-fn forward(
-    (p, kwp): (&WindowParams, u32),
-    n: u32,
-    o0: u32,
-    rows: usize,
-    (x, w): (&[f32], &[f32]),
-    a: &mut [f32],
-    b: Option<&mut [f32]>,
-) {
-    let g = &p.geometry;
-    // The block's part of the input channels (the reduction).
-    let cg = len(p.in_channels);
-    // Kernel columns `g.kw..kwp` are padding: zero weights, and zero inputs.
-    let (kh, kw, kwp) = (g.kh as usize, g.kw as usize, kwp as usize);
-    let k = kh * kwp * cg;
-    let taps = kh * kw;
-    for r in 0..rows {
-        let o = (o0 - p.out_channels.0) as usize + r;
-        // a[r][(kh, kw, c)] = w[o][c][kh][kw] over the padded width (zero past `kw`).
-        let mut slots = a[r * k..(r + 1) * k].chunks_exact_mut(cg.max(1));
-        for khi in 0..kh {
-            for kwi in 0..kwp {
-                let Some(slots) = slots.next() else { return };
-                if kwi >= kw {
-                    slots.fill(0.0);
-                    continue;
-                }
-                let tap = khi * kw + kwi;
-                if p.weight_chunk == 0 {
-                    for (c, slot) in slots.iter_mut().enumerate() {
-                        *slot = w[(o * cg + c) * taps + tap];
-                    }
-                } else {
-                    // A chunk's channels are consecutive rows of its `[o][c][kh][kw]`.
-                    let mut c = 0;
-                    while c < slots.len() {
-                        let at = p.forward_weight_at(o, c) + tap;
-                        let run = p.weight_chunk_rest(c).min(slots.len() - c).max(1);
-                        for (i, slot) in slots[c..c + run].iter_mut().enumerate() {
-                            *slot = w[at + i * taps];
-                        }
-                        c += run;
-                    }
-                }
-            }
-        }
-    }
-    let Some(b) = b else { return };
-    let (in_rows, width, ow) = (len(p.in_rows), len(p.in_cols), len(p.out_cols));
-    let row_of = reads(g.kh, g.oh, |o, k| g.input_row(o, k));
-    let col_of = block_reads(g.kw, p.out_cols, p.in_cols.0, |o, k| g.input_col(o, k));
-    let nl = (n - p.batch.0) as usize;
-    let mut i = 0;
-    for khi in 0..kh {
-        for kwi in 0..kwp {
-            if kwi >= kw {
-                let pad = cg * len(p.out_rows) * ow;
-                b[i..i + pad].fill(0.0);
-                i += pad;
-                continue;
-            }
-            let cols = &col_of[kwi * ow..(kwi + 1) * ow];
-            let run = contiguous(cols);
-            for c in 0..cg {
-                let base = (nl * cg + c) * in_rows;
-                for row in p.out_rows.0..p.out_rows.1 {
-                    let dst = &mut b[i..i + ow];
-                    i += ow;
-                    match row_of[khi * g.oh as usize + row as usize] {
-                        Some(r) => {
-                            let src = &x[(base + (r - p.in_rows.0) as usize) * width..][..width];
-                            gather_row(dst, src, cols, run);
-                        }
-                        None => dst.fill(0.0),
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// `InputGrad`: `a[c][(kh, kw, o)]` from the weights, `b[(kh, kw, o)][(h, w)]` from `dy`.
-#[allow(clippy::too_many_arguments)]
-fn input_grad(
-    p: &WindowParams,
-    n: u32,
-    c0: u32,
-    rows: usize,
-    (dy, w): (&[f32], &[f32]),
-    a: &mut [f32],
-    b: Option<&mut [f32]>,
-) {
-    let g = &p.geometry;
-    // The block's part of the output channels (the reduction).
-    let og = len(p.in_channels);
-    let cb = p.out_channel_count() as usize;
-    let (kh, kw) = (g.kh as usize, g.kw as usize);
-    let k = kh * kw * og;
-    let taps = kh * kw;
-    for r in 0..rows {
-        let c = (c0 - p.out_channels.0) as usize + r;
-        // a[r][(pos, o)] = w[o][c][pos], pos = (kh, kw) flattened.
-        let row = &mut a[r * k..(r + 1) * k];
-        for (pos, slots) in row.chunks_exact_mut(og.max(1)).enumerate() {
-            for (o, slot) in slots.iter_mut().enumerate() {
-                *slot = w[(o * cb + c) * taps + pos];
-            }
-        }
-    }
-    let Some(b) = b else { return };
-    let (in_rows, ow, width) = (len(p.in_rows), len(p.in_cols), len(p.out_cols));
-    let row_of = reads(g.kh, g.h, |h, k| g.output_row(h, k));
-    let col_of = block_reads(g.kw, p.out_cols, p.in_cols.0, |wc, k| g.output_col(wc, k));
-    let nl = (n - p.batch.0) as usize;
-    let mut i = 0;
-    for khi in 0..kh {
-        for kwi in 0..kw {
-            let cols = &col_of[kwi * width..(kwi + 1) * width];
-            let run = contiguous(cols);
-            for o in 0..og {
-                let base = (nl * og + o) * in_rows;
-                for h in p.out_rows.0..p.out_rows.1 {
-                    let dst = &mut b[i..i + width];
-                    i += width;
-                    match row_of[khi * g.h as usize + h as usize] {
-                        Some(r) => {
-                            let src = &dy[(base + (r - p.in_rows.0) as usize) * ow..][..ow];
-                            gather_row(dst, src, cols, run);
-                        }
-                        None => dst.fill(0.0),
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// `WeightGrad`: `a[o][(n, oh, ow)]` from `dy`, `b[(n, oh, ow)][(c, kh, kw)]` from `x`.
-fn weight_grad(
-    p: &WindowParams,
-    u0: u32,
-    rows: usize,
-    (x, dy): (&[f32], &[f32]),
-    a: &mut [f32],
-    b: Option<&mut [f32]>,
-) {
-    let g = &p.geometry;
-    let ob = p.out_channel_count() as usize;
-    let cb = len(p.in_channels);
-    let (out_rows, ow) = (len(p.out_rows), len(p.out_cols));
-    let nb = len(p.batch);
-    let k = nb * out_rows * ow;
-    let plane = out_rows * ow;
-    for r in 0..rows {
-        let o = u0 as usize + r;
-        for n in 0..nb {
-            a[r * k + n * plane..][..plane].copy_from_slice(&dy[(n * ob + o) * plane..][..plane]);
-        }
-    }
-    let Some(b) = b else { return };
-    let (in_rows, w) = (len(p.in_rows), len(p.in_cols));
-    let (kh, kw, oh) = (g.kh as usize, g.kw as usize, g.oh as usize);
-    let row_of = reads(g.kh, g.oh, |o, k| g.input_row(o, k));
-    let col_of = block_reads(g.kw, p.out_cols, p.in_cols.0, |o, k| g.input_col(o, k));
-    let mut i = 0;
-    for n in 0..nb {
-        for ohi in p.out_rows.0 as usize..p.out_rows.1 as usize {
-            for owi in 0..ow {
-                for c in 0..cb {
-                    let plane = (n * cb + c) * in_rows;
-                    for khi in 0..kh {
-                        let r = row_of[khi * oh + ohi];
-                        for kwi in 0..kw {
-                            b[i] = match (r, col_of[kwi * ow + owi]) {
-                                (Some(r), Some(cc)) => {
-                                    x[(plane + (r - p.in_rows.0) as usize) * w + cc as usize]
-                                }
-                                _ => 0.0,
-                            };
-                            i += 1;
-                        }
-                    }
-                }
-            }
-        }
     }
 }
 
@@ -855,4 +644,77 @@ fn pool_typed<T: Copy + PartialEq>(
         }
     }
     Ok(flags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipusim_exe::codelets::WindowGeometry;
+
+    /// A 1×1 convolution block of `c` input and 2 output channels over one 2×2 image.
+    fn block(c: u32) -> WindowParams {
+        WindowParams {
+            geometry: WindowGeometry {
+                n: 1,
+                c,
+                h: 2,
+                w: 2,
+                o: 2,
+                kh: 1,
+                kw: 1,
+                stride: [1, 1],
+                padding: [0; 4],
+                dilation: [1, 1],
+                groups: 1,
+                oh: 2,
+                ow: 2,
+            },
+            group: 0,
+            batch: (0, 1),
+            out_channels: (0, 2),
+            in_channels: (0, c),
+            out_rows: (0, 2),
+            in_rows: (0, 2),
+            aux_rows: (0, 0),
+            out_cols: (0, 2),
+            in_cols: (0, 2),
+            units: (0, 2),
+            input_channels: c,
+            in_group: 1,
+            aux_group: 1,
+            out_group: 1,
+            weight_chunk: 0,
+        }
+    }
+
+    /// The weights' matrix is the block's and the pass's: over the same widened weights, a
+    /// block with another reduction or the other pass gathers its own, and each vertex's
+    /// units read their rows of it.
+    #[test]
+    fn the_weight_matrix_follows_the_block_and_the_pass() {
+        let mut win = WindowScratch {
+            y: (1..=6).map(|v| v as f32).collect(),
+            ..WindowScratch::default()
+        };
+        let rows = |win: &mut WindowScratch, pass, p: &WindowParams, o0, n| {
+            let at = win.weight_rows((pass, 1), p, o0, n);
+            win.a[at].to_vec()
+        };
+        let (three, two) = (block(3), block(2));
+        assert_eq!(
+            rows(&mut win, WindowPass::Forward, &three, 0, 2),
+            [1., 2., 3., 4., 5., 6.]
+        );
+        assert_eq!(
+            rows(&mut win, WindowPass::Forward, &three, 1, 1),
+            [4., 5., 6.]
+        );
+        // `InputGrad`: a[c][o] = w[o][c] (`c` the block's 2 channels, `o` its reduction).
+        let grad = WindowPass::InputGrad;
+        assert_eq!(rows(&mut win, grad, &three, 0, 2), [1., 3., 5., 2., 4., 6.]);
+        assert_eq!(rows(&mut win, grad, &two, 0, 2), [1., 3., 2., 4.]);
+        assert_eq!(rows(&mut win, grad, &two, 1, 1), [2., 4.]);
+        win.forget();
+        assert_eq!(rows(&mut win, WindowPass::Forward, &two, 0, 1), [1., 2.]);
+    }
 }

@@ -1,0 +1,260 @@
+//! The two matrices of a `Conv` vertex's product, gathered from its operand blocks widened
+//! to f32 ([`super::window`]): `a` (rows: the vertex's output units) and `b` (columns: the
+//! output positions), both in the pass's reduction order, which is the reference
+//! interpreter's (`interp/conv.rs`). A padded or unreached position is an exact zero.
+//!
+//! For `Forward` and `InputGrad`, `a` is the weights' and does not depend on the batch
+//! element, so it is gathered once for every output channel of the block
+//! ([`forward_weights`], [`input_grad_weights`]) and a run of units reads its rows; `b`
+//! is gathered per batch element ([`forward_inputs`], [`input_grad_inputs`]). `WeightGrad`
+//! gathers both per vertex ([`weight_grad`]).
+
+use ipusim_exe::codelets::WindowParams;
+
+fn len(r: (u32, u32)) -> usize {
+    r.1.saturating_sub(r.0) as usize
+}
+
+/// For each kernel index `k` and output index `o` along one axis, the input index it reads
+/// (`None`: padding), as a flat table `[k][o]`.
+fn reads(k: u32, out: u32, f: impl Fn(u32, u32) -> Option<u32>) -> Vec<Option<u32>> {
+    (0..k)
+        .flat_map(|ki| (0..out).map(move |o| (ki, o)))
+        .map(|(ki, o)| f(o, ki))
+        .collect()
+}
+
+/// [`reads`] along the columns of a block: for kernel column `k` and each output column of
+/// `out` (absolute), the column it reads relative to `first`, the block's first held column.
+fn block_reads(
+    k: u32,
+    out: (u32, u32),
+    first: u32,
+    f: impl Fn(u32, u32) -> Option<u32>,
+) -> Vec<Option<u32>> {
+    (0..k)
+        .flat_map(|ki| (out.0..out.1).map(move |o| (ki, o)))
+        .map(|(ki, o)| f(o, ki).and_then(|c| c.checked_sub(first)))
+        .collect()
+}
+
+/// The run of `cols` (input columns per output position, `None` for padding) that reads
+/// consecutive input columns: `(first position, end position, first column)`, when every
+/// position outside it is padding.
+fn contiguous(cols: &[Option<u32>]) -> Option<(usize, usize, usize)> {
+    let lo = cols.iter().position(Option::is_some)?;
+    let hi = cols.iter().rposition(Option::is_some)? + 1;
+    let first = cols[lo]? as usize;
+    cols[lo..hi]
+        .iter()
+        .enumerate()
+        .all(|(j, c)| *c == Some((first + j) as u32))
+        .then_some((lo, hi, first))
+}
+
+/// `dst[j] = src[cols[j]]` (0 for padding), as one copy when the columns are a run.
+fn gather_row(
+    dst: &mut [f32],
+    src: &[f32],
+    cols: &[Option<u32>],
+    run: Option<(usize, usize, usize)>,
+) {
+    match run {
+        Some((lo, hi, first)) => {
+            dst[..lo].fill(0.0);
+            dst[lo..hi].copy_from_slice(&src[first..first + (hi - lo)]);
+            dst[hi..].fill(0.0);
+        }
+        None => {
+            for (d, col) in dst.iter_mut().zip(cols) {
+                *d = col.map_or(0.0, |cc| src[cc as usize]);
+            }
+        }
+    }
+}
+
+/// The reduction length of a `Forward` or `InputGrad` block's product: its part of the
+/// reduction's channels times the taps of the kernel (`kwp` columns wide).
+pub(super) fn reduction(p: &WindowParams, kwp: u32) -> usize {
+    p.geometry.kh as usize * kwp as usize * len(p.in_channels)
+}
+
+/// `Forward`'s `a` for every output channel `o` of the block: `a[o][(kh, kw, c)] =
+/// w[o][c][kh][kw]` over the padded width `kwp` (zero weights past the kernel's `kw`).
+pub(super) fn forward_weights(p: &WindowParams, kwp: u32, w: &[f32], a: &mut [f32]) {
+    let g = &p.geometry;
+    // The block's part of the input channels (the reduction).
+    let cg = len(p.in_channels);
+    let (kh, kw, kwp) = (g.kh as usize, g.kw as usize, kwp as usize);
+    let k = kh * kwp * cg;
+    let taps = kh * kw;
+    for (o, row) in a.chunks_exact_mut(k.max(1)).enumerate() {
+        let mut slots = row.chunks_exact_mut(cg.max(1));
+        for khi in 0..kh {
+            for kwi in 0..kwp {
+                let Some(slots) = slots.next() else { return };
+                if kwi >= kw {
+                    slots.fill(0.0);
+                    continue;
+                }
+                let tap = khi * kw + kwi;
+                if p.weight_chunk == 0 {
+                    for (c, slot) in slots.iter_mut().enumerate() {
+                        *slot = w[(o * cg + c) * taps + tap];
+                    }
+                } else {
+                    // A chunk's channels are consecutive rows of its `[o][c][kh][kw]`.
+                    let mut c = 0;
+                    while c < slots.len() {
+                        let at = p.forward_weight_at(o, c) + tap;
+                        let run = p.weight_chunk_rest(c).min(slots.len() - c).max(1);
+                        for (i, slot) in slots[c..c + run].iter_mut().enumerate() {
+                            *slot = w[at + i * taps];
+                        }
+                        c += run;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `Forward`'s `b` for batch element `n`: `b[(kh, kw, c)][(row, ow)]` from `x` (kernel
+/// columns `kw..kwp` are padding: zero inputs).
+pub(super) fn forward_inputs(p: &WindowParams, kwp: u32, n: u32, x: &[f32], b: &mut [f32]) {
+    let g = &p.geometry;
+    let cg = len(p.in_channels);
+    let (kh, kw, kwp) = (g.kh as usize, g.kw as usize, kwp as usize);
+    let (in_rows, width, ow) = (len(p.in_rows), len(p.in_cols), len(p.out_cols));
+    let row_of = reads(g.kh, g.oh, |o, k| g.input_row(o, k));
+    let col_of = block_reads(g.kw, p.out_cols, p.in_cols.0, |o, k| g.input_col(o, k));
+    let nl = (n - p.batch.0) as usize;
+    let mut i = 0;
+    for khi in 0..kh {
+        for kwi in 0..kwp {
+            if kwi >= kw {
+                let pad = cg * len(p.out_rows) * ow;
+                b[i..i + pad].fill(0.0);
+                i += pad;
+                continue;
+            }
+            let cols = &col_of[kwi * ow..(kwi + 1) * ow];
+            let run = contiguous(cols);
+            for c in 0..cg {
+                let base = (nl * cg + c) * in_rows;
+                for row in p.out_rows.0..p.out_rows.1 {
+                    let dst = &mut b[i..i + ow];
+                    i += ow;
+                    match row_of[khi * g.oh as usize + row as usize] {
+                        Some(r) => {
+                            let src = &x[(base + (r - p.in_rows.0) as usize) * width..][..width];
+                            gather_row(dst, src, cols, run);
+                        }
+                        None => dst.fill(0.0),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `InputGrad`'s `a` for every input channel `c` of the block (its output):
+/// `a[c][(kh, kw, o)] = w[o][c][kh][kw]`.
+pub(super) fn input_grad_weights(p: &WindowParams, w: &[f32], a: &mut [f32]) {
+    let g = &p.geometry;
+    // The block's part of the output channels (the reduction).
+    let og = len(p.in_channels);
+    let cb = p.out_channel_count() as usize;
+    let taps = (g.kh * g.kw) as usize;
+    let k = taps * og;
+    for (c, row) in a.chunks_exact_mut(k.max(1)).enumerate() {
+        for (pos, slots) in row.chunks_exact_mut(og.max(1)).enumerate() {
+            for (o, slot) in slots.iter_mut().enumerate() {
+                *slot = w[(o * cb + c) * taps + pos];
+            }
+        }
+    }
+}
+
+/// `InputGrad`'s `b` for batch element `n`: `b[(kh, kw, o)][(h, w)]` from `dy`.
+pub(super) fn input_grad_inputs(p: &WindowParams, n: u32, dy: &[f32], b: &mut [f32]) {
+    let g = &p.geometry;
+    let og = len(p.in_channels);
+    let (kh, kw) = (g.kh as usize, g.kw as usize);
+    let (in_rows, ow, width) = (len(p.in_rows), len(p.in_cols), len(p.out_cols));
+    let row_of = reads(g.kh, g.h, |h, k| g.output_row(h, k));
+    let col_of = block_reads(g.kw, p.out_cols, p.in_cols.0, |wc, k| g.output_col(wc, k));
+    let nl = (n - p.batch.0) as usize;
+    let mut i = 0;
+    for khi in 0..kh {
+        for kwi in 0..kw {
+            let cols = &col_of[kwi * width..(kwi + 1) * width];
+            let run = contiguous(cols);
+            for o in 0..og {
+                let base = (nl * og + o) * in_rows;
+                for h in p.out_rows.0..p.out_rows.1 {
+                    let dst = &mut b[i..i + width];
+                    i += width;
+                    match row_of[khi * g.h as usize + h as usize] {
+                        Some(r) => {
+                            let src = &dy[(base + (r - p.in_rows.0) as usize) * ow..][..ow];
+                            gather_row(dst, src, cols, run);
+                        }
+                        None => dst.fill(0.0),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `WeightGrad`: `a[o][(n, oh, ow)]` from `dy`, `b[(n, oh, ow)][(c, kh, kw)]` from `x`.
+pub(super) fn weight_grad(
+    p: &WindowParams,
+    u0: u32,
+    rows: usize,
+    (x, dy): (&[f32], &[f32]),
+    a: &mut [f32],
+    b: Option<&mut [f32]>,
+) {
+    let g = &p.geometry;
+    let ob = p.out_channel_count() as usize;
+    let cb = len(p.in_channels);
+    let (out_rows, ow) = (len(p.out_rows), len(p.out_cols));
+    let nb = len(p.batch);
+    let k = nb * out_rows * ow;
+    let plane = out_rows * ow;
+    for r in 0..rows {
+        let o = u0 as usize + r;
+        for n in 0..nb {
+            a[r * k + n * plane..][..plane].copy_from_slice(&dy[(n * ob + o) * plane..][..plane]);
+        }
+    }
+    let Some(b) = b else { return };
+    let (in_rows, w) = (len(p.in_rows), len(p.in_cols));
+    let (kh, kw, oh) = (g.kh as usize, g.kw as usize, g.oh as usize);
+    let row_of = reads(g.kh, g.oh, |o, k| g.input_row(o, k));
+    let col_of = block_reads(g.kw, p.out_cols, p.in_cols.0, |o, k| g.input_col(o, k));
+    let mut i = 0;
+    for n in 0..nb {
+        for ohi in p.out_rows.0 as usize..p.out_rows.1 as usize {
+            for owi in 0..ow {
+                for c in 0..cb {
+                    let plane = (n * cb + c) * in_rows;
+                    for khi in 0..kh {
+                        let r = row_of[khi * oh + ohi];
+                        for kwi in 0..kw {
+                            b[i] = match (r, col_of[kwi * ow + owi]) {
+                                (Some(r), Some(cc)) => {
+                                    x[(plane + (r - p.in_rows.0) as usize) * w + cc as usize]
+                                }
+                                _ => 0.0,
+                            };
+                            i += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
