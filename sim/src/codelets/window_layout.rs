@@ -10,6 +10,26 @@ use ipusim_exe::layout;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BlockLayout(layout::Grouped);
 
+/// Column `gi` of the `count × G` row-major matrix `wide` to `planes[gi · plane + s0 ..]`
+/// for every `gi`: eight rows at a time, so each column's part is one store of eight
+/// values, and the rest one by one.
+fn columns<const G: usize>(wide: &[f32], planes: &mut [f32], plane: usize, s0: usize) {
+    let mut rows = wide.chunks_exact(8 * G);
+    let mut s = s0;
+    for block in rows.by_ref() {
+        for gi in 0..G {
+            let column: [f32; 8] = std::array::from_fn(|j| block[j * G + gi]);
+            planes[gi * plane + s..][..8].copy_from_slice(&column);
+        }
+        s += 8;
+    }
+    for (j, row) in rows.remainder().chunks_exact(G).enumerate() {
+        for (gi, &v) in row.iter().enumerate() {
+            planes[gi * plane + s + j] = v;
+        }
+    }
+}
+
 impl BlockLayout {
     /// Row-major planes (group 1).
     pub(crate) const PLAIN: BlockLayout = BlockLayout(layout::Grouped {
@@ -109,10 +129,19 @@ impl BlockLayout {
             for (r, part) in block.chunks(run * g).enumerate() {
                 let wide = &mut wide[..part.len()];
                 load(part, wide);
-                let (s0, count) = (r * run, part.len() / g);
-                for (gi, out) in planes.chunks_exact_mut(plane).enumerate() {
-                    for (s, o) in out[s0..s0 + count].iter_mut().enumerate() {
-                        *o = wide[s * g + gi];
+                let s0 = r * run;
+                match g {
+                    2 => columns::<2>(wide, planes, plane, s0),
+                    4 => columns::<4>(wide, planes, plane, s0),
+                    8 => columns::<8>(wide, planes, plane, s0),
+                    16 => columns::<16>(wide, planes, plane, s0),
+                    _ => {
+                        let count = part.len() / g;
+                        for (gi, out) in planes.chunks_exact_mut(plane).enumerate() {
+                            for (s, o) in out[s0..s0 + count].iter_mut().enumerate() {
+                                *o = wide[s * g + gi];
+                            }
+                        }
                     }
                 }
             }
@@ -138,8 +167,8 @@ impl BlockLayout {
 mod tests {
     use super::BlockLayout;
 
-    /// The nested-loop un-grouping puts every storage position where `logical` says, for
-    /// whole and partial blocks.
+    /// The un-grouping puts every storage position where `logical` says, for whole and
+    /// partial blocks.
     #[test]
     fn ungroup_follows_the_logical_index() {
         for (group, batch, channels, plane, len) in [
@@ -148,6 +177,13 @@ mod tests {
             (4, 2, 8, 5, 2 * 4 * 5 + 7),
             (2, 1, 2, 9, 2 * 9),
             (2, 3, 4, 2, 3 * 4 * 2),
+            // Whole blocks of every group the transpose has a width for (and one it has
+            // not), planes longer than a run of the buffer and not a multiple of eight.
+            (4, 2, 8, 37, 2 * 8 * 37),
+            (8, 2, 16, 130, 2 * 16 * 130),
+            (16, 2, 32, 200, 2 * 32 * 200),
+            (16, 1, 16, 64, 16 * 64),
+            (32, 1, 64, 20, 64 * 20),
         ] {
             let layout = BlockLayout::new(group, batch, channels, plane);
             let src: Vec<f32> = (0..len).map(|i| i as f32).collect();
