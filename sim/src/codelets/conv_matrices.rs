@@ -9,33 +9,61 @@
 //! is gathered per batch element ([`forward_inputs`], [`input_grad_inputs`]). `WeightGrad`
 //! gathers both per vertex ([`weight_grad`]).
 
-use ipusim_exe::codelets::WindowParams;
+use ipusim_exe::codelets::{WindowParams, WindowPass};
 
 fn len(r: (u32, u32)) -> usize {
     r.1.saturating_sub(r.0) as usize
 }
 
-/// For each kernel index `k` and output index `o` along one axis, the input index it reads
-/// (`None`: padding), as a flat table `[k][o]`.
-fn reads(k: u32, out: u32, f: impl Fn(u32, u32) -> Option<u32>) -> Vec<Option<u32>> {
-    (0..k)
-        .flat_map(|ki| (0..out).map(move |o| (ki, o)))
-        .map(|(ki, o)| f(o, ki))
-        .collect()
+/// The input rows and columns a block's kernel taps read, for the block's pass: for each
+/// kernel row and output row of the geometry, the input row (`rows[kh][oh]`); for each
+/// kernel column and output column of the block, the column relative to the block's first
+/// held column (`cols[kw][ow]`); `None`: padding (or a column the block does not hold). For
+/// `Forward` and `InputGrad`, each kernel column's run of consecutive columns
+/// ([`contiguous`]). They depend on the block alone, so the block's vertices share them.
+#[derive(Debug, Default)]
+pub(super) struct Taps {
+    rows: Vec<Option<u32>>,
+    cols: Vec<Option<u32>>,
+    runs: Vec<Option<(usize, usize, usize)>>,
 }
 
-/// [`reads`] along the columns of a block: for kernel column `k` and each output column of
-/// `out` (absolute), the column it reads relative to `first`, the block's first held column.
-fn block_reads(
-    k: u32,
-    out: (u32, u32),
-    first: u32,
-    f: impl Fn(u32, u32) -> Option<u32>,
-) -> Vec<Option<u32>> {
-    (0..k)
-        .flat_map(|ki| (out.0..out.1).map(move |o| (ki, o)))
-        .map(|(ki, o)| f(o, ki).and_then(|c| c.checked_sub(first)))
-        .collect()
+impl Taps {
+    /// The taps of block `p` in `pass`.
+    pub(super) fn fill(&mut self, pass: WindowPass, p: &WindowParams) {
+        let g = &p.geometry;
+        let oh = match pass {
+            WindowPass::InputGrad => g.h,
+            _ => g.oh,
+        };
+        let first = p.in_cols.0;
+        let row = |o, k| match pass {
+            WindowPass::InputGrad => g.output_row(o, k),
+            _ => g.input_row(o, k),
+        };
+        let col = |o, k| match pass {
+            WindowPass::InputGrad => g.output_col(o, k),
+            _ => g.input_col(o, k),
+        };
+        self.rows.clear();
+        self.rows.extend(
+            (0..g.kh)
+                .flat_map(|k| (0..oh).map(move |o| (k, o)))
+                .map(|(k, o)| row(o, k)),
+        );
+        self.cols.clear();
+        self.cols.extend(
+            (0..g.kw)
+                .flat_map(|k| (p.out_cols.0..p.out_cols.1).map(move |o| (k, o)))
+                .map(|(k, o)| col(o, k).and_then(|c| c.checked_sub(first))),
+        );
+        self.runs.clear();
+        if pass != WindowPass::WeightGrad {
+            let ow = len(p.out_cols);
+            self.runs
+                .extend((0..g.kw as usize).map(|k| contiguous(&self.cols[k * ow..(k + 1) * ow])));
+        }
+    }
 }
 
 /// The run of `cols` (input columns per output position, `None` for padding) that reads
@@ -121,13 +149,18 @@ pub(super) fn forward_weights(p: &WindowParams, kwp: u32, w: &[f32], a: &mut [f3
 
 /// `Forward`'s `b` for batch element `n`: `b[(kh, kw, c)][(row, ow)]` from `x` (kernel
 /// columns `kw..kwp` are padding: zero inputs).
-pub(super) fn forward_inputs(p: &WindowParams, kwp: u32, n: u32, x: &[f32], b: &mut [f32]) {
+pub(super) fn forward_inputs(
+    (p, taps): (&WindowParams, &Taps),
+    kwp: u32,
+    n: u32,
+    x: &[f32],
+    b: &mut [f32],
+) {
     let g = &p.geometry;
     let cg = len(p.in_channels);
     let (kh, kw, kwp) = (g.kh as usize, g.kw as usize, kwp as usize);
     let (in_rows, width, ow) = (len(p.in_rows), len(p.in_cols), len(p.out_cols));
-    let row_of = reads(g.kh, g.oh, |o, k| g.input_row(o, k));
-    let col_of = block_reads(g.kw, p.out_cols, p.in_cols.0, |o, k| g.input_col(o, k));
+    let (row_of, col_of) = (&taps.rows, &taps.cols);
     let nl = (n - p.batch.0) as usize;
     let mut i = 0;
     for khi in 0..kh {
@@ -138,8 +171,7 @@ pub(super) fn forward_inputs(p: &WindowParams, kwp: u32, n: u32, x: &[f32], b: &
                 i += pad;
                 continue;
             }
-            let cols = &col_of[kwi * ow..(kwi + 1) * ow];
-            let run = contiguous(cols);
+            let (cols, run) = (&col_of[kwi * ow..(kwi + 1) * ow], taps.runs[kwi]);
             for c in 0..cg {
                 let base = (nl * cg + c) * in_rows;
                 for row in p.out_rows.0..p.out_rows.1 {
@@ -177,19 +209,22 @@ pub(super) fn input_grad_weights(p: &WindowParams, w: &[f32], a: &mut [f32]) {
 }
 
 /// `InputGrad`'s `b` for batch element `n`: `b[(kh, kw, o)][(h, w)]` from `dy`.
-pub(super) fn input_grad_inputs(p: &WindowParams, n: u32, dy: &[f32], b: &mut [f32]) {
+pub(super) fn input_grad_inputs(
+    (p, taps): (&WindowParams, &Taps),
+    n: u32,
+    dy: &[f32],
+    b: &mut [f32],
+) {
     let g = &p.geometry;
     let og = len(p.in_channels);
     let (kh, kw) = (g.kh as usize, g.kw as usize);
     let (in_rows, ow, width) = (len(p.in_rows), len(p.in_cols), len(p.out_cols));
-    let row_of = reads(g.kh, g.h, |h, k| g.output_row(h, k));
-    let col_of = block_reads(g.kw, p.out_cols, p.in_cols.0, |wc, k| g.output_col(wc, k));
+    let (row_of, col_of) = (&taps.rows, &taps.cols);
     let nl = (n - p.batch.0) as usize;
     let mut i = 0;
     for khi in 0..kh {
         for kwi in 0..kw {
-            let cols = &col_of[kwi * width..(kwi + 1) * width];
-            let run = contiguous(cols);
+            let (cols, run) = (&col_of[kwi * width..(kwi + 1) * width], taps.runs[kwi]);
             for o in 0..og {
                 let base = (nl * og + o) * in_rows;
                 for h in p.out_rows.0..p.out_rows.1 {
@@ -210,7 +245,7 @@ pub(super) fn input_grad_inputs(p: &WindowParams, n: u32, dy: &[f32], b: &mut [f
 
 /// `WeightGrad`: `a[o][(n, oh, ow)]` from `dy`, `b[(n, oh, ow)][(c, kh, kw)]` from `x`.
 pub(super) fn weight_grad(
-    p: &WindowParams,
+    (p, taps): (&WindowParams, &Taps),
     u0: u32,
     rows: usize,
     (x, dy): (&[f32], &[f32]),
@@ -233,8 +268,7 @@ pub(super) fn weight_grad(
     let Some(b) = b else { return };
     let (in_rows, w) = (len(p.in_rows), len(p.in_cols));
     let (kh, kw, oh) = (g.kh as usize, g.kw as usize, g.oh as usize);
-    let row_of = reads(g.kh, g.oh, |o, k| g.input_row(o, k));
-    let col_of = block_reads(g.kw, p.out_cols, p.in_cols.0, |o, k| g.input_col(o, k));
+    let (row_of, col_of) = (&taps.rows, &taps.cols);
     let mut i = 0;
     for n in 0..nb {
         for ohi in p.out_rows.0 as usize..p.out_rows.1 as usize {

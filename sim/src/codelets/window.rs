@@ -178,6 +178,10 @@ pub(crate) struct WindowScratch {
     a: Vec<f32>,
     /// The pass, the reduction's kernel width and the block (its units cleared) `a` is for.
     a_for: Option<(WindowPass, u32, WindowParams)>,
+    /// The input rows and columns the kernel taps read, and the pass and block (its units
+    /// cleared) they are for.
+    taps: conv_matrices::Taps,
+    taps_for: Option<(WindowPass, WindowParams)>,
 }
 
 impl WindowScratch {
@@ -191,6 +195,18 @@ impl WindowScratch {
     /// Where the rows of `a` for units `o0 .. o0 + rows` of block `p` (`Forward`,
     /// `InputGrad`) are in `self.a`, gathered from the widened weights for the whole block
     /// when the block is new.
+    /// The taps of block `p` in `pass`, found again when the block is new.
+    fn taps(&mut self, pass: WindowPass, p: &WindowParams) {
+        let block = WindowParams {
+            units: (0, 0),
+            ..p.clone()
+        };
+        if !matches!(&self.taps_for, Some((q, b)) if *q == pass && *b == block) {
+            self.taps.fill(pass, p);
+            self.taps_for = Some((pass, block));
+        }
+    }
+
     fn weight_rows(
         &mut self,
         (pass, kwp): (WindowPass, u32),
@@ -326,6 +342,7 @@ fn conv(
         (ops.inputs[0], a_layout),
         (ops.inputs[1], b_layout),
     )?;
+    win.taps(pass, p);
     let es = types.2.size_bytes();
     let mut flags = FpSts::empty();
     // Runs of units with one batch element (all units for the weight gradient).
@@ -361,8 +378,10 @@ fn conv(
             WindowPass::Forward | WindowPass::InputGrad => {
                 if fresh_b {
                     match pass {
-                        WindowPass::Forward => conv_matrices::forward_inputs(p, kwp, n, &win.x, b),
-                        _ => conv_matrices::input_grad_inputs(p, n, &win.x, b),
+                        WindowPass::Forward => {
+                            conv_matrices::forward_inputs((p, &win.taps), kwp, n, &win.x, b)
+                        }
+                        _ => conv_matrices::input_grad_inputs((p, &win.taps), n, &win.x, b),
                     }
                 }
                 let rows_of = win.weight_rows((pass, kwp), p, ch0, rows);
@@ -370,7 +389,14 @@ fn conv(
             }
             WindowPass::WeightGrad => {
                 let a = abuf.take::<f32>(rows * k);
-                conv_matrices::weight_grad(p, u, rows, (&win.x, &win.y), a, fresh_b.then_some(b));
+                conv_matrices::weight_grad(
+                    (p, &win.taps),
+                    u,
+                    rows,
+                    (&win.x, &win.y),
+                    a,
+                    fresh_b.then_some(b),
+                );
                 a
             }
         };
