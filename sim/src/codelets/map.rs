@@ -344,13 +344,18 @@ fn fused(
 /// Calls `f(first, stride, count)` for the runs of operand indices (relative to the
 /// operand's element 0) that outputs `0..n` of a broadcast access read: output `x` of a run
 /// reads `first + stride·x`.
-fn runs(b: &BroadcastAccess, n: usize, mut f: impl FnMut(i64, u64, u64)) {
+fn runs(b: &BroadcastAccess, n: usize, f: impl FnMut(i64, u64, u64)) {
+    runs_from(b, (b.start, n as u64), f)
+}
+
+/// [`runs`] for the outputs at positions `x0 .. x0 + n` of the access's `dims`.
+fn runs_from(b: &BroadcastAccess, (x0, n): (u64, u64), mut f: impl FnMut(i64, u64, u64)) {
     let (inner, stride) = match b.dims.len().checked_sub(1) {
         Some(l) => (b.dims[l].max(1), b.strides.get(l).copied().unwrap_or(0)),
         None => (u64::MAX, 0),
     };
-    let end = b.start + n as u64;
-    let mut x = b.start;
+    let end = x0 + n;
+    let mut x = x0;
     while x < end {
         let count = (inner - x % inner).min(end - x);
         f(b.index(x) as i64 - b.base as i64, stride, count);
@@ -372,19 +377,51 @@ pub(crate) fn broadcast_bounds(b: &BroadcastAccess, n: usize) -> Option<(i64, i6
 }
 
 /// Gathers the elements (of `es` bytes) that outputs `0..dst.len()/es` read from `src`.
+///
+/// When the dimension outside the innermost is broadcast (a per-channel operand of a
+/// channel-grouped feature map: `[C/g, N·S, g]` with strides `[g, 0, 1]`), the outputs of
+/// each block of that dimension repeat the innermost run's reads: one period is gathered and
+/// the block filled by doubling copies.
 fn gather(b: &BroadcastAccess, src: &[u8], es: usize, dst: &mut [u8]) {
-    let n = dst.len() / es;
+    let n = (dst.len() / es) as u64;
+    let l = b.dims.len();
+    if l < 2 || b.strides.get(l - 2) != Some(&0) || b.dims[l - 2] < 2 {
+        return gather_from(b, (b.start, n), src, es, dst);
+    }
+    let inner = b.dims[l - 1].max(1);
+    let block = inner * b.dims[l - 2];
+    let (mut x, mut at) = (b.start, 0usize);
+    while x < b.start + n {
+        let seg = (block - x % block).min(b.start + n - x);
+        let out = &mut dst[at * es..(at + seg as usize) * es];
+        let period = inner.min(seg);
+        gather_from(b, (x, period), src, es, &mut out[..period as usize * es]);
+        repeat(out, period as usize * es);
+        x += seg;
+        at += seg as usize;
+    }
+}
+
+/// Fills `out` with copies of its first `filled` bytes, doubling the copied part each time.
+fn repeat(out: &mut [u8], mut filled: usize) {
+    while filled > 0 && filled < out.len() {
+        let c = filled.min(out.len() - filled);
+        out.copy_within(0..c, filled);
+        filled += c;
+    }
+}
+
+/// Gathers the reads of the outputs at positions `x0 .. x0 + n` of the access's `dims`.
+fn gather_from(b: &BroadcastAccess, (x0, n): (u64, u64), src: &[u8], es: usize, dst: &mut [u8]) {
     let mut at = 0usize;
-    runs(b, n, |first, stride, count| {
+    runs_from(b, (x0, n), |first, stride, count| {
         let (first, count) = (first as usize, count as usize);
         let out = &mut dst[at * es..(at + count) * es];
         match stride {
             1 => out.copy_from_slice(&src[first * es..(first + count) * es]),
             0 => {
-                let v = &src[first * es..(first + 1) * es];
-                for o in out.chunks_exact_mut(es) {
-                    o.copy_from_slice(v);
-                }
+                out[..es].copy_from_slice(&src[first * es..(first + 1) * es]);
+                repeat(out, es);
             }
             s => {
                 for (i, o) in out.chunks_exact_mut(es).enumerate() {
@@ -766,4 +803,58 @@ fn convert_slice(
 fn to_u8((v, f): (i32, FpSts)) -> (u8, FpSts) {
     let (u, g) = cast::i32_to_u8_saturating(v);
     (u, f | g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{gather, BroadcastAccess};
+
+    /// The gathered operand is, output by output, the element `BroadcastAccess::index`
+    /// names: plain runs, broadcast runs, strided runs and periodic blocks (a per-channel
+    /// operand of a channel-grouped map), from any first output, of 2- and 4-byte elements.
+    #[test]
+    fn gather_reads_the_indexed_element_of_every_output() {
+        let cases: [(&[u64], &[u64]); 6] = [
+            (&[3, 10, 4], &[4, 0, 1]),
+            (&[2, 5, 16], &[16, 0, 1]),
+            (&[6, 7], &[1, 0]),
+            (&[4, 5], &[0, 3]),
+            (&[9], &[1]),
+            (&[3, 2, 2, 5], &[10, 0, 5, 1]),
+        ];
+        for (dims, strides) in cases {
+            let total: u64 = dims.iter().product();
+            let reads = dims
+                .iter()
+                .zip(strides)
+                .map(|(d, s)| (d - 1) * s)
+                .sum::<u64>()
+                + 1;
+            for es in [2usize, 4] {
+                let src: Vec<u8> = (0..reads as usize * es)
+                    .map(|i| (i * 7 + 3) as u8)
+                    .collect();
+                for (start, n) in [(0, total), (1, total - 1), (total / 3, total / 2), (5, 1)] {
+                    let b = BroadcastAccess {
+                        dims: dims.into(),
+                        strides: strides.into(),
+                        start,
+                        base: 0,
+                    };
+                    let mut got = vec![0u8; n as usize * es];
+                    gather(&b, &src, es, &mut got);
+                    let want: Vec<u8> = (start..start + n)
+                        .flat_map(|x| {
+                            let i = b.index(x) as usize * es;
+                            src[i..i + es].to_vec()
+                        })
+                        .collect();
+                    assert_eq!(
+                        got, want,
+                        "dims {dims:?} strides {strides:?} start {start} n {n}"
+                    );
+                }
+            }
+        }
+    }
 }
