@@ -60,6 +60,18 @@ impl BlockParams {
             .flat_map(move |o| (0..count).map(move |i| o * stride + i * width))
     }
 
+    /// [`BlockParams::row_offsets`] as runs of up to `max` consecutive rows of one repeat:
+    /// `(offset of the run's first row, rows)`, its rows `width` elements apart.
+    pub fn row_runs(&self, max: usize) -> impl Iterator<Item = (usize, usize)> {
+        let (stride, width) = (self.outer_stride as usize, self.width as usize);
+        let (count, max) = (self.count as usize, max.max(1));
+        (0..self.outer.max(1) as usize).flat_map(move |o| {
+            (0..count)
+                .step_by(max)
+                .map(move |i| (o * stride + i * width, max.min(count - i)))
+        })
+    }
+
     /// Elements the block spans: `(outer − 1) × outer_stride + groups × count × width`.
     pub fn span(&self) -> u64 {
         u64::from(self.outer.max(1) - 1) * u64::from(self.outer_stride)
@@ -69,4 +81,31 @@ impl BlockParams {
 
 fn one() -> u32 {
     1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BlockParams;
+
+    /// The runs' rows, each `width` after the one before, are `row_offsets` in order, no run
+    /// longer than asked or crossing a repeat.
+    #[test]
+    fn row_runs_are_the_row_offsets_in_order() {
+        for (count, width, outer, stride) in [(7, 16, 1, 0), (10, 4, 3, 64), (1, 8, 2, 8)] {
+            let p = BlockParams {
+                outer,
+                outer_stride: stride,
+                ..BlockParams::new(1, count, width, (0, width))
+            };
+            let want: Vec<usize> = p.row_offsets().collect();
+            for max in [0, 1, 3, 4, 100] {
+                let mut got = Vec::new();
+                for (first, rows) in p.row_runs(max) {
+                    assert!((1..=max.max(1)).contains(&rows) && rows <= count as usize);
+                    got.extend((0..rows).map(|r| first + r * width as usize));
+                }
+                assert_eq!(got, want, "count {count} outer {outer} max {max}");
+            }
+        }
+    }
 }

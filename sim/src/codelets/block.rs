@@ -367,6 +367,10 @@ fn scaled_dump(acc: String, s: f32, result: Written) -> Vec<DumpValue> {
     ]
 }
 
+/// The elements of the rows a block vertex loads (widens, squares) at a time when its rows
+/// are whole (our choice: 16 KiB of f32, within a host core's L1 cache with the sums).
+const ROWS_LOADED: usize = 4096;
+
 #[allow(clippy::too_many_arguments)]
 fn reduce_f32(
     op: ArithOp,
@@ -380,16 +384,16 @@ fn reduce_f32(
     let (count, width, c0, cols) = extent(p);
     let s = round::round_f32(p.scale).0;
     let acc = scratch.p.take::<f32>(cols);
-    let row = scratch.q.take::<f32>(cols);
     let (x16, x32): (&[f16], &[f32]) = match input {
         DType::F16 => (typed(ops.inputs[0])?, &[]),
         _ => (&[], typed(ops.inputs[0])?),
     };
+    // The elements from `at` on, as many as `dst` holds.
     let load = |at: usize, dst: &mut [f32]| {
         if input == DType::F16 {
-            convert::widen(&x16[at..at + cols], dst);
+            convert::widen(&x16[at..at + dst.len()], dst);
         } else {
-            dst.copy_from_slice(&x32[at..at + cols]);
+            dst.copy_from_slice(&x32[at..at + dst.len()]);
         }
     };
     // `SquareAdd` squares each loaded row first (f32 `x · x`, RNE; exact for f16 inputs).
@@ -433,49 +437,71 @@ fn reduce_f32(
     } else {
         &[false]
     };
+    // Rows in summation order as runs of consecutive rows (whole rows of an outer repeat
+    // lie one after the other), loaded a run at a time; one row at a time when checking
+    // for traps, so the first fault is the first in the codelet's order.
+    let run_rows = match cols == width && !cx.checking() {
+        true => (ROWS_LOADED / cols.max(1)).max(1),
+        false => 1,
+    };
+    let rows = scratch.q.take::<f32>(run_rows * cols);
     for g in 0..p.groups as usize {
         let at = |offset: usize| g * count * width + offset + c0;
         for &in_place in passes {
-            load(at(0), acc);
-            if square {
-                squared(acc, g * cols, cx)?;
-            }
-            let mut finite = in_place && acc.iter().all(|v| v.is_finite());
-            for (i, offset) in p.row_offsets().enumerate().skip(1) {
-                if in_place && !finite {
-                    break;
-                }
-                // An FP32 row that is not squared is read where it lies.
-                let row: &[f32] = if input == DType::F32 && !square {
-                    &x32[at(offset)..at(offset) + cols]
+            let mut finite = in_place;
+            let mut i = 0usize;
+            'rows: for (offset, n) in p.row_runs(run_rows) {
+                // An FP32 run that is not squared is read where it lies.
+                let run: &[f32] = if input == DType::F32 && !square {
+                    &x32[at(offset)..at(offset) + n * cols]
                 } else {
-                    load(at(offset), row);
+                    let run = &mut rows[..n * cols];
+                    load(at(offset), run);
                     if square {
-                        squared(row, g * cols, cx)?;
+                        for row in run.chunks_exact_mut(cols.max(1)) {
+                            squared(row, g * cols, cx)?;
+                        }
                     }
-                    row
+                    run
                 };
+                // `i`: the row of the group's sum `run` begins with (the first only starts it).
+                let mut run = run;
+                if i == 0 {
+                    acc.copy_from_slice(&run[..cols]);
+                    finite = in_place && acc.iter().all(|v| v.is_finite());
+                    run = &run[cols..];
+                    i = 1;
+                }
                 if in_place {
-                    finite = k::add_in_place_finite(acc, row);
-                } else if cx.checking() {
-                    for c in 0..cols {
-                        let (v, f) = if op == ArithOp::Max {
-                            fp32::max(acc[c], row[c])
-                        } else {
-                            fp32::add(acc[c], row[c])
-                        };
-                        let (a, x) = (acc[c], row[c]);
-                        cx.raise(f, g * cols + c, || {
-                            vec![
-                                dump_value("acc", f32v(a)),
-                                dump_value(format!("in[{i}]"), f32v(x)),
-                                dump_value("result", f32v(v)),
-                            ]
-                        })?;
-                        acc[c] = v;
+                    if !finite {
+                        break 'rows;
                     }
-                } else {
-                    cx.sts |= k::accumulate_f32(op, acc, row)?;
+                    finite = k::add_rows_in_place_finite(acc, run);
+                    i += run.len() / cols.max(1);
+                    continue;
+                }
+                for row in run.chunks_exact(cols.max(1)) {
+                    if cx.checking() {
+                        for c in 0..cols {
+                            let (v, f) = if op == ArithOp::Max {
+                                fp32::max(acc[c], row[c])
+                            } else {
+                                fp32::add(acc[c], row[c])
+                            };
+                            let (a, x) = (acc[c], row[c]);
+                            cx.raise(f, g * cols + c, || {
+                                vec![
+                                    dump_value("acc", f32v(a)),
+                                    dump_value(format!("in[{i}]"), f32v(x)),
+                                    dump_value("result", f32v(v)),
+                                ]
+                            })?;
+                            acc[c] = v;
+                        }
+                    } else {
+                        cx.sts |= k::accumulate_f32(op, acc, row)?;
+                    }
+                    i += 1;
                 }
             }
             if !in_place || finite {

@@ -440,17 +440,19 @@ fn finite_blocks(
     flags
 }
 
-/// `acc[j] += x[j]` in FP32 (nearest even), returning whether every sum is finite: then no
-/// flag was raised (a sum of finite values raises one only when it overflows). When it
-/// returns false, `acc` holds the sums as computed and the caller sums again with
-/// [`accumulate_f32`], which gives the flags.
-pub fn add_in_place_finite(acc: &mut [f32], x: &[f32]) -> bool {
-    let mut finite = true;
-    for (a, v) in acc.iter_mut().zip(x) {
-        *a += *v;
-        finite &= a.is_finite();
+/// `acc[j] += row[j]` in FP32 (nearest even) for each `acc.len()`-wide row of `rows` in
+/// turn, returning whether every sum is finite: then no flag was raised (a sum of finite
+/// values raises one only when it overflows). Not finite is for good (an infinity plus
+/// anything is infinite or NaN, and a NaN stays), so the sums are tested once, after the
+/// last row. When it returns false, `acc` holds the sums as computed and the caller sums
+/// again with [`accumulate_f32`], which gives the flags.
+pub fn add_rows_in_place_finite(acc: &mut [f32], rows: &[f32]) -> bool {
+    for row in rows.chunks_exact(acc.len().max(1)) {
+        for (a, v) in acc.iter_mut().zip(row) {
+            *a += *v;
+        }
     }
-    finite
+    acc.iter().all(|a| a.is_finite())
 }
 
 /// `acc[j] = acc[j] op x[j]` in FP32 for `op` Add or Max (the step of a column-wise
@@ -640,6 +642,49 @@ mod tests {
             expect |= f;
         }
         assert_eq!(flags, expect);
+    }
+
+    /// Row sums in place equal the flagged row-by-row sums, say finite exactly when every
+    /// flagged sum is finite, and then no flag was raised: a NaN or an infinity read, an
+    /// overflow mid-way, one that later rows of the other sign cannot undo, a last-row one.
+    #[test]
+    fn row_sums_in_place_are_the_flagged_sums_and_finite_only_without_flags() {
+        let mut rng = SrRng::new(5, 0, 0);
+        let big = f32::MAX / 2.0;
+        let (width, count) = (16, 9);
+        for case in 0..6 {
+            let mut rows: Vec<f32> = (0..width * count)
+                .map(|_| (rng.next_u32() % 2001) as f32 - 1000.0)
+                .collect();
+            match case {
+                1 => rows[3 * width + 5] = f32::NAN,
+                2 => rows[8 * width] = f32::INFINITY,
+                3 => (1..4).for_each(|r| rows[r * width + 2] = big),
+                4 => {
+                    (1..4).for_each(|r| rows[r * width + 2] = big);
+                    (4..8).for_each(|r| rows[r * width + 2] = -big);
+                }
+                5 => (7..9).for_each(|r| rows[r * width + 7] = f32::MAX),
+                _ => {}
+            }
+            let (first, rest) = rows.split_at(width);
+            let mut fast = first.to_vec();
+            let finite = add_rows_in_place_finite(&mut fast, rest);
+            let mut flagged = first.to_vec();
+            let mut flags = FpSts::empty();
+            for row in rest.chunks_exact(width) {
+                flags |= accumulate_f32(ArithOp::Add, &mut flagged, row).unwrap();
+            }
+            for (a, b) in fast.iter().zip(&flagged) {
+                assert!(
+                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                    "case {case}"
+                );
+            }
+            assert_eq!(finite, flagged.iter().all(|v| v.is_finite()), "case {case}");
+            assert!(!finite || flags.is_empty(), "case {case}: {flags:?}");
+            assert_eq!(finite, case == 0, "case {case}");
+        }
     }
 
     #[test]
