@@ -26,6 +26,10 @@ pub(super) struct Taps {
     rows: Vec<Option<u32>>,
     cols: Vec<Option<u32>>,
     runs: Vec<Option<(usize, usize, usize)>>,
+    /// `WeightGrad`: `cols` as `[ow][kw]`, and for each output column the first of its
+    /// columns when they are consecutive and all held.
+    by_out: Vec<Option<u32>>,
+    starts: Vec<Option<usize>>,
 }
 
 impl Taps {
@@ -58,10 +62,23 @@ impl Taps {
                 .map(|(k, o)| col(o, k).and_then(|c| c.checked_sub(first))),
         );
         self.runs.clear();
+        self.by_out.clear();
+        self.starts.clear();
+        let (ow, kw) = (len(p.out_cols), g.kw as usize);
         if pass != WindowPass::WeightGrad {
-            let ow = len(p.out_cols);
             self.runs
-                .extend((0..g.kw as usize).map(|k| contiguous(&self.cols[k * ow..(k + 1) * ow])));
+                .extend((0..kw).map(|k| contiguous(&self.cols[k * ow..(k + 1) * ow])));
+        } else {
+            let cols = &self.cols;
+            self.by_out
+                .extend((0..ow).flat_map(|o| (0..kw).map(move |k| cols[k * ow + o])));
+            self.starts
+                .extend(self.by_out.chunks_exact(kw.max(1)).map(|taps| {
+                    let first = taps.first().copied().flatten()?;
+                    (taps.iter().enumerate())
+                        .all(|(j, c)| *c == Some(first + j as u32))
+                        .then_some(first as usize)
+                }));
         }
     }
 }
@@ -268,26 +285,58 @@ pub(super) fn weight_grad(
     let Some(b) = b else { return };
     let (in_rows, w) = (len(p.in_rows), len(p.in_cols));
     let (kh, kw, oh) = (g.kh as usize, g.kw as usize, g.oh as usize);
-    let (row_of, col_of) = (&taps.rows, &taps.cols);
+    // Per output row: the input row each `(c, kh)` reads (`None`: padding).
+    let mut src: Vec<Option<&[f32]>> = Vec::with_capacity(cb * kh);
+    let row_len = cb * kh * kw;
     let mut i = 0;
     for n in 0..nb {
         for ohi in p.out_rows.0 as usize..p.out_rows.1 as usize {
-            for owi in 0..ow {
-                for c in 0..cb {
-                    let plane = (n * cb + c) * in_rows;
-                    for khi in 0..kh {
-                        let r = row_of[khi * oh + ohi];
-                        for kwi in 0..kw {
-                            b[i] = match (r, col_of[kwi * ow + owi]) {
-                                (Some(r), Some(cc)) => {
-                                    x[(plane + (r - p.in_rows.0) as usize) * w + cc as usize]
-                                }
-                                _ => 0.0,
-                            };
-                            i += 1;
-                        }
+            src.clear();
+            src.extend(
+                (0..cb)
+                    .flat_map(|c| (0..kh).map(move |khi| (c, khi)))
+                    .map(|(c, khi)| {
+                        taps.rows[khi * oh + ohi].map(|r| {
+                            let plane = (n * cb + c) * in_rows;
+                            &x[(plane + (r - p.in_rows.0) as usize) * w..][..w]
+                        })
+                    }),
+            );
+            let dst = &mut b[i..i + ow * row_len];
+            i += ow * row_len;
+            // The kernel widths ResNets use, as constants: a column's taps are then moves.
+            match kw {
+                1 => output_row_taps(1, taps, &src, dst),
+                3 => output_row_taps(3, taps, &src, dst),
+                _ => output_row_taps(kw, taps, &src, dst),
+            }
+        }
+    }
+}
+
+/// `WeightGrad`'s `b` rows of one output row: for each output column, each `(c, kh)` input
+/// row's `kw` taps (`src`: those rows, `None` for padding), a copy of `kw` consecutive
+/// elements when the column's taps are consecutive and held.
+#[inline(always)]
+fn output_row_taps(kw: usize, taps: &Taps, src: &[Option<&[f32]>], dst: &mut [f32]) {
+    let kw = kw.max(1);
+    if src.is_empty() {
+        return;
+    }
+    for ((out, cols), start) in dst
+        .chunks_exact_mut(src.len() * kw)
+        .zip(taps.by_out.chunks_exact(kw))
+        .zip(&taps.starts)
+    {
+        for (d, row) in out.chunks_exact_mut(kw).zip(src) {
+            match (row, start) {
+                (Some(r), Some(s0)) => d.copy_from_slice(&r[*s0..*s0 + kw]),
+                (Some(r), None) => {
+                    for (v, cc) in d.iter_mut().zip(cols) {
+                        *v = cc.map_or(0.0, |cc| r[cc as usize]);
                     }
                 }
+                (None, _) => d.fill(0.0),
             }
         }
     }
