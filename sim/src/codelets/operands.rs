@@ -121,6 +121,9 @@ pub(crate) fn check(
 }
 
 /// Cuts the operands of `v` out of `mem` (see the module docs); `dtypes` from [`dtypes`].
+/// Inlined into its callers: returned through a `Result`, the operands (some 200 bytes)
+/// were copied once more for every vertex (2.9% of a ResNet-20 step's host time).
+#[inline(always)]
 pub(crate) fn split<'m>(
     mem: &'m mut [u8],
     v: &Vertex,
