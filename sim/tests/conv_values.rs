@@ -523,3 +523,58 @@ fn max_pool_gradient_on_the_engine_takes_every_tied_window() {
         assert_eq!(got, expected, "{tiles} tiles");
     }
 }
+
+/// A convolution reading infinities and a NaN on the engine gives the interpreter's values
+/// and flags: the windows that read them are infinite or NaN (an infinity times a zero
+/// weight is invalid), the others exact, on one tile and on many.
+#[test]
+fn non_finite_inputs_give_the_interpreters_values_and_flags() {
+    use ipusim_compiler::{compile, CompileOptions, Target};
+    use ipusim_sim::host::QueueHost;
+    use ipusim_sim::Engine;
+    let mut rng = Pcg32::seed_from_u64(13);
+    let (g, mut x, mut w, op, _) = padded_3x3(&mut rng, [2, 4, 5, 5], 3);
+    x[7] = f32::INFINITY;
+    x[60] = f32::NEG_INFINITY;
+    x[140] = f32::NAN;
+    w[4] = 0.0;
+    let inputs: [(&[usize], &[f32]); 2] = [(&g.x, &x), (&g.w, &w)];
+    // The interpreter's value and flags.
+    let (b, y) = one_op(op.clone(), &inputs);
+    let graph = b.finish();
+    let mut it = Interpreter::new(&graph, FpConfig::default(), 0).unwrap();
+    for (i, (s, v)) in inputs.iter().enumerate() {
+        let t = Tensor::f32(Shape::new(s.to_vec()), v.to_vec()).unwrap();
+        it.set_variable(&format!("x{i}"), t).unwrap();
+    }
+    it.micro_batch(&Streams::new()).unwrap();
+    let want = it.value_of(y).unwrap().to_f64_vec();
+    assert!(want.iter().any(|v| v.is_nan()) && want.iter().any(|v| v.is_infinite()));
+    assert!(want.iter().any(|v| v.is_finite()));
+    for tiles in [1, 16] {
+        let (mut b, y) = one_op(op.clone(), &inputs);
+        b.outfeed("y", y).unwrap();
+        let mut target = Target::mk2();
+        target.tiles = tiles;
+        let exe = compile(&b.finish(), &target, &CompileOptions::default()).unwrap();
+        let mut engine = Engine::new(std::sync::Arc::new(exe), Default::default()).unwrap();
+        for (i, (s, v)) in inputs.iter().enumerate() {
+            let t = Tensor::f32(Shape::new(s.to_vec()), v.to_vec()).unwrap();
+            engine.write_variable(&format!("x{i}"), &t).unwrap();
+        }
+        let mut host = QueueHost::new();
+        engine.run(&mut host).unwrap();
+        let got: Vec<f64> = host.outfeeds["y"][0]
+            .chunks(4)
+            .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect();
+        assert_eq!(got.len(), want.len());
+        for (j, (a, e)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                a == e || (a.is_nan() && e.is_nan()),
+                "{tiles} tiles, y[{j}]: {a} vs {e}"
+            );
+        }
+        assert_eq!(engine.flags(), it.flags(), "{tiles} tiles");
+    }
+}
