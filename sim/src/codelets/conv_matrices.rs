@@ -6,7 +6,7 @@
 //! For `Forward` and `InputGrad`, `a` is the weights' and does not depend on the batch
 //! element, so it is gathered once for every output channel of the block
 //! ([`forward_weights`], [`input_grad_weights`]) and a run of units reads its rows; `b`
-//! is gathered per batch element ([`forward_inputs`], [`input_grad_inputs`]). `WeightGrad`
+//! is gathered per batch element ([`feature_map_inputs`]). `WeightGrad`
 //! gathers both per vertex ([`weight_grad`]).
 
 use ipusim_exe::codelets::{WindowParams, WindowPass};
@@ -24,6 +24,8 @@ fn len(r: (u32, u32)) -> usize {
 #[derive(Debug, Default)]
 pub(super) struct Taps {
     rows: Vec<Option<u32>>,
+    /// Output rows of the geometry per kernel row of `rows` (`oh`; `h` for `InputGrad`).
+    out_rows: usize,
     cols: Vec<Option<u32>>,
     runs: Vec<Option<(usize, usize, usize)>>,
     /// `WeightGrad`: `cols` as `[ow][kw]`, and for each output column the first of its
@@ -41,6 +43,7 @@ impl Taps {
             _ => g.oh,
         };
         let first = p.in_cols.0;
+        self.out_rows = oh as usize;
         let row = |o, k| match pass {
             WindowPass::InputGrad => g.output_row(o, k),
             _ => g.input_row(o, k),
@@ -164,49 +167,6 @@ pub(super) fn forward_weights(p: &WindowParams, kwp: u32, w: &[f32], a: &mut [f3
     }
 }
 
-/// `Forward`'s `b` for batch element `n`: `b[(kh, kw, c)][(row, ow)]` from `x` (kernel
-/// columns `kw..kwp` are padding: zero inputs).
-pub(super) fn forward_inputs(
-    (p, taps): (&WindowParams, &Taps),
-    kwp: u32,
-    n: u32,
-    x: &[f32],
-    b: &mut [f32],
-) {
-    let g = &p.geometry;
-    let cg = len(p.in_channels);
-    let (kh, kw, kwp) = (g.kh as usize, g.kw as usize, kwp as usize);
-    let (in_rows, width, ow) = (len(p.in_rows), len(p.in_cols), len(p.out_cols));
-    let (row_of, col_of) = (&taps.rows, &taps.cols);
-    let nl = (n - p.batch.0) as usize;
-    let mut i = 0;
-    for khi in 0..kh {
-        for kwi in 0..kwp {
-            if kwi >= kw {
-                let pad = cg * len(p.out_rows) * ow;
-                b[i..i + pad].fill(0.0);
-                i += pad;
-                continue;
-            }
-            let (cols, run) = (&col_of[kwi * ow..(kwi + 1) * ow], taps.runs[kwi]);
-            for c in 0..cg {
-                let base = (nl * cg + c) * in_rows;
-                for row in p.out_rows.0..p.out_rows.1 {
-                    let dst = &mut b[i..i + ow];
-                    i += ow;
-                    match row_of[khi * g.oh as usize + row as usize] {
-                        Some(r) => {
-                            let src = &x[(base + (r - p.in_rows.0) as usize) * width..][..width];
-                            gather_row(dst, src, cols, run);
-                        }
-                        None => dst.fill(0.0),
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// `InputGrad`'s `a` for every input channel `c` of the block (its output):
 /// `a[c][(kh, kw, o)] = w[o][c][kh][kw]`.
 pub(super) fn input_grad_weights(p: &WindowParams, w: &[f32], a: &mut [f32]) {
@@ -225,31 +185,43 @@ pub(super) fn input_grad_weights(p: &WindowParams, w: &[f32], a: &mut [f32]) {
     }
 }
 
-/// `InputGrad`'s `b` for batch element `n`: `b[(kh, kw, o)][(h, w)]` from `dy`.
-pub(super) fn input_grad_inputs(
+/// `Forward`'s and `InputGrad`'s `b` for batch element `n`, from the feature map `x` of
+/// operand 0 (`x`; `dy` for `InputGrad`): `b[(kh, kw, c)][(row, col)]`, `c` the block's
+/// part of the reduction (input channels; output channels), `(row, col)` the block's output
+/// positions (`(oh, ow)`; `(h, w)`). Kernel columns `kw..kwp` (`Forward` only) are padding:
+/// zero inputs.
+pub(super) fn feature_map_inputs(
     (p, taps): (&WindowParams, &Taps),
+    kwp: u32,
     n: u32,
-    dy: &[f32],
+    x: &[f32],
     b: &mut [f32],
 ) {
     let g = &p.geometry;
-    let og = len(p.in_channels);
-    let (kh, kw) = (g.kh as usize, g.kw as usize);
-    let (in_rows, ow, width) = (len(p.in_rows), len(p.in_cols), len(p.out_cols));
+    let red = len(p.in_channels);
+    let (kh, kw, kwp) = (g.kh as usize, g.kw as usize, kwp as usize);
+    // Rows of the block's feature map, its held width and the output's width.
+    let (in_rows, width, ow) = (len(p.in_rows), len(p.in_cols), len(p.out_cols));
     let (row_of, col_of) = (&taps.rows, &taps.cols);
     let nl = (n - p.batch.0) as usize;
     let mut i = 0;
     for khi in 0..kh {
-        for kwi in 0..kw {
-            let (cols, run) = (&col_of[kwi * width..(kwi + 1) * width], taps.runs[kwi]);
-            for o in 0..og {
-                let base = (nl * og + o) * in_rows;
-                for h in p.out_rows.0..p.out_rows.1 {
-                    let dst = &mut b[i..i + width];
-                    i += width;
-                    match row_of[khi * g.h as usize + h as usize] {
+        for kwi in 0..kwp {
+            if kwi >= kw {
+                let pad = red * len(p.out_rows) * ow;
+                b[i..i + pad].fill(0.0);
+                i += pad;
+                continue;
+            }
+            let (cols, run) = (&col_of[kwi * ow..(kwi + 1) * ow], taps.runs[kwi]);
+            for c in 0..red {
+                let base = (nl * red + c) * in_rows;
+                for row in p.out_rows.0..p.out_rows.1 {
+                    let dst = &mut b[i..i + ow];
+                    i += ow;
+                    match row_of[khi * taps.out_rows + row as usize] {
                         Some(r) => {
-                            let src = &dy[(base + (r - p.in_rows.0) as usize) * ow..][..ow];
+                            let src = &x[(base + (r - p.in_rows.0) as usize) * width..][..width];
                             gather_row(dst, src, cols, run);
                         }
                         None => dst.fill(0.0),

@@ -377,12 +377,7 @@ fn conv(
         let a: &[f32] = match pass {
             WindowPass::Forward | WindowPass::InputGrad => {
                 if fresh_b {
-                    match pass {
-                        WindowPass::Forward => {
-                            conv_matrices::forward_inputs((p, &win.taps), kwp, n, &win.x, b)
-                        }
-                        _ => conv_matrices::input_grad_inputs((p, &win.taps), n, &win.x, b),
-                    }
+                    conv_matrices::feature_map_inputs((p, &win.taps), kwp, n, &win.x, b);
                 }
                 let rows_of = win.weight_rows((pass, kwp), p, ch0, rows);
                 &win.a[rows_of]
