@@ -192,21 +192,18 @@ impl WindowScratch {
         self.a_for = None;
     }
 
-    /// Where the rows of `a` for units `o0 .. o0 + rows` of block `p` (`Forward`,
-    /// `InputGrad`) are in `self.a`, gathered from the widened weights for the whole block
-    /// when the block is new.
     /// The taps of block `p` in `pass`, found again when the block is new.
     fn taps(&mut self, pass: WindowPass, p: &WindowParams) {
-        let block = WindowParams {
-            units: (0, 0),
-            ..p.clone()
-        };
+        let block = block_of(p);
         if !matches!(&self.taps_for, Some((q, b)) if *q == pass && *b == block) {
             self.taps.fill(pass, p);
             self.taps_for = Some((pass, block));
         }
     }
 
+    /// Where the rows of `a` for units `o0 .. o0 + rows` of block `p` (`Forward`,
+    /// `InputGrad`) are in `self.a`, gathered from the widened weights for the whole block
+    /// when the block is new.
     fn weight_rows(
         &mut self,
         (pass, kwp): (WindowPass, u32),
@@ -214,10 +211,7 @@ impl WindowScratch {
         o0: u32,
         rows: usize,
     ) -> std::ops::Range<usize> {
-        let block = WindowParams {
-            units: (0, 0),
-            ..p.clone()
-        };
+        let block = block_of(p);
         let k = conv_matrices::reduction(p, kwp);
         let fresh =
             !matches!(&self.a_for, Some((q, kq, b)) if *q == pass && *kq == kwp && *b == block);
@@ -274,6 +268,15 @@ impl WindowScratch {
         self.b_for = None;
         self.a_for = None;
         Ok(())
+    }
+}
+
+/// The block of vertex parameters `p`: its units cleared, what the scratch's caches of a
+/// block are keyed by.
+fn block_of(p: &WindowParams) -> WindowParams {
+    WindowParams {
+        units: (0, 0),
+        ..p.clone()
     }
 }
 
