@@ -16,7 +16,7 @@ fn len(r: (u32, u32)) -> usize {
 }
 
 /// The input rows and columns a block's kernel taps read, for the block's pass: for each
-/// kernel row and output row of the geometry, the input row (`rows[kh][oh]`); for each
+/// kernel row and output row of the block, the input row (`rows[kh][oh − first]`); for each
 /// kernel column and output column of the block, the column relative to the block's first
 /// held column (`cols[kw][ow]`); `None`: padding (or a column the block does not hold). For
 /// `Forward` and `InputGrad`, each kernel column's run of consecutive columns
@@ -24,7 +24,7 @@ fn len(r: (u32, u32)) -> usize {
 #[derive(Debug, Default)]
 pub(super) struct Taps {
     rows: Vec<Option<u32>>,
-    /// Output rows of the geometry per kernel row of `rows` (`oh`; `h` for `InputGrad`).
+    /// Output rows of the block per kernel row of `rows`.
     out_rows: usize,
     cols: Vec<Option<u32>>,
     runs: Vec<Option<(usize, usize, usize)>>,
@@ -38,12 +38,8 @@ impl Taps {
     /// The taps of block `p` in `pass`.
     pub(super) fn fill(&mut self, pass: WindowPass, p: &WindowParams) {
         let g = &p.geometry;
-        let oh = match pass {
-            WindowPass::InputGrad => g.h,
-            _ => g.oh,
-        };
         let first = p.in_cols.0;
-        self.out_rows = oh as usize;
+        self.out_rows = len(p.out_rows);
         let row = |o, k| match pass {
             WindowPass::InputGrad => g.output_row(o, k),
             _ => g.input_row(o, k),
@@ -55,7 +51,7 @@ impl Taps {
         self.rows.clear();
         self.rows.extend(
             (0..g.kh)
-                .flat_map(|k| (0..oh).map(move |o| (k, o)))
+                .flat_map(|k| (p.out_rows.0..p.out_rows.1).map(move |o| (k, o)))
                 .map(|(k, o)| row(o, k)),
         );
         self.cols.clear();
@@ -219,7 +215,7 @@ pub(super) fn feature_map_inputs(
                 for row in p.out_rows.0..p.out_rows.1 {
                     let dst = &mut b[i..i + ow];
                     i += ow;
-                    match row_of[khi * taps.out_rows + row as usize] {
+                    match row_of[khi * taps.out_rows + (row - p.out_rows.0) as usize] {
                         Some(r) => {
                             let src = &x[(base + (r - p.in_rows.0) as usize) * width..][..width];
                             gather_row(dst, src, cols, run);
@@ -256,7 +252,7 @@ pub(super) fn weight_grad(
     }
     let Some(b) = b else { return };
     let (in_rows, w) = (len(p.in_rows), len(p.in_cols));
-    let (kh, kw, oh) = (g.kh as usize, g.kw as usize, g.oh as usize);
+    let (kh, kw) = (g.kh as usize, g.kw as usize);
     // Per output row: the input row each `(c, kh)` reads (`None`: padding).
     let mut src: Vec<Option<&[f32]>> = Vec::with_capacity(cb * kh);
     let row_len = cb * kh * kw;
@@ -268,7 +264,8 @@ pub(super) fn weight_grad(
                 (0..cb)
                     .flat_map(|c| (0..kh).map(move |khi| (c, khi)))
                     .map(|(c, khi)| {
-                        taps.rows[khi * oh + ohi].map(|r| {
+                        let at = khi * taps.out_rows + ohi - p.out_rows.0 as usize;
+                        taps.rows[at].map(|r| {
                             let plane = (n * cb + c) * in_rows;
                             &x[(plane + (r - p.in_rows.0) as usize) * w..][..w]
                         })
