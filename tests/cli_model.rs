@@ -220,3 +220,50 @@ fn the_cnn_readmes_two_ipu_resnet50_configurations_fit() {
         assert_eq!(r["pipeline"]["micro_batches"], depth, "{split}");
     }
 }
+
+/// `--early-weight-update` on the shipped ResNet-50 (one micro-batch per update): the same
+/// compute sets with the same cycles, each weight's update moved up to its gradient, so the
+/// step no longer holds every gradient at its peak — the peak of live temporaries and the
+/// fullest tile fall. With gradient accumulation the updates wait for the last micro-batch
+/// either way, and the flag changes nothing.
+#[test]
+fn early_weight_updates_lower_resnet50s_peak_and_keep_its_compute_sets() {
+    let compile = |extra: &[&str]| -> serde_json::Value {
+        let o = ipusim(&[&["compile", "programs/resnet50.ron", "--json"][..], extra].concat());
+        assert!(matches!(o.status.code(), Some(0 | 2)), "{}", stderr(&o));
+        let mut r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        r.as_object_mut().unwrap().remove("seconds");
+        r
+    };
+    let (late, early) = (compile(&[]), compile(&["--early-weight-update"]));
+    let sets = |r: &serde_json::Value| {
+        let mut v: Vec<String> = r["compute_sets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(sets(&late), sets(&early));
+    let peak = |r: &serde_json::Value| {
+        let l = r["memory"]["liveness"].as_array().unwrap();
+        l.iter().map(|b| b.as_u64().unwrap()).max().unwrap()
+    };
+    let fullest = |r: &serde_json::Value| r["memory"]["max_tile_bytes"].as_u64().unwrap();
+    // Measured 2026-11-28: 112,194,640 → 76,539,520 bytes live at the peak, the fullest tile
+    // 372,174 → 354,702 bytes.
+    assert!(
+        peak(&early) * 10 < peak(&late) * 8,
+        "{} {}",
+        peak(&early),
+        peak(&late)
+    );
+    assert!(fullest(&early) < fullest(&late));
+    let accumulated = ["--gradient-accumulation", "2"];
+    assert_eq!(
+        compile(&accumulated),
+        compile(&[&accumulated[..], &["--early-weight-update"]].concat())
+    );
+}

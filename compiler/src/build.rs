@@ -64,6 +64,9 @@ pub struct BuildOptions {
     /// Fuse chains of element-wise ops (`CompileOptions::elementwise_fusion`; on unless
     /// `--no-elementwise-fusion`).
     pub elementwise_fusion: bool,
+    /// Each weight update right after its gradient where it can be
+    /// (`--early-weight-update`, `CompileOptions::early_weight_update`).
+    pub early_weight_update: bool,
     /// Replicas (`--replicas`), replacing the program's `replication_factor`.
     pub replicas: Option<u32>,
     /// Shard the optimizer state over the replicas (`--replicated-optimizer-state-sharding`,
@@ -91,6 +94,7 @@ impl Default for BuildOptions {
             pipeline_schedule: None,
             offload_optimizer_state: false,
             elementwise_fusion: true,
+            early_weight_update: false,
             ipus: None,
             recompute: false,
             eight_bit_io: false,
@@ -305,6 +309,7 @@ pub fn compile_options(step: &StepGraph, options: &BuildOptions) -> CompileOptio
         memory_proportions: step.memory_proportions.clone(),
         offload_optimizer_state: options.offload_optimizer_state || step.offload_optimizer_state,
         elementwise_fusion: options.elementwise_fusion,
+        early_weight_update: options.early_weight_update,
         ..CompileOptions::default()
     }
 }

@@ -88,6 +88,14 @@ pub struct CompileOptions {
     /// compute set and every intermediate a tensor the debugger can print.
     #[serde(default = "yes")]
     pub elementwise_fusion: bool,
+    /// With one micro-batch per weight update on one IPU (one replica, no pipeline, the
+    /// optimizer state on chip), each variable's update runs as soon as its gradient and the
+    /// step's last read of the variable allow, so gradients do not wait for the end of the
+    /// step (PopART's `delayVarUpdates = false`; a memory-minimising scheduler's choice).
+    /// Off (the default, PopART's `delayVarUpdates = true`), every update runs after the
+    /// whole step (the Update phase). The values are the same either way.
+    #[serde(default)]
+    pub early_weight_update: bool,
 }
 
 fn yes() -> bool {
@@ -105,6 +113,7 @@ impl Default for CompileOptions {
             memory_proportions: std::collections::BTreeMap::new(),
             offload_optimizer_state: false,
             elementwise_fusion: true,
+            early_weight_update: false,
         }
     }
 }

@@ -246,6 +246,14 @@ class Options:
         self._set("elementwise_fusion", bool(on))
         return self
 
+    def earlyWeightUpdate(self, on: bool) -> "Options":
+        """Run each weight update as soon as its gradient exists and the step has read the
+        weight for the last time (PopART's ``delayVarUpdates = False``; one micro-batch per
+        update on one IPU); ``True`` is ``--early-weight-update``. The default holds every
+        update to the end of the step, as PopART's default ``delayVarUpdates = True`` does."""
+        self._set("early_weight_update", bool(on))
+        return self
+
     def randomSeed(self, seed: int) -> "Options":
         """The program seed (stochastic rounding streams)."""
         self._set("seed", int(seed))

@@ -206,6 +206,7 @@ fn session_options(d: Option<&Bound<'_, PyDict>>) -> PyResult<SessionOptions> {
                 "recompute" => build.recompute = v.extract()?,
                 "offload_optimizer_state" => build.offload_optimizer_state = v.extract()?,
                 "elementwise_fusion" => build.elementwise_fusion = v.extract()?,
+                "early_weight_update" => build.early_weight_update = v.extract()?,
                 "stable_norm" => build.stable_norm = v.extract()?,
                 "replicated_optimizer_state_sharding" => {
                     build.replicated_optimizer_state_sharding = v.extract()?
@@ -220,7 +221,7 @@ fn session_options(d: Option<&Bound<'_, PyDict>>) -> PyResult<SessionOptions> {
                 "nanoo" => fp.nanoo = v.extract()?,
                 other => {
                     return Err(OptionsError::new_err(format!(
-                        "unknown option '{other}' (known: target, tiles, precision, partials, available_memory_proportion, gradient_accumulation, device_iterations, replicas, batch, pipeline_splits, pipeline_schedule, ipus, recompute, offload_optimizer_state, replicated_optimizer_state_sharding, elementwise_fusion, stable_norm, seed, sr, inv, div0, oflo, nanoo)"
+                        "unknown option '{other}' (known: target, tiles, precision, partials, available_memory_proportion, gradient_accumulation, device_iterations, replicas, batch, pipeline_splits, pipeline_schedule, ipus, recompute, offload_optimizer_state, replicated_optimizer_state_sharding, elementwise_fusion, early_weight_update, stable_norm, seed, sr, inv, div0, oflo, nanoo)"
                     )))
                 }
             }

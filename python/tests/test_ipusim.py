@@ -248,6 +248,14 @@ def test_elementwise_fusion_is_the_clis_and_can_be_turned_off():
     assert len(fused["compute_sets"]) < len(plain["compute_sets"])
 
 
+def test_early_weight_update_is_the_clis():
+    program = str(REPO / "tests" / "programs" / "sim" / "cnn_tour.ron")
+    early = ipusim.load(program).compile(ipusim.Options().earlyWeightUpdate(True)).to_dict()
+    assert early == json.loads(cli("compile", program, "--json", "--early-weight-update"))
+    late = ipusim.load(program).compile(ipusim.Options()).to_dict()
+    assert early["program_tree"] != late["program_tree"]
+
+
 def test_stable_norm_is_the_clis():
     program = str(REPO / "programs" / "resnet_digits.ron")
     opts = ipusim.Options()

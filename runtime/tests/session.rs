@@ -158,3 +158,100 @@ fn the_cnn_tour_trains_in_the_simulator_and_the_reference() {
         }
     }
 }
+
+/// Runs `program` three times with the default schedule and with `early_weight_update`:
+/// the outfeeds and variables must be the same bit for bit, and only the second may run an
+/// update (a program step `is_update` names) before the step's last other program step.
+fn early_and_late_agree(
+    program: &ipusim_ir::Program,
+    dir: &Path,
+    options: SessionOptions,
+    is_update: fn(&str) -> bool,
+    what: &str,
+) {
+    let session = |early: bool| {
+        let mut options = options.clone();
+        options.build.early_weight_update = early;
+        Session::new(program, dir, options).unwrap()
+    };
+    let (mut late, mut early) = (session(false), session(true));
+    // Whether an update runs before the last program step that is not an update.
+    let update_inside_step = |s: &Session| {
+        let names: Vec<&str> = s
+            .executable()
+            .steps
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        let first = names.iter().position(|n| is_update(n));
+        let last = names
+            .iter()
+            .rposition(|n| !is_update(n) && !n.contains("assign"));
+        first.zip(last).is_some_and(|(u, b)| u < b)
+    };
+    assert!(!update_inside_step(&late), "{what}");
+    assert!(update_inside_step(&early), "{what}");
+    let bits = |o: &ipusim_runtime::OutfeedData| -> Vec<u64> {
+        o.rows().iter().flatten().map(|v| v.to_bits()).collect()
+    };
+    let vars = |s: &Session| -> std::collections::BTreeMap<String, Vec<u8>> {
+        s.variables()
+            .into_iter()
+            .map(|(n, t)| (n, t.to_bytes()))
+            .collect()
+    };
+    for run in 0..3 {
+        let (a, b) = (late.run().unwrap(), early.run().unwrap());
+        for (stream, t) in &a.outfeeds {
+            assert!(
+                bits(t) == bits(&b.outfeeds[stream]),
+                "{what}: run {run}: outfeed '{stream}' differs"
+            );
+        }
+        let (x, y) = (vars(&late), vars(&early));
+        assert_eq!(x.keys().collect::<Vec<_>>(), y.keys().collect::<Vec<_>>());
+        for (n, v) in &x {
+            assert!(*v == y[n], "{what}: run {run}: variable '{n}' differs");
+        }
+    }
+}
+
+/// `early_weight_update` (`--early-weight-update`) moves each weight's update up to just after
+/// its gradient and the step's last read of the weight, and changes no value: training
+/// steps of convolutions, both norms, matmuls, SGD, momentum and AdamW in every precision
+/// give the default schedule's outfeeds and variables bit for bit.
+#[test]
+fn early_weight_updates_keep_every_value() {
+    let sim = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/programs/sim");
+    for name in ["cnn_tour", "bn_stable", "train_mlp", "adamw_mlp"] {
+        let program = load_program(&sim.join(format!("{name}.ron"))).unwrap();
+        for precision in ipusim_ir::Precision::ALL {
+            let mut options = SessionOptions::default();
+            options.build.precision = Some(precision);
+            options.build.gradient_accumulation = Some(1);
+            options.build.device_iterations = Some(2);
+            early_and_late_agree(
+                &program,
+                &sim,
+                options,
+                |n| n.starts_with("update/"),
+                &format!("{name} in {precision}"),
+            );
+        }
+    }
+}
+
+/// An update waits for every late read of its variable: through a transpose, a reshape, a
+/// broadcast, a cast a reduction absorbs, and a fused group whose root runs after the
+/// gradient (`tests/programs/run/early_update_views.ron`).
+#[test]
+fn an_early_update_waits_for_reads_through_views_and_fused_groups() {
+    let program = load_program(&dir().join("early_update_views.ron")).unwrap();
+    early_and_late_agree(
+        &program,
+        &dir(),
+        SessionOptions::default(),
+        |n| n.contains("_new") || n.starts_with("g_rows") || n.starts_with("g_half"),
+        "early_update_views",
+    );
+}

@@ -119,6 +119,14 @@ pub struct BuildArgs {
     /// (`enableGenerateCodelet`) are.
     #[arg(long)]
     pub no_elementwise_fusion: bool,
+    /// With one micro-batch per weight update on one IPU (one replica, no pipeline, the
+    /// optimizer state on chip), run each variable's update as soon as its gradient exists
+    /// and the step has read the variable for the last time, freeing the gradient there
+    /// (PopART's `delayVarUpdates = false`). By default every update runs after the whole
+    /// step, every gradient held until then, as PopART's default `delayVarUpdates = true`
+    /// schedules it. The values are the same either way; the peak of temporaries is not.
+    #[arg(long)]
+    pub early_weight_update: bool,
 }
 
 /// Arguments of `ipusim compile`.
@@ -201,6 +209,7 @@ impl BuildArgs {
             stable_norm: self.stable_norm,
             offload_optimizer_state: self.offload_optimizer_state,
             elementwise_fusion: !self.no_elementwise_fusion,
+            early_weight_update: self.early_weight_update,
             replicated_optimizer_state_sharding: self.replicated_optimizer_state_sharding,
             replicas: self.replicas,
             batch: self.batch,

@@ -11,12 +11,15 @@
 //! | [`ops`] | one module per op family and the per-op table | `core`, `kit` |
 //! | [`fusion`] | which chains of element-wise nodes one fused vertex computes | `core`, `ops` (the element-wise codelets) |
 //! | [`absorb`] | which widening casts (and their squares) a sum reduction reads itself | `core` |
-//! | this driver | scheduling, phases, in-place assignment, inputs, outfeeds, assigns | `core`, `kit`, `ops`, `fusion`, `absorb` |
+//! | [`schedule`] | the order nodes are lowered in: topological, or each weight update moved up to its gradient (`early_weight_update`) | `core`, `ops` (reduction batches) |
+//! | this driver | phases, in-place assignment, inputs, outfeeds, assigns | `core`, `kit`, `ops`, `fusion`, `absorb`, `schedule` |
 //!
 //! Op modules never call each other; what two families share lives in `kit`.
 //!
-//! Schedule: the Step-phase nodes in topological order, then the Update-phase nodes. Each
-//! phase body starts with the host-to-device stream copies of its `Input`s and ends with its
+//! Schedule: the Step-phase nodes in topological order, then the Update-phase nodes; with
+//! `early_weight_update` and one micro-batch per update on one IPU, the Update-phase nodes
+//! join the Step phase's body, each weight's update just after its gradient
+//! ([`schedule::update_early`]). Each phase body starts with the host-to-device stream copies of its `Input`s and ends with its
 //! `Assign`s (variables take their new values at the end of the phase). An `Assign` whose
 //! value is an element-wise op reading the variable itself (directly, or as a leaf of the
 //! fused group the value is the root of), computed after every other read of the variable in
@@ -34,6 +37,7 @@ pub(crate) mod fusion;
 pub(crate) mod kit;
 pub(crate) mod ops;
 pub(crate) mod pipeline;
+mod schedule;
 
 use crate::error::CompileError;
 use crate::executable::{Program, StreamDirection, TensorId, TensorKind};
@@ -55,7 +59,7 @@ pub(crate) fn lower(
     options: &CompileOptions,
     placement: &Placement,
 ) -> Result<Lowered, CompileError> {
-    let order = schedule(g)?;
+    let order = schedule::topological(g)?;
     let live = live_nodes(g);
     check_phases(g, &order, &live)?;
     let hooks = Hooks {
@@ -75,14 +79,24 @@ pub(crate) fn lower(
         lw.set_fused(groups);
     }
     lw.set_reduce_inputs(reduce_inputs);
-    plan_inplace(&mut lw, &order, &live);
+    // One micro-batch per update on one IPU: each weight's update right after its gradient
+    // (fused groups and absorbed casts never mix phases, so they hold in either order).
+    let early = schedule::can_update_early(&lw, segments.is_some(), &live);
+    let order = if early {
+        schedule::update_early(&lw, &order, &live)
+    } else {
+        order
+    };
+    // The phase whose body lowers a node's phase.
+    let body = move |p: Phase| if early { Phase::Step } else { p };
+    plan_inplace(&mut lw, &order, &live, body);
     let mut phases = Vec::new();
     let mut pipelined = None;
     for phase in [Phase::Step, Phase::Update] {
         let nodes: Vec<NodeId> = order
             .iter()
             .copied()
-            .filter(|&id| g.node(id).phase == phase && live[id.as_usize()])
+            .filter(|&id| body(g.node(id).phase) == phase && live[id.as_usize()])
             .collect();
         for &id in &nodes {
             if let Op::Input { .. } = g.node(id).op {
@@ -192,20 +206,6 @@ pub(crate) fn lower(
     Ok(lw.into_lowered(program, values))
 }
 
-/// Node ids in a topological order: ascending ids when that is one (graphs built by adding
-/// inputs first), else petgraph's order.
-fn schedule(g: &Graph) -> Result<Vec<NodeId>, CompileError> {
-    let ids: Vec<NodeId> = g.ids().collect();
-    if ids
-        .iter()
-        .all(|&id| g.node(id).inputs.iter().all(|&i| i < id))
-    {
-        Ok(ids)
-    } else {
-        Ok(g.topo_order()?)
-    }
-}
-
 /// Nodes whose value reaches an `Outfeed` or `Assign` (indexed by id).
 fn live_nodes(g: &Graph) -> Vec<bool> {
     let n = g.ids().map(|i| i.as_usize() + 1).max().unwrap_or(0);
@@ -276,7 +276,7 @@ fn check_phases(g: &Graph, order: &[NodeId], live: &[bool]) -> Result<(), Compil
 }
 
 /// Decides which Assigns are done in place (see the module docs).
-fn plan_inplace(lw: &mut Lowerer, order: &[NodeId], live: &[bool]) {
+fn plan_inplace(lw: &mut Lowerer, order: &[NodeId], live: &[bool], body: impl Fn(Phase) -> Phase) {
     let pos: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
     for &a in order {
         let node = lw.graph().node(a);
@@ -301,7 +301,7 @@ fn plan_inplace(lw: &mut Lowerer, order: &[NodeId], live: &[bool]) {
             None => v.inputs.contains(&var),
         };
         if !elementwise
-            || v.phase != node.phase
+            || body(v.phase) != body(node.phase)
             || lw.ipu_of(value) != lw.ipu_of(var)
             || !reads_var
             || v.ty != lw.graph().node(var).ty
@@ -309,9 +309,9 @@ fn plan_inplace(lw: &mut Lowerer, order: &[NodeId], live: &[bool]) {
         {
             continue;
         }
-        // Readers of the variable in other phases see the assigned value either way
-        // (earlier phases run before, later phases after the end of this phase); readers
-        // in this phase must all run before the value is computed. A fused node reads when
+        // Readers of the variable in other phase bodies see the assigned value either way
+        // (earlier bodies run before, later ones after the end of this one); readers in
+        // this body must all run before the value is computed. A fused node reads when
         // its root runs; the value's own group reads each element before writing it.
         let vp = pos[&value];
         let runs_at = |c: NodeId| lw.fused_into(c).unwrap_or(c);
@@ -320,7 +320,7 @@ fn plan_inplace(lw: &mut Lowerer, order: &[NodeId], live: &[bool]) {
             .consumers(var)
             .into_iter()
             .filter(|&c| runs_at(c) != value && c != a && live[c.as_usize()])
-            .filter(|&c| lw.graph().node(c).phase == node.phase)
+            .filter(|&c| body(lw.graph().node(c).phase) == body(node.phase))
             .all(|c| pos[&runs_at(c)] < vp);
         if others_first {
             lw.set_inplace(value, var);
