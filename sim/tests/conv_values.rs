@@ -575,3 +575,118 @@ fn non_finite_inputs_give_the_interpreters_values_and_flags() {
         assert_eq!(flags, it.flags(), "{tiles} tiles");
     }
 }
+
+/// Convolutions whose output rows are whole vector blocks (widths of 8, 16 and 24), which
+/// the engine computes from the padded feature map's rows instead of a gathered `b`: the
+/// forward and input-gradient passes give the textbook values exactly (small integers) with
+/// symmetric and one-sided padding, kernels of 1, 3 and 5, blocks split over 1, 16 and 64
+/// tiles (and so along the width).
+#[test]
+fn convolutions_with_whole_vector_rows_on_the_engine_equal_the_textbook_definition() {
+    let mut rng = Pcg32::seed_from_u64(17);
+    let cases = [
+        ([2usize, 8, 6, 16], [6usize, 8, 3, 3], [1usize, 1, 1, 1]),
+        ([1, 4, 5, 20], [3, 4, 5, 5], [2, 0, 2, 0]),
+        ([1, 16, 4, 8], [16, 16, 1, 1], [0, 0, 0, 0]),
+        ([2, 3, 7, 16], [4, 3, 3, 3], [1, 2, 1, 0]),
+        ([1, 5, 3, 24], [7, 5, 3, 5], [1, 2, 1, 2]),
+    ];
+    for (xd, wd, padding) in cases {
+        let g = Geometry {
+            x: xd,
+            w: wd,
+            stride: [1, 1],
+            padding,
+            dilation: [1, 1],
+            groups: 1,
+        };
+        let x = small_ints(&mut rng, xd.iter().product());
+        let w = small_ints(&mut rng, wd.iter().product());
+        let (out_dims, expected) = direct(&g, &x, &w);
+        assert_eq!(out_dims[3] % 8, 0, "{xd:?}: rows of whole vector blocks");
+        let forward = Op::Conv2d {
+            stride: vec![],
+            padding: padding.to_vec(),
+            dilation: vec![],
+            groups: 1,
+        };
+        // The input gradient of the same convolution, from a `dy` of its output's shape:
+        // dx[n, c, h, v] = Σ w[o, c, p, q] dy[n, o, h + pad_t − p, v + pad_l − q].
+        let dy_dims = [out_dims[0], out_dims[1], out_dims[2], out_dims[3]];
+        let dy = small_ints(&mut rng, dy_dims.iter().product());
+        let [n, c, h, wdt] = xd;
+        let [o, _, kh, kw] = wd;
+        let (oh, ow) = (dy_dims[2] as isize, dy_dims[3] as isize);
+        let mut dx = vec![0.0f64; n * c * h * wdt];
+        for b in 0..n {
+            for ci in 0..c {
+                for hi in 0..h {
+                    for vi in 0..wdt {
+                        let mut s = 0.0;
+                        for oi in 0..o {
+                            for p in 0..kh {
+                                for q in 0..kw {
+                                    let i = hi as isize + padding[0] as isize - p as isize;
+                                    let j = vi as isize + padding[1] as isize - q as isize;
+                                    if (0..oh).contains(&i) && (0..ow).contains(&j) {
+                                        s += f64::from(w[((oi * c + ci) * kh + p) * kw + q])
+                                            * f64::from(
+                                                dy[((b * o + oi) * oh as usize + i as usize)
+                                                    * ow as usize
+                                                    + j as usize],
+                                            );
+                                    }
+                                }
+                            }
+                        }
+                        dx[((b * c + ci) * h + hi) * wdt + vi] = s;
+                    }
+                }
+            }
+        }
+        let input_grad = Op::Conv2dInputGrad {
+            stride: vec![],
+            padding: padding.to_vec(),
+            dilation: vec![],
+            groups: 1,
+            input_size: vec![h, wdt],
+        };
+        for tiles in [1, 16, 64] {
+            let (got, _) = run_on_engine(forward.clone(), &[(&g.x, &x), (&g.w, &w)], tiles);
+            assert_eq!(got, expected, "forward {xd:?} {wd:?} on {tiles} tiles");
+            let (got, _) = run_on_engine(input_grad.clone(), &[(&dy_dims, &dy), (&g.w, &w)], tiles);
+            assert_eq!(got, dx, "input gradient {xd:?} {wd:?} on {tiles} tiles");
+        }
+    }
+}
+
+/// An FP32 convolution whose partials overflow, with output rows of whole vector blocks:
+/// the engine gives the interpreter's infinities and flags (the product redone from a
+/// gathered `b` where the padded rows' partials overflowed).
+#[test]
+fn an_overflowing_fp32_convolution_gives_the_interpreters_values_and_flags() {
+    let mut rng = Pcg32::seed_from_u64(19);
+    let (g, mut x, mut w, op, _) = padded_3x3(&mut rng, [1, 4, 3, 16], 2);
+    // Positive weights of 1 to 5, and one input near the largest FP32 value: every output
+    // whose window reads it overflows to +inf, the others stay finite.
+    for v in w.iter_mut() {
+        *v = v.abs() + 1.0;
+    }
+    x[2 * 16 + 7] = 3e38;
+    let inputs: [(&[usize], &[f32]); 2] = [(&g.x, &x), (&g.w, &w)];
+    let (b, y) = one_op(op.clone(), &inputs);
+    let graph = b.finish();
+    let mut it = Interpreter::new(&graph, FpConfig::default(), 0).unwrap();
+    for (i, (s, v)) in inputs.iter().enumerate() {
+        let t = Tensor::f32(Shape::new(s.to_vec()), v.to_vec()).unwrap();
+        it.set_variable(&format!("x{i}"), t).unwrap();
+    }
+    it.micro_batch(&Streams::new()).unwrap();
+    let want = it.value_of(y).unwrap().to_f64_vec();
+    assert!(want.iter().any(|v| v.is_infinite()) && want.iter().any(|v| v.is_finite()));
+    for tiles in [1, 16] {
+        let (got, _, flags) = engine_run(op.clone(), &inputs, tiles, None);
+        assert_eq!(got, want, "{tiles} tiles");
+        assert_eq!(flags, it.flags(), "{tiles} tiles");
+    }
+}

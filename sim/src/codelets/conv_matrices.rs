@@ -8,6 +8,11 @@
 //! ([`forward_weights`], [`input_grad_weights`]) and a run of units reads its rows; `b`
 //! is gathered per batch element ([`feature_map_inputs`]). `WeightGrad`
 //! gathers both per vertex ([`weight_grad`]).
+//!
+//! When every kernel column of a `Forward` or `InputGrad` block reads consecutive input
+//! columns (stride and dilation 1 along the width), `b` need not be gathered at all: the
+//! block's feature map rows, copied once with zero columns on both sides ([`Padded`]), hold
+//! each row of `b` over an output row as a slice, and the product reads those slices.
 
 use ipusim_exe::codelets::{WindowParams, WindowPass};
 
@@ -307,6 +312,243 @@ fn output_row_taps(kw: usize, taps: &Taps, src: &[Option<&[f32]>], dst: &mut [f3
                 }
                 (None, _) => d.fill(0.0),
             }
+        }
+    }
+}
+
+/// A `Forward` or `InputGrad` block's feature map (widened, `[n][c][row][col]`) with zero
+/// columns on both sides of every row, so that each kernel tap's inputs over an output row
+/// are a run of one padded row: `b`'s rows without gathering them ([`Padded::rows`]).
+#[derive(Debug, Default)]
+pub(super) struct Padded {
+    /// Per batch element: a run of zeros one output row long (the inputs of taps on
+    /// padding), then its padded rows `[c][row]`.
+    x: Vec<f32>,
+    /// Padded row length.
+    width: usize,
+    /// Elements per batch element.
+    per_n: usize,
+    /// Where each row of `b` starts in a batch element's part of `x`, per output row of the
+    /// block then `(kh, kw, c)`: the same for every batch element.
+    rows: Vec<usize>,
+    /// Rows of `b` per output row.
+    k: usize,
+}
+
+impl Padded {
+    /// Lays out block `p`'s feature map `x` for its `taps` and kernel width `kwp`; false
+    /// when some kernel column reads other than a run of consecutive input columns with
+    /// padding around it (a stride or a dilation along the width).
+    pub(super) fn fill(&mut self, (p, taps): (&WindowParams, &Taps), kwp: u32, x: &[f32]) -> bool {
+        let g = &p.geometry;
+        let (ow, width, kw) = (len(p.out_cols), len(p.in_cols), g.kw as usize);
+        // Zero columns needed on the left and right of the held ones.
+        let (mut left, mut right) = (0usize, 0usize);
+        let mut runs = Vec::with_capacity(kw);
+        for k in 0..kw {
+            let cols = &taps.cols[k * ow..(k + 1) * ow];
+            let Some((lo, hi, first)) = taps.runs[k] else {
+                if cols.iter().any(Option::is_some) {
+                    return false;
+                }
+                runs.push(None);
+                continue;
+            };
+            // Padding before the run must be columns before the first held one, and after
+            // it columns after the last.
+            if (lo > 0 && first > 0) || (hi < ow && first + (hi - lo) < width) {
+                return false;
+            }
+            left = left.max(lo.saturating_sub(first));
+            right = right.max((first + ow).saturating_sub(lo + width));
+            runs.push(Some((lo, first)));
+        }
+        // Per kernel column: the padded column output column 0 reads.
+        let offs: Vec<Option<usize>> = runs
+            .iter()
+            .map(|r| r.map(|(lo, first)| left + first - lo))
+            .collect();
+        let (red, in_rows) = (len(p.in_channels), len(p.in_rows));
+        self.width = left + width + right;
+        self.per_n = ow + red * in_rows * self.width;
+        self.x.clear();
+        self.x.resize(len(p.batch) * self.per_n, 0.0);
+        if width > 0 && self.per_n > 0 {
+            for (part, src) in self
+                .x
+                .chunks_exact_mut(self.per_n)
+                .zip(x.chunks(red * in_rows * width))
+            {
+                for (dst, src) in part[ow..]
+                    .chunks_exact_mut(self.width)
+                    .zip(src.chunks_exact(width))
+                {
+                    dst[left..left + width].copy_from_slice(src);
+                }
+            }
+        }
+        self.k = g.kh as usize * kwp as usize * red;
+        self.rows.clear();
+        for o in 0..len(p.out_rows) {
+            for khi in 0..g.kh as usize {
+                let row = taps.rows[khi * taps.out_rows + o].map(|r| (r - p.in_rows.0) as usize);
+                for kwi in 0..kwp as usize {
+                    let off = offs.get(kwi).copied().flatten();
+                    for c in 0..red {
+                        self.rows.push(match (row, off) {
+                            (Some(r), Some(off)) => ow + (c * in_rows + r) * self.width + off,
+                            _ => 0,
+                        });
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Whether every element of the feature map is finite.
+    pub(super) fn finite(&self) -> bool {
+        crate::numerics::kernels::amp::finite(&self.x)
+    }
+
+    /// Batch element `n`'s part of the padded feature map, which [`Self::rows`] indexes.
+    pub(super) fn base(&self, p: &WindowParams, n: u32) -> &[f32] {
+        let nl = (n - p.batch.0) as usize;
+        &self.x[nl * self.per_n..(nl + 1) * self.per_n]
+    }
+
+    /// Where in a batch element's [`Self::base`] the rows of `b` (in [`feature_map_inputs`]'
+    /// order, `(kh, kw, c)`) over output row `ohl` of the block (relative to its first)
+    /// start: each the `ow` inputs of that tap, in a padded row or the zeros.
+    pub(super) fn rows(&self, ohl: usize) -> &[usize] {
+        &self.rows[ohl * self.k..(ohl + 1) * self.k]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipusim_exe::codelets::WindowGeometry;
+
+    /// A `Forward` block of convolution `g` (one group): output columns `cols`, every output
+    /// row, and the input columns those read.
+    fn block(g: WindowGeometry, cols: (u32, u32)) -> WindowParams {
+        let read: Vec<u32> = (cols.0..cols.1)
+            .flat_map(|o| (0..g.kw).filter_map(move |k| g.input_col(o, k)))
+            .collect();
+        let in_cols = (
+            read.iter().copied().min().unwrap_or(0),
+            read.iter().copied().max().map_or(0, |m| m + 1),
+        );
+        WindowParams {
+            geometry: g,
+            group: 0,
+            batch: (0, g.n),
+            out_channels: (0, g.o),
+            in_channels: (0, g.c),
+            out_rows: (0, g.oh),
+            in_rows: (0, g.h),
+            aux_rows: (0, 0),
+            out_cols: cols,
+            in_cols,
+            units: (0, g.n * g.o),
+            input_channels: g.c,
+            in_group: 1,
+            aux_group: 1,
+            out_group: 1,
+            weight_chunk: 0,
+        }
+    }
+
+    fn geometry(
+        c: u32,
+        (h, w): (u32, u32),
+        (kh, kw): (u32, u32),
+        padding: [u32; 4],
+    ) -> WindowGeometry {
+        let oh = h + padding[0] + padding[2] + 1 - kh;
+        let ow = w + padding[1] + padding[3] + 1 - kw;
+        WindowGeometry {
+            n: 2,
+            c,
+            h,
+            w,
+            o: 3,
+            kh,
+            kw,
+            stride: [1, 1],
+            padding,
+            dilation: [1, 1],
+            groups: 1,
+            oh,
+            ow,
+        }
+    }
+
+    /// Where the padded feature map stands for `b`, its rows are `b`'s rows element for
+    /// element: every batch element, output row and tap, with padding on either side, a
+    /// padded kernel width, and blocks of part of the columns.
+    #[test]
+    fn padded_rows_are_the_gathered_rows() {
+        let cases = [
+            (geometry(2, (4, 8), (3, 3), [1, 1, 1, 1]), (0, 8), 3),
+            (geometry(3, (3, 10), (3, 3), [1, 1, 1, 1]), (0, 5), 4),
+            (geometry(3, (3, 10), (3, 3), [1, 1, 1, 1]), (5, 10), 3),
+            (geometry(1, (5, 12), (5, 5), [2, 0, 2, 4]), (2, 10), 5),
+            (geometry(4, (2, 6), (1, 1), [0, 0, 0, 0]), (0, 6), 1),
+        ];
+        for (g, cols, kwp) in cases {
+            let p = block(g, cols);
+            let mut taps = Taps::default();
+            taps.fill(WindowPass::Forward, &p);
+            let x: Vec<f32> = (0..g.n * g.c * len(p.in_rows) as u32 * len(p.in_cols) as u32)
+                .map(|v| v as f32 + 1.0)
+                .collect();
+            let mut padded = Padded::default();
+            assert!(padded.fill((&p, &taps), kwp, &x), "{g:?} {cols:?}");
+            let k = reduction(&p, kwp);
+            let (oh, ow) = (len(p.out_rows), len(p.out_cols));
+            let mut b = vec![0f32; k * oh * ow];
+            for n in 0..g.n {
+                feature_map_inputs((&p, &taps), kwp, n, &x, &mut b);
+                for ohl in 0..oh {
+                    for (kk, &at) in padded.rows(ohl).iter().enumerate() {
+                        let want = &b[(kk * oh + ohl) * ow..][..ow];
+                        assert_eq!(
+                            &padded.base(&p, n)[at..at + ow],
+                            want,
+                            "{cols:?} n {n} row {ohl} tap {kk}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kernel columns whose taps are not a run of held columns with padding around it fall
+    /// back to the gathered `b`: padding before a run that does not start at the first held
+    /// column, or after one that does not end at the last, and taps that skip columns.
+    #[test]
+    fn other_taps_are_not_padded() {
+        let p = block(geometry(1, (1, 8), (1, 1), [0, 0, 0, 0]), (0, 4));
+        let x = vec![1f32; 8];
+        for cols in [
+            vec![None, Some(3), Some(4), Some(5)],
+            vec![Some(0), Some(1), None, None],
+            vec![Some(0), Some(2), Some(4), Some(6)],
+        ] {
+            let taps = Taps {
+                rows: vec![Some(0)],
+                out_rows: 1,
+                runs: vec![contiguous(&cols)],
+                cols,
+                ..Taps::default()
+            };
+            assert!(
+                !Padded::default().fill((&p, &taps), 1, &x),
+                "{:?}",
+                taps.cols
+            );
         }
     }
 }

@@ -216,6 +216,47 @@ pub fn matmul_f32_known(
     Ok(matmul(shape, a, b, Partials::F32(out), chunk, known))
 }
 
+/// `out += a · b` with FP32 partials for finite operands, where row `kk` of `b` (its `n`
+/// columns) is `base[rows[kk] ..]` and row `i` of `out` starts at `out[i · ldo]`: the
+/// FP32-partials kernel of [`matmul_f32_known`], the same operations in the same order, for
+/// a `b` whose rows are parts of another buffer (a convolution's padded feature map rows).
+/// The caller checks that `a` and every row are finite; it gets whether every output written
+/// is finite (an FP32 overflow), and when one is not, redoes the product with
+/// [`matmul_f32_known`] for the exact flags.
+pub fn matmul_f32_rows(
+    a: &[f32],
+    (base, rows): (&[f32], &[usize]),
+    (out, ldo): (&mut [f32], usize),
+    n: usize,
+    chunk: usize,
+) -> Result<bool, NumericsError> {
+    const KERNEL: &str = "matmul_f32_rows";
+    if chunk == 0 {
+        return Err(NumericsError::ZeroChunk { kernel: KERNEL });
+    }
+    let k = rows.len();
+    if k == 0 || n == 0 {
+        return Ok(true);
+    }
+    let m = a.len() / k;
+    check_len(KERNEL, "a", m * k, a.len())?;
+    if let Some(&far) = rows.iter().find(|&&r| r.saturating_add(n) > base.len()) {
+        check_len(KERNEL, "b's rows", far.saturating_add(n), base.len())?;
+    }
+    if m == 0 {
+        return Ok(true);
+    }
+    if ldo < n {
+        check_len(KERNEL, "out's row stride", n, ldo)?;
+    }
+    let needed = (m - 1) * ldo + n;
+    if out.len() < needed {
+        check_len(KERNEL, "out", needed, out.len())?;
+    }
+    f32_partials_rows(a, base, rows, out, (ldo, m, n), chunk);
+    Ok((0..m).all(|i| all_finite(&out[i * ldo..i * ldo + n])))
+}
+
 /// `acc + a · b` with FP16 inputs and an FP32 partial.
 pub fn amp_dot_f32_partials(
     a: &[f16],
@@ -382,18 +423,92 @@ simd_dispatch! {
 #[inline(always)]
 fn f32_partials_body(a: &[f32], b: &[f32], out: &mut [f32], k: usize, n: usize, chunk: usize) {
     let m = out.len() / n;
+    f32_partials_any(a, Dense { b, n }, (out, n), (m, k, n), chunk);
+}
+
+simd_dispatch! {
+    /// [`f32_partials`] with row `kk` of `b` (restricted to the `n` columns computed) at
+    /// `base[rows[kk] ..]`, and row `i` of `m` of `out` at `out[i · ldo ..]` (`dims` is
+    /// `(ldo, m, n)`): the same operations in the same order for every element.
+    fn f32_partials_rows(a: &[f32], base: &[f32], rows: &[usize], out: &mut [f32], dims: (usize, usize, usize), chunk: usize) -> () => f32_partials_rows_body
+}
+
+#[inline(always)]
+fn f32_partials_rows_body(
+    a: &[f32],
+    base: &[f32],
+    rows: &[usize],
+    out: &mut [f32],
+    (ldo, m, n): (usize, usize, usize),
+    chunk: usize,
+) {
+    f32_partials_any(
+        a,
+        Table { base, rows },
+        (out, ldo),
+        (m, rows.len(), n),
+        chunk,
+    );
+}
+
+/// How the kernels read `W` consecutive elements of row `kk` of `b` from column `j`.
+trait BRows: Copy {
+    fn at<const W: usize>(&self, kk: usize, j: usize) -> &[f32; W];
+}
+
+/// `b` row-major, `n` columns.
+#[derive(Clone, Copy)]
+struct Dense<'a> {
+    b: &'a [f32],
+    n: usize,
+}
+
+impl BRows for Dense<'_> {
+    #[inline(always)]
+    fn at<const W: usize>(&self, kk: usize, j: usize) -> &[f32; W] {
+        self.b[kk * self.n + j..][..W]
+            .try_into()
+            .unwrap_or(&[0.0; W])
+    }
+}
+
+/// Each row of `b` where a table says in another buffer.
+#[derive(Clone, Copy)]
+struct Table<'a> {
+    base: &'a [f32],
+    rows: &'a [usize],
+}
+
+impl BRows for Table<'_> {
+    #[inline(always)]
+    fn at<const W: usize>(&self, kk: usize, j: usize) -> &[f32; W] {
+        self.base[self.rows[kk] + j..][..W]
+            .try_into()
+            .unwrap_or(&[0.0; W])
+    }
+}
+
+/// `m` rows of `out` (row `i` at `out[i · ldo ..]`, `n` columns) `+= a · b`, `a` `m × k`.
+#[inline(always)]
+fn f32_partials_any<B: BRows>(
+    a: &[f32],
+    b: B,
+    (out, ldo): (&mut [f32], usize),
+    (m, k, n): (usize, usize, usize),
+    chunk: usize,
+) {
     let mut i = 0;
     while i + ROWS <= m {
-        f32_partials_cols::<ROWS>(a, b, out, i, k, n, chunk);
+        f32_partials_cols::<ROWS, B>(a, b, (out, ldo), i, k, n, chunk);
         i += ROWS;
     }
     // The last rows in one block too: a convolution's vertex often has fewer rows than
     // `ROWS` (ResNet-50's 1 to 3 output channels per unit run), and a row at a time loads
     // each vector of `b` for one row's FMAs. Each element's operations are the same.
     match m - i {
-        3 => f32_partials_cols::<3>(a, b, out, i, k, n, chunk),
-        2 => f32_partials_cols::<2>(a, b, out, i, k, n, chunk),
-        1 => f32_partials_cols::<1>(a, b, out, i, k, n, chunk),
+        3 => f32_partials_cols::<3, B>(a, b, (out, ldo), i, k, n, chunk),
+        2 => f32_partials_cols::<2, B>(a, b, (out, ldo), i, k, n, chunk),
+        1 => f32_partials_cols::<1, B>(a, b, (out, ldo), i, k, n, chunk),
         _ => {}
     }
 }
@@ -439,17 +554,22 @@ macro_rules! column_blocks {
 
 /// Rows `[i, i + R)` of `out`, column block by column block (32, 16, 8 and single columns).
 #[inline(always)]
-fn f32_partials_cols<const R: usize>(
+fn f32_partials_cols<const R: usize, B: BRows>(
     a: &[f32],
-    b: &[f32],
-    out: &mut [f32],
+    b: B,
+    (out, ldo): (&mut [f32], usize),
     i: usize,
     k: usize,
     n: usize,
     chunk: usize,
 ) {
-    column_blocks!(R, n, |j, W| f32_partials_block::<R, W>(
-        a, b, out, i, j, k, n, chunk
+    column_blocks!(R, n, |j, W| f32_partials_block::<R, W, B>(
+        a,
+        b,
+        (&mut *out, ldo),
+        (i, j),
+        k,
+        chunk
     ));
 }
 
@@ -459,15 +579,14 @@ fn f32_partials_cols<const R: usize>(
 /// each element of `a` is one broadcast.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-fn chunk_block<const R: usize, const W: usize>(
+fn chunk_block<const R: usize, const W: usize, B: BRows>(
     rows: &[&[f32]; R],
-    b: &[f32],
+    b: B,
     j: usize,
     (c0, c1): (usize, usize),
-    n: usize,
     s: &mut [[f32; W]; R],
 ) {
-    let b0: &[f32; W] = b[c0 * n + j..][..W].try_into().unwrap_or(&[0.0; W]);
+    let b0: &[f32; W] = b.at::<W>(c0, j);
     for r in 0..R {
         let av = rows[r][c0];
         for w in 0..W {
@@ -475,7 +594,7 @@ fn chunk_block<const R: usize, const W: usize>(
         }
     }
     for kk in c0 + 1..c1 {
-        let bk: &[f32; W] = b[kk * n + j..][..W].try_into().unwrap_or(&[0.0; W]);
+        let bk: &[f32; W] = b.at::<W>(kk, j);
         for r in 0..R {
             let av = rows[r][kk];
             for w in 0..W {
@@ -487,28 +606,26 @@ fn chunk_block<const R: usize, const W: usize>(
 
 /// The `R × W` block of `out` at `(i, j)`: for every chunk, its chunk sums
 /// ([`chunk_block`]), then `P += s` (the module docs' order, per element).
-#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
-fn f32_partials_block<const R: usize, const W: usize>(
+fn f32_partials_block<const R: usize, const W: usize, B: BRows>(
     a: &[f32],
-    b: &[f32],
-    out: &mut [f32],
-    i: usize,
-    j: usize,
+    b: B,
+    (out, ldo): (&mut [f32], usize),
+    (i, j): (usize, usize),
     k: usize,
-    n: usize,
     chunk: usize,
 ) {
     let mut p = [[0f32; W]; R];
     for r in 0..R {
-        p[r].copy_from_slice(&out[(i + r) * n + j..][..W]);
+        p[r].copy_from_slice(&out[(i + r) * ldo + j..][..W]);
     }
     let rows: [&[f32]; R] = std::array::from_fn(|r| &a[(i + r) * k..(i + r + 1) * k]);
     let mut c0 = 0;
     while c0 < k {
         let c1 = (c0 + chunk).min(k);
         let mut s = [[0f32; W]; R];
-        chunk_block::<R, W>(&rows, b, j, (c0, c1), n, &mut s);
+        chunk_block::<R, W, B>(&rows, b, j, (c0, c1), &mut s);
         for r in 0..R {
             for w in 0..W {
                 p[r][w] += s[r][w];
@@ -517,7 +634,7 @@ fn f32_partials_block<const R: usize, const W: usize>(
         c0 = c1;
     }
     for r in 0..R {
-        out[(i + r) * n + j..][..W].copy_from_slice(&p[r]);
+        out[(i + r) * ldo + j..][..W].copy_from_slice(&p[r]);
     }
 }
 
@@ -575,7 +692,7 @@ fn chunk_sums_block<const R: usize, const W: usize>(
     while c0 < k {
         let c1 = (c0 + chunk).min(k);
         let mut s = [[0f32; W]; R];
-        chunk_block::<R, W>(&rows, b, j, (c0, c1), n, &mut s);
+        chunk_block::<R, W, Dense>(&rows, Dense { b, n }, j, (c0, c1), &mut s);
         for r in 0..R {
             sums[(r * chunks + c) * n + j..][..W].copy_from_slice(&s[r]);
         }

@@ -225,3 +225,56 @@ fn shape_errors() {
         })
     );
 }
+
+/// The FP32-partials kernel reading `b`'s rows through a table (rows anywhere in another
+/// buffer, `out`'s rows `ldo` apart) gives the dense kernel's bits: the same operations in
+/// the same order, for row counts around the register block, column counts with and
+/// without vector tails, and several chunks. Bad lengths are errors.
+#[test]
+fn rows_through_a_table_equal_the_dense_product() {
+    for (m, k, n) in [(1, 7, 8), (4, 19, 16), (5, 33, 24), (3, 9, 40), (9, 20, 3)] {
+        for chunk in [1, 4, 16] {
+            let wide = |v: Vec<f16>| -> Vec<f32> { v.iter().map(|x| x.to_f32()).collect() };
+            let a = wide(operands(m * k, 1));
+            let b = wide(operands(k * n, 2));
+            let mut dense = wide(operands(m * n, 3));
+            let start = dense.clone();
+            let known = Known::default();
+            matmul_f32_known(MatMulShape { m, k, n }, &a, &b, &mut dense, chunk, known).unwrap();
+            // `b`'s rows scattered in reverse order through a larger buffer, 3 apart.
+            let stride = n + 3;
+            let mut base = vec![f32::NAN; k * stride + 5];
+            let rows: Vec<usize> = (0..k).map(|kk| (k - 1 - kk) * stride + 2).collect();
+            for (kk, &at) in rows.iter().enumerate() {
+                base[at..at + n].copy_from_slice(&b[kk * n..(kk + 1) * n]);
+            }
+            let ldo = n + 2;
+            let mut out = vec![-1.0f32; (m - 1) * ldo + n];
+            for i in 0..m {
+                out[i * ldo..i * ldo + n].copy_from_slice(&start[i * n..(i + 1) * n]);
+            }
+            assert!(matmul_f32_rows(&a, (&base, &rows), (&mut out, ldo), n, chunk).unwrap());
+            for i in 0..m {
+                let (got, want) = (&out[i * ldo..i * ldo + n], &dense[i * n..(i + 1) * n]);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(got),
+                    bits(want),
+                    "m {m} k {k} n {n} chunk {chunk} row {i}"
+                );
+                if i + 1 < m {
+                    assert!(out[i * ldo + n..(i + 1) * ldo].iter().all(|&x| x == -1.0));
+                }
+            }
+        }
+    }
+    let (a, base) = (vec![1f32; 4], vec![1f32; 8]);
+    let mut out = vec![0f32; 8];
+    assert!(matmul_f32_rows(&a, (&base, &[0, 4]), (&mut out, 4), 4, 0).is_err());
+    assert!(matmul_f32_rows(&a, (&base, &[0, 5]), (&mut out, 4), 4, 1).is_err());
+    assert!(matmul_f32_rows(&a, (&base, &[0, 4]), (&mut out, 3), 4, 1).is_err());
+    assert!(matmul_f32_rows(&a, (&base, &[0, 4]), (&mut out[..5], 4), 4, 1).is_err());
+    // An overflow is reported, not hidden.
+    let big = vec![3e38f32; 4];
+    assert!(!matmul_f32_rows(&big, (&big, &[0, 0]), (&mut out, 4), 4, 1).unwrap());
+}
