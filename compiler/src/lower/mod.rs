@@ -19,8 +19,9 @@
 //! Schedule: the Step-phase nodes in topological order, then the Update-phase nodes; with
 //! `early_weight_update` and one micro-batch per update on one IPU, the Update-phase nodes
 //! join the Step phase's body, each weight's update just after its gradient
-//! ([`schedule::update_early`]). Each phase body starts with the host-to-device stream copies of its `Input`s and ends with its
-//! `Assign`s (variables take their new values at the end of the phase). An `Assign` whose
+//! ([`schedule::update_early`]). Each phase body starts with the host-to-device stream
+//! copies of its `Input`s and ends with its `Assign`s (variables take their new values at
+//! the end of the phase). An `Assign` whose
 //! value is an element-wise op reading the variable itself (directly, or as a leaf of the
 //! fused group the value is the root of), computed after every other read of the variable in
 //! that phase, is done in place: the op writes straight into the variable (PopLibs'

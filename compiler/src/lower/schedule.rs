@@ -64,12 +64,12 @@ pub(super) fn can_update_early(lw: &Lowerer, pipelined: bool, live: &[bool]) -> 
 }
 
 /// `order` with each Update-phase node moved up to just after the last Step-phase node it
-/// must follow: its Step-phase inputs other than sources (a sum reduction that waits for a later one of its
-/// batch counts at that one, [`ops::reduce::batches`]), the places of its Update-phase inputs,
-/// and every Step-phase read of a variable it reads — directly, through a node that may
-/// share or defer reading its storage, or in a fused group whose root runs later. Ties keep
-/// `order`'s order, so the result is topological. Update nodes that follow no Step node come
-/// first.
+/// must follow: its Step-phase inputs other than sources (a sum reduction that waits for a
+/// later one of its batch counts at that one, [`ops::reduce::batches`]), the places of its
+/// Update-phase inputs, and every Step-phase read of a variable it reads — directly, through
+/// a node that may share or defer reading its storage, or in a fused group whose root runs
+/// later. Ties keep `order`'s order, so the result is topological. Update nodes that follow
+/// no Step node come first.
 pub(super) fn update_early(lw: &Lowerer, order: &[NodeId], live: &[bool]) -> Vec<NodeId> {
     let g = lw.graph();
     let is_live = |id: NodeId| live[id.as_usize()];
