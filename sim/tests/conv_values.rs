@@ -551,16 +551,7 @@ fn non_finite_inputs_give_the_interpreters_values_and_flags() {
     x[140] = f32::NAN;
     w[4] = 0.0;
     let inputs: [(&[usize], &[f32]); 2] = [(&g.x, &x), (&g.w, &w)];
-    // The interpreter's value and flags.
-    let (b, y) = one_op(op.clone(), &inputs);
-    let graph = b.finish();
-    let mut it = Interpreter::new(&graph, FpConfig::default(), 0).unwrap();
-    for (i, (s, v)) in inputs.iter().enumerate() {
-        let t = Tensor::f32(Shape::new(s.to_vec()), v.to_vec()).unwrap();
-        it.set_variable(&format!("x{i}"), t).unwrap();
-    }
-    it.micro_batch(&Streams::new()).unwrap();
-    let want = it.value_of(y).unwrap().to_f64_vec();
+    let (want, want_flags) = interpreted(op.clone(), &inputs);
     assert!(want.iter().any(|v| v.is_nan()) && want.iter().any(|v| v.is_infinite()));
     assert!(want.iter().any(|v| v.is_finite()));
     for tiles in [1, 16] {
@@ -572,8 +563,21 @@ fn non_finite_inputs_give_the_interpreters_values_and_flags() {
                 "{tiles} tiles, y[{j}]: {a} vs {e}"
             );
         }
-        assert_eq!(flags, it.flags(), "{tiles} tiles");
+        assert_eq!(flags, want_flags, "{tiles} tiles");
     }
+}
+
+/// The interpreter's value of `op` over `inputs` (FP32 variables), and its flags.
+fn interpreted(op: Op, inputs: &[(&[usize], &[f32])]) -> (Vec<f64>, ipusim_sim::numerics::FpSts) {
+    let (b, y) = one_op(op, inputs);
+    let graph = b.finish();
+    let mut it = Interpreter::new(&graph, FpConfig::default(), 0).unwrap();
+    for (i, (s, v)) in inputs.iter().enumerate() {
+        let t = Tensor::f32(Shape::new(s.to_vec()), v.to_vec()).unwrap();
+        it.set_variable(&format!("x{i}"), t).unwrap();
+    }
+    it.micro_batch(&Streams::new()).unwrap();
+    (it.value_of(y).unwrap().to_f64_vec(), it.flags())
 }
 
 /// Convolutions whose output rows are whole vector blocks (widths of 8, 16 and 24), which
@@ -674,19 +678,11 @@ fn an_overflowing_fp32_convolution_gives_the_interpreters_values_and_flags() {
     }
     x[2 * 16 + 7] = 3e38;
     let inputs: [(&[usize], &[f32]); 2] = [(&g.x, &x), (&g.w, &w)];
-    let (b, y) = one_op(op.clone(), &inputs);
-    let graph = b.finish();
-    let mut it = Interpreter::new(&graph, FpConfig::default(), 0).unwrap();
-    for (i, (s, v)) in inputs.iter().enumerate() {
-        let t = Tensor::f32(Shape::new(s.to_vec()), v.to_vec()).unwrap();
-        it.set_variable(&format!("x{i}"), t).unwrap();
-    }
-    it.micro_batch(&Streams::new()).unwrap();
-    let want = it.value_of(y).unwrap().to_f64_vec();
+    let (want, want_flags) = interpreted(op.clone(), &inputs);
     assert!(want.iter().any(|v| v.is_infinite()) && want.iter().any(|v| v.is_finite()));
     for tiles in [1, 16] {
         let (got, _, flags) = engine_run(op.clone(), &inputs, tiles, None);
         assert_eq!(got, want, "{tiles} tiles");
-        assert_eq!(flags, it.flags(), "{tiles} tiles");
+        assert_eq!(flags, want_flags, "{tiles} tiles");
     }
 }
