@@ -181,6 +181,8 @@ pub(crate) struct WindowScratch {
     a: Vec<f32>,
     /// The pass, the reduction's kernel width and the block (its units cleared) `a` is for.
     a_for: Option<(WindowPass, u32, WindowParams)>,
+    /// Whether every element of `a` is finite (checked once, when gathered).
+    a_finite: bool,
     /// The input rows and columns the kernel taps read, and the pass and block (its units
     /// cleared) they are for.
     taps: conv_matrices::Taps,
@@ -245,6 +247,7 @@ impl WindowScratch {
                 WindowPass::Forward => conv_matrices::forward_weights(p, kwp, &self.y, a),
                 _ => conv_matrices::input_grad_weights(p, &self.y, a),
             }
+            self.a_finite = amp::finite(a);
             self.a_for = Some((pass, kwp, block));
         }
         let first = (o0 - p.out_channels.0) as usize * k;
@@ -436,7 +439,8 @@ fn conv(
                 a
             }
         };
-        let direct = padded && amp::finite(a);
+        // The block's weights finite (`padded` is for `Forward` and `InputGrad` only).
+        let direct = padded && win.a_finite;
         if !direct && win.b_for != Some(b_key) {
             // `Forward` and `InputGrad`: `b` gathered for this batch element.
             let b = bbuf.take::<f32>(k * cols);
@@ -444,7 +448,6 @@ fn conv(
             win.b_finite = amp::finite(b);
             win.b_for = Some(b_key);
         }
-        let b: (&[f32], bool) = (bbuf.take::<f32>(k * cols), win.b_finite);
         let out_len = rows * cols * es;
         let shape = MatMulShape {
             m: rows,
@@ -455,12 +458,15 @@ fn conv(
             ctl: worker.ctl,
             rng: &mut *worker.rng,
         };
-        let direct = direct.then_some(Direct {
-            block: (p, &win.taps, kwp),
-            padded: &win.padded,
-            x: &win.x,
-            n,
-        });
+        let b = match direct {
+            true => BSource::Padded(Direct {
+                block: (p, &win.taps, kwp),
+                padded: &win.padded,
+                x: &win.x,
+                n,
+            }),
+            false => BSource::Gathered(bbuf.take::<f32>(k * cols), win.b_finite),
+        };
         // The units' elements: consecutive in the block unless its channels are grouped.
         let first = match pass {
             WindowPass::WeightGrad => u as usize * cols,
@@ -471,18 +477,12 @@ fn conv(
                 .output
                 .get_mut(first * es..first * es + out_len)
                 .ok_or_else(|| EngineError::invalid("window units outside the output block"))?;
-            flags |= match direct {
-                Some(d) => d.product(types, shape, a, chunk, out, (pbuf, qbuf), reborrow)?,
-                None => product(types, shape, a, b, chunk, out, (pbuf, qbuf), reborrow)?,
-            };
+            flags |= b.product(types, shape, a, chunk, out, (pbuf, qbuf), reborrow)?;
         } else {
             let staged = &mut win.out;
             staged.clear();
             staged.resize(out_len, 0);
-            flags |= match direct {
-                Some(d) => d.product(types, shape, a, chunk, staged, (pbuf, qbuf), reborrow)?,
-                None => product(types, shape, a, b, chunk, staged, (pbuf, qbuf), reborrow)?,
-            };
+            flags |= b.product(types, shape, a, chunk, staged, (pbuf, qbuf), reborrow)?;
             // A unit's plane is `cols` elements `out_group` apart from its first
             // (`layout::Grouped::index` is linear in the plane position).
             let step = p.out_group as usize * es;
@@ -513,6 +513,35 @@ fn conv(
         u = end;
     }
     Ok(flags)
+}
+
+/// Where a conv vertex's product reads `b`: the gathered matrix (with whether it is all
+/// finite), or the block's padded feature map.
+enum BSource<'a> {
+    Gathered(&'a [f32], bool),
+    Padded(Direct<'a>),
+}
+
+impl BSource<'_> {
+    /// The units' product into `out` ([`product`], or [`Direct::product`]).
+    #[allow(clippy::too_many_arguments)]
+    fn product(
+        &self,
+        types: (DType, DType, DType),
+        shape: MatMulShape,
+        a: &[f32],
+        chunk: usize,
+        out: &mut [u8],
+        bufs: (&mut Buf, &mut Buf),
+        worker: Worker,
+    ) -> Result<FpSts, VertexError> {
+        match self {
+            BSource::Gathered(b, finite) => {
+                product(types, shape, a, (b, *finite), chunk, out, bufs, worker)
+            }
+            BSource::Padded(d) => d.product(types, shape, a, chunk, out, bufs, worker),
+        }
+    }
 }
 
 /// A `Forward` or `InputGrad` product that reads `b`'s rows from the block's padded feature
