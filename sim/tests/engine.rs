@@ -534,3 +534,61 @@ fn split_vertices_give_the_same_values_in_one_pass_and_slice_by_slice() {
         assert_eq!(one_pass, sliced, "{name}");
     }
 }
+
+/// A graph of large operands on a whole mk2 — a matmul whose exchanges move megabytes, and
+/// an update of its weights read again by a second matmul — run with `run`, which leaves
+/// the large exchanges' writes to the compute sets after them, gives the same trace,
+/// outfeeds and variables as stepping it (every exchange written at once) and as `run` on
+/// two host threads.
+#[test]
+fn deferred_exchange_writes_change_nothing_observable() {
+    use ipusim_compiler::{compile, CompileOptions, Target};
+    use ipusim_ir::{DType, GraphBuilder, Init};
+    let mut b = GraphBuilder::new();
+    let init = |seed| Init::Uniform {
+        low: -1.0,
+        high: 1.0,
+        seed,
+    };
+    let x = b.variable("x", DType::F16, [256, 384], init(1)).unwrap();
+    let w = b.variable("w", DType::F16, [384, 384], init(2)).unwrap();
+    let y = b.matmul(x, w).unwrap();
+    let r = b.relu(y).unwrap();
+    let s = b.reduce_sum(r, &[0], false).unwrap();
+    let w2 = b.add(w, w).unwrap();
+    b.assign(w, w2).unwrap();
+    let z = b.matmul(x, w).unwrap();
+    b.outfeed("r", r).unwrap();
+    b.outfeed("s", s).unwrap();
+    b.outfeed("z", z).unwrap();
+    let exe = Arc::new(compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap());
+    let observe = |threads, stepped: bool| {
+        let options = EngineOptions {
+            fp: sr(),
+            seed: 3,
+            threads: Some(threads),
+            record_trace: true,
+        };
+        let mut engine = Engine::new(Arc::clone(&exe), options).unwrap();
+        let mut host = ipusim_sim::host::QueueHost::new();
+        assert!(engine.deferring_exchanges() > 0);
+        for _ in 0..2 {
+            if stepped {
+                while !matches!(
+                    engine.step(&mut host).unwrap(),
+                    ipusim_sim::engine::Stepped::Finished(_)
+                ) {}
+            } else {
+                engine.run(&mut host).unwrap();
+            }
+        }
+        let vars: Vec<Vec<u8>> = (engine.variables().iter())
+            .map(|(n, _)| engine.read_tensor(n).unwrap().to_bytes())
+            .collect();
+        (engine.take_trace(), host.outfeeds, vars)
+    };
+    let run = observe(1, false);
+    assert!(!run.0.events.is_empty());
+    assert_eq!(run, observe(1, true), "run against stepping");
+    assert_eq!(run, observe(2, false), "one thread against two");
+}

@@ -137,6 +137,8 @@ impl Engine {
                 } => {
                     let node = top.node;
                     if top.pos == 0 {
+                        // The condition may be a pending exchange's destination.
+                        self.flush_pending();
                         let taken = self.condition(condition)?;
                         let sync = cycles::sync_cycles(&self.exe.target);
                         self.cycle += sync;
@@ -246,10 +248,32 @@ impl Engine {
     /// Executes the next program step ([`Engine::settle`] first), or finishes the run. On an
     /// error the run stops where it is (see the module docs).
     pub fn step(&mut self, host: &mut dyn HostIo) -> Result<Stepped, EngineError> {
-        let next = match self.settle()? {
-            Settled::Finished(summary) => return Ok(Stepped::Finished(summary)),
-            Settled::Step(next) => next,
+        self.advance(host, false)
+    }
+
+    /// [`Engine::step`]; with `defer`, a large exchange may leave its writes to the compute
+    /// set that follows it (module `exchange`). Pending writes are applied before any other
+    /// step, when the run finishes and when it stops on an error, so that no caller sees
+    /// them pending.
+    pub(super) fn advance(
+        &mut self,
+        host: &mut dyn HostIo,
+        defer: bool,
+    ) -> Result<Stepped, EngineError> {
+        let next = match self.settle() {
+            Ok(Settled::Step(next)) => next,
+            Ok(Settled::Finished(summary)) => {
+                self.flush_pending();
+                return Ok(Stepped::Finished(summary));
+            }
+            Err(e) => {
+                self.flush_pending();
+                return Err(e);
+            }
         };
+        if !matches!(next.leaf, Leaf::Execute { .. }) {
+            self.flush_pending();
+        }
         let start = self.cycle;
         self.step_flags.clear();
         let result = match next.leaf {
@@ -257,7 +281,7 @@ impl Engine {
                 .run_compute_set(next.step, compute_set, start)
                 .map(|c| (c, 0, Category::OnTileExecute)),
             Leaf::Exchange { exchange } => self
-                .run_exchange(next.step, exchange, start)
+                .run_exchange(next.step, exchange, start, defer)
                 .map(|(c, b)| (c, b, Category::DoExchange)),
             Leaf::StreamCopy {
                 stream,
@@ -292,6 +316,7 @@ impl Engine {
         let (cycles, bytes, category) = match result {
             Ok(r) => r,
             Err(e) => {
+                self.flush_pending();
                 self.phase = Phase::Stopped;
                 return Err(e);
             }

@@ -52,7 +52,9 @@ use crate::init;
 use crate::numerics::{FpConfig, FpCtl, FpSts, SrRng};
 use crate::tensor::{Data, Tensor};
 use crate::trace::{Event, Trace};
-use ipusim_exe::executable::{Executable, InitialValue, SourceValue, TensorId, TensorKind};
+use ipusim_exe::executable::{
+    ExchangeId, Executable, InitialValue, SourceValue, TensorId, TensorKind,
+};
 use ipusim_exe::system::TileId;
 use ipusim_ir::TensorType;
 use memory::{gather, scatter, TileIndex, TileMem};
@@ -102,6 +104,28 @@ impl AsMut<TileMem> for TileState {
     fn as_mut(&mut self) -> &mut TileMem {
         &mut self.mem
     }
+}
+
+/// Mutable references to the tiles at the (ascending) dense indices `dense` (in time
+/// proportional to `dense`, not to the chip).
+pub(crate) fn select_mut<'t>(
+    mut tiles: &'t mut [TileState],
+    dense: &[usize],
+) -> Vec<&'t mut TileState> {
+    let mut out = Vec::with_capacity(dense.len());
+    let mut base = 0;
+    for &d in dense {
+        let Some(rest) = std::mem::take(&mut tiles).get_mut(d.saturating_sub(base)..) else {
+            break;
+        };
+        let Some((t, rest)) = rest.split_first_mut() else {
+            break;
+        };
+        out.push(t);
+        tiles = rest;
+        base = d + 1;
+    }
+    out
 }
 
 /// Where the machine is between calls.
@@ -155,6 +179,10 @@ pub struct Engine {
     runs: u64,
     current: RunSummary,
     staging: Vec<u8>,
+    /// An exchange whose sources are in `staging` and whose writes wait for the compute
+    /// set that follows it (module `exchange`); only inside [`Engine::run`] and
+    /// [`Engine::run_to_collective`], never between calls.
+    pending: Option<ExchangeId>,
     step_flags: Vec<(TileId, FpSts)>,
     last_step: Option<NextStep>,
     trace: Option<Vec<Event>>,
@@ -243,6 +271,7 @@ impl Engine {
             runs: 0,
             current: RunSummary::default(),
             staging: Vec::new(),
+            pending: None,
             step_flags: Vec::new(),
             last_step: None,
             tick: None,
@@ -462,9 +491,13 @@ impl Engine {
                 Settled::Step(NextStep {
                     leaf: Leaf::CrossReplica { tensor, .. },
                     ..
-                }) => return Ok(Collective::At(tensor)),
+                }) => {
+                    // The host reads the tensor next: the tiles whole.
+                    self.flush_pending();
+                    return Ok(Collective::At(tensor));
+                }
                 Settled::Step(_) => {
-                    if let Stepped::Finished(summary) = self.step(host)? {
+                    if let Stepped::Finished(summary) = self.advance(host, true)? {
                         return Ok(Collective::Finished(summary));
                     }
                 }
@@ -537,7 +570,7 @@ impl Engine {
     /// the run's summary.
     pub fn run(&mut self, host: &mut dyn HostIo) -> Result<RunSummary, EngineError> {
         loop {
-            if let Stepped::Finished(summary) = self.step(host)? {
+            if let Stepped::Finished(summary) = self.advance(host, true)? {
                 return Ok(*summary);
             }
         }

@@ -3,8 +3,9 @@
 //! memories), a host stream copy.
 
 use super::error::FpExceptionDump;
+use super::exchange::{write_tile, ExchangePlan};
 use super::memory::{gather, scatter};
-use super::{Engine, EngineError, TileState};
+use super::{select_mut, Engine, EngineError, TileState};
 use crate::codelets::{self, Scratch, VertexError, Worker};
 use crate::host::HostIo;
 use crate::numerics::{FpCtl, FpSts};
@@ -43,9 +44,21 @@ enum Stop {
     Error(EngineError),
 }
 
-/// Runs one tile's vertex groups in order; stops at the first trapping vertex (for a vertex
-/// split among the workers, its first trapping slice).
-fn run_tile(run: &TileRun, work: &TileWork, st: &mut TileState) -> TileOutcome {
+/// A pending exchange and its staged sources (module `exchange`).
+type Pending<'a> = Option<(&'a ExchangePlan, &'a [u8])>;
+
+/// Runs one tile's vertex groups in order, the pending exchange's writes to it (dense tile
+/// `d`) first; stops at the first trapping vertex (for a vertex split among the workers,
+/// its first trapping slice).
+fn run_tile(
+    run: &TileRun,
+    work: &TileWork,
+    (d, pending): (usize, Pending),
+    st: &mut TileState,
+) -> TileOutcome {
+    if let Some((x, staging)) = pending {
+        write_tile(st.mem.bytes_mut(), x.writes_to(d), staging);
+    }
     let TileRun {
         dtypes,
         ctl,
@@ -128,37 +141,28 @@ struct TileRun<'a> {
 }
 
 /// [`run_tile`] for every tile of `cs` on the current rayon pool, outcomes in tile order.
-fn par_run(run: &TileRun, cs: &ComputeSet, states: Vec<&mut TileState>) -> Vec<TileOutcome> {
+fn par_run(
+    run: &TileRun,
+    cs: &ComputeSet,
+    dense: &[usize],
+    pending: Pending,
+    states: Vec<&mut TileState>,
+) -> Vec<TileOutcome> {
     cs.tiles
         .par_iter()
+        .zip(dense)
         .zip(states.into_par_iter())
-        .map(|(w, st)| run_tile(run, w, st))
+        .map(|((w, &d), st)| run_tile(run, w, (d, pending), st))
         .collect()
 }
 
-/// Mutable references to the tiles at the (ascending) dense indices `dense` (in time
-/// proportional to `dense`, not to the chip).
-pub(super) fn select_mut<'t>(
-    mut tiles: &'t mut [TileState],
-    dense: &[usize],
-) -> Vec<&'t mut TileState> {
-    let mut out = Vec::with_capacity(dense.len());
-    let mut base = 0;
-    for &d in dense {
-        let Some(rest) = std::mem::take(&mut tiles).get_mut(d.saturating_sub(base)..) else {
-            break;
-        };
-        let Some((t, rest)) = rest.split_first_mut() else {
-            break;
-        };
-        out.push(t);
-        tiles = rest;
-        base = d + 1;
-    }
-    out
-}
-
 impl Engine {
+    /// How many of the executable's exchanges are large enough for [`Engine::run`] to leave
+    /// their writes to the compute set that follows them (module `exchange`).
+    pub fn deferring_exchanges(&self) -> usize {
+        self.plan.exchanges.iter().filter(|x| x.defers()).count()
+    }
+
     /// How many of the executable's compute sets run their tiles on the host threads' pool
     /// (those of enough host work, `ComputeSetPlan::on_pool`); the others run on the
     /// calling thread.
@@ -185,17 +189,27 @@ impl Engine {
             ctl: self.ctl,
             target: &exe.target,
         };
+        // A pending exchange's writes: each tile's just before its vertices, the other
+        // destinations' after them (module `exchange`).
+        let pending = self
+            .pending
+            .take()
+            .map(|x| (&self.plan.exchanges[x.0 as usize], &self.staging[..]));
         let states = select_mut(&mut self.tiles, &plan.dense);
         let parallel = plan.on_pool();
+        let tiles = cs.tiles.iter().zip(&plan.dense);
         let outcomes: Vec<TileOutcome> = self.workers.install(parallel, |parallel| {
             if parallel {
-                par_run(&run, cs, states)
+                par_run(&run, cs, &plan.dense, pending, states)
             } else {
-                (cs.tiles.iter().zip(states))
-                    .map(|(w, st)| run_tile(&run, w, st))
+                (tiles.zip(states))
+                    .map(|((w, &d), st)| run_tile(&run, w, (d, pending), st))
                     .collect()
             }
         });
+        if let Some((x, staging)) = pending {
+            x.scatter_except(&mut self.tiles, staging, &plan.dense);
+        }
         let mut fault = None;
         for (i, o) in outcomes.into_iter().enumerate() {
             let tile = cs.tiles[i].tile;
@@ -289,17 +303,32 @@ impl Engine {
         }
     }
 
-    /// Runs exchange `id`; returns its cycles and bytes moved.
+    /// Applies the pending exchange's writes, if one waits (module `exchange`).
+    pub(super) fn flush_pending(&mut self) {
+        if let Some(x) = self.pending.take() {
+            let plan = &self.plan.exchanges[x.0 as usize];
+            plan.scatter(&mut self.tiles, &self.staging, &self.workers);
+        }
+    }
+
+    /// Runs exchange `id` (with `defer`, a large one leaves its writes pending: module
+    /// `exchange`); returns its cycles and bytes moved.
     pub(super) fn run_exchange(
         &mut self,
         step: Option<u32>,
         id: ExchangeId,
         start: u64,
+        defer: bool,
     ) -> Result<(u64, u64), EngineError> {
         let exe = Arc::clone(&self.exe);
         let ex = exe.exchange(id);
         let plan = &self.plan.exchanges[id.0 as usize];
-        plan.apply(&mut self.tiles, &mut self.staging, &self.workers);
+        if defer && plan.defers() {
+            plan.gather(&self.tiles, &mut self.staging, &self.workers);
+            self.pending = Some(id);
+        } else {
+            plan.apply(&mut self.tiles, &mut self.staging, &self.workers);
+        }
         for &(tile, c) in &plan.tile_cycles {
             if let Some(d) = self.index.get(tile) {
                 self.current.tiles[d].do_exchange += c;

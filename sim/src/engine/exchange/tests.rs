@@ -1,6 +1,7 @@
 //! Exchange plans against the meaning of an exchange (every source read, then every
-//! destination written in copy order), on one host thread and in parallel, on the
-//! exchanges of a compiled program and on one whose destinations overlap its sources.
+//! destination written in copy order), on one host thread and in parallel, with the writes
+//! applied at once or left to each tile, on the exchanges of a compiled program and on one
+//! whose destinations overlap its sources.
 
 use super::*;
 use crate::engine::memory::TileMem;
@@ -104,6 +105,43 @@ fn applied(
         .collect()
 }
 
+/// `ex` gathered, then its writes left pending: the tiles of `done` (every other
+/// destination, and one tile that is none) take their own ([`ExchangePlan::writes_to`]),
+/// as a compute set's tiles do, then [`ExchangePlan::scatter_except`] writes the rest.
+fn deferred(
+    exe: &Executable,
+    ex: &Exchange,
+    index: &TileIndex,
+    sizes: &[usize],
+    mems: &[Vec<u8>],
+) -> Vec<Vec<u8>> {
+    let plan = ExchangePlan::new(exe, ex, index, sizes).unwrap();
+    let mut tiles: Vec<TileState> = (mems.iter())
+        .map(|m| {
+            let mut mem = TileMem::zeroed(m.len());
+            mem.bytes_mut().copy_from_slice(m);
+            TileState {
+                mem,
+                rngs: Vec::new(),
+                sts: FpSts::empty(),
+            }
+        })
+        .collect();
+    let mut staging = Vec::new();
+    plan.gather(&tiles, &mut staging, &Workers::Caller);
+    let mut done: Vec<usize> = plan.dst_tiles.iter().copied().step_by(2).collect();
+    if let Some(idle) = (0..sizes.len()).find(|d| !plan.dst_tiles.contains(d)) {
+        assert!(plan.writes_to(idle).is_empty());
+        done.push(idle);
+    }
+    done.sort_unstable();
+    for &d in &done {
+        write_tile(tiles[d].mem.bytes_mut(), plan.writes_to(d), &staging);
+    }
+    plan.scatter_except(&mut tiles, &staging, &done);
+    tiles.iter().map(|t| t.mem.bytes().to_vec()).collect()
+}
+
 fn check(exe: &Executable, ex: &Exchange, index: &TileIndex, sizes: &[usize]) {
     let mems = memories(sizes);
     let mut want = mems.clone();
@@ -111,6 +149,8 @@ fn check(exe: &Executable, ex: &Exchange, index: &TileIndex, sizes: &[usize]) {
     for got in applied(exe, ex, index, sizes, &mems) {
         assert_eq!(got, want, "exchange '{}'", ex.name);
     }
+    let got = deferred(exe, ex, index, sizes, &mems);
+    assert_eq!(got, want, "exchange '{}' with its writes deferred", ex.name);
 }
 
 #[test]
