@@ -2,6 +2,7 @@
 //! layout, [`ipusim_exe::layout`]): where an element of plane `(n, c)` sits in a block, and
 //! the un-grouping of a whole block into NCHW order once it is widened to f32.
 
+use crate::numerics::kernels::transpose;
 use ipusim_exe::layout;
 
 /// The channel-grouped layout of an operand block: `batch × channels` planes of `plane`
@@ -12,7 +13,8 @@ pub(crate) struct BlockLayout(layout::Grouped);
 
 /// Column `gi` of the `count × G` row-major matrix `wide` to `planes[gi · plane + s0 ..]`
 /// for every `gi`: eight rows at a time, so each column's part is one store of eight
-/// values, and the rest one by one.
+/// values, and the rest one by one (groups of 2 and 4; multiples of 8 are the
+/// [`transpose`] kernel's).
 fn columns<const G: usize>(wide: &[f32], planes: &mut [f32], plane: usize, s0: usize) {
     let mut rows = wide.chunks_exact(8 * G);
     let mut s = s0;
@@ -133,8 +135,9 @@ impl BlockLayout {
                 match g {
                     2 => columns::<2>(wide, planes, plane, s0),
                     4 => columns::<4>(wide, planes, plane, s0),
-                    8 => columns::<8>(wide, planes, plane, s0),
-                    16 => columns::<16>(wide, planes, plane, s0),
+                    _ if g.is_multiple_of(8) => {
+                        transpose::columns_to_planes(wide, g, planes, plane, s0)
+                    }
                     _ => {
                         let count = part.len() / g;
                         for (gi, out) in planes.chunks_exact_mut(plane).enumerate() {
