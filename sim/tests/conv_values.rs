@@ -587,15 +587,49 @@ fn interpreted(op: Op, inputs: &[(&[usize], &[f32])]) -> (Vec<f64>, ipusim_sim::
 /// tiles (and so along the width).
 #[test]
 fn convolutions_with_whole_vector_rows_on_the_engine_equal_the_textbook_definition() {
-    let mut rng = Pcg32::seed_from_u64(17);
-    let cases = [
-        ([2usize, 8, 6, 16], [6usize, 8, 3, 3], [1usize, 1, 1, 1]),
-        ([1, 4, 5, 20], [3, 4, 5, 5], [2, 0, 2, 0]),
-        ([1, 16, 4, 8], [16, 16, 1, 1], [0, 0, 0, 0]),
-        ([2, 3, 7, 16], [4, 3, 3, 3], [1, 2, 1, 0]),
-        ([1, 5, 3, 24], [7, 5, 3, 5], [1, 2, 1, 2]),
-    ];
-    for (xd, wd, padding) in cases {
+    textbook_forward_and_input_grad(
+        17,
+        &[
+            ([2, 8, 6, 16], [6, 8, 3, 3], [1, 1, 1, 1]),
+            ([1, 4, 5, 20], [3, 4, 5, 5], [2, 0, 2, 0]),
+            ([1, 16, 4, 8], [16, 16, 1, 1], [0, 0, 0, 0]),
+            ([2, 3, 7, 16], [4, 3, 3, 3], [1, 2, 1, 0]),
+            ([1, 5, 3, 24], [7, 5, 3, 5], [1, 2, 1, 2]),
+        ],
+        true,
+    );
+}
+
+/// Convolutions whose output rows are not whole vector blocks (ResNet-50's widths of 7, 14
+/// and 28, and 3, 9), which the engine computes over the spans of all output rows of the
+/// padded feature map, dropping the columns between and after the rows: the textbook
+/// values exactly, with padding above only, a kernel taller than the map, one-sided padding,
+/// blocks split over 1, 16 and 64 tiles.
+#[test]
+fn convolutions_over_spans_of_output_rows_on_the_engine_equal_the_textbook_definition() {
+    textbook_forward_and_input_grad(
+        23,
+        &[
+            ([2, 8, 6, 14], [6, 8, 3, 3], [1, 1, 1, 1]),
+            ([1, 4, 5, 7], [3, 4, 5, 5], [2, 0, 2, 0]),
+            ([1, 3, 7, 28], [4, 3, 3, 3], [1, 2, 1, 0]),
+            ([1, 2, 6, 7], [3, 2, 7, 7], [3, 3, 3, 3]),
+            ([2, 5, 3, 9], [7, 5, 3, 5], [2, 2, 0, 2]),
+        ],
+        false,
+    );
+}
+
+/// Each convolution `(x, w, padding)` (stride and dilation 1, FP32) and its input gradient
+/// on 1, 16 and 64 tiles equal the textbook values; `whole_rows`: whether the output rows
+/// are whole vector blocks (checked).
+fn textbook_forward_and_input_grad(
+    seed: u64,
+    cases: &[([usize; 4], [usize; 4], [usize; 4])],
+    whole_rows: bool,
+) {
+    let mut rng = Pcg32::seed_from_u64(seed);
+    for &(xd, wd, padding) in cases {
         let g = Geometry {
             x: xd,
             w: wd,
@@ -607,7 +641,11 @@ fn convolutions_with_whole_vector_rows_on_the_engine_equal_the_textbook_definiti
         let x = small_ints(&mut rng, xd.iter().product());
         let w = small_ints(&mut rng, wd.iter().product());
         let (out_dims, expected) = direct(&g, &x, &w);
-        assert_eq!(out_dims[3] % 8, 0, "{xd:?}: rows of whole vector blocks");
+        assert_eq!(
+            out_dims[3] % 8 == 0,
+            whole_rows,
+            "{xd:?}: rows of whole vector blocks"
+        );
         let forward = Op::Conv2d {
             stride: vec![],
             padding: padding.to_vec(),

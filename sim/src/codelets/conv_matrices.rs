@@ -319,10 +319,17 @@ fn output_row_taps(kw: usize, taps: &Taps, src: &[Option<&[f32]>], dst: &mut [f3
 /// A `Forward` or `InputGrad` block's feature map (widened, `[n][c][row][col]`) with zero
 /// columns on both sides of every row, so that each kernel tap's inputs over an output row
 /// are a run of one padded row: `b`'s rows without gathering them ([`Padded::rows`]).
+///
+/// Where each kernel row's taps read consecutive input rows (or padding) over the block's
+/// output rows, the map also has zero rows above and below, and each tap's inputs over
+/// *all* output rows are one run of the map ([`Padded::span`]): output row `o`'s column `j`
+/// at `o · width + j` of the run, the columns from `ow` to `width` of each row and the run's
+/// last up to a multiple of 8 reading neighbours, padding or the zeros after the map —
+/// columns a product computes and drops, so that its rows are long whole vector blocks.
 #[derive(Debug, Default)]
 pub(super) struct Padded {
-    /// Per batch element: a run of zeros one output row long (the inputs of taps on
-    /// padding), then its padded rows `[c][row]`.
+    /// Per batch element: a run of zeros (the inputs of taps on padding), its padded rows
+    /// `[c][row]`, then zeros (what the span's last columns read past the last row).
     x: Vec<f32>,
     /// Padded row length.
     width: usize,
@@ -333,6 +340,43 @@ pub(super) struct Padded {
     rows: Vec<usize>,
     /// Rows of `b` per output row.
     k: usize,
+    /// Where each tap's run over all output rows starts (`(kh, kw, c)`), when the rows allow.
+    span: Vec<usize>,
+    /// The length of those runs (0: no span).
+    span_len: usize,
+}
+
+/// Elements after the map's rows: what a span's last columns, up to a multiple of 8, read.
+const SPAN_SLACK: usize = 8;
+
+/// Per kernel row of `taps` over the `out_rows` output rows of a block of `in_rows` input
+/// rows (from `in0`): the input row output row 0 reads, counting from the block's first
+/// (negative: above it), when every output row `o` reads that row `+ o` or padding outside
+/// the block; `None` when a kernel row reads only padding. `Err` when the rows are not a
+/// run (a stride or a dilation along the height).
+fn row_runs(taps: &Taps, in0: u32, in_rows: usize) -> Result<Vec<Option<isize>>, ()> {
+    let out_rows = taps.out_rows;
+    (taps.rows.chunks(out_rows.max(1)))
+        .map(|rows| {
+            let first = rows
+                .iter()
+                .enumerate()
+                .find_map(|(o, r)| r.map(|r| (r - in0) as isize - o as isize));
+            let Some(d) = first else {
+                return Ok(None);
+            };
+            for (o, r) in rows.iter().enumerate() {
+                let at = d + o as isize;
+                let held = at >= 0 && (at as usize) < in_rows;
+                match r {
+                    Some(r) if (*r - in0) as isize == at => {}
+                    None if !held => {}
+                    _ => return Err(()),
+                }
+            }
+            Ok(Some(d))
+        })
+        .collect()
 }
 
 impl Padded {
@@ -368,9 +412,26 @@ impl Padded {
             .iter()
             .map(|r| r.map(|(lo, first)| left + first - lo))
             .collect();
-        let (red, in_rows) = (len(p.in_channels), len(p.in_rows));
+        let (red, in_rows, out_rows) = (len(p.in_channels), len(p.in_rows), len(p.out_rows));
         self.width = left + width + right;
-        self.per_n = ow + red * in_rows * self.width;
+        // Zero rows above and below the held ones, for the span.
+        let row_runs = row_runs(taps, p.in_rows.0, in_rows).ok();
+        let (mut top, mut bottom) = (0usize, 0usize);
+        for &d in row_runs.iter().flatten().flatten() {
+            top = top.max((-d).max(0) as usize);
+            let below = (d + out_rows as isize).max(0) as usize;
+            bottom = bottom.max(below.saturating_sub(in_rows));
+        }
+        let height = top + in_rows + bottom;
+        self.span_len = match row_runs {
+            Some(_) if out_rows > 0 && ow > 0 => {
+                ((out_rows - 1) * self.width + ow).next_multiple_of(8)
+            }
+            _ => 0,
+        };
+        let zeros = ow.max(self.span_len);
+        let slack = if self.span_len > 0 { SPAN_SLACK } else { 0 };
+        self.per_n = zeros + red * height * self.width + slack;
         self.x.clear();
         self.x.resize(len(p.batch) * self.per_n, 0.0);
         if width > 0 && self.per_n > 0 {
@@ -379,24 +440,53 @@ impl Padded {
                 .chunks_exact_mut(self.per_n)
                 .zip(x.chunks(red * in_rows * width))
             {
-                for (dst, src) in part[ow..]
-                    .chunks_exact_mut(self.width)
-                    .zip(src.chunks_exact(width))
+                let planes = &mut part[zeros..zeros + red * height * self.width];
+                for (plane, src) in planes
+                    .chunks_exact_mut(height * self.width)
+                    .zip(src.chunks_exact(in_rows * width))
                 {
-                    dst[left..left + width].copy_from_slice(src);
+                    for (dst, src) in plane[top * self.width..]
+                        .chunks_exact_mut(self.width)
+                        .zip(src.chunks_exact(width))
+                    {
+                        dst[left..left + width].copy_from_slice(src);
+                    }
                 }
             }
         }
+        // Where input row `r` (from the block's first, `top` rows of zeros above it) of
+        // channel `c` starts.
+        let row_at = |c: usize, r: usize| zeros + (c * height + top + r) * self.width;
         self.k = g.kh as usize * kwp as usize * red;
         self.rows.clear();
-        for o in 0..len(p.out_rows) {
+        for o in 0..out_rows {
             for khi in 0..g.kh as usize {
                 let row = taps.rows[khi * taps.out_rows + o].map(|r| (r - p.in_rows.0) as usize);
                 for kwi in 0..kwp as usize {
                     let off = offs.get(kwi).copied().flatten();
                     for c in 0..red {
                         self.rows.push(match (row, off) {
-                            (Some(r), Some(off)) => ow + (c * in_rows + r) * self.width + off,
+                            (Some(r), Some(off)) => row_at(c, r) + off,
+                            _ => 0,
+                        });
+                    }
+                }
+            }
+        }
+        self.span.clear();
+        if let Some(row_runs) = row_runs.filter(|_| self.span_len > 0) {
+            for d in row_runs {
+                for kwi in 0..kwp as usize {
+                    let off = offs.get(kwi).copied().flatten();
+                    for c in 0..red {
+                        self.span.push(match (d, off) {
+                            // `top + d ≥ 0` by the choice of `top`.
+                            (Some(d), Some(off)) => {
+                                zeros
+                                    + (c * height) * self.width
+                                    + ((top as isize + d) as usize) * self.width
+                                    + off
+                            }
                             _ => 0,
                         });
                     }
@@ -422,6 +512,14 @@ impl Padded {
     /// start: each the `ow` inputs of that tap, in a padded row or the zeros.
     pub(super) fn rows(&self, ohl: usize) -> &[usize] {
         &self.rows[ohl * self.k..(ohl + 1) * self.k]
+    }
+
+    /// Where in a batch element's [`Self::base`] each row of `b` (`(kh, kw, c)`) over all the
+    /// block's output rows starts, and the length of those runs — output row `o`'s column
+    /// `j` at `o · width + j`, every other column dropped — or `None` when the kernel rows do
+    /// not read runs of input rows.
+    pub(super) fn span(&self) -> Option<(&[usize], usize, usize)> {
+        (self.span_len > 0).then_some((&self.span[..], self.span_len, self.width))
     }
 }
 
@@ -487,7 +585,8 @@ mod tests {
 
     /// Where the padded feature map stands for `b`, its rows are `b`'s rows element for
     /// element: every batch element, output row and tap, with padding on either side, a
-    /// padded kernel width, and blocks of part of the columns.
+    /// padded kernel width, and blocks of part of the columns; and so are its spans'
+    /// output rows, which stay inside the map.
     #[test]
     fn padded_rows_are_the_gathered_rows() {
         let cases = [
@@ -496,6 +595,19 @@ mod tests {
             (geometry(3, (3, 10), (3, 3), [1, 1, 1, 1]), (5, 10), 3),
             (geometry(1, (5, 12), (5, 5), [2, 0, 2, 4]), (2, 10), 5),
             (geometry(4, (2, 6), (1, 1), [0, 0, 0, 0]), (0, 6), 1),
+            // Taller kernels than the map, and padding above only.
+            (geometry(2, (2, 7), (3, 3), [2, 1, 0, 1]), (0, 7), 3),
+            (geometry(1, (6, 7), (7, 7), [3, 3, 3, 3]), (0, 7), 7),
+            // A dilation along the height: each kernel row's own run of rows.
+            (
+                WindowGeometry {
+                    dilation: [2, 1],
+                    oh: 4,
+                    ..geometry(2, (6, 7), (3, 3), [1, 1, 1, 1])
+                },
+                (0, 7),
+                3,
+            ),
         ];
         for (g, cols, kwp) in cases {
             let p = block(g, cols);
@@ -509,20 +621,50 @@ mod tests {
             let k = reduction(&p, kwp);
             let (oh, ow) = (len(p.out_rows), len(p.out_cols));
             let mut b = vec![0f32; k * oh * ow];
+            // Stride 1 along the height: every case has the span.
+            let (span, span_len, width) = padded.span().expect("a span");
+            assert_eq!(span.len(), k);
+            assert!(span_len.is_multiple_of(8) && span_len >= (oh - 1) * width + ow);
             for n in 0..g.n {
                 feature_map_inputs((&p, &taps), kwp, n, &x, &mut b);
+                let base = padded.base(&p, n);
                 for ohl in 0..oh {
                     for (kk, &at) in padded.rows(ohl).iter().enumerate() {
                         let want = &b[(kk * oh + ohl) * ow..][..ow];
                         assert_eq!(
-                            &padded.base(&p, n)[at..at + ow],
+                            &base[at..at + ow],
                             want,
                             "{cols:?} n {n} row {ohl} tap {kk}"
                         );
+                        let at = span[kk] + ohl * width;
+                        assert_eq!(
+                            &base[at..at + ow],
+                            want,
+                            "span: {cols:?} n {n} row {ohl} tap {kk}"
+                        );
+                        assert!(span[kk] + span_len <= base.len());
                     }
                 }
             }
         }
+    }
+
+    /// Kernel rows that do not read runs of input rows (a stride along the height) keep the
+    /// padded rows but have no span.
+    #[test]
+    fn strided_rows_have_no_span() {
+        let g = WindowGeometry {
+            stride: [2, 1],
+            oh: 3,
+            ..geometry(2, (6, 7), (3, 3), [1, 1, 1, 1])
+        };
+        let p = block(g, (0, 7));
+        let mut taps = Taps::default();
+        taps.fill(WindowPass::Forward, &p);
+        let x = vec![1f32; (g.n * g.c * g.h * g.w) as usize];
+        let mut padded = Padded::default();
+        assert!(padded.fill((&p, &taps), 3, &x));
+        assert!(padded.span().is_none());
     }
 
     /// Kernel columns whose taps are not a run of held columns with padding around it fall

@@ -18,6 +18,7 @@ pub(crate) mod block;
 mod conv_matrices;
 pub(crate) mod map;
 pub(crate) mod operands;
+mod pool;
 pub(crate) mod window;
 pub(crate) mod window_layout;
 

@@ -1,5 +1,6 @@
 //! The window codelets (`ipusim_exe::codelets`): `Conv` (a convolution partial of one pass
-//! over the tile's operand blocks) and `MaxPool` (and its gradient).
+//! over the tile's operand blocks), and the dispatch of `MaxPool` (and its gradient, in
+//! [`super::pool`]).
 //!
 //! A `Conv` vertex gathers the two matrices of its pass from the operand blocks into f32
 //! scratch ([`super::conv_matrices`]: the weights' matrix once per block, the feature map's
@@ -7,9 +8,11 @@
 //! exactly) and multiplies them with the AMP product shared with `AmpMatMul`
 //! ([`super::amp::product`]), so its accumulation order is the codelet's, and the
 //! reference interpreter's (`interp/conv.rs`) reduction order is the one it gathers in.
-//! With FP32 partials of finite operands and output rows of whole vector blocks, `Forward`
-//! and `InputGrad` read the feature map's rows from a padded copy of the block instead of
-//! the gathered matrix ([`Direct`]): the same operations in the same order.
+//! With FP32 partials of finite operands, `Forward` and `InputGrad` read the feature map's
+//! rows from a padded copy of the block instead of the gathered matrix ([`Direct`]): an
+//! output row at a time where rows are whole vector blocks, else all output rows at once
+//! over runs spanning them (the columns between rows computed and dropped); the same
+//! operations in the same order for every output element.
 
 use super::amp::product;
 use super::conv_matrices;
@@ -20,9 +23,9 @@ use crate::engine::error::EngineError;
 use crate::engine::memory::{typed, typed_mut, Buf};
 use crate::numerics::kernels::amp::{self, MatMulShape};
 use crate::numerics::kernels::convert;
-use crate::numerics::{cast, fp16, fp32, FpSts};
+use crate::numerics::FpSts;
 use half::f16;
-use ipusim_exe::codelets::{Codelet, ConvMethod, WindowGeometry, WindowParams, WindowPass};
+use ipusim_exe::codelets::{Codelet, ConvMethod, WindowParams, WindowPass};
 use ipusim_exe::cycles::window::reduction_kernel_width;
 use ipusim_exe::executable::{Tensor, Vertex};
 use ipusim_ir::DType;
@@ -341,7 +344,7 @@ pub(crate) fn run(
                 worker,
             )
         }
-        Codelet::MaxPool { grad, dtype } => pool(grad, dtype, p, ops, worker),
+        Codelet::MaxPool { grad, dtype } => super::pool::run(grad, dtype, p, ops, worker),
         _ => Err(EngineError::internal("not a window codelet").into()),
     }
 }
@@ -376,16 +379,16 @@ fn conv(
     win.taps(pass, p);
     // FP32 partials of finite operands, no exception to explain: the product may read the
     // padded feature map's rows in place of `b` (the same operations in the same order).
-    // It then runs an output row at a time, so only where a row is whole vector blocks
-    // (multiples of 8 columns): a tail of single columns costs the kernel more than
-    // gathering `b`, whose rows span every output row of the block, saves (measured on
-    // ResNet-50 at batch 1, with rows of 7, 14 and 28: the step 18–20% slower, and 3% with
-    // those tails computed 8 wide; our choice).
+    // It runs an output row at a time where a row is whole vector blocks (multiples of 8
+    // columns), else over the spans of all output rows, when the kernel rows read runs of
+    // input rows: an output row at a time, a tail of single columns costs the kernel more
+    // than gathering `b` saves (measured on ResNet-50 at batch 1, with rows of 7, 14 and
+    // 28: the step 18–20% slower, and 3% with those tails computed 8 wide; our choice).
     let padded = pass != WindowPass::WeightGrad
         && types.1 == DType::F32
         && worker.mask().is_empty()
-        && len(p.out_cols).is_multiple_of(8)
-        && win.padded((pass, kwp), p);
+        && win.padded((pass, kwp), p)
+        && (len(p.out_cols).is_multiple_of(8) || win.padded.span().is_some());
     let es = types.2.size_bytes();
     let mut flags = FpSts::empty();
     // Runs of units with one batch element (all units for the weight gradient).
@@ -578,14 +581,33 @@ impl Direct<'_> {
                 DType::F32 => typed_mut::<f32>(out)?,
                 _ => pbuf.take::<f32>(m * cols),
             };
-            pp.fill(0.0);
-            let mut finite = true;
             let base = self.padded.base(p, self.n);
-            for ohl in 0..len(p.out_rows) {
-                let b = (base, self.padded.rows(ohl));
-                finite &= amp::matmul_f32_rows(a, b, (&mut pp[ohl * ow..], cols), ow, chunk)?;
+            match self.padded.span().filter(|_| !ow.is_multiple_of(8)) {
+                // Rows of whole vector blocks: an output row at a time.
+                None => {
+                    pp.fill(0.0);
+                    let mut finite = true;
+                    for ohl in 0..len(p.out_rows) {
+                        let b = (base, self.padded.rows(ohl));
+                        let out = (&mut pp[ohl * ow..], cols);
+                        finite &= amp::matmul_f32_rows(a, b, out, ow, chunk)?;
+                    }
+                    finite
+                }
+                // Otherwise all output rows in one product over the spans, whose columns
+                // between and after the rows are computed and dropped.
+                Some((span, span_len, width)) => {
+                    let wide = qbuf.take::<f32>(m * span_len);
+                    wide.fill(0.0);
+                    amp::matmul_f32_rows(a, (base, span), (wide, span_len), span_len, chunk)?;
+                    for (row, wide) in pp.chunks_exact_mut(cols).zip(wide.chunks_exact(span_len)) {
+                        for (o, dst) in row.chunks_exact_mut(ow).enumerate() {
+                            dst.copy_from_slice(&wide[o * width..o * width + ow]);
+                        }
+                    }
+                    amp::finite(pp)
+                }
             }
-            finite
         };
         if !finite {
             let mut b = vec![0f32; shape.k * cols];
@@ -654,175 +676,6 @@ fn operand_layouts(pass: WindowPass, p: &WindowParams) -> (BlockLayout, BlockLay
             ),
         ),
     }
-}
-
-fn pool(
-    grad: bool,
-    dtype: DType,
-    p: &WindowParams,
-    ops: Operands,
-    mut worker: Worker,
-) -> Result<FpSts, VertexError> {
-    match dtype {
-        DType::F16 => {
-            let x = typed::<f16>(ops.inputs[0])?;
-            let dy = if grad {
-                typed::<f16>(ops.inputs[1])?
-            } else {
-                &[][..]
-            };
-            let out = typed_mut::<f16>(ops.output)?;
-            let mut r = worker.rounding();
-            pool_typed(
-                grad,
-                p,
-                (x, dy),
-                out,
-                fp16::max,
-                |v| v.to_f32(),
-                |acc| cast::f32_to_f16(acc, &mut r),
-            )
-        }
-        _ => {
-            let x = typed::<f32>(ops.inputs[0])?;
-            let dy = if grad {
-                typed::<f32>(ops.inputs[1])?
-            } else {
-                &[][..]
-            };
-            let out = typed_mut::<f32>(ops.output)?;
-            pool_typed(
-                grad,
-                p,
-                (x, dy),
-                out,
-                fp32::max,
-                |v| v,
-                |acc| (acc, FpSts::empty()),
-            )
-        }
-    }
-}
-
-/// The window maximum of output `(oh, ow)` of a plane (block-relative) of a block of rows
-/// from `row0`, the plane's element `s` at `x[base + s · step]` (IEEE `maximum`, row-major
-/// window order, padding skipped), with its flags.
-fn window_max<T: Copy>(
-    g: &WindowGeometry,
-    (x, base, step): (&[T], usize, usize),
-    row0: u32,
-    (oh, ow): (u32, u32),
-    max: fn(T, T) -> (T, FpSts),
-) -> (Option<T>, FpSts) {
-    let mut m: Option<T> = None;
-    let mut flags = FpSts::empty();
-    for khi in 0..g.kh {
-        let Some(r) = g.input_row(oh, khi) else {
-            continue;
-        };
-        for kwi in 0..g.kw {
-            if let Some(col) = g.input_col(ow, kwi) {
-                let s = (r - row0) as usize * g.w as usize + col as usize;
-                let v = x[base + s * step];
-                m = Some(match m {
-                    None => v,
-                    Some(m) => {
-                        let (v, f) = max(m, v);
-                        flags |= f;
-                        v
-                    }
-                });
-            }
-        }
-    }
-    (m, flags)
-}
-
-/// The outputs `[lo, hi]` along one axis whose windows contain input index `i`, ascending.
-fn windows_of(i: u32, k: u32, out: u32, stride: u32, pad: u32) -> std::ops::Range<u32> {
-    // Window `o` covers inputs [o·s − pad, o·s − pad + k).
-    let first = (i + pad + 1).saturating_sub(k).div_ceil(stride);
-    let last = ((i + pad) / stride + 1).min(out);
-    first.min(last)..last
-}
-
-fn pool_typed<T: Copy + PartialEq>(
-    grad: bool,
-    p: &WindowParams,
-    (x, dy): (&[T], &[T]),
-    out: &mut [T],
-    max: fn(T, T) -> (T, FpSts),
-    widen: impl Fn(T) -> f32,
-    mut narrow: impl FnMut(f32) -> (T, FpSts),
-) -> Result<FpSts, VertexError> {
-    let g = &p.geometry;
-    let ob = p.out_channel_count();
-    let plane = |r: (u32, u32), w: u32| u64::from(r.1.saturating_sub(r.0)) * u64::from(w);
-    let x_layout = BlockLayout::new(p.in_group, p.batch_count(), ob, plane(p.in_rows, g.w));
-    let dy_layout = BlockLayout::new(p.aux_group, p.batch_count(), ob, plane(p.aux_rows, g.ow));
-    let mut flags = FpSts::empty();
-    let inside = || EngineError::invalid("a pooling window inside the padding");
-    let outside = || EngineError::invalid("pooling units outside the output block");
-    // The gradient's window maxima, each computed when an input first needs it and kept
-    // for the unit: the same windows, values and flags as computing it for every input
-    // it covers (a flag is raised once or many times alike).
-    let mut maxima: Vec<Option<(Option<T>, FpSts)>> = Vec::new();
-    for u in p.units.0..p.units.1 {
-        let (n, ch) = p.unit(u);
-        let nc = (u64::from(n - p.batch.0), u64::from(ch - p.out_channels.0));
-        let (xb, xs) = x_layout.plane_at(nc.0, nc.1);
-        let xp = (x, xb, xs);
-        if !grad {
-            for oh in p.out_rows.0..p.out_rows.1 {
-                for ow in 0..g.ow {
-                    let (m, f) = window_max(g, xp, p.in_rows.0, (oh, ow), max);
-                    flags |= f;
-                    let at = p.out_position(u, u64::from(oh - p.out_rows.0), u64::from(ow));
-                    *out.get_mut(at as usize).ok_or_else(outside)? = m.ok_or_else(inside)?;
-                }
-            }
-            continue;
-        }
-        let (db, ds) = dy_layout.plane_at(nc.0, nc.1);
-        // The output rows whose windows meet the block's rows.
-        let oh0 = match p.out_rows.0 < p.out_rows.1 {
-            true => windows_of(p.out_rows.0, g.kh, g.oh, g.stride[0], g.padding[0]).start,
-            false => 0,
-        };
-        let ow_count = g.ow as usize;
-        maxima.clear();
-        for h in p.out_rows.0..p.out_rows.1 {
-            let ohs = windows_of(h, g.kh, g.oh, g.stride[0], g.padding[0]);
-            for wc in 0..g.w {
-                let s = (h - p.in_rows.0) as usize * g.w as usize + wc as usize;
-                let xv = x[xb + s * xs];
-                let ows = windows_of(wc, g.kw, g.ow, g.stride[1], g.padding[1]);
-                let mut acc = 0f32;
-                for oh in ohs.clone() {
-                    for ow in ows.clone() {
-                        let slot = (oh - oh0) as usize * ow_count + ow as usize;
-                        if maxima.len() <= slot {
-                            maxima.resize(slot + 1, None);
-                        }
-                        let (m, f) = *maxima[slot]
-                            .get_or_insert_with(|| window_max(g, xp, p.in_rows.0, (oh, ow), max));
-                        flags |= f;
-                        if m == Some(xv) {
-                            let d = (oh - p.aux_rows.0) as usize * ow_count + ow as usize;
-                            let (s, f) = fp32::add(acc, widen(dy[db + d * ds]));
-                            acc = s;
-                            flags |= f;
-                        }
-                    }
-                }
-                let (v, f) = narrow(acc);
-                flags |= f;
-                let at = p.out_position(u, u64::from(h - p.out_rows.0), u64::from(wc));
-                *out.get_mut(at as usize).ok_or_else(outside)? = v;
-            }
-        }
-    }
-    Ok(flags)
 }
 
 #[cfg(test)]
