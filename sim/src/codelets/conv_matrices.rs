@@ -340,7 +340,8 @@ pub(super) struct Padded {
     rows: Vec<usize>,
     /// Rows of `b` per output row.
     k: usize,
-    /// Where each tap's run over all output rows starts (`(kh, kw, c)`), when the rows allow.
+    /// Where each tap's run over all output rows starts (`(kh, kw, c)`), when the rows are
+    /// not whole vector blocks and the kernel rows allow.
     span: Vec<usize>,
     /// The length of those runs (0: no span).
     span_len: usize,
@@ -423,8 +424,10 @@ impl Padded {
             bottom = bottom.max(below.saturating_sub(in_rows));
         }
         let height = top + in_rows + bottom;
+        // Rows of whole vector blocks are read an output row at a time, others over spans.
+        let per_row = ow.is_multiple_of(8);
         self.span_len = match row_runs {
-            Some(_) if out_rows > 0 && ow > 0 => {
+            Some(_) if !per_row && out_rows > 0 => {
                 ((out_rows - 1) * self.width + ow).next_multiple_of(8)
             }
             _ => 0,
@@ -459,7 +462,7 @@ impl Padded {
         let row_at = |c: usize, r: usize| zeros + (c * height + top + r) * self.width;
         self.k = g.kh as usize * kwp as usize * red;
         self.rows.clear();
-        for o in 0..out_rows {
+        for o in (0..out_rows).filter(|_| per_row) {
             for khi in 0..g.kh as usize {
                 let row = taps.rows[khi * taps.out_rows + o].map(|r| (r - p.in_rows.0) as usize);
                 for kwi in 0..kwp as usize {
@@ -509,15 +512,17 @@ impl Padded {
 
     /// Where in a batch element's [`Self::base`] the rows of `b` (in [`feature_map_inputs`]'
     /// order, `(kh, kw, c)`) over output row `ohl` of the block (relative to its first)
-    /// start: each the `ow` inputs of that tap, in a padded row or the zeros.
+    /// start: each the `ow` inputs of that tap, in a padded row or the zeros. Only for rows
+    /// of whole vector blocks (`ow` a multiple of 8; empty otherwise).
     pub(super) fn rows(&self, ohl: usize) -> &[usize] {
         &self.rows[ohl * self.k..(ohl + 1) * self.k]
     }
 
     /// Where in a batch element's [`Self::base`] each row of `b` (`(kh, kw, c)`) over all the
     /// block's output rows starts, and the length of those runs — output row `o`'s column
-    /// `j` at `o · width + j`, every other column dropped — or `None` when the kernel rows do
-    /// not read runs of input rows.
+    /// `j` at `o · width + j`, every other column dropped — for rows that are not whole
+    /// vector blocks; `None` for those that are, and when the kernel rows do not read runs
+    /// of input rows.
     pub(super) fn span(&self) -> Option<(&[usize], usize, usize)> {
         (self.span_len > 0).then_some((&self.span[..], self.span_len, self.width))
     }
@@ -621,28 +626,32 @@ mod tests {
             let k = reduction(&p, kwp);
             let (oh, ow) = (len(p.out_rows), len(p.out_cols));
             let mut b = vec![0f32; k * oh * ow];
-            // Stride 1 along the height: every case has the span.
-            let (span, span_len, width) = padded.span().expect("a span");
-            assert_eq!(span.len(), k);
-            assert!(span_len.is_multiple_of(8) && span_len >= (oh - 1) * width + ow);
+            // Stride 1 along the height: rows that are not whole vector blocks have spans.
+            let per_row = ow.is_multiple_of(8);
+            let spans = padded.span();
+            assert_eq!(spans.is_none(), per_row, "{g:?} {cols:?}");
+            if let Some((span, span_len, width)) = spans {
+                assert_eq!(span.len(), k);
+                assert!(span_len.is_multiple_of(8) && span_len >= (oh - 1) * width + ow);
+            }
             for n in 0..g.n {
                 feature_map_inputs((&p, &taps), kwp, n, &x, &mut b);
                 let base = padded.base(&p, n);
                 for ohl in 0..oh {
-                    for (kk, &at) in padded.rows(ohl).iter().enumerate() {
+                    for kk in 0..k {
                         let want = &b[(kk * oh + ohl) * ow..][..ow];
+                        let (at, what) = match spans {
+                            None => (padded.rows(ohl)[kk], "row"),
+                            Some((span, span_len, width)) => {
+                                assert!(span[kk] + span_len <= base.len());
+                                (span[kk] + ohl * width, "span")
+                            }
+                        };
                         assert_eq!(
                             &base[at..at + ow],
                             want,
-                            "{cols:?} n {n} row {ohl} tap {kk}"
+                            "{what}: {cols:?} n {n} row {ohl} tap {kk}"
                         );
-                        let at = span[kk] + ohl * width;
-                        assert_eq!(
-                            &base[at..at + ow],
-                            want,
-                            "span: {cols:?} n {n} row {ohl} tap {kk}"
-                        );
-                        assert!(span[kk] + span_len <= base.len());
                     }
                 }
             }

@@ -582,7 +582,7 @@ impl Direct<'_> {
                 _ => pbuf.take::<f32>(m * cols),
             };
             let base = self.padded.base(p, self.n);
-            match self.padded.span().filter(|_| !ow.is_multiple_of(8)) {
+            match self.padded.span() {
                 // Rows of whole vector blocks: an output row at a time.
                 None => {
                     pp.fill(0.0);
