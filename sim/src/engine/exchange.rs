@@ -12,7 +12,7 @@
 //!
 //! A large exchange ([`ExchangePlan::defers`]) run by [`super::Engine::run`] may leave its
 //! writes pending after the gather ([`ExchangePlan::gather`]): when the next step is a
-//! compute set, each of its tiles takes its own writes ([`ExchangePlan::writes_to`]) just
+//! compute set, each of its tiles takes its own writes ([`ExchangePlan::writes_along`]) just
 //! before its vertices run, on the thread that runs them, and the tiles without work there
 //! take theirs after it ([`ExchangePlan::scatter_except`]); any other next step applies
 //! them all first ([`ExchangePlan::scatter`]). A vertex reads and writes only its own
@@ -204,17 +204,23 @@ impl ExchangePlan {
         });
     }
 
-    /// The writes of dense tile `d` (none when it is not a destination), for
-    /// [`write_tile`].
-    pub(super) fn writes_to(&self, d: usize) -> &[Piece] {
-        match self.dst_tiles.binary_search(&d) {
-            Ok(i) => &self.scatter[i],
-            Err(_) => &[],
-        }
+    /// The writes of each of the dense tiles `dense` (ascending; none for a tile that is not
+    /// a destination), for [`write_tile`]: found in one walk along both lists.
+    pub(super) fn writes_along(&self, dense: &[usize]) -> Vec<&[Piece]> {
+        let mut dst = self.dst_tiles.iter().zip(&self.scatter).peekable();
+        (dense.iter())
+            .map(|&d| {
+                while dst.next_if(|&(&t, _)| t < d).is_some() {}
+                match dst.peek() {
+                    Some(&(&t, pieces)) if t == d => pieces.as_slice(),
+                    _ => &[],
+                }
+            })
+            .collect()
     }
 
     /// [`ExchangePlan::scatter`] on the destination tiles not in `done` (dense, ascending:
-    /// the tiles that took their writes with [`ExchangePlan::writes_to`]).
+    /// the tiles that took their writes with [`ExchangePlan::writes_along`]).
     pub(super) fn scatter_except(&self, tiles: &mut [TileState], staging: &[u8], done: &[usize]) {
         let mut rest = done.iter().peekable();
         for (&d, pieces) in self.dst_tiles.iter().zip(&self.scatter) {
@@ -226,7 +232,7 @@ impl ExchangePlan {
     }
 }
 
-/// Applies one destination tile's writes (its pieces of [`ExchangePlan::writes_to`]) from
+/// Applies one destination tile's writes (its pieces of [`ExchangePlan::writes_along`]) from
 /// the staging buffer to its memory, in their order.
 pub(super) fn write_tile(mem: &mut [u8], pieces: &[Piece], staging: &[u8]) {
     for p in pieces {

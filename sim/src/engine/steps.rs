@@ -3,7 +3,7 @@
 //! memories), a host stream copy.
 
 use super::error::FpExceptionDump;
-use super::exchange::{write_tile, ExchangePlan};
+use super::exchange::{write_tile, Piece};
 use super::memory::{gather, scatter};
 use super::{select_mut, Engine, EngineError, TileState};
 use crate::codelets::{self, Scratch, VertexError, Worker};
@@ -44,21 +44,20 @@ enum Stop {
     Error(EngineError),
 }
 
-/// A pending exchange and its staged sources (module `exchange`).
-type Pending<'a> = Option<(&'a ExchangePlan, &'a [u8])>;
+/// A tile's writes of a pending exchange (module `exchange`; none when empty) and the
+/// exchange's staged sources.
+type Writes<'a> = (&'a [Piece], &'a [u8]);
 
-/// Runs one tile's vertex groups in order, the pending exchange's writes to it (dense tile
-/// `d`) first; stops at the first trapping vertex (for a vertex split among the workers,
-/// its first trapping slice).
+/// Runs one tile's vertex groups in order, a pending exchange's writes to it first; stops
+/// at the first trapping vertex (for a vertex split among the workers, its first trapping
+/// slice).
 fn run_tile(
     run: &TileRun,
     work: &TileWork,
-    (d, pending): (usize, Pending),
+    (pieces, staging): Writes,
     st: &mut TileState,
 ) -> TileOutcome {
-    if let Some((x, staging)) = pending {
-        write_tile(st.mem.bytes_mut(), x.writes_to(d), staging);
-    }
+    write_tile(st.mem.bytes_mut(), pieces, staging);
     let TileRun {
         dtypes,
         ctl,
@@ -140,19 +139,19 @@ struct TileRun<'a> {
     target: &'a Target,
 }
 
-/// [`run_tile`] for every tile of `cs` on the current rayon pool, outcomes in tile order.
+/// [`run_tile`] for every tile of `cs` on the current rayon pool (with its `writes`),
+/// outcomes in tile order.
 fn par_run(
     run: &TileRun,
     cs: &ComputeSet,
-    dense: &[usize],
-    pending: Pending,
+    (writes, staging): (&[&[Piece]], &[u8]),
     states: Vec<&mut TileState>,
 ) -> Vec<TileOutcome> {
     cs.tiles
         .par_iter()
-        .zip(dense)
         .zip(states.into_par_iter())
-        .map(|((w, &d), st)| run_tile(run, w, (d, pending), st))
+        .enumerate()
+        .map(|(i, (w, st))| run_tile(run, w, (writes.get(i).copied().unwrap_or(&[]), staging), st))
         .collect()
 }
 
@@ -194,20 +193,24 @@ impl Engine {
         let pending = self
             .pending
             .take()
-            .map(|x| (&self.plan.exchanges[x.0 as usize], &self.staging[..]));
+            .map(|x| &self.plan.exchanges[x.0 as usize]);
+        let writes = pending.map_or_else(Vec::new, |x| x.writes_along(&plan.dense));
+        let staging = &self.staging[..];
         let states = select_mut(&mut self.tiles, &plan.dense);
         let parallel = plan.on_pool();
-        let tiles = cs.tiles.iter().zip(&plan.dense);
         let outcomes: Vec<TileOutcome> = self.workers.install(parallel, |parallel| {
             if parallel {
-                par_run(&run, cs, &plan.dense, pending, states)
+                par_run(&run, cs, (&writes, staging), states)
             } else {
-                (tiles.zip(states))
-                    .map(|((w, &d), st)| run_tile(&run, w, (d, pending), st))
+                (cs.tiles.iter().zip(states).enumerate())
+                    .map(|(i, (w, st))| {
+                        let pieces = writes.get(i).copied().unwrap_or(&[]);
+                        run_tile(&run, w, (pieces, staging), st)
+                    })
                     .collect()
             }
         });
-        if let Some((x, staging)) = pending {
+        if let Some(x) = pending {
             x.scatter_except(&mut self.tiles, staging, &plan.dense);
         }
         let mut fault = None;

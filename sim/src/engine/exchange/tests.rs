@@ -106,7 +106,7 @@ fn applied(
 }
 
 /// `ex` gathered, then its writes left pending: the tiles of `done` (every other
-/// destination, and one tile that is none) take their own ([`ExchangePlan::writes_to`]),
+/// destination, and every tile that is none) take their own ([`ExchangePlan::writes_along`]),
 /// as a compute set's tiles do, then [`ExchangePlan::scatter_except`] writes the rest.
 fn deferred(
     exe: &Executable,
@@ -130,13 +130,11 @@ fn deferred(
     let mut staging = Vec::new();
     plan.gather(&tiles, &mut staging, &Workers::Caller);
     let mut done: Vec<usize> = plan.dst_tiles.iter().copied().step_by(2).collect();
-    if let Some(idle) = (0..sizes.len()).find(|d| !plan.dst_tiles.contains(d)) {
-        assert!(plan.writes_to(idle).is_empty());
-        done.push(idle);
-    }
+    done.extend((0..sizes.len()).filter(|d| !plan.dst_tiles.contains(d)));
     done.sort_unstable();
-    for &d in &done {
-        write_tile(tiles[d].mem.bytes_mut(), plan.writes_to(d), &staging);
+    for (&d, pieces) in done.iter().zip(plan.writes_along(&done)) {
+        assert_eq!(pieces.is_empty(), !plan.dst_tiles.contains(&d));
+        write_tile(tiles[d].mem.bytes_mut(), pieces, &staging);
     }
     plan.scatter_except(&mut tiles, &staging, &done);
     tiles.iter().map(|t| t.mem.bytes().to_vec()).collect()
@@ -183,6 +181,17 @@ fn plans_move_the_bytes_the_copies_say() {
             copy(b, 0, 8, &[(a, 0), (a, 16)]),
             copy(a, 8, 8, &[(a, 12)]),
             copy(a, 16, 4, &[(a, 20)]),
+        ],
+        cycles: 0,
+    };
+    check(&exe, &ex, &index, &sizes);
+    // Destinations with tiles between and before them that are none.
+    let ex = Exchange {
+        name: "gaps".into(),
+        node: None,
+        copies: vec![
+            copy(a, 0, 8, &[(index.tile(1), 0), (index.tile(3), 8)]),
+            copy(index.tile(2), 4, 4, &[(index.tile(3), 0)]),
         ],
         cycles: 0,
     };
