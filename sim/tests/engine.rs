@@ -538,8 +538,8 @@ fn split_vertices_give_the_same_values_in_one_pass_and_slice_by_slice() {
 /// A graph of large operands on a whole mk2 — a matmul whose exchanges move megabytes, and
 /// an update of its weights read again by a second matmul — run with `run`, which leaves
 /// the large exchanges' writes to the compute sets after them, gives the same trace,
-/// outfeeds and variables as stepping it (every exchange written at once) and as `run` on
-/// two host threads.
+/// outfeeds and variables as stepping it (every exchange written at once), as running it to
+/// the next collective (none: to the end) and as `run` on two host threads.
 #[test]
 fn deferred_exchange_writes_change_nothing_observable() {
     use ipusim_compiler::{compile, CompileOptions, Target};
@@ -562,7 +562,13 @@ fn deferred_exchange_writes_change_nothing_observable() {
     b.outfeed("s", s).unwrap();
     b.outfeed("z", z).unwrap();
     let exe = Arc::new(compile(&b.finish(), &Target::mk2(), &CompileOptions::default()).unwrap());
-    let observe = |threads, stepped: bool| {
+    #[derive(Clone, Copy)]
+    enum Drive {
+        Run,
+        Step,
+        ToCollective,
+    }
+    let observe = |threads, drive: Drive| {
         let options = EngineOptions {
             fp: sr(),
             seed: 3,
@@ -573,13 +579,21 @@ fn deferred_exchange_writes_change_nothing_observable() {
         let mut host = ipusim_sim::host::QueueHost::new();
         assert!(engine.deferring_exchanges() > 0);
         for _ in 0..2 {
-            if stepped {
-                while !matches!(
-                    engine.step(&mut host).unwrap(),
-                    ipusim_sim::engine::Stepped::Finished(_)
-                ) {}
-            } else {
-                engine.run(&mut host).unwrap();
+            match drive {
+                Drive::Run => {
+                    engine.run(&mut host).unwrap();
+                }
+                Drive::Step => {
+                    while !matches!(
+                        engine.step(&mut host).unwrap(),
+                        ipusim_sim::engine::Stepped::Finished(_)
+                    ) {}
+                }
+                // No collective: to the run's end.
+                Drive::ToCollective => assert!(matches!(
+                    engine.run_to_collective(&mut host).unwrap(),
+                    ipusim_sim::engine::Collective::Finished(_)
+                )),
             }
         }
         let vars: Vec<Vec<u8>> = (engine.variables().iter())
@@ -587,8 +601,13 @@ fn deferred_exchange_writes_change_nothing_observable() {
             .collect();
         (engine.take_trace(), host.outfeeds, vars)
     };
-    let run = observe(1, false);
+    let run = observe(1, Drive::Run);
     assert!(!run.0.events.is_empty());
-    assert_eq!(run, observe(1, true), "run against stepping");
-    assert_eq!(run, observe(2, false), "one thread against two");
+    assert_eq!(run, observe(1, Drive::Step), "run against stepping");
+    assert_eq!(
+        run,
+        observe(1, Drive::ToCollective),
+        "run against run_to_collective"
+    );
+    assert_eq!(run, observe(2, Drive::Run), "one thread against two");
 }

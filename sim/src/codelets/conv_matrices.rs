@@ -354,7 +354,7 @@ const SPAN_SLACK: usize = 8;
 /// rows (from `in0`): the input row output row 0 reads, counting from the block's first
 /// (negative: above it), when every output row `o` reads that row `+ o` or padding outside
 /// the block; `None` when a kernel row reads only padding. `Err` when the rows are not a
-/// run (a stride or a dilation along the height).
+/// run (a stride along the height; a dilation only moves each kernel row's run).
 fn row_runs(taps: &Taps, in0: u32, in_rows: usize) -> Result<Vec<Option<isize>>, ()> {
     let out_rows = taps.out_rows;
     (taps.rows.chunks(out_rows.max(1)))
@@ -415,8 +415,12 @@ impl Padded {
             .collect();
         let (red, in_rows, out_rows) = (len(p.in_channels), len(p.in_rows), len(p.out_rows));
         self.width = left + width + right;
-        // Zero rows above and below the held ones, for the span.
-        let row_runs = row_runs(taps, p.in_rows.0, in_rows).ok();
+        // Rows of whole vector blocks are read an output row at a time, others over spans,
+        // for which the map has zero rows above and below the held ones.
+        let per_row = ow.is_multiple_of(8);
+        let row_runs = (!per_row)
+            .then(|| row_runs(taps, p.in_rows.0, in_rows).ok())
+            .flatten();
         let (mut top, mut bottom) = (0usize, 0usize);
         for &d in row_runs.iter().flatten().flatten() {
             top = top.max((-d).max(0) as usize);
@@ -424,12 +428,8 @@ impl Padded {
             bottom = bottom.max(below.saturating_sub(in_rows));
         }
         let height = top + in_rows + bottom;
-        // Rows of whole vector blocks are read an output row at a time, others over spans.
-        let per_row = ow.is_multiple_of(8);
         self.span_len = match row_runs {
-            Some(_) if !per_row && out_rows > 0 => {
-                ((out_rows - 1) * self.width + ow).next_multiple_of(8)
-            }
+            Some(_) if out_rows > 0 => ((out_rows - 1) * self.width + ow).next_multiple_of(8),
             _ => 0,
         };
         let zeros = ow.max(self.span_len);

@@ -486,7 +486,12 @@ impl Engine {
     /// lockstep runs between collectives.
     pub fn run_to_collective(&mut self, host: &mut dyn HostIo) -> Result<Collective, EngineError> {
         loop {
-            match self.settle()? {
+            let settled = self.settle();
+            if !matches!(settled, Ok(Settled::Step(_))) {
+                // The run finished or stopped: the tiles whole.
+                self.flush_pending();
+            }
+            match settled? {
                 Settled::Finished(summary) => return Ok(Collective::Finished(summary)),
                 Settled::Step(NextStep {
                     leaf: Leaf::CrossReplica { tensor, .. },
