@@ -4,7 +4,8 @@
 //! 32) runs one training step per device run in a `Session` on synthetic data (compile
 //! outside the measurement), in 16.16 and 32.32, on all cores and on one thread. The zoo's
 //! ResNet-50 (224×224×3, batch 1, 16.16) follows, one step on all cores against one native
-//! pass (printed only: a step takes seconds), on one mk2 (`programs/resnet50.ron` fits it).
+//! pass printed, on one mk2 (`programs/resnet50.ron` fits it); criterion then measures
+//! ResNet-20's 16.16 step and ResNet-50's, each beside its native convolutions.
 //!
 //! The baseline is the same step's convolutions in plain f32 on one host thread: for every
 //! `Conv2d` of the program, the forward pass, the input gradient (not for the stem, whose
@@ -379,6 +380,16 @@ fn cnn(c: &mut Criterion) {
     });
     group.bench_function("native_f32_convolutions", |b| {
         b.iter(|| native_step(&mut nets))
+    });
+    // ResNet-50 at batch 1 (16.16, all cores) and its native convolutions (one thread).
+    let p50 = program("resnet50", 1);
+    let mut nets50: Vec<NativeConv> = convs(&p50).into_iter().map(NativeConv::new).collect();
+    let mut s50 = session(&p50, Precision::P16_16, None, Target::mk2());
+    group.bench_function("resnet50_b1_step/16.16", |b| {
+        b.iter(|| s50.run().unwrap().summary.cycles.total)
+    });
+    group.bench_function("resnet50_native_f32_convolutions", |b| {
+        b.iter(|| native_step(&mut nets50))
     });
     group.finish();
 }
