@@ -63,6 +63,21 @@ fn reference(ex: &Exchange, index: &TileIndex, mems: &mut [Vec<u8>]) {
     }
 }
 
+/// Tiles whose memories hold `mems`.
+fn tiles_holding(mems: &[Vec<u8>]) -> Vec<TileState> {
+    (mems.iter())
+        .map(|m| {
+            let mut mem = TileMem::zeroed(m.len());
+            mem.bytes_mut().copy_from_slice(m);
+            TileState {
+                mem,
+                rngs: Vec::new(),
+                sts: FpSts::empty(),
+            }
+        })
+        .collect()
+}
+
 /// `ex` planned and applied to tiles holding `mems`, by every kind of workers (the
 /// parallel ones taking the parallel path: sources gathered in runs, destination tiles
 /// written in parallel).
@@ -86,17 +101,7 @@ fn applied(
     [Workers::Caller, Workers::Global, Workers::Pool(pool)]
         .iter()
         .map(|workers| {
-            let mut tiles: Vec<TileState> = (mems.iter())
-                .map(|m| {
-                    let mut mem = TileMem::zeroed(m.len());
-                    mem.bytes_mut().copy_from_slice(m);
-                    TileState {
-                        mem,
-                        rngs: Vec::new(),
-                        sts: FpSts::empty(),
-                    }
-                })
-                .collect();
+            let mut tiles = tiles_holding(mems);
             // A staging buffer left larger and full by an earlier exchange.
             let mut staging = vec![0xA5; 3 * plan.source_bytes + 7];
             plan.apply(&mut tiles, &mut staging, workers);
@@ -116,17 +121,7 @@ fn deferred(
     mems: &[Vec<u8>],
 ) -> Vec<Vec<u8>> {
     let plan = ExchangePlan::new(exe, ex, index, sizes).unwrap();
-    let mut tiles: Vec<TileState> = (mems.iter())
-        .map(|m| {
-            let mut mem = TileMem::zeroed(m.len());
-            mem.bytes_mut().copy_from_slice(m);
-            TileState {
-                mem,
-                rngs: Vec::new(),
-                sts: FpSts::empty(),
-            }
-        })
-        .collect();
+    let mut tiles = tiles_holding(mems);
     let mut staging = Vec::new();
     plan.gather(&tiles, &mut staging, &Workers::Caller);
     let mut done: Vec<usize> = plan.dst_tiles.iter().copied().step_by(2).collect();
