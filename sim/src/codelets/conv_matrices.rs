@@ -345,6 +345,8 @@ pub(super) struct Padded {
     span: Vec<usize>,
     /// The length of those runs (0: no span).
     span_len: usize,
+    /// Whether the rows are whole vector blocks, read an output row at a time ([`Self::rows`]).
+    per_row: bool,
 }
 
 /// Elements after the map's rows: what a span's last columns, up to a multiple of 8, read.
@@ -418,6 +420,7 @@ impl Padded {
         // Rows of whole vector blocks are read an output row at a time, others over spans,
         // for which the map has zero rows above and below the held ones.
         let per_row = ow.is_multiple_of(8);
+        self.per_row = per_row;
         let row_runs = (!per_row)
             .then(|| row_runs(taps, p.in_rows.0, in_rows).ok())
             .flatten();
@@ -497,6 +500,12 @@ impl Padded {
             }
         }
         true
+    }
+
+    /// Whether a product can read `b` from the map: an output row at a time (rows of whole
+    /// vector blocks) or over the spans (the others, when the kernel rows read runs).
+    pub(super) fn readable(&self) -> bool {
+        self.per_row || self.span_len > 0
     }
 
     /// Whether every element of the feature map is finite.
@@ -658,8 +667,8 @@ mod tests {
         }
     }
 
-    /// Kernel rows that do not read runs of input rows (a stride along the height) keep the
-    /// padded rows but have no span.
+    /// Kernel rows that do not read runs of input rows (a stride along the height) give no
+    /// span: with rows that are not whole vector blocks, the map cannot stand for `b`.
     #[test]
     fn strided_rows_have_no_span() {
         let g = WindowGeometry {
@@ -674,6 +683,7 @@ mod tests {
         let mut padded = Padded::default();
         assert!(padded.fill((&p, &taps), 3, &x));
         assert!(padded.span().is_none());
+        assert!(!padded.readable());
     }
 
     /// Kernel columns whose taps are not a run of held columns with padding around it fall

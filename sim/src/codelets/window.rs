@@ -214,8 +214,9 @@ impl WindowScratch {
         let same =
             |(q, kq, b): &(WindowPass, u32, WindowParams)| *q == pass && *kq == kwp && *b == block;
         if !self.padded_for.as_ref().is_some_and(same) {
-            self.padded_ok =
-                self.padded.fill((p, &self.taps), kwp, &self.x) && self.padded.finite();
+            self.padded_ok = self.padded.fill((p, &self.taps), kwp, &self.x)
+                && self.padded.readable()
+                && self.padded.finite();
             self.padded_for = Some((pass, kwp, block));
         }
         self.padded_ok
@@ -387,8 +388,7 @@ fn conv(
     let padded = pass != WindowPass::WeightGrad
         && types.1 == DType::F32
         && worker.mask().is_empty()
-        && win.padded((pass, kwp), p)
-        && (len(p.out_cols).is_multiple_of(8) || win.padded.span().is_some());
+        && win.padded((pass, kwp), p);
     let es = types.2.size_bytes();
     let mut flags = FpSts::empty();
     // Runs of units with one batch element (all units for the weight gradient).
