@@ -430,7 +430,11 @@ impl Engine {
         let s = &exe.streams[stream.0 as usize];
         let t = exe.tensor(tensor);
         let n = s.bytes_per_micro_batch as usize;
-        self.staging.resize(n, 0);
+        // Grown only: shrinking it would make the next large exchange's gather zero-fill
+        // the buffer again (a memset of its size per step).
+        if self.staging.len() < n {
+            self.staging.resize(n, 0);
+        }
         match direction {
             StreamDirection::HostToDevice => {
                 host.infeed(s, &mut self.staging[..n])?;
