@@ -110,24 +110,34 @@ fn fmt_row(row: &[f64]) -> String {
     }
 }
 
-fn stats(values: &[f64]) -> String {
-    let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-    if finite.is_empty() {
-        return format!("{} values, none finite", values.len());
+/// Minimum, maximum and mean of the finite values, and how many are not finite, in one pass
+/// over `values` (no copy: an outfeed kept over many runs can hold gigabytes).
+fn stats<'a>(values: impl IntoIterator<Item = &'a f64>) -> String {
+    let (mut n, mut finite, mut sum) = (0usize, 0usize, 0f64);
+    let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+    for &v in values {
+        n += 1;
+        if v.is_finite() {
+            finite += 1;
+            sum += v;
+            min = min.min(v);
+            max = max.max(v);
+        }
     }
-    let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if min == max && finite.len() == values.len() {
+    if finite == 0 {
+        return format!("{n} values, none finite");
+    }
+    if min == max && finite == n {
         return format!("every element {}", fmt_value(min));
     }
-    let mean = finite.iter().sum::<f64>() / finite.len() as f64;
+    let mean = sum / finite as f64;
     format!(
         "min {}, max {}, mean {:.6}{}",
         fmt_value(min),
         fmt_value(max),
         mean,
-        if finite.len() < values.len() {
-            format!(" ({} not finite)", values.len() - finite.len())
+        if finite < n {
+            format!(" ({} not finite)", n - finite)
         } else {
             String::new()
         }
@@ -163,13 +173,12 @@ fn outfeeds_text(s: &mut String, collected: &Collected) {
                 stats(&v)
             );
         } else {
-            let all: Vec<f64> = st.rows.iter().flatten().copied().collect();
             let last = st.rows.last().map(Vec::as_slice).unwrap_or_default();
             let _ = writeln!(
                 s,
                 "{head} {n} entr{} of {ty}: {}; last entry: {}",
                 if n == 1 { "y" } else { "ies" },
-                stats(&all),
+                stats(st.rows.iter().flatten()),
                 stats(last)
             );
         }
@@ -306,6 +315,32 @@ mod tests {
         assert!(s.contains("[0.00048828125, 0]"), "{s}");
         assert!(s.contains("10 entries of f32[800]: every element 2"), "{s}");
         assert!(s.contains("NaN"), "{s}");
+    }
+
+    #[test]
+    fn summaries_span_every_entry_and_count_what_is_not_finite() {
+        let mut c = Collected::default();
+        let mut last = vec![3.0; 38];
+        last.extend([f64::NAN, f64::INFINITY]);
+        let entries = vec![vec![1.0; 40], vec![-1.0; 40], last];
+        c.streams
+            .insert("y".into(), rows("y", vec![40], OutfeedMode::All, entries));
+        let mut s = String::new();
+        outfeeds_text(&mut s, &c);
+        // 40 ones, 40 minus ones and 38 threes: 114 / 118 finite values.
+        assert!(
+            s.contains("3 entries of f32[40]: min -1, max 3, mean 0.966102 (2 not finite)"),
+            "{s}"
+        );
+        assert!(
+            s.contains("last entry: min 3, max 3, mean 3.000000 (2 not finite)"),
+            "{s}"
+        );
+        assert_eq!(
+            stats(&[f64::NAN, f64::NEG_INFINITY]),
+            "2 values, none finite"
+        );
+        assert_eq!(stats(&[0.5, 0.5]), "every element 0.5");
     }
 
     #[test]
