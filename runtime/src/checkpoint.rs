@@ -27,11 +27,14 @@
 
 use crate::atomic::write_atomically;
 use crate::codec::push_text;
-use crate::json::{element_text, flatten, nested};
+use crate::json::{element_text, flatten, Nested};
 use ipusim_ir::text::input::read_text;
 use ipusim_ir::{DType, Shape, TensorType};
 use ipusim_sim::tensor::Tensor;
-use serde_json::{json, Value};
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use thiserror::Error;
@@ -84,36 +87,66 @@ pub fn is_training_state(name: &str) -> bool {
         || name.starts_with("adam/")
 }
 
-/// Largest checkpoint file read (bytes): 1 GiB of JSON, some 50 million values.
-pub const MAX_CHECKPOINT_BYTES: u64 = 1 << 30;
+/// Largest checkpoint file read (bytes): 16 GiB of JSON, some 800 million values (ResNet-50
+/// with its momentum writes 1.15 GB). Reading holds the text and one variable's values as
+/// a tree of JSON values at a time.
+pub const MAX_CHECKPOINT_BYTES: u64 = 16 << 30;
+
+/// The document, written straight to a serializer (a checkpoint of a large model holds tens
+/// of millions of values: no tree of `Value`s beside them). Keys in alphabetical order.
+impl Serialize for Checkpoint {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(5))?;
+        m.serialize_entry("format", FORMAT)?;
+        m.serialize_entry("precision", &self.precision)?;
+        m.serialize_entry("program", &self.program)?;
+        m.serialize_entry("variables", &Variables(&self.variables))?;
+        m.serialize_entry("version", &VERSION)?;
+        m.end()
+    }
+}
+
+/// The variables of a checkpoint, in order.
+struct Variables<'a>(&'a [(String, Tensor)]);
+
+impl Serialize for Variables<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|(name, t)| Variable(name, t)))
+    }
+}
+
+/// One variable of a checkpoint: `{"dtype", "name", "shape", "values"}`.
+struct Variable<'a>(&'a str, &'a Tensor);
+
+impl Serialize for Variable<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (name, t) = (self.0, self.1);
+        let shape = t.shape().dims();
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("dtype", t.dtype().name())?;
+        m.serialize_entry("name", name)?;
+        m.serialize_entry("shape", shape)?;
+        let values = t.to_f64_vec();
+        m.serialize_entry(
+            "values",
+            &Nested {
+                values: &values,
+                shape,
+            },
+        )?;
+        m.end()
+    }
+}
 
 impl Checkpoint {
-    /// The JSON document.
+    /// The JSON document (what [`Checkpoint`]'s `Serialize` writes).
     pub fn to_json(&self) -> Value {
-        let vars: Vec<Value> = self
-            .variables
-            .iter()
-            .map(|(name, t)| {
-                json!({
-                    "name": name,
-                    "dtype": t.dtype().name(),
-                    "shape": t.shape().dims(),
-                    "values": nested(&t.to_f64_vec(), t.shape().dims()),
-                })
-            })
-            .collect();
-        json!({
-            "format": FORMAT,
-            "version": VERSION,
-            "program": self.program,
-            "precision": self.precision,
-            "variables": vars,
-        })
+        serde_json::to_value(self).unwrap_or_default()
     }
 
     /// Writes the checkpoint to `path`, whole or not at all.
     pub fn save(&self, path: &Path) -> Result<(), CheckpointError> {
-        let text = serde_json::to_string(&self.to_json()).map_err(|e| CheckpointError::File {
+        let text = serde_json::to_string(self).map_err(|e| CheckpointError::File {
             file: path.display().to_string(),
             message: e.to_string(),
         })?;
@@ -141,19 +174,26 @@ impl Checkpoint {
             file: file.to_string(),
             message,
         };
-        let doc: Value = serde_json::from_str(text).map_err(|e| {
+        // The document is checked whole, then read a variable at a time: only one
+        // variable's values are ever a tree of `Value`s (the rest stay text).
+        let raw: &RawValue = serde_json::from_str(text).map_err(|e| {
             fail(format!(
                 "line {}, column {}: not valid JSON: {e}",
                 e.line(),
                 e.column()
             ))
         })?;
-        if doc.get("format").and_then(Value::as_str) != Some(FORMAT) {
+        let doc: BTreeMap<String, &RawValue> = serde_json::from_str(raw.get()).unwrap_or_default();
+        let field = |key: &str| -> Option<Value> {
+            doc.get(key)
+                .and_then(|r| serde_json::from_str(r.get()).ok())
+        };
+        if field("format").as_ref().and_then(Value::as_str) != Some(FORMAT) {
             return Err(fail(format!(
                 "not an ipusim checkpoint (expected \"format\": \"{FORMAT}\")"
             )));
         }
-        match doc.get("version").and_then(Value::as_u64) {
+        match field("version").as_ref().and_then(Value::as_u64) {
             Some(VERSION) => {}
             v => {
                 return Err(fail(format!(
@@ -162,13 +202,16 @@ impl Checkpoint {
                 )))
             }
         }
-        let entries = doc
-            .get("variables")
-            .and_then(Value::as_array)
+        let entries: Vec<&RawValue> = (doc.get("variables"))
+            .and_then(|r| serde_json::from_str(r.get()).ok())
             .ok_or_else(|| fail("\"variables\" must be an array".into()))?;
         let mut variables = Vec::with_capacity(entries.len());
         let mut seen = BTreeMap::new();
-        for (i, entry) in entries.iter().enumerate() {
+        for (i, raw) in entries.iter().enumerate() {
+            // Its syntax was checked with the document's; what is left is a number out of
+            // range.
+            let entry: Value = serde_json::from_str(raw.get())
+                .map_err(|e| fail(format!("variables[{i}]: not valid JSON: {e}")))?;
             let name = entry
                 .get("name")
                 .and_then(Value::as_str)
@@ -181,17 +224,15 @@ impl Checkpoint {
             if seen.insert(name.to_string(), i).is_some() {
                 return Err(var("appears twice".into()));
             }
-            let t = parse_tensor(entry).map_err(var)?;
+            let t = parse_tensor(&entry).map_err(var)?;
             variables.push((name.to_string(), t));
         }
         Ok(Checkpoint {
-            program: doc
-                .get("program")
+            program: (field("program").as_ref())
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
-            precision: doc
-                .get("precision")
+            precision: (field("precision").as_ref())
                 .and_then(Value::as_str)
                 .map(str::to_string),
             variables,
@@ -257,6 +298,35 @@ impl Checkpoint {
     }
 }
 
+/// Appends a JSON number that the parser read as exactly an FP16 or FP32 value (what
+/// checkpoints hold), without reading its text again. The parser rounds the decimal
+/// correctly to f64; when that is a value of the narrower type, it is also the decimal's
+/// correct rounding there (the narrower type's neighbours are much farther away than half an
+/// f64 unit), finite, so the exact decimal reading would give the same bits without a flag.
+/// Anything else (other types, other values, strings) is left to that reading.
+fn push_exact(dtype: DType, v: &Value, out: &mut Vec<u8>) -> bool {
+    let Some(x) = v.as_f64() else { return false };
+    match dtype {
+        DType::F16 => {
+            let h = half::f16::from_f64(x);
+            let exact = h.to_f64() == x;
+            if exact {
+                out.extend_from_slice(&h.to_bits().to_le_bytes());
+            }
+            exact
+        }
+        DType::F32 => {
+            let f = x as f32;
+            let exact = f64::from(f) == x && f.is_finite();
+            if exact {
+                out.extend_from_slice(&f.to_le_bytes());
+            }
+            exact
+        }
+        _ => false,
+    }
+}
+
 fn parse_tensor(entry: &Value) -> Result<Tensor, String> {
     let dtype_name = entry
         .get("dtype")
@@ -286,6 +356,9 @@ fn parse_tensor(entry: &Value) -> Result<Tensor, String> {
     })?;
     let mut bytes = Vec::with_capacity(elements.len() * dtype.size_bytes());
     for (i, v) in elements.iter().enumerate() {
+        if push_exact(dtype, v, &mut bytes) {
+            continue;
+        }
         let text = element_text(v).ok_or_else(|| {
             format!(
                 "value {i} ({}) is not a number",
@@ -300,6 +373,7 @@ fn parse_tensor(entry: &Value) -> Result<Tensor, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::number;
     use half::f16;
 
     fn sample() -> Checkpoint {
@@ -313,9 +387,20 @@ mod tests {
                 ),
                 (
                     "h".into(),
-                    Tensor::f16([2], vec![f16::from_bits(0x1000), f16::from_bits(0x7e00)]).unwrap(),
+                    Tensor::f16(
+                        [3],
+                        vec![
+                            f16::from_bits(0x1000),
+                            f16::from_bits(0x7e00),
+                            f16::NEG_ZERO,
+                        ],
+                    )
+                    .unwrap(),
                 ),
-                ("w/momentum".into(), Tensor::f32([1], vec![0.5]).unwrap()),
+                (
+                    "w/momentum".into(),
+                    Tensor::f32([3], vec![0.5, -0.0, 0.0]).unwrap(),
+                ),
             ],
         }
     }
@@ -323,8 +408,14 @@ mod tests {
     #[test]
     fn round_trips_bit_exactly() {
         let c = sample();
-        let text = serde_json::to_string(&c.to_json()).unwrap();
+        let text = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::to_string(&c.to_json()).unwrap(), text);
         let back = Checkpoint::parse(&text, "c.json").unwrap();
+        // Negative zeros keep their sign.
+        let m = back.variables[2].1.as_f32().unwrap();
+        assert_eq!((m[1].to_bits(), m[2].to_bits()), (0x8000_0000, 0));
+        assert_eq!(back.variables[1].1.as_f16().unwrap()[2].to_bits(), 0x8000);
+        assert_eq!(back.variables[2], c.variables[2]);
         assert_eq!(back.variables[0], c.variables[0]);
         let h = back.variables[1].1.as_f16().unwrap();
         assert_eq!((h[0].to_bits(), h[1].is_nan()), (0x1000, true));
@@ -332,11 +423,66 @@ mod tests {
     }
 
     #[test]
+    fn numbers_read_as_exact_values_equal_the_exact_decimal_reading() {
+        let mut texts: Vec<String> = [
+            "0.1",
+            "1.00000000000000000001",
+            "0.99999999999999999999",
+            "65504",
+            "65519.99",
+            "65520",
+            "-65520",
+            "-0.0",
+            "-0",
+            "0",
+            "5.960464477539063e-8",
+            "2.98e-8",
+            "2.9802322387695312e-8",
+            "3.4028235e38",
+            "3.4028236e38",
+            "1e-46",
+            "1e-45",
+            "1.401298464324817e-45",
+            "0.00006103515625",
+            "9007199254740993",
+            "123456789012345678901234567890",
+            "-7",
+            "1e400",
+            // Just above the midpoints after 1 (FP16, then FP32): the parser's f64 is the
+            // midpoint itself, a value of neither type, so they are read as before.
+            "1.000488281250000000001",
+            "1.0000000596046447753906250001",
+        ]
+        .map(String::from)
+        .to_vec();
+        // Every 97th FP16 value and nearby FP32 values, as the writer prints them.
+        for bits in (0..=u16::MAX).step_by(97) {
+            let h = f16::from_bits(bits).to_f64();
+            if h.is_finite() {
+                texts.push(number(h).to_string());
+                texts.push(number(h * (1.0 + 2f64.powi(-23))).to_string());
+            }
+        }
+        for text in &texts {
+            let Ok(v) = serde_json::from_str::<Value>(text) else {
+                continue; // out of the parser's range: read as text
+            };
+            for dtype in [DType::F16, DType::F32] {
+                let (mut fast, mut exact) = (Vec::new(), Vec::new());
+                if push_exact(dtype, &v, &mut fast) {
+                    let read = push_text(dtype, &element_text(&v).unwrap(), &mut exact);
+                    assert_eq!((read.is_ok(), &fast), (true, &exact), "{text} as {dtype:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn validation_names_file_and_variable() {
         let c = sample();
         let want = vec![
             ("w".to_string(), TensorType::new(DType::F16, [2, 2])),
-            ("h".to_string(), TensorType::new(DType::F16, [2])),
+            ("h".to_string(), TensorType::new(DType::F16, [3])),
         ];
         let e = c.matching("c.json", &want, false).unwrap_err();
         assert_eq!(
@@ -346,7 +492,7 @@ mod tests {
         );
         let want = vec![
             ("w".to_string(), TensorType::new(DType::F32, [2, 2])),
-            ("h".to_string(), TensorType::new(DType::F16, [2])),
+            ("h".to_string(), TensorType::new(DType::F16, [3])),
         ];
         let e = c.matching("c.json", &want, false).unwrap_err();
         assert!(

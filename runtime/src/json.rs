@@ -6,34 +6,75 @@
 //! full and reading it back gives the same bits. JSON has no NaN or infinities, so they are
 //! written as the strings `"NaN"`, `"inf"` and `"-inf"` (and read back from them).
 
-use serde_json::{Number, Value};
+use serde::ser::{Serialize, SerializeSeq, Serializer};
+use serde_json::Value;
 use thiserror::Error;
 
 /// One element as JSON: a number, or `"NaN"`, `"inf"`, `"-inf"`.
 pub fn number(v: f64) -> Value {
-    if v.is_nan() {
-        Value::String("NaN".into())
-    } else if v.is_infinite() {
-        Value::String(if v > 0.0 { "inf" } else { "-inf" }.into())
-    } else if v.fract() == 0.0 && v.abs() < 9.0e15 {
-        // Integral values print without a trailing `.0` (labels, counts, u8 pixels).
-        Value::Number(Number::from(v as i64))
-    } else {
-        Number::from_f64(v).map_or(Value::Null, Value::Number)
-    }
+    serde_json::to_value(Element(v)).unwrap_or(Value::Null)
 }
 
 /// Row-major `values` of `shape` as nested arrays (a scalar is one number).
 pub fn nested(values: &[f64], shape: &[usize]) -> Value {
-    match shape.split_first() {
-        None => values.first().map_or(Value::Null, |&v| number(v)),
-        Some((&n, rest)) => {
-            let inner: usize = rest.iter().product();
-            Value::Array(
-                (0..n)
-                    .map(|i| nested(&values[i * inner..(i + 1) * inner], rest))
-                    .collect(),
-            )
+    serde_json::to_value(Nested { values, shape }).unwrap_or(Value::Null)
+}
+
+/// One element, serialised as [`number`] gives it: the one place the element encoding is
+/// decided.
+#[derive(Clone, Copy, Debug)]
+pub struct Element(pub f64);
+
+impl Serialize for Element {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v = self.0;
+        if v.is_nan() {
+            s.serialize_str("NaN")
+        } else if v.is_infinite() {
+            s.serialize_str(if v > 0.0 { "inf" } else { "-inf" })
+        } else if v.fract() == 0.0 && v.abs() < 9.0e15 && !(v == 0.0 && v.is_sign_negative()) {
+            // Integral values print without a trailing `.0` (labels, counts, u8 pixels); not
+            // -0, which an integer cannot hold (it is written `-0.0`).
+            s.serialize_i64(v as i64)
+        } else {
+            s.serialize_f64(v)
+        }
+    }
+}
+
+/// Row-major `values` of `shape` serialised as the nested arrays of [`nested`], written
+/// straight to a serializer: a large outfeed goes to its JSON text without a tree of
+/// [`Value`]s beside it (one `Value` per element is several times the values' own bytes).
+/// Values missing for the shape are written as `null`.
+#[derive(Clone, Copy, Debug)]
+pub struct Nested<'a> {
+    /// The elements, row-major.
+    pub values: &'a [f64],
+    /// Their shape (empty for a scalar).
+    pub shape: &'a [usize],
+}
+
+impl Serialize for Nested<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.shape.split_first() {
+            None => match self.values.first() {
+                Some(&v) => Element(v).serialize(s),
+                None => s.serialize_unit(),
+            },
+            Some((&n, rest)) => {
+                let inner: usize = rest.iter().product();
+                let mut seq = s.serialize_seq(Some(n))?;
+                for i in 0..n {
+                    let values = (i.checked_mul(inner))
+                        .and_then(|a| self.values.get(a..a.checked_add(inner)?))
+                        .unwrap_or_default();
+                    seq.serialize_element(&Nested {
+                        values,
+                        shape: rest,
+                    })?;
+                }
+                seq.end()
+            }
         }
     }
 }
@@ -131,6 +172,8 @@ mod tests {
         assert_eq!(number(65504.0).to_string(), "65504");
         assert_eq!(number(f64::NAN), json!("NaN"));
         assert_eq!(number(f64::NEG_INFINITY), json!("-inf"));
+        assert_eq!(number(-0.0).to_string(), "-0.0");
+        assert_eq!(number(0.0).to_string(), "0");
         assert_eq!(
             nested(&[1.0, 2.0, 3.0, 4.5, 5.0, 6.0], &[2, 3]),
             json!([[1, 2, 3], [4.5, 5, 6]])

@@ -330,7 +330,7 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
     }
     let mut files: Vec<(&str, String)> = Vec::new();
     if args.save_variables.is_some() {
-        let text = serde_json::to_string(&session.checkpoint().to_json()).map_err(|e| {
+        let text = serde_json::to_string(&session.checkpoint()).map_err(|e| {
             RunFailure::Output(format!("error: cannot serialise the variables: {e}"))
         })?;
         files.push(("--save-variables", text + "\n"));

@@ -4,11 +4,13 @@
 
 use ipusim_compiler::report::group;
 use ipusim_ir::{Op, OutfeedMode, Program};
-use ipusim_runtime::json::nested;
+use ipusim_runtime::json::Nested;
 use ipusim_runtime::report::{Flags, RunReport};
 use ipusim_runtime::session::Session;
 use ipusim_runtime::{OutfeedData, StreamType};
-use serde_json::{json, Map, Value};
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -65,20 +67,39 @@ impl Collected {
 
 /// The `--json` document.
 pub fn json(collected: &Collected, flags: Flags, report: &RunReport) -> String {
-    let outfeeds: Map<String, Value> = collected
-        .streams
-        .iter()
-        .map(|(name, s)| {
-            let entries = s
-                .rows
-                .iter()
-                .map(|r| nested(r, s.stream.shape.dims()))
-                .collect();
-            (name.clone(), Value::Array(entries))
-        })
-        .collect();
-    let doc = json!({ "outfeeds": outfeeds, "flags": flags, "report": report });
+    // The outfeeds are written element by element (`json::Nested`); the flags and the report
+    // go through `Value`s, whose maps order their keys as before.
+    let doc = Doc {
+        flags: serde_json::to_value(flags).unwrap_or_default(),
+        outfeeds: Outfeeds(collected),
+        report: serde_json::to_value(report).unwrap_or_default(),
+    };
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+}
+
+/// The JSON document of `ipusim run --json`, its keys in alphabetical order.
+#[derive(Serialize)]
+struct Doc<'a> {
+    flags: Value,
+    outfeeds: Outfeeds<'a>,
+    report: Value,
+}
+
+/// Every stream's kept entries, by stream name, each entry nested by the stream's shape.
+struct Outfeeds<'a>(&'a Collected);
+
+impl Serialize for Outfeeds<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.streams.len()))?;
+        for (name, st) in &self.0.streams {
+            let shape = st.stream.shape.dims();
+            let entries: Vec<Nested> = (st.rows.iter())
+                .map(|values| Nested { values, shape })
+                .collect();
+            map.serialize_entry(name, &entries)?;
+        }
+        map.end()
+    }
 }
 
 /// The stream that outfeeds the training loss, if any.
