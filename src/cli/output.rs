@@ -20,7 +20,7 @@
 //!   file has been staged).
 
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::io::{BufWriter, ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
 /// Most symlinks followed when resolving an output path (as the kernel's `ELOOP` limit).
@@ -33,6 +33,24 @@ enum Kind {
     Regular,
     /// A FIFO, device or socket: written in place.
     Special,
+}
+
+/// What an output holds: bytes made beforehand, or a writer of them, called once with the
+/// destination (a large JSON document goes to its file without being a string first).
+pub enum Content<'a> {
+    /// The bytes.
+    Bytes(&'a [u8]),
+    /// Writes the bytes to the destination it is given.
+    Writer(&'a dyn Fn(&mut dyn Write) -> std::io::Result<()>),
+}
+
+impl Content<'_> {
+    fn write_to(&self, w: &mut dyn Write) -> std::io::Result<()> {
+        match self {
+            Content::Bytes(b) => w.write_all(b),
+            Content::Writer(f) => f(w),
+        }
+    }
 }
 
 /// One output of a command: the flag that named it, the path as given, and where the bytes
@@ -54,8 +72,13 @@ pub struct OutputPlan {
 /// Writes `text` to stdout. A closed pipe is not an error (the reader asked for no more);
 /// any other failure is, naming stdout.
 pub fn write_stdout(text: &str) -> Result<(), String> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+    write_stdout_content(&Content::Bytes(text.as_bytes()))
+}
+
+/// [`write_stdout`] of a [`Content`].
+fn write_stdout_content(content: &Content) -> Result<(), String> {
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    match content.write_to(&mut out).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(stdout_error(&e)),
@@ -219,6 +242,19 @@ impl OutputPlan {
     /// Writes `files` (`(flag, bytes)`, each flag one checked by [`OutputPlan::check`]) and
     /// then `stdout`, all or none: see the module docs. Flags without bytes are not written.
     pub fn commit(&self, files: &[(&str, &[u8])], stdout: Option<&str>) -> Result<(), String> {
+        let files: Vec<(&str, Content)> = (files.iter())
+            .map(|&(flag, bytes)| (flag, Content::Bytes(bytes)))
+            .collect();
+        self.commit_contents(&files, stdout.map(|t| Content::Bytes(t.as_bytes())))
+    }
+
+    /// [`OutputPlan::commit`] of [`Content`]s: a writer is called once, with the staged
+    /// file, the special file or stdout (buffered), as bytes would be written there.
+    pub fn commit_contents(
+        &self,
+        files: &[(&str, Content)],
+        stdout: Option<Content>,
+    ) -> Result<(), String> {
         let mut staged: Vec<(PathBuf, &Output)> = Vec::new();
         let cleanup = |staged: &[(PathBuf, &Output)]| {
             for (tmp, _) in staged {
@@ -234,9 +270,9 @@ impl OutputPlan {
             }
             let tmp = temp_path(&out.resolved, n);
             let written = (|| {
-                let mut f = File::create(&tmp)?;
-                f.write_all(bytes)?;
-                f.sync_all()
+                let mut f = BufWriter::new(File::create(&tmp)?);
+                bytes.write_to(&mut f)?;
+                f.into_inner().map_err(|e| e.into_error())?.sync_all()
             })();
             if let Err(e) = written {
                 let _ = std::fs::remove_file(&tmp);
@@ -255,10 +291,10 @@ impl OutputPlan {
             if out.kind != Kind::Special {
                 continue;
             }
-            let written = OpenOptions::new()
-                .write(true)
-                .open(&out.resolved)
-                .and_then(|mut f| f.write_all(bytes).and_then(|_| f.flush()));
+            let written = (OpenOptions::new().write(true).open(&out.resolved)).and_then(|f| {
+                let mut f = BufWriter::new(f);
+                bytes.write_to(&mut f).and_then(|_| f.flush())
+            });
             if let Err(e) = written {
                 cleanup(&staged);
                 return Err(format!(
@@ -269,8 +305,8 @@ impl OutputPlan {
             }
         }
         // 3. Stdout.
-        if let Some(text) = stdout {
-            if let Err(e) = write_stdout(text) {
+        if let Some(content) = stdout {
+            if let Err(e) = write_stdout_content(&content) {
                 cleanup(&staged);
                 return Err(e);
             }
@@ -357,6 +393,45 @@ mod tests {
             "{e}"
         );
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "all or none");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writers_write_their_files_and_a_failed_writer_changes_nothing() {
+        let dir = scratch("writer");
+        let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+        std::fs::write(&b, "old").unwrap();
+        let plan =
+            OutputPlan::check([("-o", Some(a.as_path())), ("--trace", Some(b.as_path()))]).unwrap();
+        let good = |w: &mut dyn Write| w.write_all(b"streamed");
+        let files = [
+            ("-o", Content::Writer(&good)),
+            ("--trace", Content::Bytes(b"new")),
+        ];
+        plan.commit_contents(&files, None).unwrap();
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "streamed");
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "new");
+        // A writer failing half-way: neither destination changes, no temporary is left.
+        let bad = |w: &mut dyn Write| {
+            w.write_all(b"half")?;
+            Err(std::io::Error::other("the serialiser failed"))
+        };
+        let files = [
+            ("--trace", Content::Bytes(b"newer")),
+            ("-o", Content::Writer(&bad)),
+        ];
+        let e = plan.commit_contents(&files, None).unwrap_err();
+        assert!(
+            e.ends_with("cannot write the file (-o): the serialiser failed"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "streamed");
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "new");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            2,
+            "no temporary left"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

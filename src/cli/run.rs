@@ -46,7 +46,7 @@
 //! floating-point exception trapped (the state dump on stderr).
 
 use super::compile::{BuildArgs, EXIT_OOM};
-use super::output::OutputPlan;
+use super::output::{Content, OutputPlan};
 use super::sim_options::{split_pair, FeedArgs, SimArgs};
 use super::{run_output, warn, EXIT_ERROR, EXIT_OK};
 use clap::Args;
@@ -57,7 +57,7 @@ use ipusim_runtime::session::{flags_of, Session};
 use ipusim_runtime::{RuntimeError, SessionOptions};
 use ipusim_sim::engine::EngineError;
 use ipusim_sim::trace::Trace;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -260,16 +260,22 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
         Ok(s) => s,
         Err(RuntimeError::OutOfMemory(report)) => {
             let out = run_output::Collected::default();
-            let text = if args.json {
-                run_output::json(&out, flags_of(Default::default()), &report)
-            } else {
-                report.to_text()
+            let write_json = |w: &mut dyn Write| {
+                run_output::write_json(w, &out, flags_of(Default::default()), &report)
             };
-            let mut files = Vec::new();
-            if args.html.is_some() {
-                files.push(("--html", html_page(&file, &report)?));
-            }
-            write_output(args, &plan, &files, &text)?;
+            let text = (!args.json).then(|| report.to_text());
+            let main = match &text {
+                Some(text) => Content::Bytes(text.as_bytes()),
+                None => Content::Writer(&write_json),
+            };
+            let html = match args.html {
+                Some(_) => Some(html_page(&file, &report)?),
+                None => None,
+            };
+            let files = (html.iter())
+                .map(|h| ("--html", Content::Bytes(h.as_bytes())))
+                .collect();
+            write_output(args, &plan, files, main)?;
             warn(&format!("{}\n", RuntimeError::OutOfMemory(report)));
             return Ok(EXIT_OOM);
         }
@@ -329,16 +335,23 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
         return Err(RunFailure::Output(super::compile::saturated(&file)));
     }
     let mut files: Vec<(&str, String)> = Vec::new();
-    if args.save_variables.is_some() {
-        let text = serde_json::to_string(&session.checkpoint()).map_err(|e| {
-            RunFailure::Output(format!("error: cannot serialise the variables: {e}"))
-        })?;
-        files.push(("--save-variables", text + "\n"));
+    // The variables, the trace and the JSON document are written straight to their files
+    // (a checkpoint of a large model is gigabytes of text).
+    let checkpoint = args.save_variables.is_some().then(|| session.checkpoint());
+    let save = |w: &mut dyn Write| -> std::io::Result<()> {
+        serde_json::to_writer(&mut *w, &checkpoint)?;
+        w.write_all(b"\n")
+    };
+    let write_trace = |w: &mut dyn Write| -> std::io::Result<()> {
+        serde_json::to_writer(&mut *w, &trace)?;
+        Ok(())
+    };
+    let mut streamed: Vec<(&str, Content)> = Vec::new();
+    if checkpoint.is_some() {
+        streamed.push(("--save-variables", Content::Writer(&save)));
     }
     if args.trace.is_some() {
-        let text = serde_json::to_string(&trace)
-            .map_err(|e| RunFailure::Output(format!("error: cannot serialise the trace: {e}")))?;
-        files.push(("--trace", text));
+        streamed.push(("--trace", Content::Writer(&write_trace)));
     }
     if args.chrome_trace.is_some() {
         let c = session.compile_report();
@@ -361,12 +374,20 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
             .map_err(|e| RunFailure::Output(format!("{file}: error: {e}")))?;
         files.push(("--plot", svg));
     }
-    let text = if args.json {
-        run_output::json(&collected, report.flags, &report)
-    } else {
-        run_output::text(&file, &program, &session, &collected, &report)
+    let write_json =
+        |w: &mut dyn Write| run_output::write_json(w, &collected, report.flags, &report);
+    let text =
+        (!args.json).then(|| run_output::text(&file, &program, &session, &collected, &report));
+    let main = match &text {
+        Some(text) => Content::Bytes(text.as_bytes()),
+        None => Content::Writer(&write_json),
     };
-    write_output(args, &plan, &files, &text)?;
+    streamed.extend(
+        files
+            .iter()
+            .map(|(f, t)| (*f, Content::Bytes(t.as_bytes()))),
+    );
+    write_output(args, &plan, streamed, main)?;
     Ok(EXIT_OK)
 }
 
@@ -436,21 +457,21 @@ fn check_outfeed_memory(session: &Session, runs: u64, limit: u64) -> Result<(), 
 }
 
 /// Writes the output files and the output (to `-o`, or stdout), all or none.
-fn write_output(
+fn write_output<'a>(
     args: &RunArgs,
     plan: &OutputPlan,
-    files: &[(&str, String)],
-    text: &str,
+    mut files: Vec<(&'a str, Content<'a>)>,
+    main: Content<'a>,
 ) -> Result<(), RunFailure> {
-    let mut all: Vec<(&str, &[u8])> = files.iter().map(|(f, t)| (*f, t.as_bytes())).collect();
     let stdout = match &args.output {
         Some(_) => {
-            all.push(("-o", text.as_bytes()));
+            files.push(("-o", main));
             None
         }
-        None => Some(text),
+        None => Some(main),
     };
-    plan.commit(&all, stdout).map_err(RunFailure::Output)
+    plan.commit_contents(&files, stdout)
+        .map_err(RunFailure::Output)
 }
 
 fn progress_bar(steps: u64) -> Option<indicatif::ProgressBar> {

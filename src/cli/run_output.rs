@@ -12,7 +12,8 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::fmt::Write;
+use std::fmt::Write as _;
+use std::io::Write;
 
 /// Longest stream (elements over all entries) printed in full.
 const PRINT_ELEMENTS: usize = 64;
@@ -66,15 +67,19 @@ impl Collected {
 }
 
 /// The `--json` document.
-pub fn json(collected: &Collected, flags: Flags, report: &RunReport) -> String {
-    // The outfeeds are written element by element (`json::Nested`); the flags and the report
-    // go through `Value`s, whose maps order their keys as before.
+pub fn write_json(
+    w: &mut dyn Write,
+    collected: &Collected,
+    flags: Flags,
+    report: &RunReport,
+) -> std::io::Result<()> {
     let doc = Doc {
         flags: serde_json::to_value(flags).unwrap_or_default(),
         outfeeds: Outfeeds(collected),
         report: serde_json::to_value(report).unwrap_or_default(),
     };
-    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+    serde_json::to_writer_pretty(&mut *w, &doc)?;
+    w.write_all(b"\n")
 }
 
 /// The JSON document of `ipusim run --json`, its keys in alphabetical order.
