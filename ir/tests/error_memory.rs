@@ -4,51 +4,15 @@
 //! the valid program. (The locator once built a span of every token and a tree of every value:
 //! about 45 times the source, where the valid program takes about 9.)
 //!
-//! The heap is measured by a counting allocator, so the figures are exact and do not depend
-//! on the machine; this file holds one test so that no other test allocates meanwhile.
+//! The heap is measured by a counting allocator (`tests/common/counting_alloc.rs`), so the
+//! figures are exact and do not depend on the machine; this file holds one test so that no
+//! other test allocates meanwhile.
 
 use ipusim_ir::text::parse_program;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "../../tests/common/counting_alloc.rs"]
+mod counting_alloc;
 
-/// The system allocator, counting the bytes in use and their peak.
-struct Counting;
-
-static IN_USE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(bytes: usize) {
-    let now = IN_USE.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call is passed to the system allocator unchanged; the counters only observe.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is the system allocator's.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) };
-        IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as above.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
-            grew(new_size);
-        }
-        p
-    }
-}
+use counting_alloc::{peak_of, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -86,10 +50,7 @@ fn chain(fault: impl Fn(&mut String, &mut String, &mut String)) -> String {
 
 /// The heap's peak above its level before, while parsing `src`; and the error's first line.
 fn peak_while_parsing(src: &str) -> (usize, String) {
-    let before = IN_USE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
-    let result = parse_program(src, "big.ron");
-    let peak = PEAK.load(Ordering::Relaxed) - before;
+    let (peak, result) = peak_of(|| parse_program(src, "big.ron"));
     let first = match &result {
         Ok(_) => "ok".to_string(),
         Err(e) => e.to_string().lines().next().unwrap_or("").to_string(),

@@ -6,64 +6,20 @@
 //! f64 (a tree costs 32 bytes an element, here several times the text), and while reading
 //! them back under the tensors read plus the largest variable's tree.
 //!
-//! The heap is measured by a counting allocator, so the figures are exact and do not depend
-//! on the machine; this file holds one test so that no other test allocates meanwhile.
+//! The heap is measured by a counting allocator (`tests/common/counting_alloc.rs`), so the
+//! figures are exact and do not depend on the machine; this file holds one test so that no
+//! other test allocates meanwhile.
 
 use half::f16;
 use ipusim_runtime::checkpoint::Checkpoint;
 use ipusim_sim::tensor::Tensor;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "../../tests/common/counting_alloc.rs"]
+mod counting_alloc;
 
-/// The system allocator, counting the bytes in use and their peak.
-struct Counting;
-
-static IN_USE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(bytes: usize) {
-    let now = IN_USE.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call is passed to the system allocator unchanged; the counters only observe.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is the system allocator's.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) };
-        IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as above.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
-            grew(new_size);
-        }
-        p
-    }
-}
+use counting_alloc::{peak_of, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-/// The heap's peak above what was in use before `f`, and `f`'s result.
-fn peak_of<T>(f: impl FnOnce() -> T) -> (usize, T) {
-    let before = IN_USE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
-    let out = f();
-    (PEAK.load(Ordering::Relaxed) - before, out)
-}
 
 const VARIABLES: usize = 16;
 const ELEMENTS: usize = 1 << 17;
