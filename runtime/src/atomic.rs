@@ -6,7 +6,7 @@
 //! the temporary file (removed on error), never a truncated file under the real name that
 //! claims to be complete; an existing file is replaced only by a complete new one.
 
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -23,10 +23,20 @@ pub struct WriteError {
 
 /// Writes `bytes` to `path` atomically; the error names the file.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    write_atomically_with(path, |w| w.write_all(bytes))
+}
+
+/// Writes what `write` writes (through a buffer) to `path` atomically: a large document goes
+/// to its file without being held whole first. An error of `write` is the file's error.
+pub fn write_atomically_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), WriteError> {
     let tmp = temp_path(path);
     let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+        let mut f = BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut f)?;
+        let f = f.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         drop(f);
         std::fs::rename(&tmp, path)

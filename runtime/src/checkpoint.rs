@@ -25,7 +25,7 @@
 //! variable the session lacks is an error too, except when it is training state (gradient
 //! accumulators, momentum, Adam moments) loaded by an inference session, which has none.
 
-use crate::atomic::write_atomically;
+use crate::atomic::write_atomically_with;
 use crate::codec::push_text;
 use crate::json::{element_text, flatten, Nested};
 use ipusim_ir::text::input::read_text;
@@ -144,13 +144,14 @@ impl Checkpoint {
         serde_json::to_value(self).unwrap_or_default()
     }
 
-    /// Writes the checkpoint to `path`, whole or not at all.
+    /// Writes the checkpoint to `path`, whole or not at all (straight to the file: no text
+    /// of the whole document first).
     pub fn save(&self, path: &Path) -> Result<(), CheckpointError> {
-        let text = serde_json::to_string(self).map_err(|e| CheckpointError::File {
-            file: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        write_atomically(path, (text + "\n").as_bytes()).map_err(|e| CheckpointError::File {
+        write_atomically_with(path, |w| {
+            serde_json::to_writer(&mut *w, self)?;
+            w.write_all(b"\n")
+        })
+        .map_err(|e| CheckpointError::File {
             file: path.display().to_string(),
             message: format!("cannot write the file: {}", e.source),
         })

@@ -57,6 +57,9 @@ fn checkpoints_restore_bit_identical_state() {
     let mut a = ga_sgd();
     a.run().unwrap();
     a.save_variables(&path).unwrap();
+    // The file is the document and a newline, written through a buffer.
+    let text = serde_json::to_string(&a.checkpoint()).unwrap() + "\n";
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
     let mut b = ga_sgd();
     assert_eq!(b.load_variables(&path).unwrap(), a.variables().len());
     assert_eq!(b.variables(), a.variables());
