@@ -144,14 +144,16 @@ impl Checkpoint {
         serde_json::to_value(self).unwrap_or_default()
     }
 
+    /// Writes the file's text (the document and a newline) to `w`, value by value.
+    pub fn write_to(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *w, self)?;
+        w.write_all(b"\n")
+    }
+
     /// Writes the checkpoint to `path`, whole or not at all (straight to the file: no text
     /// of the whole document first).
     pub fn save(&self, path: &Path) -> Result<(), CheckpointError> {
-        write_atomically_with(path, |w| {
-            serde_json::to_writer(&mut *w, self)?;
-            w.write_all(b"\n")
-        })
-        .map_err(|e| CheckpointError::File {
+        write_atomically_with(path, |w| self.write_to(w)).map_err(|e| CheckpointError::File {
             file: path.display().to_string(),
             message: format!("cannot write the file: {}", e.source),
         })
@@ -513,6 +515,16 @@ mod tests {
 
     #[test]
     fn bad_files_are_clear_errors() {
+        // A number beyond f64 passes the document's syntax check and is caught with its
+        // variable's index.
+        let doc = r#"{"format": "ipusim-variables", "version": 1, "variables": [
+            {"name": "x", "dtype": "f32", "shape": [1], "values": [1e400]}]}"#;
+        let e = Checkpoint::parse(doc, "c.json").unwrap_err().to_string();
+        assert!(e.starts_with("c.json: error: "), "{e}");
+        assert!(
+            e.contains("variables[0]: not valid JSON: number out of range"),
+            "{e}"
+        );
         let e = Checkpoint::parse("{\"format\": ", "c.json").unwrap_err();
         assert!(
             e.to_string()

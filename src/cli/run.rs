@@ -264,10 +264,7 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
                 run_output::write_json(w, &out, flags_of(Default::default()), &report)
             };
             let text = (!args.json).then(|| report.to_text());
-            let main = match &text {
-                Some(text) => Content::Bytes(text.as_bytes()),
-                None => Content::Writer(&write_json),
-            };
+            let main = text_or(&text, &write_json);
             let html = match args.html {
                 Some(_) => Some(html_page(&file, &report)?),
                 None => None,
@@ -338,9 +335,9 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
     // The variables, the trace and the JSON document are written straight to their files
     // (a checkpoint of a large model is gigabytes of text).
     let checkpoint = args.save_variables.is_some().then(|| session.checkpoint());
-    let save = |w: &mut dyn Write| -> std::io::Result<()> {
-        serde_json::to_writer(&mut *w, &checkpoint)?;
-        w.write_all(b"\n")
+    let save = |w: &mut dyn Write| match &checkpoint {
+        Some(c) => c.write_to(w),
+        None => Ok(()),
     };
     let write_trace = |w: &mut dyn Write| -> std::io::Result<()> {
         serde_json::to_writer(&mut *w, &trace)?;
@@ -378,10 +375,7 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
         |w: &mut dyn Write| run_output::write_json(w, &collected, report.flags, &report);
     let text =
         (!args.json).then(|| run_output::text(&file, &program, &session, &collected, &report));
-    let main = match &text {
-        Some(text) => Content::Bytes(text.as_bytes()),
-        None => Content::Writer(&write_json),
-    };
+    let main = text_or(&text, &write_json);
     streamed.extend(
         files
             .iter()
@@ -457,6 +451,17 @@ fn check_outfeed_memory(session: &Session, runs: u64, limit: u64) -> Result<(), 
 }
 
 /// Writes the output files and the output (to `-o`, or stdout), all or none.
+/// The main output: the text when there is one, else the `--json` document's writer.
+fn text_or<'a>(
+    text: &'a Option<String>,
+    json: &'a dyn Fn(&mut dyn Write) -> std::io::Result<()>,
+) -> Content<'a> {
+    match text {
+        Some(text) => Content::Bytes(text.as_bytes()),
+        None => Content::Writer(json),
+    }
+}
+
 fn write_output<'a>(
     args: &RunArgs,
     plan: &OutputPlan,
