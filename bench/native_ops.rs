@@ -1,0 +1,762 @@
+//! The kernels of the native f32 step (`native_step.rs`): sgemm, convolution and pooling
+//! geometry, element-wise loops with NumPy broadcasting planned as contiguous runs,
+//! reductions, and the execution of one node, compiled for the host's widest vectors.
+
+/// Why a graph cannot run natively.
+#[derive(Debug)]
+pub struct Unsupported(pub String);
+
+/// `c[m×n] = a[m×k] · b[k×n]` (+ `c` when `acc`), row-major `c`, with strides for `a` and `b`
+/// (transposes).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm(
+    (m, k, n): (usize, usize, usize),
+    a: &[f32],
+    (rsa, csa): (isize, isize),
+    b: &[f32],
+    (rsb, csb): (isize, isize),
+    c: &mut [f32],
+    acc: bool,
+) {
+    let reach = |rows: usize, cols: usize, rs: isize, cs: isize| {
+        if rows == 0 || cols == 0 {
+            0
+        } else {
+            (rows as isize - 1) * rs + (cols as isize - 1) * cs + 1
+        }
+    };
+    assert!(reach(m, k, rsa, csa) <= a.len() as isize);
+    assert!(reach(k, n, rsb, csb) <= b.len() as isize);
+    assert!(m * n <= c.len());
+    // SAFETY: the asserts above keep every strided element inside its slice (non-negative
+    // strides), and `c` is a distinct `&mut` borrow, so it aliases neither `a` nor `b`.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            k,
+            n,
+            1.0,
+            a.as_ptr(),
+            rsa,
+            csa,
+            b.as_ptr(),
+            rsb,
+            csb,
+            if acc { 1.0 } else { 0.0 },
+            c.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+}
+
+/// A convolution's geometry: input `[n, c, h, w]`, weights `[o, c, kh, kw]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conv {
+    pub x: [usize; 4],
+    pub w: [usize; 4],
+    pub stride: [usize; 2],
+    /// `[top, left, bottom, right]`.
+    pub padding: [usize; 4],
+    pub dilation: [usize; 2],
+}
+
+impl Conv {
+    pub(super) fn new(
+        x: &[usize],
+        w: &[usize],
+        stride: &[usize],
+        padding: &[usize],
+        dilation: &[usize],
+        groups: usize,
+    ) -> Result<Conv, Unsupported> {
+        if groups != 1 || x.len() != 4 || w.len() != 4 {
+            return Err(Unsupported(format!(
+                "a convolution of {x:?} by {w:?} in {groups} groups"
+            )));
+        }
+        let two = |v: &[usize]| [*v.first().unwrap_or(&1), *v.get(1).unwrap_or(&1)];
+        let padding = match padding.len() {
+            4 => [padding[0], padding[1], padding[2], padding[3]],
+            _ => [0; 4],
+        };
+        Ok(Conv {
+            x: [x[0], x[1], x[2], x[3]],
+            w: [w[0], w[1], w[2], w[3]],
+            stride: two(stride),
+            padding,
+            dilation: two(dilation),
+        })
+    }
+
+    pub fn out(&self) -> (usize, usize) {
+        let [_, _, h, w] = self.x;
+        let [_, _, kh, kw] = self.w;
+        let oh = (h + self.padding[0] + self.padding[2] - self.dilation[0] * (kh - 1) - 1)
+            / self.stride[0]
+            + 1;
+        let ow = (w + self.padding[1] + self.padding[3] - self.dilation[1] * (kw - 1) - 1)
+            / self.stride[1]
+            + 1;
+        (oh, ow)
+    }
+
+    /// Whether the input of one batch element is already the im2col matrix.
+    pub(super) fn is_pointwise(&self) -> bool {
+        self.w[2] == 1 && self.w[3] == 1 && self.stride == [1, 1] && self.padding == [0; 4]
+    }
+
+    /// Multiply-accumulates of one pass.
+    pub fn macs(&self) -> u64 {
+        let [n, c, _, _] = self.x;
+        let [o, _, kh, kw] = self.w;
+        let (oh, ow) = self.out();
+        (n * o * c * kh * kw * oh * ow) as u64
+    }
+
+    /// Calls `f(i, j)` for every element `i` of the im2col matrix `[c·kh·kw][oh·ow]` of one
+    /// batch element, in order, with `j` the element of the input `[c, h, w]` it holds
+    /// (`None`: padding).
+    #[inline(always)]
+    fn for_each_tap(&self, mut f: impl FnMut(usize, Option<usize>)) {
+        let [_, c, h, w] = self.x;
+        let [_, _, kh, kw] = self.w;
+        let (oh, ow) = self.out();
+        let at = |o: usize, k: usize, axis: usize, size: usize| -> Option<usize> {
+            let v = (o * self.stride[axis] + k * self.dilation[axis]) as isize
+                - self.padding[axis] as isize;
+            (v >= 0 && (v as usize) < size).then_some(v as usize)
+        };
+        let mut i = 0;
+        for ci in 0..c {
+            for p in 0..kh {
+                for q in 0..kw {
+                    for r in 0..oh {
+                        let y = at(r, p, 0, h);
+                        for s in 0..ow {
+                            let x = at(s, q, 1, w);
+                            f(i, y.zip(x).map(|(y, x)| (ci * h + y) * w + x));
+                            i += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The im2col matrix of batch element `x` (`[c, h, w]`).
+    #[inline(always)]
+    fn im2col(&self, x: &[f32], col: &mut [f32]) {
+        self.for_each_tap(|i, j| col[i] = j.map_or(0.0, |j| x[j]));
+    }
+
+    /// Adds the im2col-shaped gradient `col` onto `dx` (`[c, h, w]`).
+    #[inline(always)]
+    fn col2im(&self, col: &[f32], dx: &mut [f32]) {
+        self.for_each_tap(|i, j| {
+            if let Some(j) = j {
+                dx[j] += col[i];
+            }
+        });
+    }
+}
+
+/// A pooling window's geometry over `[n, c, h, w]`.
+#[derive(Clone, Debug)]
+pub(super) struct Pool {
+    pub(super) x: [usize; 4],
+    pub(super) kernel: [usize; 2],
+    pub(super) stride: [usize; 2],
+    pub(super) padding: [usize; 4],
+    pub(super) out: [usize; 2],
+}
+
+impl Pool {
+    /// Calls `f(plane, out index, input indices of the window)` for every output element.
+    #[inline(always)]
+    fn windows(&self, mut f: impl FnMut(usize, usize, &mut dyn Iterator<Item = usize>)) {
+        let [n, c, h, w] = self.x;
+        let [oh, ow] = self.out;
+        for plane in 0..n * c {
+            for r in 0..oh {
+                for s in 0..ow {
+                    let y0 = (r * self.stride[0]) as isize - self.padding[0] as isize;
+                    let x0 = (s * self.stride[1]) as isize - self.padding[1] as isize;
+                    let mut taps = (0..self.kernel[0]).flat_map(move |p| {
+                        (0..self.kernel[1]).filter_map(move |q| {
+                            let (y, x) = (y0 + p as isize, x0 + q as isize);
+                            (y >= 0 && x >= 0 && (y as usize) < h && (x as usize) < w)
+                                .then(|| plane * h * w + y as usize * w + x as usize)
+                        })
+                    });
+                    f(plane, (plane * oh + r) * ow + s, &mut taps);
+                }
+            }
+        }
+    }
+}
+
+/// An element-wise binary op.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Binary {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+    ScaledAdd(f32),
+}
+
+/// An element-wise unary op.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Unary {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Relu,
+    Sigmoid,
+    Tanh,
+}
+
+/// A reduction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Reduce {
+    Sum,
+    Mean,
+    Max,
+}
+
+/// One inner run of an element-wise loop: `len` output elements from `out`, reading the
+/// operands from `a` and `b` with strides `sa` and `sb` (0: one element broadcast).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Run {
+    out: usize,
+    a: usize,
+    b: usize,
+    len: usize,
+    sa: usize,
+    sb: usize,
+}
+
+/// The runs of an element-wise loop over an output of two operands, in output order:
+/// dimensions merged where both operands are contiguous (or both broadcast) across a
+/// boundary, the innermost merged dimension a run. Planned once with the node.
+#[derive(Clone, Debug)]
+pub(super) struct Loop {
+    runs: Vec<Run>,
+}
+
+impl Loop {
+    /// The loop over `out` of operands shaped `a` and `b` (NumPy broadcasting), each read
+    /// with stride 0 where it broadcasts.
+    pub(super) fn new(out: &[usize], a: &[usize], b: &[usize]) -> Loop {
+        let strides = |s: &[usize]| -> Vec<usize> {
+            let lead = out.len() - s.len();
+            let mut st = vec![0; out.len()];
+            let mut acc = 1;
+            for i in (0..s.len()).rev() {
+                st[lead + i] = if s[i] == 1 && out[lead + i] != 1 {
+                    0
+                } else {
+                    acc
+                };
+                acc *= s[i];
+            }
+            st
+        };
+        let (sa, sb) = (strides(a), strides(b));
+        // (size, a stride, b stride), outermost first.
+        let mut dims: Vec<(usize, usize, usize)> = Vec::new();
+        for i in 0..out.len() {
+            if out[i] == 1 {
+                continue;
+            }
+            match dims.last_mut() {
+                Some(last) if last.1 == sa[i] * out[i] && last.2 == sb[i] * out[i] => {
+                    *last = (last.0 * out[i], sa[i], sb[i]);
+                }
+                _ => dims.push((out[i], sa[i], sb[i])),
+            }
+        }
+        let (inner, outer) = dims
+            .split_last()
+            .map_or(((1, 1, 1), &[][..]), |(i, o)| (*i, o));
+        let mut runs = Vec::new();
+        let mut idx = vec![0usize; outer.len()];
+        let (mut o, mut ia, mut ib) = (0, 0, 0);
+        loop {
+            runs.push(Run {
+                out: o,
+                a: ia,
+                b: ib,
+                len: inner.0,
+                sa: inner.1,
+                sb: inner.2,
+            });
+            o += inner.0;
+            let mut d = outer.len();
+            loop {
+                if d == 0 {
+                    return Loop { runs };
+                }
+                d -= 1;
+                idx[d] += 1;
+                ia += outer[d].1;
+                ib += outer[d].2;
+                if idx[d] < outer[d].0 {
+                    break;
+                }
+                ia -= outer[d].1 * outer[d].0;
+                ib -= outer[d].2 * outer[d].0;
+                idx[d] = 0;
+            }
+        }
+    }
+}
+
+/// `out[i] = op(a[i], b[i])` over one run with strides 0 or 1 (else general).
+#[inline(always)]
+fn run_binary(
+    f: impl Fn(f32, f32) -> f32 + Copy,
+    out: &mut [f32],
+    a: &[f32],
+    b: &[f32],
+    (sa, sb): (usize, usize),
+) {
+    let len = out.len();
+    match (sa, sb) {
+        (1, 1) => {
+            for ((o, &x), &y) in out.iter_mut().zip(&a[..len]).zip(&b[..len]) {
+                *o = f(x, y);
+            }
+        }
+        (1, 0) => {
+            let y = b[0];
+            for (o, &x) in out.iter_mut().zip(&a[..len]) {
+                *o = f(x, y);
+            }
+        }
+        (0, 1) => {
+            let x = a[0];
+            for (o, &y) in out.iter_mut().zip(&b[..len]) {
+                *o = f(x, y);
+            }
+        }
+        _ => {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = f(a[i * sa], b[i * sb]);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn binary(op: Binary, lp: &Loop, a: &[f32], b: &[f32], out: &mut [f32]) {
+    for &Run {
+        out: o,
+        a: ia,
+        b: ib,
+        len,
+        sa,
+        sb,
+    } in &lp.runs
+    {
+        let (out, a, b) = (&mut out[o..o + len], &a[ia..], &b[ib..]);
+        match op {
+            Binary::Add => run_binary(|x, y| x + y, out, a, b, (sa, sb)),
+            Binary::Sub => run_binary(|x, y| x - y, out, a, b, (sa, sb)),
+            Binary::Mul => run_binary(|x, y| x * y, out, a, b, (sa, sb)),
+            Binary::Div => run_binary(|x, y| x / y, out, a, b, (sa, sb)),
+            Binary::Max => run_binary(f32::max, out, a, b, (sa, sb)),
+            Binary::Min => run_binary(f32::min, out, a, b, (sa, sb)),
+            Binary::ScaledAdd(s) => run_binary(|x, y| x + s * y, out, a, b, (sa, sb)),
+        }
+    }
+}
+
+#[inline(always)]
+fn unary(op: Unary, a: &[f32], out: &mut [f32]) {
+    let each = |f: fn(f32) -> f32, out: &mut [f32]| {
+        for (o, &x) in out.iter_mut().zip(a) {
+            *o = f(x);
+        }
+    };
+    match op {
+        Unary::Neg => each(|x| -x, out),
+        Unary::Abs => each(f32::abs, out),
+        Unary::Exp => each(f32::exp, out),
+        Unary::Log => each(f32::ln, out),
+        Unary::Sqrt => each(f32::sqrt, out),
+        Unary::Relu => each(|x| x.max(0.0), out),
+        Unary::Sigmoid => each(|x| 1.0 / (1.0 + (-x).exp()), out),
+        Unary::Tanh => each(f32::tanh, out),
+    }
+}
+
+/// `out` (zeroed or filled with the identity first) reduced from `a` along the loop's
+/// broadcast (stride-0) output dimensions: the loop is over `a`, with `out` as its second
+/// operand.
+#[inline(always)]
+fn reduce(op: Reduce, lp: &Loop, a: &[f32], out: &mut [f32], count: usize) {
+    out.fill(if op == Reduce::Max {
+        f32::NEG_INFINITY
+    } else {
+        0.0
+    });
+    for &Run {
+        a: ia,
+        b: io,
+        len,
+        sb: so,
+        ..
+    } in &lp.runs
+    {
+        let a = &a[ia..ia + len];
+        match (op, so) {
+            (Reduce::Max, 0) => out[io] = max(a, out[io]),
+            (_, 0) => out[io] += sum(a),
+            (Reduce::Max, _) => {
+                for (i, &x) in a.iter().enumerate() {
+                    out[io + i * so] = out[io + i * so].max(x);
+                }
+            }
+            (_, 1) => {
+                for (o, &x) in out[io..io + len].iter_mut().zip(a) {
+                    *o += x;
+                }
+            }
+            _ => {
+                for (i, &x) in a.iter().enumerate() {
+                    out[io + i * so] += x;
+                }
+            }
+        }
+    }
+    if op == Reduce::Mean {
+        let s = 1.0 / count as f32;
+        for o in out {
+            *o *= s;
+        }
+    }
+}
+
+/// What one node does.
+#[derive(Clone, Debug)]
+pub(super) enum Kernel {
+    Binary(Binary, Loop),
+    Unary(Unary),
+    ReluGrad,
+    Reduce(Reduce, Loop, usize),
+    Broadcast(Loop),
+    Transpose(Vec<usize>, Vec<usize>),
+    MatMul {
+        batch: usize,
+        m: usize,
+        k: usize,
+        n: usize,
+    },
+    Softmax {
+        rows: usize,
+        cols: usize,
+    },
+    CrossEntropy {
+        rows: usize,
+        cols: usize,
+        mean: bool,
+    },
+    OneHot {
+        depth: usize,
+    },
+    Conv {
+        conv: Conv,
+        cols: Option<usize>,
+    },
+    ConvInputGrad {
+        conv: Conv,
+        scratch: usize,
+    },
+    /// `cols`: the im2col matrices, the forward pass's (`own` false) or computed here.
+    ConvWeightGrad {
+        conv: Conv,
+        cols: Option<usize>,
+        own: bool,
+    },
+    MaxPool(Pool),
+    MaxPoolGrad(Pool),
+}
+
+/// One node's execution: its kernel, input buffers and output buffer.
+#[derive(Clone, Debug)]
+pub(super) struct Exec {
+    pub(super) kernel: Kernel,
+    pub(super) inputs: Vec<usize>,
+    pub(super) out: usize,
+    pub(super) is_conv: bool,
+}
+
+ipusim::sim::simd_dispatch! {
+    /// [`run_body`] compiled for the host's widest vectors (as the simulator's kernels are).
+    pub(super) fn run(exec: &Exec, bufs: &mut [Vec<f32>], out: &mut [f32]) -> () => run_body
+}
+
+/// `a`'s sum over 16 lanes (vectorised), then the lanes and the tail.
+#[inline(always)]
+fn sum(a: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 16];
+    let chunks = a.chunks_exact(16);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for (x, &y) in acc.iter_mut().zip(c) {
+            *x += y;
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `a`'s maximum (at least `init`) over 16 lanes.
+#[inline(always)]
+fn max(a: &[f32], init: f32) -> f32 {
+    let mut acc = [init; 16];
+    let chunks = a.chunks_exact(16);
+    let tail = chunks.remainder().iter().fold(init, |m, &x| m.max(x));
+    for c in chunks {
+        for (x, &y) in acc.iter_mut().zip(c) {
+            *x = x.max(y);
+        }
+    }
+    acc.iter().fold(tail, |m, &x| m.max(x))
+}
+
+/// Runs one execution into `out` (taken out of `bufs`).
+#[inline(always)]
+fn run_body(exec: &Exec, bufs: &mut [Vec<f32>], out: &mut [f32]) {
+    let input = |i: usize| -> &[f32] { &bufs[exec.inputs[i]] };
+    match &exec.kernel {
+        Kernel::Binary(op, lp) => binary(*op, lp, input(0), input(1), out),
+        Kernel::Unary(op) => unary(*op, input(0), out),
+        Kernel::ReluGrad => {
+            for ((o, &x), &dy) in out.iter_mut().zip(input(0)).zip(input(1)) {
+                *o = if x > 0.0 { dy } else { 0.0 };
+            }
+        }
+        Kernel::Reduce(op, lp, count) => reduce(*op, lp, input(0), out, *count),
+        Kernel::Broadcast(lp) => {
+            let a = input(0);
+            for &Run {
+                out: o,
+                a: ia,
+                len,
+                sa,
+                ..
+            } in &lp.runs
+            {
+                let out = &mut out[o..o + len];
+                if sa == 0 {
+                    out.fill(a[ia]);
+                } else {
+                    for (i, x) in out.iter_mut().enumerate() {
+                        *x = a[ia + i * sa];
+                    }
+                }
+            }
+        }
+        Kernel::Transpose(dims, perm) => {
+            let a = input(0);
+            let mut st = vec![1usize; dims.len()];
+            for i in (0..dims.len().saturating_sub(1)).rev() {
+                st[i] = st[i + 1] * dims[i + 1];
+            }
+            let od: Vec<usize> = perm.iter().map(|&p| dims[p]).collect();
+            let os: Vec<usize> = perm.iter().map(|&p| st[p]).collect();
+            let mut idx = vec![0usize; od.len()];
+            for o in out.iter_mut() {
+                *o = a[idx.iter().zip(&os).map(|(i, s)| i * s).sum::<usize>()];
+                for d in (0..od.len()).rev() {
+                    idx[d] += 1;
+                    if idx[d] < od[d] {
+                        break;
+                    }
+                    idx[d] = 0;
+                }
+            }
+        }
+        Kernel::MatMul { batch, m, k, n } => {
+            for b in 0..*batch {
+                gemm(
+                    (*m, *k, *n),
+                    &input(0)[b * m * k..],
+                    (*k as isize, 1),
+                    &input(1)[b * k * n..],
+                    (*n as isize, 1),
+                    &mut out[b * m * n..(b + 1) * m * n],
+                    false,
+                );
+            }
+        }
+        Kernel::Softmax { rows, cols } => {
+            let a = input(0);
+            for r in 0..*rows {
+                let (x, y) = (
+                    &a[r * cols..(r + 1) * cols],
+                    &mut out[r * cols..(r + 1) * cols],
+                );
+                let m = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                let mut s = 0.0;
+                for (o, &v) in y.iter_mut().zip(x) {
+                    *o = (v - m).exp();
+                    s += *o;
+                }
+                for o in y.iter_mut() {
+                    *o /= s;
+                }
+            }
+        }
+        Kernel::CrossEntropy { rows, cols, mean } => {
+            let (a, labels) = (input(0), input(1));
+            let mut total = 0.0f32;
+            for r in 0..*rows {
+                let x = &a[r * cols..(r + 1) * cols];
+                let m = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                let s: f32 = x.iter().map(|&v| (v - m).exp()).sum();
+                let label = labels[r] as usize;
+                total += m + s.ln() - x.get(label).copied().unwrap_or(0.0);
+            }
+            out[0] = if *mean { total / *rows as f32 } else { total };
+        }
+        Kernel::OneHot { depth } => {
+            out.fill(0.0);
+            for (r, &l) in input(0).iter().enumerate() {
+                if l >= 0.0 && (l as usize) < *depth {
+                    out[r * depth + l as usize] = 1.0;
+                }
+            }
+        }
+        Kernel::Conv { conv, cols } => {
+            let [n, c, h, w] = conv.x;
+            let [o, _, kh, kw] = conv.w;
+            let (oh, ow) = conv.out();
+            let (ck, p) = (c * kh * kw, oh * ow);
+            let mut m = cols.map(|cb| std::mem::take(&mut bufs[cb]));
+            let (x, wt) = (&bufs[exec.inputs[0]], &bufs[exec.inputs[1]]);
+            for b in 0..n {
+                let xb = &x[b * c * h * w..(b + 1) * c * h * w];
+                let col: &[f32] = match &mut m {
+                    Some(m) => {
+                        let col = &mut m[b * ck * p..(b + 1) * ck * p];
+                        conv.im2col(xb, col);
+                        col
+                    }
+                    None => xb,
+                };
+                gemm(
+                    (o, ck, p),
+                    wt,
+                    (ck as isize, 1),
+                    col,
+                    (p as isize, 1),
+                    &mut out[b * o * p..(b + 1) * o * p],
+                    false,
+                );
+            }
+            if let (Some(cb), Some(m)) = (cols, m) {
+                bufs[*cb] = m;
+            }
+        }
+        Kernel::ConvInputGrad { conv, scratch } => {
+            let [n, c, h, w] = conv.x;
+            let [o, _, kh, kw] = conv.w;
+            let (oh, ow) = conv.out();
+            let (ck, p) = (c * kh * kw, oh * ow);
+            let mut dcol = std::mem::take(&mut bufs[*scratch]);
+            let (dy, wt) = (&bufs[exec.inputs[0]], &bufs[exec.inputs[1]]);
+            for b in 0..n {
+                let dyb = &dy[b * o * p..(b + 1) * o * p];
+                let dx = &mut out[b * c * h * w..(b + 1) * c * h * w];
+                // dcol[ck×p] = wᵀ[ck×o] · dy[o×p], straight into dx for a pointwise one.
+                if conv.is_pointwise() {
+                    gemm(
+                        (ck, o, p),
+                        wt,
+                        (1, ck as isize),
+                        dyb,
+                        (p as isize, 1),
+                        dx,
+                        false,
+                    );
+                } else {
+                    let dcol = &mut dcol[..ck * p];
+                    gemm(
+                        (ck, o, p),
+                        wt,
+                        (1, ck as isize),
+                        dyb,
+                        (p as isize, 1),
+                        dcol,
+                        false,
+                    );
+                    dx.fill(0.0);
+                    conv.col2im(dcol, dx);
+                }
+            }
+            bufs[*scratch] = dcol;
+        }
+        Kernel::ConvWeightGrad { conv, cols, own } => {
+            let [n, c, h, w] = conv.x;
+            let [o, _, kh, kw] = conv.w;
+            let (oh, ow) = conv.out();
+            let (ck, p) = (c * kh * kw, oh * ow);
+            if let (Some(cb), true) = (cols, own) {
+                let mut m = std::mem::take(&mut bufs[*cb]);
+                let x = &bufs[exec.inputs[0]];
+                for b in 0..n {
+                    conv.im2col(
+                        &x[b * c * h * w..(b + 1) * c * h * w],
+                        &mut m[b * ck * p..(b + 1) * ck * p],
+                    );
+                }
+                bufs[*cb] = m;
+            }
+            for b in 0..n {
+                let dyb = &bufs[exec.inputs[1]][b * o * p..(b + 1) * o * p];
+                let col: &[f32] = match cols {
+                    Some(cb) => &bufs[*cb][b * ck * p..(b + 1) * ck * p],
+                    None => &bufs[exec.inputs[0]][b * c * h * w..(b + 1) * c * h * w],
+                };
+                // dw[o×ck] += dy[o×p] · colᵀ[p×ck]
+                gemm(
+                    (o, p, ck),
+                    dyb,
+                    (p as isize, 1),
+                    col,
+                    (1, p as isize),
+                    out,
+                    b > 0,
+                );
+            }
+        }
+        Kernel::MaxPool(pool) => {
+            let a = input(0);
+            pool.windows(|_, o, taps| {
+                out[o] = taps.fold(f32::NEG_INFINITY, |m, i| m.max(a[i]));
+            });
+        }
+        Kernel::MaxPoolGrad(pool) => {
+            let (x, dy) = (input(0), input(1));
+            out.fill(0.0);
+            let mut window = Vec::new();
+            pool.windows(|_, o, taps| {
+                window.clear();
+                window.extend(taps);
+                let m = window.iter().fold(f32::NEG_INFINITY, |m, &i| m.max(x[i]));
+                for &i in &window {
+                    if x[i] == m {
+                        out[i] += dy[o];
+                    }
+                }
+            });
+        }
+    }
+}

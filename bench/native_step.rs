@@ -1,0 +1,440 @@
+//! A native f32 training step: a step graph (`ipusim_compiler::build::step_graph`, the graph
+//! the simulator compiles) executed node by node in plain f32 on one host thread, the
+//! baseline the CNN benchmark holds the simulator against.
+//!
+//! Every node computes what its op says (`ipusim_ir::Op`), with buffers planned once and
+//! reused every step, as a static-graph framework runs: convolutions as im2col (skipped for
+//! 1×1 stride-1 unpadded ones, whose input already is the matrix) and `matrixmultiply`'s
+//! optimised sgemm, the weight gradient reusing its forward pass's im2col matrix; the
+//! input gradient as sgemm and col2im; matmuls as sgemm; element-wise ops with NumPy
+//! broadcasting, reductions and pooling as loops over contiguous runs the compiler
+//! vectorises. `Reshape`, `Flatten`, float `Cast`s and `Outfeed` are views of their input
+//! (a native f32 step has no casts), and an `Assign` swaps the new value's buffer with the
+//! variable's at the end of its phase (an in-place update) unless a later node reads it.
+//! Labels are held as f32 class indices. Values are those of the op in f32, not the IPU's
+//! roundings: `tests/native_step.rs` holds the step's loss and updated variables to the
+//! reference interpreter's 32.32 step on the same inputs.
+//!
+//! Ops a ResNet's step does not have (grouped convolutions, `Select`, …) are refused when
+//! the step is planned.
+
+use ipusim::ir::{Activation, Graph, LossReduction, NodeId, Op, Phase};
+use ipusim::sim::init;
+use std::collections::HashMap;
+
+#[path = "native_ops.rs"]
+mod ops;
+
+use ops::{run, Binary, Exec, Kernel, Loop, Pool, Reduce, Unary};
+pub use ops::{Conv, Unsupported};
+
+/// An `Assign` at the end of its phase: (the variable's buffer, the value's buffer, whether
+/// the two are swapped rather than the value copied).
+type Assignment = (usize, usize, bool);
+
+/// The native step of one graph.
+pub struct NativeStep {
+    /// Buffers: one per node that computes, plus scratch (im2col matrices).
+    bufs: Vec<Vec<f32>>,
+    /// Each phase's executions, then its assignments.
+    phases: Vec<(Vec<Exec>, Vec<Assignment>)>,
+    /// The buffer of each outfeed's value, by stream.
+    outfeeds: Vec<(String, usize)>,
+    /// The buffer of each variable, by name.
+    variables: Vec<(String, usize)>,
+    /// Each infeed's buffer, by stream.
+    infeeds: Vec<(String, usize)>,
+    /// Each variable's initial value (`NativeStep::reset`).
+    initial: Vec<Vec<f32>>,
+    macs: u64,
+}
+
+impl NativeStep {
+    /// Plans `graph` (a step graph), with every variable and constant at its initial value
+    /// and every infeed zero.
+    pub fn new(graph: &Graph) -> Result<NativeStep, Unsupported> {
+        let mut bufs: Vec<Vec<f32>> = Vec::new();
+        let mut buf_of: HashMap<NodeId, usize> = HashMap::new();
+        let mut outfeeds = Vec::new();
+        let mut variables = Vec::new();
+        let mut infeeds = Vec::new();
+        let mut macs = 0u64;
+X
+        // gradients that read the same input.
+        let mut cols_of: Vec<(usize, Conv, usize)> = Vec::new();
+        let order = graph.program_order();
+        let mut phases = Vec::new();
+        let mut last_read: HashMap<usize, (usize, usize)> = HashMap::new();
+        for (pi, phase) in [Phase::Step, Phase::Update].into_iter().enumerate() {
+            let mut execs = Vec::new();
+            let mut assigns = Vec::new();
+            for &id in &order {
+                let node = graph.node(id);
+                if node.phase != phase {
+                    continue;
+                }
+                let dims = node.ty.shape.dims().to_vec();
+                let len = node.ty.shape.num_elements();
+                let inputs: Vec<usize> = node.inputs.iter().map(|i| buf_of[i]).collect();
+                let in_dims = |i: usize| graph.node(node.inputs[i]).ty.shape.dims().to_vec();
+                for &b in &inputs {
+                    last_read.insert(b, (pi, execs.len()));
+                }
+                let fresh = |bufs: &mut Vec<Vec<f32>>, v: Vec<f32>| {
+                    bufs.push(v);
+                    bufs.len() - 1
+                };
+                let kernel = match &node.op {
+                    Op::Input { stream, .. } => {
+                        let b = fresh(&mut bufs, vec![0.0; len]);
+                        buf_of.insert(id, b);
+                        infeeds.push((stream.clone(), b));
+                        continue;
+                    }
+                    Op::Variable { init, .. } => {
+                        let t = init::variable_tensor(init, &node.ty)
+                            .map_err(|e| Unsupported(format!("{}: {e}", node.name)))?;
+                        let v = t.to_f64_vec().into_iter().map(|x| x as f32).collect();
+                        let b = fresh(&mut bufs, v);
+                        buf_of.insert(id, b);
+                        variables.push((node.name.clone(), b));
+                        continue;
+                    }
+                    Op::Constant { value, .. } => {
+                        let t = init::constant_tensor(value, &node.ty)
+                            .map_err(|e| Unsupported(format!("{}: {e}", node.name)))?;
+                        let v = t.to_f64_vec().into_iter().map(|x| x as f32).collect();
+                        let b = fresh(&mut bufs, v);
+                        buf_of.insert(id, b);
+                        continue;
+                    }
+                    Op::Reshape { .. } | Op::Flatten { .. } | Op::Cast { .. } => {
+                        buf_of.insert(id, inputs[0]);
+                        continue;
+                    }
+                    Op::Outfeed { stream } => {
+                        buf_of.insert(id, inputs[0]);
+                        outfeeds.push((stream.clone(), inputs[0]));
+                        continue;
+                    }
+                    Op::Assign => {
+                        assigns.push((inputs[0], inputs[1], true));
+                        buf_of.insert(id, inputs[1]);
+                        continue;
+                    }
+                    Op::Add => {
+                        Kernel::Binary(Binary::Add, Loop::new(&dims, &in_dims(0), &in_dims(1)))
+                    }
+                    Op::Sub => {
+                        Kernel::Binary(Binary::Sub, Loop::new(&dims, &in_dims(0), &in_dims(1)))
+                    }
+                    Op::Mul => {
+                        Kernel::Binary(Binary::Mul, Loop::new(&dims, &in_dims(0), &in_dims(1)))
+                    }
+                    Op::Div => {
+                        Kernel::Binary(Binary::Div, Loop::new(&dims, &in_dims(0), &in_dims(1)))
+                    }
+                    Op::Max => {
+                        Kernel::Binary(Binary::Max, Loop::new(&dims, &in_dims(0), &in_dims(1)))
+                    }
+                    Op::Min => {
+                        Kernel::Binary(Binary::Min, Loop::new(&dims, &in_dims(0), &in_dims(1)))
+                    }
+                    Op::ScaledAdd { scale } => Kernel::Binary(
+                        Binary::ScaledAdd(*scale as f32),
+                        Loop::new(&dims, &in_dims(0), &in_dims(1)),
+                    ),
+                    Op::Neg => Kernel::Unary(Unary::Neg),
+                    Op::Abs => Kernel::Unary(Unary::Abs),
+                    Op::Exp => Kernel::Unary(Unary::Exp),
+                    Op::Log => Kernel::Unary(Unary::Log),
+                    Op::Sqrt => Kernel::Unary(Unary::Sqrt),
+                    Op::Relu => Kernel::Unary(Unary::Relu),
+                    Op::Sigmoid => Kernel::Unary(Unary::Sigmoid),
+                    Op::Tanh => Kernel::Unary(Unary::Tanh),
+                    Op::ActivationGrad {
+                        activation: Activation::Relu,
+                    } => Kernel::ReluGrad,
+                    Op::ReduceSum { axes, .. }
+                    | Op::ReduceMean { axes, .. }
+                    | Op::ReduceMax { axes, .. } => {
+                        let a = in_dims(0);
+                        let kept: Vec<usize> = (0..a.len())
+                            .map(|i| if axes.contains(&i) { 1 } else { a[i] })
+                            .collect();
+                        let count = axes.iter().map(|&i| a[i]).product();
+                        let op = match node.op {
+                            Op::ReduceSum { .. } => Reduce::Sum,
+                            Op::ReduceMean { .. } => Reduce::Mean,
+                            _ => Reduce::Max,
+                        };
+                        Kernel::Reduce(op, Loop::new(&a, &a, &kept), count)
+                    }
+                    Op::Broadcast { .. } => Kernel::Broadcast(Loop::new(&dims, &in_dims(0), &dims)),
+                    Op::Transpose { perm } => Kernel::Transpose(in_dims(0), perm.clone()),
+                    Op::MatMul => {
+                        let (a, b) = (in_dims(0), in_dims(1));
+                        if a.len() != 2 || b.len() != 2 {
+                            return Err(Unsupported(format!(
+                                "{}: a batched matmul {a:?} x {b:?}",
+                                node.name
+                            )));
+                        }
+                        macs += (a[0] * a[1] * b[1]) as u64;
+                        Kernel::MatMul {
+                            batch: 1,
+                            m: a[0],
+                            k: a[1],
+                            n: b[1],
+                        }
+                    }
+                    Op::Softmax { axis } if *axis + 1 == dims.len() => Kernel::Softmax {
+                        rows: len / dims[*axis],
+                        cols: dims[*axis],
+                    },
+                    Op::SparseSoftmaxCrossEntropy { reduction } => {
+                        let a = in_dims(0);
+                        Kernel::CrossEntropy {
+                            rows: a[0],
+                            cols: a[1],
+                            mean: *reduction == LossReduction::Mean,
+                        }
+                    }
+                    Op::OneHot { depth, .. } => Kernel::OneHot { depth: *depth },
+                    Op::Conv2d {
+                        stride,
+                        padding,
+                        dilation,
+                        groups,
+                    } => {
+                        let conv = Conv::new(
+                            &in_dims(0),
+                            &in_dims(1),
+                            stride,
+                            padding,
+                            dilation,
+                            *groups,
+                        )?;
+                        macs += conv.macs();
+                        let cols = (!conv.is_pointwise()).then(|| {
+                            let (oh, ow) = conv.out();
+                            let [n, c, _, _] = conv.x;
+                            let b = fresh(
+                                &mut bufs,
+                                vec![0.0; n * c * conv.w[2] * conv.w[3] * oh * ow],
+                            );
+                            cols_of.push((inputs[0], conv.clone(), b));
+                            b
+                        });
+                        Kernel::Conv { conv, cols }
+                    }
+                    Op::Conv2dInputGrad {
+                        stride,
+                        padding,
+                        dilation,
+                        groups,
+                        input_size,
+                    } => {
+                        let (dy, w) = (in_dims(0), in_dims(1));
+                        let x = [dy[0], w[1], input_size[0], input_size[1]];
+                        let conv = Conv::new(&x, &w, stride, padding, dilation, *groups)?;
+                        macs += conv.macs();
+                        let (oh, ow) = conv.out();
+                        let scratch = fresh(&mut bufs, vec![0.0; w[1] * w[2] * w[3] * oh * ow]);
+                        Kernel::ConvInputGrad { conv, scratch }
+                    }
+                    Op::Conv2dWeightGrad {
+                        stride,
+                        padding,
+                        dilation,
+                        groups,
+                        kernel_size,
+                    } => {
+                        let (x, dy) = (in_dims(0), in_dims(1));
+                        let w = [dy[1], x[1], kernel_size[0], kernel_size[1]];
+                        let conv = Conv::new(&x, &w, stride, padding, dilation, *groups)?;
+                        macs += conv.macs();
+                        let shared = cols_of
+                            .iter()
+                            .find(|(input, c, _)| *input == inputs[0] && *c == conv)
+                            .map(|&(_, _, b)| b);
+                        let cols = match shared {
+                            Some(b) => Some(b),
+                            None if conv.is_pointwise() => None,
+                            None => {
+                                let (oh, ow) = conv.out();
+                                Some(fresh(
+                                    &mut bufs,
+                                    vec![0.0; x[0] * x[1] * w[2] * w[3] * oh * ow],
+                                ))
+                            }
+                        };
+                        let own = shared.is_none() && cols.is_some();
+                        Kernel::ConvWeightGrad { conv, cols, own }
+                    }
+                    Op::MaxPool2d {
+                        kernel,
+                        stride,
+                        padding,
+                    }
+                    | Op::MaxPool2dGrad {
+                        kernel,
+                        stride,
+                        padding,
+                    } => {
+                        let x = in_dims(0);
+                        let out = if matches!(node.op, Op::MaxPool2d { .. }) {
+                            [dims[2], dims[3]]
+                        } else {
+                            let dy = in_dims(1);
+                            [dy[2], dy[3]]
+                        };
+                        let two = |v: &[usize], d: [usize; 2]| {
+                            [*v.first().unwrap_or(&d[0]), *v.get(1).unwrap_or(&d[1])]
+                        };
+                        let k = two(kernel, [1, 1]);
+                        let pool = Pool {
+                            x: [x[0], x[1], x[2], x[3]],
+                            kernel: k,
+                            stride: two(stride, k),
+                            padding: match padding.len() {
+                                4 => [padding[0], padding[1], padding[2], padding[3]],
+                                _ => [0; 4],
+                            },
+                            out,
+                        };
+                        if matches!(node.op, Op::MaxPool2d { .. }) {
+                            Kernel::MaxPool(pool)
+                        } else {
+                            Kernel::MaxPoolGrad(pool)
+                        }
+                    }
+                    op => {
+                        return Err(Unsupported(format!(
+                            "{}: {op:?} has no native kernel",
+                            node.name
+                        )))
+                    }
+                };
+                let out = fresh(&mut bufs, vec![0.0; len]);
+                buf_of.insert(id, out);
+                let is_conv = matches!(
+                    kernel,
+                    Kernel::Conv { .. }
+                        | Kernel::ConvInputGrad { .. }
+                        | Kernel::ConvWeightGrad { .. }
+                );
+                execs.push(Exec {
+                    kernel,
+                    inputs,
+                    out,
+                    is_conv,
+                });
+            }
+            phases.push((execs, assigns));
+        }
+        // An assignment swaps buffers only when the value is computed every step and
+        // nothing reads it after its phase.
+        let computed: std::collections::HashSet<usize> = phases
+            .iter()
+            .flat_map(|(execs, _)| execs.iter().map(|e| e.out))
+            .collect();
+        for (pi, (_, assigns)) in phases.iter_mut().enumerate() {
+            for a in assigns.iter_mut() {
+                let read_later = last_read.get(&a.1).is_some_and(|&(p, _)| p > pi);
+                a.2 = !read_later && computed.contains(&a.1);
+            }
+        }
+        let initial = variables.iter().map(|&(_, b)| bufs[b].clone()).collect();
+        Ok(NativeStep {
+            initial,
+            bufs,
+            phases,
+            outfeeds,
+            variables,
+            infeeds,
+            macs,
+        })
+    }
+
+    /// Multiply-accumulates of the step's convolutions and matmuls.
+    pub fn macs(&self) -> u64 {
+        self.macs
+    }
+
+    /// Fills infeed `stream` (row-major values; labels as class indices).
+    pub fn set_infeed(&mut self, stream: &str, values: &[f32]) {
+        let b = self
+            .infeeds
+            .iter()
+            .find(|(s, _)| s == stream)
+            .unwrap_or_else(|| panic!("no infeed '{stream}'"))
+            .1;
+        self.bufs[b].copy_from_slice(values);
+    }
+
+    /// Fills every infeed with deterministic values: `labels`-like streams (named with
+    /// "label") with class indices below `classes`, the others in [-1, 1).
+    pub fn synthetic_infeeds(&mut self, classes: usize) {
+        for (stream, b) in self.infeeds.clone() {
+            let v = &mut self.bufs[b];
+            for (i, x) in v.iter_mut().enumerate() {
+                *x = if stream.contains("label") {
+                    (i * 7 % classes) as f32
+                } else {
+                    ((i * 7919 + 13) % 997) as f32 / 498.5 - 1.0
+                };
+            }
+        }
+    }
+
+    /// The value of outfeed `stream` after the last step.
+    pub fn outfeed(&self, stream: &str) -> Option<&[f32]> {
+        let b = self.outfeeds.iter().find(|(s, _)| s == stream)?.1;
+        Some(&self.bufs[b])
+    }
+
+    /// The value of variable `name`.
+    pub fn variable(&self, name: &str) -> Option<&[f32]> {
+        let b = self.variables.iter().find(|(s, _)| s == name)?.1;
+        Some(&self.bufs[b])
+    }
+
+    /// Restores every variable's initial value, so that the next step is a first step
+    /// again. (Steps on one synthetic batch drive the loss to 0 within a few steps and the
+    /// gradients into f32 subnormals, which x86 cores compute tens of times slower.)
+    pub fn reset(&mut self) {
+        for (&(_, b), v) in self.variables.iter().zip(&self.initial) {
+            self.bufs[b].copy_from_slice(v);
+        }
+    }
+
+    /// One step; returns the host seconds spent in convolutions and matmuls.
+    pub fn step(&mut self) -> f64 {
+        let mut conv_secs = 0.0;
+        for p in 0..self.phases.len() {
+            for e in 0..self.phases[p].0.len() {
+                let is_conv = self.phases[p].0[e].is_conv;
+                let t = is_conv.then(std::time::Instant::now);
+                let exec = &self.phases[p].0[e];
+                let mut out = std::mem::take(&mut self.bufs[exec.out]);
+                run(exec, &mut self.bufs, &mut out);
+                self.bufs[exec.out] = out;
+                if let Some(t) = t {
+                    conv_secs += t.elapsed().as_secs_f64();
+                }
+            }
+            for a in 0..self.phases[p].1.len() {
+                let (var, value, swap) = self.phases[p].1[a];
+                if swap {
+                    self.bufs.swap(var, value);
+                } else {
+                    let v = std::mem::take(&mut self.bufs[value]);
+                    self.bufs[var].copy_from_slice(&v);
+                    self.bufs[value] = v;
+                }
+            }
+        }
+        conv_secs
+    }
+}
