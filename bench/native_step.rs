@@ -59,7 +59,7 @@ impl NativeStep {
         let mut variables = Vec::new();
         let mut infeeds = Vec::new();
         let mut macs = 0u64;
-X
+        // Forward convolutions' im2col matrices, by (input buffer, geometry), for the weight
         // gradients that read the same input.
         let mut cols_of: Vec<(usize, Conv, usize)> = Vec::new();
         let order = graph.program_order();
