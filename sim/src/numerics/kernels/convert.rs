@@ -152,14 +152,29 @@ fn sr_body(src: &[f32], dst: &mut [f16], rng: &mut SrRng, nanoo: bool) -> FpSts 
 }
 
 /// f32 bits of 2^-14 and of 65504: values in between give normal FP16 results that
-/// cannot overflow, the case of nearly all real data.
+/// cannot overflow, the case of nearly all real data. Zeros (a ReLU's outputs and
+/// gradients, padding) convert exactly too, and the passes below take them as well.
 const NORMAL_LO: u32 = 0x3880_0000;
 const NORMAL_HI: u32 = 0x477f_e000;
 
-/// Whether the f32 `x` lies outside `[2^-14, 65504]` in magnitude.
+/// Whether the f32 `x` is neither zero nor in `[2^-14, 65504]` in magnitude: the values
+/// the normal passes leave to [`finish_block`].
 #[inline(always)]
 fn outside_normal(x: f32) -> bool {
-    (x.to_bits() & 0x7fff_ffff).wrapping_sub(NORMAL_LO) > NORMAL_HI - NORMAL_LO
+    let mag = x.to_bits() & 0x7fff_ffff;
+    (mag.wrapping_sub(NORMAL_LO) > NORMAL_HI - NORMAL_LO) & (mag != 0)
+}
+
+/// The FP16 bits of a normal pass's rounded magnitude `m` (in f32 exponent bias) with the
+/// sign of `x`: the re-biased value, or a signed zero for a zero.
+#[inline(always)]
+fn normal_bits(x: f32, m: u32) -> u16 {
+    let mag = if x.to_bits() & 0x7fff_ffff == 0 {
+        0
+    } else {
+        m.wrapping_sub(REBIAS)
+    };
+    (mag | ((x.to_bits() >> 16) & 0x8000)) as u16
 }
 
 /// Nearest even for normal results: add `0xfff` plus the lowest kept bit to the 13 dropped
@@ -171,7 +186,7 @@ fn normal_pass_rne(s: &[f32], d: &mut [f16]) -> bool {
     for (x, h) in s.iter().zip(d.iter_mut()) {
         let mag = x.to_bits() & 0x7fff_ffff;
         let m = (mag + 0x0fff + ((mag >> 13) & 1)) >> 13;
-        *h = f16::from_bits((m.wrapping_sub(REBIAS) | ((x.to_bits() >> 16) & 0x8000)) as u16);
+        *h = f16::from_bits(normal_bits(*x, m));
         outside |= outside_normal(*x);
     }
     outside
@@ -185,7 +200,7 @@ fn normal_pass_sr(s: &[f32], d: &mut [f16], draws: &[u32]) -> bool {
     for ((x, h), r) in s.iter().zip(d.iter_mut()).zip(draws) {
         let mag = x.to_bits() & 0x7fff_ffff;
         let m = (mag >> 13) + u32::from((r >> 19) < (mag & 0x1fff));
-        *h = f16::from_bits((m.wrapping_sub(REBIAS) | ((x.to_bits() >> 16) & 0x8000)) as u16);
+        *h = f16::from_bits(normal_bits(*x, m));
         outside |= outside_normal(*x);
     }
     outside
@@ -313,7 +328,9 @@ mod x86 {
             let packed = _mm512_cvtps_ph::<RNE>(v);
             unsafe { _mm256_storeu_si256(h.as_mut_ptr().cast(), packed) };
             let mag = _mm512_and_si512(_mm512_castps_si512(v), abs);
-            outside |= _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(mag, lo), span);
+            // Zeros convert exactly (to a signed zero), as in `outside_normal`.
+            let nonzero = _mm512_test_epi32_mask(mag, mag);
+            outside |= _mm512_mask_cmpgt_epu32_mask(nonzero, _mm512_sub_epi32(mag, lo), span);
         }
         normal_pass_rne(src.remainder(), dst.into_remainder()) | (outside != 0)
     }
@@ -335,7 +352,9 @@ mod x86 {
             // Magnitudes are non-negative as i32, so signed compares order them.
             let mag = _mm256_and_si256(_mm256_castps_si256(v), abs);
             let out = _mm256_or_si256(_mm256_cmpgt_epi32(lo, mag), _mm256_cmpgt_epi32(mag, hi));
-            outside = _mm256_or_si256(outside, out);
+            // Zeros convert exactly (to a signed zero), as in `outside_normal`.
+            let zero = _mm256_cmpeq_epi32(mag, _mm256_setzero_si256());
+            outside = _mm256_or_si256(outside, _mm256_andnot_si256(zero, out));
         }
         normal_pass_rne(src.remainder(), dst.into_remainder())
             | (_mm256_movemask_epi8(outside) != 0)
@@ -393,6 +412,39 @@ mod tests {
         let negated: Vec<f32> = v.iter().map(|x| -x).collect();
         v.extend(negated);
         v
+    }
+
+    /// Blocks of normal values and signed zeros only (a ReLU's output): the normal passes
+    /// convert them without `finish_block`, to the scalar casts' bits.
+    #[test]
+    fn zeros_among_normal_values_equal_scalar_casts() {
+        let src: Vec<f32> = (0..3 * BLOCK + 21)
+            .map(|i| match i % 5 {
+                0 => 0.0,
+                3 => -0.0,
+                _ => (i as f32 * 0.37).sin() * 300.0 + 1.5,
+            })
+            .collect();
+        for nanoo in [false, true] {
+            for sr in [false, true] {
+                let mut rng_slice = SrRng::new(5, 1, 2);
+                let mut rng_scalar = rng_slice.clone();
+                let mut dst = vec![f16::from_bits(0x7bff); src.len()];
+                let flags = f32_to_f16_slice(
+                    &src,
+                    &mut dst,
+                    &mut Rounding::new(sr, nanoo, &mut rng_slice),
+                )
+                .unwrap();
+                assert_eq!(flags, FpSts::empty());
+                let mut r = Rounding::new(sr, nanoo, &mut rng_scalar);
+                for (x, h) in src.iter().zip(&dst) {
+                    let (v, _) = f32_to_f16(*x, &mut r);
+                    assert_eq!(h.to_bits(), v.to_bits(), "{x:e} sr={sr} nanoo={nanoo}");
+                }
+                assert_eq!(rng_slice, rng_scalar, "draws consumed");
+            }
+        }
     }
 
     #[test]
