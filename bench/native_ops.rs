@@ -2,6 +2,9 @@
 //! geometry, element-wise loops with NumPy broadcasting planned as contiguous runs,
 //! reductions, and the execution of one node, compiled for the host's widest vectors.
 
+use ipusim::ir::conv::{ConvGeometry, Window};
+use ipusim::ir::{BinaryOp, Op, UnaryOp};
+
 /// Why a graph cannot run natively.
 #[derive(Debug)]
 pub struct Unsupported(pub String);
@@ -50,92 +53,58 @@ pub fn gemm(
     }
 }
 
-/// A convolution's geometry: input `[n, c, h, w]`, weights `[o, c, kh, kw]`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Conv {
-    pub x: [usize; 4],
-    pub w: [usize; 4],
-    pub stride: [usize; 2],
-    /// `[top, left, bottom, right]`.
-    pub padding: [usize; 4],
-    pub dilation: [usize; 2],
-}
+/// A convolution of one group: the IR's geometry (`ipusim_ir::conv`), with the im2col
+/// matrix of one batch element, `[c·kh·kw][oh·ow]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Conv(pub ConvGeometry);
 
 impl Conv {
-    pub(super) fn new(
-        x: &[usize],
-        w: &[usize],
-        stride: &[usize],
-        padding: &[usize],
-        dilation: &[usize],
-        groups: usize,
-    ) -> Result<Conv, Unsupported> {
-        if groups != 1 || x.len() != 4 || w.len() != 4 {
-            return Err(Unsupported(format!(
-                "a convolution of {x:?} by {w:?} in {groups} groups"
-            )));
+    /// The convolution of `op` (a `Conv2d` or one of its gradients) with input `x` and
+    /// weights `w`; grouped ones are refused.
+    pub(super) fn new(op: &Op, x: &[usize], w: &[usize]) -> Result<Conv, Unsupported> {
+        let g = Window::of(op)
+            .ok_or_else(|| Unsupported(format!("{op:?} is not a convolution")))?
+            .and_then(|window| window.geometry(x, w))
+            .map_err(|e| Unsupported(format!("{op:?}: {e:?}")))?;
+        if g.groups != 1 {
+            return Err(Unsupported(format!("{} convolution groups", g.groups)));
         }
-        let two = |v: &[usize]| [*v.first().unwrap_or(&1), *v.get(1).unwrap_or(&1)];
-        let padding = match padding.len() {
-            4 => [padding[0], padding[1], padding[2], padding[3]],
-            _ => [0; 4],
-        };
-        Ok(Conv {
-            x: [x[0], x[1], x[2], x[3]],
-            w: [w[0], w[1], w[2], w[3]],
-            stride: two(stride),
-            padding,
-            dilation: two(dilation),
-        })
+        Ok(Conv(g))
     }
 
-    pub fn out(&self) -> (usize, usize) {
-        let [_, _, h, w] = self.x;
-        let [_, _, kh, kw] = self.w;
-        let oh = (h + self.padding[0] + self.padding[2] - self.dilation[0] * (kh - 1) - 1)
-            / self.stride[0]
-            + 1;
-        let ow = (w + self.padding[1] + self.padding[3] - self.dilation[1] * (kw - 1) - 1)
-            / self.stride[1]
-            + 1;
-        (oh, ow)
+    /// Rows (`c·kh·kw`) and columns (`oh·ow`) of one batch element's im2col matrix.
+    pub(super) fn matrix(&self) -> (usize, usize) {
+        let g = &self.0;
+        (g.c * g.kh * g.kw, g.oh * g.ow)
     }
 
     /// Whether the input of one batch element is already the im2col matrix.
     pub(super) fn is_pointwise(&self) -> bool {
-        self.w[2] == 1 && self.w[3] == 1 && self.stride == [1, 1] && self.padding == [0; 4]
+        let g = &self.0;
+        g.kh == 1 && g.kw == 1 && g.stride == [1, 1] && g.padding == [0; 4]
     }
 
-    /// Multiply-accumulates of one pass.
-    pub fn macs(&self) -> u64 {
-        let [n, c, _, _] = self.x;
-        let [o, _, kh, kw] = self.w;
-        let (oh, ow) = self.out();
-        (n * o * c * kh * kw * oh * ow) as u64
-    }
-
-    /// Calls `f(i, j)` for every element `i` of the im2col matrix `[c·kh·kw][oh·ow]` of one
-    /// batch element, in order, with `j` the element of the input `[c, h, w]` it holds
-    /// (`None`: padding).
+    /// Calls `f(i, j)` for every element `i` of the im2col matrix of one batch element, in
+    /// order, with `j` the element of the input `[c, h, w]` it holds (`None`: padding).
     #[inline(always)]
     fn for_each_tap(&self, mut f: impl FnMut(usize, Option<usize>)) {
-        let [_, c, h, w] = self.x;
-        let [_, _, kh, kw] = self.w;
-        let (oh, ow) = self.out();
+        let g = &self.0;
+        // `ConvGeometry::input_row` and `input_col`, here so that they inline (they are
+        // called for every element).
         let at = |o: usize, k: usize, axis: usize, size: usize| -> Option<usize> {
-            let v = (o * self.stride[axis] + k * self.dilation[axis]) as isize
-                - self.padding[axis] as isize;
-            (v >= 0 && (v as usize) < size).then_some(v as usize)
+            (o * g.stride[axis] + k * g.dilation[axis])
+                .checked_sub(g.padding[axis])
+                .filter(|&v| v < size)
         };
         let mut i = 0;
-        for ci in 0..c {
-            for p in 0..kh {
-                for q in 0..kw {
-                    for r in 0..oh {
-                        let y = at(r, p, 0, h);
-                        for s in 0..ow {
-                            let x = at(s, q, 1, w);
-                            f(i, y.zip(x).map(|(y, x)| (ci * h + y) * w + x));
+        for ci in 0..g.c {
+            for p in 0..g.kh {
+                for q in 0..g.kw {
+                    for r in 0..g.oh {
+                        let y = at(r, p, 0, g.h);
+                        for s in 0..g.ow {
+                            let x = at(s, q, 1, g.w);
+                            f(i, y.zip(x).map(|(y, x)| (ci * g.h + y) * g.w + x));
                             i += 1;
                         }
                     }
@@ -196,29 +165,11 @@ impl Pool {
     }
 }
 
-/// An element-wise binary op.
+/// An element-wise binary op: the IR's arithmetic ones, or `a + s·b`.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Binary {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Max,
-    Min,
+    Arith(BinaryOp),
     ScaledAdd(f32),
-}
-
-/// An element-wise unary op.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Unary {
-    Neg,
-    Abs,
-    Exp,
-    Log,
-    Sqrt,
-    Relu,
-    Sigmoid,
-    Tanh,
 }
 
 /// A reduction.
@@ -366,33 +317,40 @@ fn binary(op: Binary, lp: &Loop, a: &[f32], b: &[f32], out: &mut [f32]) {
     {
         let (out, a, b) = (&mut out[o..o + len], &a[ia..], &b[ib..]);
         match op {
-            Binary::Add => run_binary(|x, y| x + y, out, a, b, (sa, sb)),
-            Binary::Sub => run_binary(|x, y| x - y, out, a, b, (sa, sb)),
-            Binary::Mul => run_binary(|x, y| x * y, out, a, b, (sa, sb)),
-            Binary::Div => run_binary(|x, y| x / y, out, a, b, (sa, sb)),
-            Binary::Max => run_binary(f32::max, out, a, b, (sa, sb)),
-            Binary::Min => run_binary(f32::min, out, a, b, (sa, sb)),
+            Binary::Arith(BinaryOp::Add) => run_binary(|x, y| x + y, out, a, b, (sa, sb)),
+            Binary::Arith(BinaryOp::Sub) => run_binary(|x, y| x - y, out, a, b, (sa, sb)),
+            Binary::Arith(BinaryOp::Mul) => run_binary(|x, y| x * y, out, a, b, (sa, sb)),
+            Binary::Arith(BinaryOp::Div) => run_binary(|x, y| x / y, out, a, b, (sa, sb)),
+            Binary::Arith(BinaryOp::Max) => run_binary(f32::max, out, a, b, (sa, sb)),
+            Binary::Arith(BinaryOp::Min) => run_binary(f32::min, out, a, b, (sa, sb)),
+            // Comparisons are refused when the step is planned.
+            Binary::Arith(_) => unreachable!("a comparison in a native step"),
             Binary::ScaledAdd(s) => run_binary(|x, y| x + s * y, out, a, b, (sa, sb)),
         }
     }
 }
 
 #[inline(always)]
-fn unary(op: Unary, a: &[f32], out: &mut [f32]) {
+fn unary(op: UnaryOp, a: &[f32], out: &mut [f32]) {
     let each = |f: fn(f32) -> f32, out: &mut [f32]| {
         for (o, &x) in out.iter_mut().zip(a) {
             *o = f(x);
         }
     };
     match op {
-        Unary::Neg => each(|x| -x, out),
-        Unary::Abs => each(f32::abs, out),
-        Unary::Exp => each(f32::exp, out),
-        Unary::Log => each(f32::ln, out),
-        Unary::Sqrt => each(f32::sqrt, out),
-        Unary::Relu => each(|x| x.max(0.0), out),
-        Unary::Sigmoid => each(|x| 1.0 / (1.0 + (-x).exp()), out),
-        Unary::Tanh => each(f32::tanh, out),
+        UnaryOp::Neg => each(|x| -x, out),
+        UnaryOp::Abs => each(f32::abs, out),
+        UnaryOp::Exp => each(f32::exp, out),
+        UnaryOp::Log => each(f32::ln, out),
+        UnaryOp::Sqrt => each(f32::sqrt, out),
+        UnaryOp::Relu => each(|x| x.max(0.0), out),
+        UnaryOp::Sigmoid => each(|x| 1.0 / (1.0 + (-x).exp()), out),
+        UnaryOp::Tanh => each(f32::tanh, out),
+        // The tanh approximation, as the IR's GELU.
+        UnaryOp::Gelu => each(
+            |x| 0.5 * x * (1.0 + (0.797_884_6 * (x + 0.044_715 * x * x * x)).tanh()),
+            out,
+        ),
     }
 }
 
@@ -447,7 +405,7 @@ fn reduce(op: Reduce, lp: &Loop, a: &[f32], out: &mut [f32], count: usize) {
 #[derive(Clone, Debug)]
 pub(super) enum Kernel {
     Binary(Binary, Loop),
-    Unary(Unary),
+    Unary(UnaryOp),
     ReluGrad,
     Reduce(Reduce, Loop, usize),
     Broadcast(Loop),
@@ -635,10 +593,8 @@ fn run_body(exec: &Exec, bufs: &mut [Vec<f32>], out: &mut [f32]) {
             }
         }
         Kernel::Conv { conv, cols } => {
-            let [n, c, h, w] = conv.x;
-            let [o, _, kh, kw] = conv.w;
-            let (oh, ow) = conv.out();
-            let (ck, p) = (c * kh * kw, oh * ow);
+            let ConvGeometry { n, c, h, w, o, .. } = conv.0;
+            let (ck, p) = conv.matrix();
             let mut m = cols.map(|cb| std::mem::take(&mut bufs[cb]));
             let (x, wt) = (&bufs[exec.inputs[0]], &bufs[exec.inputs[1]]);
             for b in 0..n {
@@ -666,37 +622,30 @@ fn run_body(exec: &Exec, bufs: &mut [Vec<f32>], out: &mut [f32]) {
             }
         }
         Kernel::ConvInputGrad { conv, scratch } => {
-            let [n, c, h, w] = conv.x;
-            let [o, _, kh, kw] = conv.w;
-            let (oh, ow) = conv.out();
-            let (ck, p) = (c * kh * kw, oh * ow);
+            let ConvGeometry { n, c, h, w, o, .. } = conv.0;
+            let (ck, p) = conv.matrix();
             let mut dcol = std::mem::take(&mut bufs[*scratch]);
             let (dy, wt) = (&bufs[exec.inputs[0]], &bufs[exec.inputs[1]]);
             for b in 0..n {
                 let dyb = &dy[b * o * p..(b + 1) * o * p];
                 let dx = &mut out[b * c * h * w..(b + 1) * c * h * w];
                 // dcol[ck×p] = wᵀ[ck×o] · dy[o×p], straight into dx for a pointwise one.
-                if conv.is_pointwise() {
+                let product = |dst: &mut [f32]| {
                     gemm(
                         (ck, o, p),
                         wt,
                         (1, ck as isize),
                         dyb,
                         (p as isize, 1),
-                        dx,
+                        dst,
                         false,
-                    );
+                    )
+                };
+                if conv.is_pointwise() {
+                    product(dx);
                 } else {
                     let dcol = &mut dcol[..ck * p];
-                    gemm(
-                        (ck, o, p),
-                        wt,
-                        (1, ck as isize),
-                        dyb,
-                        (p as isize, 1),
-                        dcol,
-                        false,
-                    );
+                    product(dcol);
                     dx.fill(0.0);
                     conv.col2im(dcol, dx);
                 }
@@ -704,10 +653,8 @@ fn run_body(exec: &Exec, bufs: &mut [Vec<f32>], out: &mut [f32]) {
             bufs[*scratch] = dcol;
         }
         Kernel::ConvWeightGrad { conv, cols, own } => {
-            let [n, c, h, w] = conv.x;
-            let [o, _, kh, kw] = conv.w;
-            let (oh, ow) = conv.out();
-            let (ck, p) = (c * kh * kw, oh * ow);
+            let ConvGeometry { n, c, h, w, o, .. } = conv.0;
+            let (ck, p) = conv.matrix();
             if let (Some(cb), true) = (cols, own) {
                 let mut m = std::mem::take(&mut bufs[*cb]);
                 let x = &bufs[exec.inputs[0]];

@@ -18,14 +18,14 @@
 //! Ops a ResNet's step does not have (grouped convolutions, `Select`, …) are refused when
 //! the step is planned.
 
-use ipusim::ir::{Activation, Graph, LossReduction, NodeId, Op, Phase};
+use ipusim::ir::{conv, Activation, Graph, LossReduction, NodeId, Op, Phase};
 use ipusim::sim::init;
 use std::collections::HashMap;
 
 #[path = "native_ops.rs"]
 mod ops;
 
-use ops::{run, Binary, Exec, Kernel, Loop, Pool, Reduce, Unary};
+use ops::{run, Binary, Exec, Kernel, Loop, Pool, Reduce};
 pub use ops::{Conv, Unsupported};
 
 /// An `Assign` at the end of its phase: (the variable's buffer, the value's buffer, whether
@@ -91,21 +91,20 @@ impl NativeStep {
                         infeeds.push((stream.clone(), b));
                         continue;
                     }
-                    Op::Variable { init, .. } => {
-                        let t = init::variable_tensor(init, &node.ty)
-                            .map_err(|e| Unsupported(format!("{}: {e}", node.name)))?;
+                    Op::Variable { .. } | Op::Constant { .. } => {
+                        // The simulator's initial values (`ipusim_sim::init`), in f32.
+                        let t = match &node.op {
+                            Op::Variable { init, .. } => init::variable_tensor(init, &node.ty),
+                            Op::Constant { value, .. } => init::constant_tensor(value, &node.ty),
+                            _ => unreachable!("a variable or constant"),
+                        };
+                        let t = t.map_err(|e| Unsupported(format!("{}: {e}", node.name)))?;
                         let v = t.to_f64_vec().into_iter().map(|x| x as f32).collect();
                         let b = fresh(&mut bufs, v);
                         buf_of.insert(id, b);
-                        variables.push((node.name.clone(), b));
-                        continue;
-                    }
-                    Op::Constant { value, .. } => {
-                        let t = init::constant_tensor(value, &node.ty)
-                            .map_err(|e| Unsupported(format!("{}: {e}", node.name)))?;
-                        let v = t.to_f64_vec().into_iter().map(|x| x as f32).collect();
-                        let b = fresh(&mut bufs, v);
-                        buf_of.insert(id, b);
+                        if matches!(node.op, Op::Variable { .. }) {
+                            variables.push((node.name.clone(), b));
+                        }
                         continue;
                     }
                     Op::Reshape { .. } | Op::Flatten { .. } | Op::Cast { .. } => {
@@ -122,36 +121,15 @@ impl NativeStep {
                         buf_of.insert(id, inputs[1]);
                         continue;
                     }
-                    Op::Add => {
-                        Kernel::Binary(Binary::Add, Loop::new(&dims, &in_dims(0), &in_dims(1)))
-                    }
-                    Op::Sub => {
-                        Kernel::Binary(Binary::Sub, Loop::new(&dims, &in_dims(0), &in_dims(1)))
-                    }
-                    Op::Mul => {
-                        Kernel::Binary(Binary::Mul, Loop::new(&dims, &in_dims(0), &in_dims(1)))
-                    }
-                    Op::Div => {
-                        Kernel::Binary(Binary::Div, Loop::new(&dims, &in_dims(0), &in_dims(1)))
-                    }
-                    Op::Max => {
-                        Kernel::Binary(Binary::Max, Loop::new(&dims, &in_dims(0), &in_dims(1)))
-                    }
-                    Op::Min => {
-                        Kernel::Binary(Binary::Min, Loop::new(&dims, &in_dims(0), &in_dims(1)))
-                    }
                     Op::ScaledAdd { scale } => Kernel::Binary(
                         Binary::ScaledAdd(*scale as f32),
                         Loop::new(&dims, &in_dims(0), &in_dims(1)),
                     ),
-                    Op::Neg => Kernel::Unary(Unary::Neg),
-                    Op::Abs => Kernel::Unary(Unary::Abs),
-                    Op::Exp => Kernel::Unary(Unary::Exp),
-                    Op::Log => Kernel::Unary(Unary::Log),
-                    Op::Sqrt => Kernel::Unary(Unary::Sqrt),
-                    Op::Relu => Kernel::Unary(Unary::Relu),
-                    Op::Sigmoid => Kernel::Unary(Unary::Sigmoid),
-                    Op::Tanh => Kernel::Unary(Unary::Tanh),
+                    op if op.binary().is_some_and(|b| !b.is_comparison()) => Kernel::Binary(
+                        Binary::Arith(op.binary().expect("a binary op")),
+                        Loop::new(&dims, &in_dims(0), &in_dims(1)),
+                    ),
+                    op if op.unary().is_some() => Kernel::Unary(op.unary().expect("a unary op")),
                     Op::ActivationGrad {
                         activation: Activation::Relu,
                     } => Kernel::ReluGrad,
@@ -201,59 +179,31 @@ impl NativeStep {
                         }
                     }
                     Op::OneHot { depth, .. } => Kernel::OneHot { depth: *depth },
-                    Op::Conv2d {
-                        stride,
-                        padding,
-                        dilation,
-                        groups,
-                    } => {
-                        let conv = Conv::new(
-                            &in_dims(0),
-                            &in_dims(1),
-                            stride,
-                            padding,
-                            dilation,
-                            *groups,
-                        )?;
-                        macs += conv.macs();
+                    Op::Conv2d { .. } => {
+                        let conv = Conv::new(&node.op, &in_dims(0), &in_dims(1))?;
+                        macs += conv.0.macs();
                         let cols = (!conv.is_pointwise()).then(|| {
-                            let (oh, ow) = conv.out();
-                            let [n, c, _, _] = conv.x;
-                            let b = fresh(
-                                &mut bufs,
-                                vec![0.0; n * c * conv.w[2] * conv.w[3] * oh * ow],
-                            );
-                            cols_of.push((inputs[0], conv.clone(), b));
+                            let (ck, p) = conv.matrix();
+                            let b = fresh(&mut bufs, vec![0.0; conv.0.n * ck * p]);
+                            cols_of.push((inputs[0], conv, b));
                             b
                         });
                         Kernel::Conv { conv, cols }
                     }
-                    Op::Conv2dInputGrad {
-                        stride,
-                        padding,
-                        dilation,
-                        groups,
-                        input_size,
-                    } => {
+                    Op::Conv2dInputGrad { input_size, .. } => {
                         let (dy, w) = (in_dims(0), in_dims(1));
                         let x = [dy[0], w[1], input_size[0], input_size[1]];
-                        let conv = Conv::new(&x, &w, stride, padding, dilation, *groups)?;
-                        macs += conv.macs();
-                        let (oh, ow) = conv.out();
-                        let scratch = fresh(&mut bufs, vec![0.0; w[1] * w[2] * w[3] * oh * ow]);
+                        let conv = Conv::new(&node.op, &x, &w)?;
+                        macs += conv.0.macs();
+                        let (ck, p) = conv.matrix();
+                        let scratch = fresh(&mut bufs, vec![0.0; ck * p]);
                         Kernel::ConvInputGrad { conv, scratch }
                     }
-                    Op::Conv2dWeightGrad {
-                        stride,
-                        padding,
-                        dilation,
-                        groups,
-                        kernel_size,
-                    } => {
+                    Op::Conv2dWeightGrad { kernel_size, .. } => {
                         let (x, dy) = (in_dims(0), in_dims(1));
                         let w = [dy[1], x[1], kernel_size[0], kernel_size[1]];
-                        let conv = Conv::new(&x, &w, stride, padding, dilation, *groups)?;
-                        macs += conv.macs();
+                        let conv = Conv::new(&node.op, &x, &w)?;
+                        macs += conv.0.macs();
                         let shared = cols_of
                             .iter()
                             .find(|(input, c, _)| *input == inputs[0] && *c == conv)
@@ -262,46 +212,26 @@ impl NativeStep {
                             Some(b) => Some(b),
                             None if conv.is_pointwise() => None,
                             None => {
-                                let (oh, ow) = conv.out();
-                                Some(fresh(
-                                    &mut bufs,
-                                    vec![0.0; x[0] * x[1] * w[2] * w[3] * oh * ow],
-                                ))
+                                let (ck, p) = conv.matrix();
+                                Some(fresh(&mut bufs, vec![0.0; conv.0.n * ck * p]))
                             }
                         };
                         let own = shared.is_none() && cols.is_some();
                         Kernel::ConvWeightGrad { conv, cols, own }
                     }
-                    Op::MaxPool2d {
-                        kernel,
-                        stride,
-                        padding,
-                    }
-                    | Op::MaxPool2dGrad {
-                        kernel,
-                        stride,
-                        padding,
-                    } => {
+                    Op::MaxPool2d { .. } | Op::MaxPool2dGrad { .. } => {
                         let x = in_dims(0);
-                        let out = if matches!(node.op, Op::MaxPool2d { .. }) {
-                            [dims[2], dims[3]]
-                        } else {
-                            let dy = in_dims(1);
-                            [dy[2], dy[3]]
-                        };
-                        let two = |v: &[usize], d: [usize; 2]| {
-                            [*v.first().unwrap_or(&d[0]), *v.get(1).unwrap_or(&d[1])]
-                        };
-                        let k = two(kernel, [1, 1]);
+                        let g = conv::Pool::of(&node.op)
+                            .expect("a pooling op")
+                            .and_then(|pool| pool.geometry(&x).map(|g| (pool, g)))
+                            .map_err(|e| Unsupported(format!("{}: {e:?}", node.name)))?;
+                        let (window, g) = g;
                         let pool = Pool {
-                            x: [x[0], x[1], x[2], x[3]],
-                            kernel: k,
-                            stride: two(stride, k),
-                            padding: match padding.len() {
-                                4 => [padding[0], padding[1], padding[2], padding[3]],
-                                _ => [0; 4],
-                            },
-                            out,
+                            x: [g.n, g.c, g.h, g.w],
+                            kernel: window.kernel,
+                            stride: window.stride,
+                            padding: window.padding,
+                            out: [g.oh, g.ow],
                         };
                         if matches!(node.op, Op::MaxPool2d { .. }) {
                             Kernel::MaxPool(pool)
