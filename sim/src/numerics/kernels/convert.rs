@@ -84,6 +84,38 @@ pub fn f16_to_f32_slice(src: &[f16], dst: &mut [f32]) -> Result<FpSts, NumericsE
     Ok(FpSts::INV)
 }
 
+/// An FP16 `+`, `−` or `×` computed in f32 ([`sums_products_rne`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arith {
+    Add,
+    Sub,
+    Mul,
+}
+
+/// `dst[j] = a[j] op b[j]`, widened to f32, computed in f32 and rounded to FP16 by nearest
+/// even, in one pass of 16 lanes where the CPU has AVX-512 (load, `vcvtph2ps`, the
+/// operation, `vcvtps2ph`: the same operations as widening, computing over whole slices
+/// and [`f32_to_f16_slice`], without the f32 values going through memory). Returns how
+/// many leading elements it wrote (a multiple of 16, 0 without AVX-512), or `None` when a
+/// result is not zero and outside the normal FP16 range (NaN, infinite, overflowing or
+/// below 2^-14): the caller then rounds the slice the general way, which applies the IPU
+/// rules and raises the flags.
+pub(crate) fn sums_products_rne(op: Arith, a: &[f16], b: &[f16], dst: &mut [f16]) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vl")
+        {
+            // SAFETY: the CPU supports every feature `sums_products_avx512` was compiled for.
+            let (done, outside) = unsafe { x86::sums_products_avx512(op, a, b, dst) };
+            return (!outside).then_some(done);
+        }
+    }
+    let _ = (op, a, b, dst);
+    Some(0)
+}
+
 /// `(127 - 15) << 10`: the exponent re-bias from f32 to f16 in the shifted bits.
 const REBIAS: u32 = (127 - 15) << 10;
 
@@ -265,7 +297,7 @@ mod x86 {
     use half::f16;
     use std::arch::x86_64::*;
 
-    use super::{blocks_rne, normal_pass_rne, FpSts, NORMAL_HI, NORMAL_LO};
+    use super::{blocks_rne, normal_pass_rne, Arith, FpSts, NORMAL_HI, NORMAL_LO};
 
     /// IEEE nearest even (`vcvtps2ph` rounding control; the MXCSR flags it may set are
     /// never read).
@@ -333,6 +365,46 @@ mod x86 {
             outside |= _mm512_mask_cmpgt_epu32_mask(nonzero, _mm512_sub_epi32(mag, lo), span);
         }
         normal_pass_rne(src.remainder(), dst.into_remainder()) | (outside != 0)
+    }
+
+    /// [`super::sums_products_rne`] over the whole 16-lane groups: (elements written,
+    /// whether any result is non-zero and outside the normal range).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+    pub(super) unsafe fn sums_products_avx512(
+        op: Arith,
+        a: &[f16],
+        b: &[f16],
+        d: &mut [f16],
+    ) -> (usize, bool) {
+        let abs = _mm512_set1_epi32(0x7fff_ffff);
+        let lo = _mm512_set1_epi32(NORMAL_LO as i32);
+        let span = _mm512_set1_epi32((NORMAL_HI - NORMAL_LO) as i32);
+        let mut outside: u16 = 0;
+        let groups = a.chunks_exact(16).zip(b.chunks_exact(16));
+        let n = groups.len().min(d.len() / 16) * 16;
+        for ((x, y), h) in groups.zip(d.chunks_exact_mut(16)) {
+            // SAFETY: `x` and `y` hold 16 f16 (32 bytes) each and `h` 16 f16; the accesses
+            // are unaligned-tolerant.
+            let (x, y) = unsafe {
+                (
+                    _mm512_cvtph_ps(_mm256_loadu_si256(x.as_ptr().cast())),
+                    _mm512_cvtph_ps(_mm256_loadu_si256(y.as_ptr().cast())),
+                )
+            };
+            // The same operation for every group: a branch the CPU predicts.
+            let v = match op {
+                Arith::Add => _mm512_add_ps(x, y),
+                Arith::Sub => _mm512_sub_ps(x, y),
+                Arith::Mul => _mm512_mul_ps(x, y),
+            };
+            let packed = _mm512_cvtps_ph::<RNE>(v);
+            // SAFETY: as above.
+            unsafe { _mm256_storeu_si256(h.as_mut_ptr().cast(), packed) };
+            let mag = _mm512_and_si512(_mm512_castps_si512(v), abs);
+            let nonzero = _mm512_test_epi32_mask(mag, mag);
+            outside |= _mm512_mask_cmpgt_epu32_mask(nonzero, _mm512_sub_epi32(mag, lo), span);
+        }
+        (n, outside != 0)
     }
 
     #[target_feature(enable = "avx2,f16c,fma")]

@@ -273,6 +273,14 @@ fn nearest_sums_products(
     dst: &mut [f16],
     r: &mut Rounding,
 ) -> Result<FpSts, NumericsError> {
+    // One fused pass where the CPU has it; every result normal (or zero) raises no flag.
+    let arith = match op {
+        ArithOp::Add => super::convert::Arith::Add,
+        ArithOp::Sub => super::convert::Arith::Sub,
+        _ => super::convert::Arith::Mul,
+    };
+    let done = super::convert::sums_products_rne(arith, a, b, dst).unwrap_or(0);
+    let (a, b, dst) = (&a[done..], &b[done..], &mut dst[done..]);
     // Small: the buffers are zeroed on every call, and a vertex has few elements.
     const CHUNK: usize = 64;
     let (mut x, mut y) = ([0f32; CHUNK], [0f32; CHUNK]);
@@ -599,6 +607,45 @@ mod tests {
                 }
                 assert_eq!(flags.unwrap(), expect, "{op:?}");
                 assert!(expect.contains(FpSts::OFLO) && expect.contains(FpSts::INV));
+            }
+        }
+    }
+
+    /// The fused pass of FP16 `+`, `−`, `×` (normal results and zeros, as a CNN's maps
+    /// have them), its tail, and its fall-back when a result overflows in a group or in
+    /// the tail: every element and the flags of the scalar operations.
+    #[test]
+    fn fused_sums_and_products_equal_the_scalar_operations() {
+        let normal = |i: usize| match i % 7 {
+            0 => f16::ZERO,
+            4 => f16::NEG_ZERO,
+            _ => f16::from_f32(((i as f32) * 0.71).sin() * 40.0 + 0.25),
+        };
+        for len in [0usize, 5, 16, 17, 100, 1000] {
+            for overflow in [None, Some(0), Some(len / 2), Some(len.saturating_sub(1))] {
+                if overflow.is_some() && len == 0 {
+                    continue;
+                }
+                let mut x: Vec<f16> = (0..len).map(normal).collect();
+                let y: Vec<f16> = (0..len).map(|i| normal(i * 3 + 1)).collect();
+                if let Some(k) = overflow {
+                    x[k] = f16::MAX;
+                }
+                for nanoo in [false, true] {
+                    for op in [ArithOp::Add, ArithOp::Sub, ArithOp::Mul] {
+                        let mut out = vec![f16::from_bits(0x7bff); len];
+                        let flags = binary_f16(op, &x, &y, &mut out, &mut Rounding::nearest(nanoo))
+                            .unwrap();
+                        let mut r = Rounding::nearest(nanoo);
+                        let mut expect = FpSts::empty();
+                        for j in 0..len {
+                            let (v, f) = fp16::binary(op, x[j], y[j], &mut r);
+                            assert_eq!(out[j].to_bits(), v.to_bits(), "{op:?} {len} {j}");
+                            expect |= f;
+                        }
+                        assert_eq!(flags, expect, "{op:?} len {len} overflow {overflow:?}");
+                    }
+                }
             }
         }
     }
