@@ -452,7 +452,8 @@ pub(super) struct Exec {
     pub(super) kernel: Kernel,
     pub(super) inputs: Vec<usize>,
     pub(super) out: usize,
-    pub(super) is_conv: bool,
+    /// A convolution pass or a matmul (timed apart by [`super::NativeStep::step`]).
+    pub(super) is_product: bool,
 }
 
 ipusim::sim::simd_dispatch! {

@@ -248,17 +248,18 @@ impl NativeStep {
                 };
                 let out = fresh(&mut bufs, vec![0.0; len]);
                 buf_of.insert(id, out);
-                let is_conv = matches!(
+                let is_product = matches!(
                     kernel,
                     Kernel::Conv { .. }
                         | Kernel::ConvInputGrad { .. }
                         | Kernel::ConvWeightGrad { .. }
+                        | Kernel::MatMul { .. }
                 );
                 execs.push(Exec {
                     kernel,
                     inputs,
                     out,
-                    is_conv,
+                    is_product,
                 });
             }
             phases.push((execs, assigns));
@@ -341,17 +342,17 @@ impl NativeStep {
 
     /// One step; returns the host seconds spent in convolutions and matmuls.
     pub fn step(&mut self) -> f64 {
-        let mut conv_secs = 0.0;
+        let mut product_secs = 0.0;
         for p in 0..self.phases.len() {
             for e in 0..self.phases[p].0.len() {
-                let is_conv = self.phases[p].0[e].is_conv;
-                let t = is_conv.then(std::time::Instant::now);
+                let is_product = self.phases[p].0[e].is_product;
+                let t = is_product.then(std::time::Instant::now);
                 let exec = &self.phases[p].0[e];
                 let mut out = std::mem::take(&mut self.bufs[exec.out]);
                 run(exec, &mut self.bufs, &mut out);
                 self.bufs[exec.out] = out;
                 if let Some(t) = t {
-                    conv_secs += t.elapsed().as_secs_f64();
+                    product_secs += t.elapsed().as_secs_f64();
                 }
             }
             for a in 0..self.phases[p].1.len() {
@@ -365,6 +366,6 @@ impl NativeStep {
                 }
             }
         }
-        conv_secs
+        product_secs
     }
 }
