@@ -19,7 +19,7 @@ use ipusim_ir::Activation;
 use crate::numerics::error::{check_len, NumericsError};
 use crate::numerics::flags::FpSts;
 use crate::numerics::ops::{ArithOp, CompareOp, UnaryOp};
-use crate::numerics::round::{two_sum, Rounding};
+use crate::numerics::round::{two_sum, Rounding, F16_NAN};
 use crate::numerics::simd::simd_dispatch;
 use crate::numerics::{fp16, fp32};
 
@@ -95,7 +95,7 @@ pub fn unary_f16(
     Ok(match op {
         UnaryOp::Neg => each(src, dst, fp16::neg),
         UnaryOp::Abs => each(src, dst, fp16::abs),
-        UnaryOp::Relu => each(src, dst, fp16::relu),
+        UnaryOp::Relu => relu_bits(src, dst),
         UnaryOp::Sqrt => each(src, dst, |x| fp16::sqrt(x, r)),
         UnaryOp::Exp => each(src, dst, |x| fp16::exp(x, r)),
         UnaryOp::Log => each(src, dst, |x| fp16::log(x, r)),
@@ -394,9 +394,69 @@ pub fn activation_grad_f16(
         &[("x", x.len()), ("dy", dy.len())],
         dst.len(),
     )?;
+    if act == Activation::Relu {
+        return Ok(relu_grad_bits(x, dy, dst));
+    }
     Ok(each2(x, dy, dst, |x, g| {
         fp16::activation_grad(act, x, g, r)
     }))
+}
+
+/// Whether the FP16 bits `x` are a value above zero (`+0` excluded, `+inf` included): the
+/// bits `1..=0x7c00`.
+#[inline(always)]
+fn above_zero(x: u16) -> bool {
+    x.wrapping_sub(1) < 0x7c00
+}
+
+/// Whether the FP16 bits `x` are a NaN.
+#[inline(always)]
+fn is_nan(x: u16) -> bool {
+    x & 0x7fff > 0x7c00
+}
+
+simd_dispatch! {
+    /// [`fp16::relu`] on every element, on the bits (branch-free, vectorised): the value
+    /// when above zero, `+0` otherwise (`-0` included), the canonical NaN and INV for a NaN.
+    fn relu_bits(src: &[f16], dst: &mut [f16]) -> FpSts => relu_bits_body
+}
+
+#[inline(always)]
+fn relu_bits_body(src: &[f16], dst: &mut [f16]) -> FpSts {
+    let mut nan = false;
+    for (s, d) in src.iter().zip(dst.iter_mut()) {
+        let x = s.to_bits();
+        let v = if above_zero(x) { x } else { 0 };
+        *d = f16::from_bits(if is_nan(x) { F16_NAN.to_bits() } else { v });
+        nan |= is_nan(x);
+    }
+    if nan {
+        FpSts::INV
+    } else {
+        FpSts::empty()
+    }
+}
+
+simd_dispatch! {
+    /// [`fp16::activation_grad`] of ReLU on every element, on the bits (branch-free,
+    /// vectorised): `dy` where `x > 0`, `+0` elsewhere, INV when an `x` is a NaN (the
+    /// comparison's flag; a NaN `dy` passes through where `x > 0`, as the scalar does).
+    fn relu_grad_bits(x: &[f16], dy: &[f16], dst: &mut [f16]) -> FpSts => relu_grad_bits_body
+}
+
+#[inline(always)]
+fn relu_grad_bits_body(x: &[f16], dy: &[f16], dst: &mut [f16]) -> FpSts {
+    let mut nan = false;
+    for ((x, g), d) in x.iter().zip(dy).zip(dst.iter_mut()) {
+        let x = x.to_bits();
+        *d = f16::from_bits(if above_zero(x) { g.to_bits() } else { 0 });
+        nan |= is_nan(x);
+    }
+    if nan {
+        FpSts::INV
+    } else {
+        FpSts::empty()
+    }
 }
 
 /// `dst[j] = dy[j] · f'(x[j])` in FP32 ([`fp32::activation_grad`]).
@@ -647,6 +707,44 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// FP16 ReLU and its gradient on the bits equal the scalar operations on every FP16
+    /// value (the gradient against gradients of each class, NaN among them), flags too.
+    #[test]
+    fn relu_and_its_gradient_on_the_bits_equal_the_scalar_operations() {
+        let all: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
+        let mut out = vec![f16::ZERO; all.len()];
+        let flags = unary_f16(UnaryOp::Relu, &all, &mut out, &mut Rounding::nearest(false));
+        let mut expect = FpSts::empty();
+        for (x, o) in all.iter().zip(&out) {
+            let (v, f) = fp16::relu(*x);
+            assert_eq!(o.to_bits(), v.to_bits(), "relu {:#x}", x.to_bits());
+            expect |= f;
+        }
+        assert_eq!(flags.unwrap(), expect);
+        for g in [0x3c00u16, 0x8000, 0x0000, 0x7c00, 0x7e00, 0xfe01, 0x0001] {
+            let dy = vec![f16::from_bits(g); all.len()];
+            let mut r = Rounding::nearest(false);
+            let flags = activation_grad_f16(Activation::Relu, &all, &dy, &mut out, &mut r);
+            let mut expect = FpSts::empty();
+            for (x, o) in all.iter().zip(&out) {
+                let (v, f) = fp16::activation_grad(Activation::Relu, *x, dy[0], &mut r);
+                assert_eq!(o.to_bits(), v.to_bits(), "grad {:#x} {g:#x}", x.to_bits());
+                expect |= f;
+            }
+            assert_eq!(flags.unwrap(), expect, "dy {g:#x}");
+            // Without NaN inputs, no flag.
+            let finite = &all[..0x7c00];
+            let flags = activation_grad_f16(
+                Activation::Relu,
+                finite,
+                &dy[..0x7c00],
+                &mut out[..0x7c00],
+                &mut r,
+            );
+            assert_eq!(flags.unwrap(), FpSts::empty());
         }
     }
 
