@@ -1,5 +1,6 @@
 //! Bulk f32→f16 conversion (round to nearest even or stochastic, with the IPU overflow
-//! policy) and exact f16→f32 widening.
+//! policy) and exact f16→f32 widening, and FP16 `+ − ×` as one fused widen, operate and
+//! round pass where the CPU has AVX-512 ([`sums_products_rne`]).
 //!
 //! Both roundings work in blocks of [`BLOCK`] elements, first with a pass that is exact for
 //! values with normal FP16 results and notes whether the block holds any other value:
