@@ -410,8 +410,8 @@ pub(super) enum Kernel {
     Reduce(Reduce, Loop, usize),
     Broadcast(Loop),
     Transpose(Vec<usize>, Vec<usize>),
+    /// A 2-D matmul `[m, k] × [k, n]`.
     MatMul {
-        batch: usize,
         m: usize,
         k: usize,
         n: usize,
@@ -542,19 +542,15 @@ fn run_body(exec: &Exec, bufs: &mut [Vec<f32>], out: &mut [f32]) {
                 }
             }
         }
-        Kernel::MatMul { batch, m, k, n } => {
-            for b in 0..*batch {
-                gemm(
-                    (*m, *k, *n),
-                    &input(0)[b * m * k..],
-                    (*k as isize, 1),
-                    &input(1)[b * k * n..],
-                    (*n as isize, 1),
-                    &mut out[b * m * n..(b + 1) * m * n],
-                    false,
-                );
-            }
-        }
+        Kernel::MatMul { m, k, n } => gemm(
+            (*m, *k, *n),
+            input(0),
+            (*k as isize, 1),
+            input(1),
+            (*n as isize, 1),
+            out,
+            false,
+        ),
         Kernel::Softmax { rows, cols } => {
             let a = input(0);
             for r in 0..*rows {

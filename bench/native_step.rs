@@ -64,7 +64,8 @@ impl NativeStep {
         let mut cols_of: Vec<(usize, Conv, usize)> = Vec::new();
         let order = graph.program_order();
         let mut phases = Vec::new();
-        let mut last_read: HashMap<usize, (usize, usize)> = HashMap::new();
+        // The last phase that reads each buffer.
+        let mut last_read: HashMap<usize, usize> = HashMap::new();
         for (pi, phase) in [Phase::Step, Phase::Update].into_iter().enumerate() {
             let mut execs = Vec::new();
             let mut assigns = Vec::new();
@@ -78,7 +79,7 @@ impl NativeStep {
                 let inputs: Vec<usize> = node.inputs.iter().map(|i| buf_of[i]).collect();
                 let in_dims = |i: usize| graph.node(node.inputs[i]).ty.shape.dims().to_vec();
                 for &b in &inputs {
-                    last_read.insert(b, (pi, execs.len()));
+                    last_read.insert(b, pi);
                 }
                 let fresh = |bufs: &mut Vec<Vec<f32>>, v: Vec<f32>| {
                     bufs.push(v);
@@ -160,7 +161,6 @@ impl NativeStep {
                         }
                         macs += (a[0] * a[1] * b[1]) as u64;
                         Kernel::MatMul {
-                            batch: 1,
                             m: a[0],
                             k: a[1],
                             n: b[1],
@@ -272,7 +272,7 @@ impl NativeStep {
             .collect();
         for (pi, (_, assigns)) in phases.iter_mut().enumerate() {
             for a in assigns.iter_mut() {
-                let read_later = last_read.get(&a.1).is_some_and(|&(p, _)| p > pi);
+                let read_later = last_read.get(&a.1).is_some_and(|&p| p > pi);
                 a.2 = !read_later && computed.contains(&a.1);
             }
         }

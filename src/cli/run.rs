@@ -450,7 +450,6 @@ fn check_outfeed_memory(session: &Session, runs: u64, limit: u64) -> Result<(), 
     ))
 }
 
-/// Writes the output files and the output (to `-o`, or stdout), all or none.
 /// The main output: the text when there is one, else the `--json` document's writer.
 fn text_or<'a>(
     text: &'a Option<String>,
@@ -462,6 +461,7 @@ fn text_or<'a>(
     }
 }
 
+/// Writes the output files and the output (to `-o`, or stdout), all or none.
 fn write_output<'a>(
     args: &RunArgs,
     plan: &OutputPlan,

@@ -427,14 +427,11 @@ fn relu_bits_body(src: &[f16], dst: &mut [f16]) -> FpSts {
     for (s, d) in src.iter().zip(dst.iter_mut()) {
         let x = s.to_bits();
         let v = if above_zero(x) { x } else { 0 };
-        *d = f16::from_bits(if is_nan(x) { F16_NAN.to_bits() } else { v });
-        nan |= is_nan(x);
+        let x_nan = is_nan(x);
+        *d = f16::from_bits(if x_nan { F16_NAN.to_bits() } else { v });
+        nan |= x_nan;
     }
-    if nan {
-        FpSts::INV
-    } else {
-        FpSts::empty()
-    }
+    inv_if(nan)
 }
 
 simd_dispatch! {
@@ -452,6 +449,12 @@ fn relu_grad_bits_body(x: &[f16], dy: &[f16], dst: &mut [f16]) -> FpSts {
         *d = f16::from_bits(if above_zero(x) { g.to_bits() } else { 0 });
         nan |= is_nan(x);
     }
+    inv_if(nan)
+}
+
+/// INV when a NaN was met, else no flag.
+#[inline(always)]
+fn inv_if(nan: bool) -> FpSts {
     if nan {
         FpSts::INV
     } else {
