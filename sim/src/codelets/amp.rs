@@ -125,20 +125,29 @@ pub(crate) fn run(
     let b: &[f32] = bbuf.take::<f32>(k * n);
     let types = (input, partials, output);
     let b = (b, *b_finite);
-    product(types, shape, a, b, chunk, ops.output, (pbuf, qbuf), worker)
+    product(
+        types,
+        shape,
+        (a, None),
+        b,
+        chunk,
+        ops.output,
+        (pbuf, qbuf),
+        worker,
+    )
 }
 
 /// `out = a · b` of row-major f32 blocks (values of `input`, widened exactly) with the AMP
 /// accumulation of the codelet contract: passes of `chunk` reduction elements, partials of
 /// `partials`, one conversion to `output`. A trapped exception is explained from the
 /// worker's random stream before the product. `b` comes with whether its every element is
-/// finite ([`amp::finite`]): the vertices of a group share one `b`, checked once. Shared by
-/// `AmpMatMul` and the `Conv` window codelet.
+/// finite ([`amp::finite`]): the vertices of a group share one `b`, checked once; `a` with
+/// the same when the caller knows it. Shared by `AmpMatMul` and the `Conv` window codelet.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn product(
     (input, partials, output): (DType, DType, DType),
     shape: MatMulShape,
-    a: &[f32],
+    (a, a_finite): (&[f32], Option<bool>),
     (b, b_finite): (&[f32], bool),
     chunk: usize,
     out: &mut [u8],
@@ -146,10 +155,12 @@ pub(crate) fn product(
     mut worker: Worker,
 ) -> Result<FpSts, VertexError> {
     let (rows, n) = (shape.m, shape.n);
-    // The partials start at +0, zeroed here.
+    // The partials start at +0, zeroed here; FP16 inputs are widened exactly.
     let known = amp::Known {
         zero_partials: true,
         b_finite: Some(b_finite),
+        a_finite,
+        half_operands: input == DType::F16,
     };
     let saved = (!worker.mask().is_empty()).then(|| worker.rng.clone());
     let flags = match (partials, output) {

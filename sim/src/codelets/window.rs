@@ -444,6 +444,9 @@ fn conv(
         };
         // The block's weights finite (`padded` is for `Forward` and `InputGrad` only).
         let direct = padded && win.a_finite;
+        // What is known of `a`: checked once for the block's weights, not for the weight
+        // gradient's per-unit matrix.
+        let a_finite = (pass != WindowPass::WeightGrad).then_some(win.a_finite);
         if !direct && win.b_for != Some(b_key) {
             // `Forward` and `InputGrad`: `b` gathered for this batch element.
             let b = bbuf.take::<f32>(k * cols);
@@ -480,12 +483,28 @@ fn conv(
                 .output
                 .get_mut(first * es..first * es + out_len)
                 .ok_or_else(|| EngineError::invalid("window units outside the output block"))?;
-            flags |= b.product(types, shape, a, chunk, out, (pbuf, qbuf), reborrow)?;
+            flags |= b.product(
+                types,
+                shape,
+                (a, a_finite),
+                chunk,
+                out,
+                (pbuf, qbuf),
+                reborrow,
+            )?;
         } else {
             let staged = &mut win.out;
             staged.clear();
             staged.resize(out_len, 0);
-            flags |= b.product(types, shape, a, chunk, staged, (pbuf, qbuf), reborrow)?;
+            flags |= b.product(
+                types,
+                shape,
+                (a, a_finite),
+                chunk,
+                staged,
+                (pbuf, qbuf),
+                reborrow,
+            )?;
             // A unit's plane is `cols` elements `out_group` apart from its first
             // (`layout::Grouped::index` is linear in the plane position).
             let step = p.out_group as usize * es;
@@ -532,7 +551,7 @@ impl BSource<'_> {
         &self,
         types: (DType, DType, DType),
         shape: MatMulShape,
-        a: &[f32],
+        a: (&[f32], Option<bool>),
         chunk: usize,
         out: &mut [u8],
         bufs: (&mut Buf, &mut Buf),
@@ -542,7 +561,7 @@ impl BSource<'_> {
             BSource::Gathered(b, finite) => {
                 product(types, shape, a, (b, *finite), chunk, out, bufs, worker)
             }
-            BSource::Padded(d) => d.product(types, shape, a, chunk, out, bufs, worker),
+            BSource::Padded(d) => d.product(types, shape, a.0, chunk, out, bufs, worker),
         }
     }
 }
@@ -576,6 +595,9 @@ impl Direct<'_> {
         let (p, taps, kwp) = self.block;
         let (m, cols) = (shape.m, shape.n);
         let ow = len(p.out_cols);
+        // FP16 inputs widened, the partials zeroed: no output overflows
+        // (`amp::fp16_sums_stay_finite`), and none needs checking.
+        let half = types.0 == DType::F16;
         let finite = {
             let pp: &mut [f32] = match types.2 {
                 DType::F32 => typed_mut::<f32>(out)?,
@@ -590,7 +612,7 @@ impl Direct<'_> {
                     for ohl in 0..len(p.out_rows) {
                         let b = (base, self.padded.rows(ohl));
                         let out = (&mut pp[ohl * ow..], cols);
-                        finite &= amp::matmul_f32_rows(a, b, out, ow, chunk)?;
+                        finite &= amp::matmul_f32_rows(a, b, out, ow, (chunk, half))?;
                     }
                     finite
                 }
@@ -599,13 +621,14 @@ impl Direct<'_> {
                 Some((span, span_len, width)) => {
                     let wide = qbuf.take::<f32>(m * span_len);
                     wide.fill(0.0);
-                    amp::matmul_f32_rows(a, (base, span), (wide, span_len), span_len, chunk)?;
+                    let b = (base, span);
+                    amp::matmul_f32_rows(a, b, (wide, span_len), span_len, (chunk, half))?;
                     for (row, wide) in pp.chunks_exact_mut(cols).zip(wide.chunks_exact(span_len)) {
                         for (o, dst) in row.chunks_exact_mut(ow).enumerate() {
                             dst.copy_from_slice(&wide[o * width..o * width + ow]);
                         }
                     }
-                    amp::finite(pp)
+                    half && amp::fp16_sums_stay_finite(shape.k) || amp::finite(pp)
                 }
             }
         };
@@ -616,7 +639,7 @@ impl Direct<'_> {
             return product(
                 types,
                 shape,
-                a,
+                (a, Some(true)),
                 (&b, b_finite),
                 chunk,
                 out,

@@ -146,6 +146,24 @@ pub struct Known {
     pub zero_partials: bool,
     /// Whether every element of `b` is finite ([`finite`]), when the caller checked it.
     pub b_finite: Option<bool>,
+    /// Whether every element of `a` is finite ([`finite`]), when the caller checked it.
+    pub a_finite: Option<bool>,
+    /// Every element of `a` and `b` is an FP16 value (widened exactly) or zero, so that a
+    /// product of finite operands from zero partials cannot overflow its FP32 partials
+    /// ([`fp16_sums_stay_finite`]) and its outputs need no check.
+    pub half_operands: bool,
+}
+
+/// Whether FP32 partials that start at zero stay finite in a product of finite FP16
+/// operands over a reduction of `k`: each product is at most `65504² < 2³²` in magnitude,
+/// and a partial is a sum of `k` of them in which each term passes through at most `k`
+/// roundings of relative error `u = 2⁻²⁴`, so its magnitude is at most
+/// `k · 2³² · (1 + u)^k` (the classical bound of recursive summation, the chunk sums
+/// included). For `k ≤ 2²²`, `(1 + u)^k ≤ e^{1/4}`, and the bound is below `2⁵⁵`, far below
+/// the largest FP32 value (`≈ 2¹²⁸`); no partial overflows, so none is infinite or NaN.
+/// (Larger reductions are checked as any other.)
+pub fn fp16_sums_stay_finite(k: usize) -> bool {
+    k <= 1 << 22
 }
 
 /// Whether every value of `x` is finite: what [`Known::b_finite`] holds.
@@ -226,13 +244,16 @@ pub fn matmul_f32_known(
 /// a `b` whose rows are parts of another buffer (a convolution's padded feature map rows).
 /// The caller checks that `a` and every row are finite; it gets whether every output written
 /// is finite (an FP32 overflow), and when one is not, redoes the product with
-/// [`matmul_f32_known`] for the exact flags.
+/// [`matmul_f32_known`] for the exact flags. With `half_operands` (every element of `a` and
+/// of `b`'s rows an FP16 value, widened, or zero, and the outputs zero before: the claim of
+/// [`Known::half_operands`] with zero partials) no output can overflow
+/// ([`fp16_sums_stay_finite`]), and the outputs are not checked.
 pub fn matmul_f32_rows(
     a: &[f32],
     (base, rows): (&[f32], &[usize]),
     (out, ldo): (&mut [f32], usize),
     n: usize,
-    chunk: usize,
+    (chunk, half_operands): (usize, bool),
 ) -> Result<bool, NumericsError> {
     const KERNEL: &str = "matmul_f32_rows";
     if chunk == 0 {
@@ -258,6 +279,9 @@ pub fn matmul_f32_rows(
         check_len(KERNEL, "out", needed, out.len())?;
     }
     f32_partials_rows(a, base, rows, out, (ldo, m, n), chunk);
+    if half_operands && fp16_sums_stay_finite(k) {
+        return Ok(true);
+    }
     Ok((0..m).all(|i| all_finite(&out[i * ldo..i * ldo + n])))
 }
 
@@ -358,12 +382,18 @@ fn matmul(
             Partials::F16(out, _) => out.iter().all(|h| h.is_finite()),
         };
     let b_finite = known.b_finite.unwrap_or_else(|| all_finite(b));
-    if !(all_finite(a) && b_finite && partials_finite) {
+    let a_finite = known.a_finite.unwrap_or_else(|| all_finite(a));
+    if !(a_finite && b_finite && partials_finite) {
         return reference(shape, a, b, partials, chunk, 0..m, FpSts::empty()).0;
     }
     let mut flags = FpSts::empty();
     let (out, r) = match partials {
         Partials::F32(out) => {
+            // Finite FP16 operands from zero partials: no output can have overflowed.
+            if known.zero_partials && known.half_operands && fp16_sums_stay_finite(k) {
+                f32_partials(&a[..m * k], &b[..k * n], out, k, n, chunk);
+                return flags;
+            }
             // The partials before the product, to redo a row from (zeros need no copy).
             let saved = (!known.zero_partials).then(|| out.to_vec());
             f32_partials(&a[..m * k], &b[..k * n], out, k, n, chunk);

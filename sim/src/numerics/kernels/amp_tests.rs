@@ -139,6 +139,7 @@ fn known_operands_change_nothing() {
         let known = Known {
             zero_partials: true,
             b_finite: Some(finite(&b32)),
+            ..Known::default()
         };
         assert_eq!(known.b_finite, Some(poison.is_none()));
         for chunk in [1, 16] {
@@ -253,7 +254,9 @@ fn rows_through_a_table_equal_the_dense_product() {
             for i in 0..m {
                 out[i * ldo..i * ldo + n].copy_from_slice(&start[i * n..(i + 1) * n]);
             }
-            assert!(matmul_f32_rows(&a, (&base, &rows), (&mut out, ldo), n, chunk).unwrap());
+            assert!(
+                matmul_f32_rows(&a, (&base, &rows), (&mut out, ldo), n, (chunk, false)).unwrap()
+            );
             for i in 0..m {
                 let (got, want) = (&out[i * ldo..i * ldo + n], &dense[i * n..(i + 1) * n]);
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -270,11 +273,69 @@ fn rows_through_a_table_equal_the_dense_product() {
     }
     let (a, base) = (vec![1f32; 4], vec![1f32; 8]);
     let mut out = vec![0f32; 8];
-    assert!(matmul_f32_rows(&a, (&base, &[0, 4]), (&mut out, 4), 4, 0).is_err());
-    assert!(matmul_f32_rows(&a, (&base, &[0, 5]), (&mut out, 4), 4, 1).is_err());
-    assert!(matmul_f32_rows(&a, (&base, &[0, 4]), (&mut out, 3), 4, 1).is_err());
-    assert!(matmul_f32_rows(&a, (&base, &[0, 4]), (&mut out[..5], 4), 4, 1).is_err());
+    assert!(matmul_f32_rows(&a, (&base, &[0, 4]), (&mut out, 4), 4, (0, false)).is_err());
+    assert!(matmul_f32_rows(&a, (&base, &[0, 5]), (&mut out, 4), 4, (1, false)).is_err());
+    assert!(matmul_f32_rows(&a, (&base, &[0, 4]), (&mut out, 3), 4, (1, false)).is_err());
+    assert!(matmul_f32_rows(&a, (&base, &[0, 4]), (&mut out[..5], 4), 4, (1, false)).is_err());
     // An overflow is reported, not hidden.
     let big = vec![3e38f32; 4];
-    assert!(!matmul_f32_rows(&big, (&big, &[0, 0]), (&mut out, 4), 4, 1).unwrap());
+    assert!(!matmul_f32_rows(&big, (&big, &[0, 0]), (&mut out, 4), 4, (1, false)).unwrap());
+}
+
+/// Claiming FP16 operands (and `a`'s finiteness) changes nothing but the checks skipped:
+/// the same bits with and without the claim, from operands up to the largest FP16 value in
+/// magnitude, for the dense kernel and the row-table one.
+#[test]
+fn half_operands_claim_changes_no_value() {
+    let shape = MatMulShape { m: 7, k: 70, n: 43 };
+    let big = |len, seed| {
+        let mut rng = SrRng::new(seed, 1, 0);
+        (0..len)
+            .map(|i| match i % 5 {
+                0 => 65504.0,
+                1 => -65504.0,
+                _ => ((rng.next_u32() >> 8) as f32 / 8388608.0 - 1.0) * 60000.0,
+            })
+            .map(|x| h(x).to_f32())
+            .collect::<Vec<f32>>()
+    };
+    let (a, b) = (big(shape.m * shape.k, 5), big(shape.k * shape.n, 6));
+    let claim = Known {
+        zero_partials: true,
+        b_finite: Some(true),
+        a_finite: Some(true),
+        half_operands: true,
+    };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for chunk in [1, 16] {
+        let zeros = vec![0f32; shape.m * shape.n];
+        let (mut told, mut checked) = (zeros.clone(), zeros.clone());
+        let ft = matmul_f32_known(shape, &a, &b, &mut told, chunk, claim).unwrap();
+        let fc = matmul_f32(shape, &a, &b, &mut checked, chunk).unwrap();
+        assert_eq!((bits(&told), ft), (bits(&checked), fc));
+        assert!(told.iter().all(|x| x.is_finite()));
+        let rows: Vec<usize> = (0..shape.k).map(|kk| kk * shape.n).collect();
+        let mut out = zeros.clone();
+        let ok = matmul_f32_rows(&a, (&b, &rows), (&mut out, shape.n), shape.n, (chunk, true));
+        assert!(ok.unwrap());
+        assert_eq!(bits(&out), bits(&checked));
+    }
+}
+
+/// The bound of `fp16_sums_stay_finite` at its limit: `2²²` products of the largest FP16
+/// values, all of one sign, sum to a finite FP32 partial (about `2⁵⁴`) with either chunk.
+#[test]
+fn largest_fp16_sums_stay_finite_at_the_limit() {
+    let k = 1usize << 22;
+    assert!(fp16_sums_stay_finite(k) && !fp16_sums_stay_finite(k + 1));
+    let a = vec![65504f32; k];
+    let b = vec![65504f32; k];
+    for chunk in [1, 16] {
+        let mut out = [0f32; 1];
+        let shape = MatMulShape { m: 1, k, n: 1 };
+        let f = matmul_f32(shape, &a, &b, &mut out, chunk).unwrap();
+        assert_eq!(f, FpSts::empty());
+        let exact = k as f64 * 65504f64 * 65504f64;
+        assert!(out[0].is_finite() && (f64::from(out[0]) - exact).abs() < exact * 0.3);
+    }
 }
