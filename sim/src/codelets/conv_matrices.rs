@@ -12,8 +12,11 @@
 //! When every kernel column of a `Forward` or `InputGrad` block reads consecutive input
 //! columns (stride and dilation 1 along the width), `b` need not be gathered at all: the
 //! block's feature map rows, copied once with zero columns on both sides ([`Padded`]), hold
-//! each row of `b` over an output row as a slice, and the product reads those slices.
+//! each row of `b` over an output row as a slice, and the product reads those slices. An
+//! FP16 block whose rows need no zero columns is laid out straight from its channel-grouped
+//! bytes, widened on the way ([`MapSource::Grouped`]), without widening it first.
 
+use super::window_layout::BlockLayout;
 use ipusim_exe::codelets::{WindowParams, WindowPass};
 
 fn len(r: (u32, u32)) -> usize {
@@ -326,6 +329,14 @@ fn output_row_taps(kw: usize, taps: &Taps, src: &[Option<&[f32]>], dst: &mut [f3
 /// at `o · width + j` of the run, the columns from `ow` to `width` of each row and the run's
 /// last up to a multiple of 8 reading neighbours, padding or the zeros after the map —
 /// columns a product computes and drops, so that its rows are long whole vector blocks.
+/// Where [`Padded::fill`] takes a block's feature map from: widened to f32 in NCHW block
+/// order, or its FP16 bytes in their channel-grouped layout, widened on the way.
+#[derive(Clone, Copy)]
+pub(super) enum MapSource<'a> {
+    Planar(&'a [f32]),
+    Grouped(&'a [half::f16], BlockLayout),
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Padded {
     /// Per batch element: a run of zeros (the inputs of taps on padding), its padded rows
@@ -385,8 +396,15 @@ fn row_runs(taps: &Taps, in0: u32, in_rows: usize) -> Result<Vec<Option<isize>>,
 impl Padded {
     /// Lays out block `p`'s feature map `x` for its `taps` and kernel width `kwp`; false
     /// when some kernel column reads other than a run of consecutive input columns with
-    /// padding around it (a stride or a dilation along the width).
-    pub(super) fn fill(&mut self, (p, taps): (&WindowParams, &Taps), kwp: u32, x: &[f32]) -> bool {
+    /// padding around it (a stride or a dilation along the width), and for an FP16 block
+    /// taken straight from its channel-grouped layout ([`MapSource::Grouped`]) when its rows
+    /// need zero columns beside them or the block is not whole.
+    pub(super) fn fill(
+        &mut self,
+        (p, taps): (&WindowParams, &Taps),
+        kwp: u32,
+        x: MapSource,
+    ) -> bool {
         let g = &p.geometry;
         let (ow, width, kw) = (len(p.out_cols), len(p.in_cols), g.kw as usize);
         // Zero columns needed on the left and right of the held ones.
@@ -438,9 +456,39 @@ impl Padded {
         let zeros = ow.max(self.span_len);
         let slack = if self.span_len > 0 { SPAN_SLACK } else { 0 };
         self.per_n = zeros + red * height * self.width + slack;
-        self.x.clear();
-        self.x.resize(len(p.batch) * self.per_n, 0.0);
-        if width > 0 && self.per_n > 0 {
+        let size = len(p.batch) * self.per_n;
+        let x = match x {
+            MapSource::Planar(x) => {
+                self.x.clear();
+                self.x.resize(size, 0.0);
+                x
+            }
+            MapSource::Grouped(src, layout) => {
+                // Each plane's rows are consecutive in the map when no zero columns lie
+                // beside them: the block un-groups straight into it, and only the rest of
+                // the map is zeroed (the planes' rows are written whole).
+                self.x.resize(size, 0.0);
+                let at = (zeros + top * self.width).min(size);
+                let (plane, rows) = (height * self.width, in_rows * self.width);
+                if left + right > 0
+                    || !layout.ungroup_widen_strided(src, &mut self.x[at..], (self.per_n, plane))
+                {
+                    return false;
+                }
+                for part in self.x.chunks_exact_mut(self.per_n) {
+                    part[..at].fill(0.0);
+                    for c in 0..red {
+                        let end = zeros + c * plane + top * self.width + rows;
+                        let next = zeros + (c + 1) * plane + top * self.width;
+                        part[end..next.min(self.per_n)].fill(0.0);
+                    }
+                    let tail = zeros + red * plane;
+                    part[tail..].fill(0.0);
+                }
+                &[]
+            }
+        };
+        if width > 0 && self.per_n > 0 && !x.is_empty() {
             for (part, src) in self
                 .x
                 .chunks_exact_mut(self.per_n)
@@ -631,7 +679,10 @@ mod tests {
                 .map(|v| v as f32 + 1.0)
                 .collect();
             let mut padded = Padded::default();
-            assert!(padded.fill((&p, &taps), kwp, &x), "{g:?} {cols:?}");
+            assert!(
+                padded.fill((&p, &taps), kwp, MapSource::Planar(&x)),
+                "{g:?} {cols:?}"
+            );
             let k = reduction(&p, kwp);
             let (oh, ow) = (len(p.out_rows), len(p.out_cols));
             let mut b = vec![0f32; k * oh * ow];
@@ -681,7 +732,7 @@ mod tests {
         taps.fill(WindowPass::Forward, &p);
         let x = vec![1f32; (g.n * g.c * g.h * g.w) as usize];
         let mut padded = Padded::default();
-        assert!(padded.fill((&p, &taps), 3, &x));
+        assert!(padded.fill((&p, &taps), 3, MapSource::Planar(&x)));
         assert!(padded.span().is_none());
         assert!(!padded.readable());
     }
@@ -706,10 +757,61 @@ mod tests {
                 ..Taps::default()
             };
             assert!(
-                !Padded::default().fill((&p, &taps), 1, &x),
+                !Padded::default().fill((&p, &taps), 1, MapSource::Planar(&x)),
                 "{:?}",
                 taps.cols
             );
+        }
+    }
+    /// A map laid out from an FP16 block's channel-grouped bytes equals the one laid out
+    /// from the block widened and un-grouped: rows with spans and rows of whole vector
+    /// blocks, zero rows above and below (padding along the height only), two images, groups
+    /// of 4 and 8; blocks needing zero columns beside their rows, and group 1 (stored NCHW),
+    /// are declined.
+    #[test]
+    fn grouped_fp16_maps_equal_the_widened_ones() {
+        use half::f16;
+        let cases = [
+            (geometry(8, (4, 8), (1, 1), [0; 4]), 8, true),
+            (geometry(16, (3, 7), (1, 1), [0; 4]), 8, true),
+            (geometry(8, (5, 6), (3, 1), [1, 0, 1, 0]), 4, true),
+            (geometry(16, (5, 6), (3, 1), [1, 0, 1, 0]), 8, true),
+            (geometry(8, (4, 8), (3, 3), [1, 1, 1, 1]), 8, false),
+            (geometry(4, (4, 8), (1, 1), [0; 4]), 1, false),
+        ];
+        for (g, group, laid) in cases {
+            let p = block(g, (0, g.ow));
+            let mut taps = Taps::default();
+            taps.fill(WindowPass::Forward, &p);
+            let plane = u64::from(g.h * g.w);
+            let layout = BlockLayout::new(group, u64::from(g.n), u64::from(g.c), plane);
+            let stored: Vec<f16> = (0..g.n * g.c * g.h * g.w)
+                .map(|v| f16::from_f32(v as f32 * 0.25 - 3.0))
+                .collect();
+            let mut wide = vec![0f32; stored.len()];
+            if group > 1 {
+                assert!(layout.ungroup_widen(&stored, &mut wide));
+            }
+            let mut want = Padded::default();
+            assert!(want.fill((&p, &taps), 1, MapSource::Planar(&wide)));
+            // A map reused from a larger block: every position not written is zeroed.
+            let mut got = Padded {
+                x: vec![f32::NAN; 4 * want.x.len()],
+                ..Padded::default()
+            };
+            let source = MapSource::Grouped(&stored, layout);
+            assert_eq!(
+                got.fill((&p, &taps), 1, source),
+                laid,
+                "{g:?} group {group}"
+            );
+            if laid {
+                assert_eq!(
+                    format!("{got:?}"),
+                    format!("{want:?}"),
+                    "{g:?} group {group}"
+                );
+            }
         }
     }
 }

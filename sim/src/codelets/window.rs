@@ -175,6 +175,9 @@ pub(crate) struct WindowScratch {
     out: Vec<u8>,
     /// The operands widened: their addresses and lengths.
     key: Option<[usize; 4]>,
+    /// Whether `x` holds the widened feature map of `key` (an FP16 block laid out straight
+    /// into `padded` is not widened unless something else needs it).
+    x_ready: bool,
     /// The batch element whose `b` is in the scratch `b` buffer.
     b_for: Option<u32>,
     /// Whether every element of that `b` is finite (checked once, when gathered).
@@ -214,11 +217,39 @@ impl WindowScratch {
         let same =
             |(q, kq, b): &(WindowPass, u32, WindowParams)| *q == pass && *kq == kwp && *b == block;
         if !self.padded_for.as_ref().is_some_and(same) {
-            self.padded_ok = self.padded.fill((p, &self.taps), kwp, &self.x)
+            let x = conv_matrices::MapSource::Planar(&self.x);
+            self.padded_ok = self.padded.fill((p, &self.taps), kwp, x)
                 && self.padded.readable()
                 && self.padded.finite();
             self.padded_for = Some((pass, kwp, block));
         }
+        self.padded_ok
+    }
+
+    /// [`Self::padded`] for an FP16 feature map `x` in its channel-grouped `layout`, laid out
+    /// straight from its bytes (after [`Self::widen`] without `x`, and [`Self::taps`]):
+    /// whether the map stands for `b`, its every element finite. False when the block's map
+    /// cannot be laid out that way (nothing is then cached: the caller widens `x` and asks
+    /// [`Self::padded`]).
+    fn padded_grouped(
+        &mut self,
+        (pass, kwp): (WindowPass, u32),
+        p: &WindowParams,
+        (x, layout): (&[f16], BlockLayout),
+    ) -> bool {
+        let block = block_of(p);
+        let same =
+            |(q, kq, b): &(WindowPass, u32, WindowParams)| *q == pass && *kq == kwp && *b == block;
+        if self.padded_for.as_ref().is_some_and(same) {
+            return self.padded_ok;
+        }
+        let source = conv_matrices::MapSource::Grouped(x, layout);
+        if !(self.padded.fill((p, &self.taps), kwp, source) && self.padded.readable()) {
+            return false;
+        }
+        // The map holds the block's values and zeros: finite when the block is.
+        self.padded_ok = amp::finite_f16(x);
+        self.padded_for = Some((pass, kwp, block));
         self.padded_ok
     }
 
@@ -258,19 +289,30 @@ impl WindowScratch {
         first..first + rows * k
     }
 
-    /// Widens operands `a` and `b` to f32, each taken from its channel-grouped block
-    /// layout (`(group, batch, channels, plane)`; group 1: as stored) into NCHW block order.
+    /// Widens operands `a` (unless `with_a` is false: it is then widened by a later call
+    /// that asks for it) and `b` to f32, each taken from its channel-grouped block layout
+    /// (`(group, batch, channels, plane)`; group 1: as stored) into NCHW block order.
     fn widen(
         &mut self,
         input: DType,
         (a, a_layout): (&[u8], BlockLayout),
         (b, b_layout): (&[u8], BlockLayout),
+        with_a: bool,
     ) -> Result<(), EngineError> {
         let key = [a.as_ptr() as usize, a.len(), b.as_ptr() as usize, b.len()];
-        if self.key == Some(key) {
-            return Ok(());
-        }
-        for (dst, src, layout) in [(&mut self.x, a, a_layout), (&mut self.y, b, b_layout)] {
+        let (mut both, only_a) = (
+            [(&mut self.x, a, a_layout), (&mut self.y, b, b_layout)],
+            self.key == Some(key),
+        );
+        let todo: &mut [(&mut Vec<f32>, &[u8], BlockLayout)] = match (only_a, with_a) {
+            (true, true) if self.x_ready => return Ok(()),
+            (true, false) => return Ok(()),
+            (true, true) => &mut both[..1],
+            (false, true) => &mut both[..],
+            (false, false) => &mut both[1..],
+        };
+        for (dst, src, layout) in todo.iter_mut() {
+            let (dst, src, layout) = (&mut **dst, *src, *layout);
             let grouped = layout.group() > 1;
             match input {
                 DType::F16 => {
@@ -295,10 +337,13 @@ impl WindowScratch {
                 layout.ungroup(&self.tmp, out);
             }
         }
-        self.key = Some(key);
-        self.b_for = None;
-        self.a_for = None;
-        self.padded_for = None;
+        self.x_ready = with_a;
+        if !only_a {
+            self.key = Some(key);
+            self.b_for = None;
+            self.a_for = None;
+            self.padded_for = None;
+        }
         Ok(())
     }
 }
@@ -372,11 +417,6 @@ fn conv(
         ..
     } = scratch;
     let (a_layout, b_layout) = operand_layouts(pass, p);
-    win.widen(
-        types.0,
-        (ops.inputs[0], a_layout),
-        (ops.inputs[1], b_layout),
-    )?;
     win.taps(pass, p);
     // FP32 partials of finite operands, no exception to explain: the product may read the
     // padded feature map's rows in place of `b` (the same operations in the same order).
@@ -385,10 +425,23 @@ fn conv(
     // input rows: an output row at a time, a tail of single columns costs the kernel more
     // than gathering `b` saves (measured on ResNet-50 at batch 1, with rows of 7, 14 and
     // 28: the step 18–20% slower, and 3% with those tails computed 8 wide; our choice).
-    let padded = pass != WindowPass::WeightGrad
-        && types.1 == DType::F32
-        && worker.mask().is_empty()
-        && win.padded((pass, kwp), p);
+    let may_pad =
+        pass != WindowPass::WeightGrad && types.1 == DType::F32 && worker.mask().is_empty();
+    // An FP16 map in channel groups (group 1 is stored NCHW) is laid out from its bytes
+    // without widening it first, where it can be and where no product can overflow (so
+    // nothing reads the widened map after all).
+    let k_full = kh * kw * len(p.in_channels);
+    let straight = may_pad
+        && types.0 == DType::F16
+        && a_layout.group() > 1
+        && amp::fp16_sums_stay_finite(k_full);
+    let x_bytes = (ops.inputs[0], a_layout);
+    win.widen(types.0, x_bytes, (ops.inputs[1], b_layout), !straight)?;
+    let laid = straight && win.padded_grouped((pass, kwp), p, (typed::<f16>(x_bytes.0)?, a_layout));
+    if straight && !laid {
+        win.widen(types.0, x_bytes, (ops.inputs[1], b_layout), true)?;
+    }
+    let padded = may_pad && (laid || win.padded((pass, kwp), p));
     let es = types.2.size_bytes();
     let mut flags = FpSts::empty();
     // Runs of units with one batch element (all units for the weight gradient).
@@ -468,7 +521,7 @@ fn conv(
             true => BSource::Padded(Direct {
                 block: (p, &win.taps, kwp),
                 padded: &win.padded,
-                x: &win.x,
+                x: win.x_ready.then_some(&win.x[..]),
                 n,
             }),
             false => BSource::Gathered(bbuf.take::<f32>(k * cols), win.b_finite),
@@ -572,8 +625,9 @@ impl BSource<'_> {
 struct Direct<'a> {
     block: (&'a WindowParams, &'a conv_matrices::Taps, u32),
     padded: &'a conv_matrices::Padded,
-    /// The feature map, to gather `b` from after all when an FP32 partial overflows.
-    x: &'a [f32],
+    /// The feature map, to gather `b` from after all when an FP32 partial overflows (`None`
+    /// when it was not widened: FP16 operands, whose partials cannot overflow).
+    x: Option<&'a [f32]>,
     n: u32,
 }
 
@@ -633,8 +687,11 @@ impl Direct<'_> {
             }
         };
         if !finite {
+            let x = self.x.ok_or_else(|| {
+                EngineError::internal("a convolution's FP16 partials overflowed unwidened")
+            })?;
             let mut b = vec![0f32; shape.k * cols];
-            conv_matrices::feature_map_inputs((p, taps), kwp, self.n, self.x, &mut b);
+            conv_matrices::feature_map_inputs((p, taps), kwp, self.n, x, &mut b);
             let b_finite = amp::finite(&b);
             return product(
                 types,

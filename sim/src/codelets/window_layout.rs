@@ -107,41 +107,80 @@ impl BlockLayout {
         self.whole(src, dst, crate::numerics::kernels::convert::widen)
     }
 
+    /// [`BlockLayout::ungroup_widen`] into planes laid out apart: plane `(n, c)` of the
+    /// block starts at `dst[n · n_stride + c · c_stride]` (its positions consecutive), as in a
+    /// convolution's padded feature map ([`super::conv_matrices::Padded`]), whose planes
+    /// have rows of zeros between them. `c_stride` at least the plane, `n_stride` at least
+    /// the image's planes. Returns false, writing nothing, for a block that is not whole,
+    /// planes that do not fit in `dst`, and group 1 (a block of group 1 is stored in NCHW
+    /// block order, not by this layout's index).
+    pub(crate) fn ungroup_widen_strided(
+        &self,
+        src: &[half::f16],
+        dst: &mut [f32],
+        (n_stride, c_stride): (usize, usize),
+    ) -> bool {
+        let (_, plane, channels, batch, _) = self.sizes();
+        let end = (batch.saturating_sub(1) * n_stride)
+            .saturating_add(channels.saturating_sub(1) * c_stride)
+            .saturating_add(plane);
+        self.group() > 1
+            && c_stride >= plane
+            && n_stride >= channels * c_stride
+            && dst.len() >= end
+            && self.whole_strided(
+                src,
+                dst,
+                (n_stride, c_stride),
+                crate::numerics::kernels::convert::widen,
+            )
+    }
+
     /// Un-groups a whole block — whole channel groups, every position present — into `dst`:
     /// each (group, image) block is a `plane × g` matrix stored row-major, taken a run of
     /// positions at a time into a small f32 buffer by `load` and transposed from there into
     /// `g` planes of the image, so the block is read once and each f32 written once.
     /// Returns false, writing nothing, for any other block.
     fn whole<T>(&self, src: &[T], dst: &mut [f32], load: impl Fn(&[T], &mut [f32])) -> bool {
+        let (_, plane, channels, _, _) = self.sizes();
+        src.len() == dst.len() && self.whole_strided(src, dst, (channels * plane, plane), load)
+    }
+
+    /// [`BlockLayout::whole`] with plane `(n, c)` at `dst[n · n_stride + c · c_stride ..]`
+    /// (the caller checks that every plane fits).
+    fn whole_strided<T>(
+        &self,
+        src: &[T],
+        dst: &mut [f32],
+        (n_stride, c_stride): (usize, usize),
+        load: impl Fn(&[T], &mut [f32]),
+    ) -> bool {
         const BUFFER: usize = 1024;
         let (g, plane, channels, batch, groups) = self.sizes();
-        if g > BUFFER
-            || channels != groups * g
-            || src.len() != dst.len()
-            || src.len() != groups * batch * plane * g
-        {
+        if g > BUFFER || channels != groups * g || src.len() != groups * batch * plane * g {
             return false;
         }
         let run = BUFFER / g;
         let mut wide = [0f32; BUFFER];
         for (b, block) in src.chunks_exact(plane * g).enumerate() {
             let (cg, n) = (b / batch, b % batch);
-            let base = (n * channels + cg * g) * plane;
-            let planes = &mut dst[base..base + g * plane];
+            let base = n * n_stride + cg * g * c_stride;
+            let planes = &mut dst[base..base + (g - 1) * c_stride + plane];
             for (r, part) in block.chunks(run * g).enumerate() {
                 let wide = &mut wide[..part.len()];
                 load(part, wide);
                 let s0 = r * run;
                 match g {
-                    2 => columns::<2>(wide, planes, plane, s0),
-                    4 => columns::<4>(wide, planes, plane, s0),
+                    2 => columns::<2>(wide, planes, c_stride, s0),
+                    4 => columns::<4>(wide, planes, c_stride, s0),
                     _ if g.is_multiple_of(8) => {
-                        transpose::columns_to_planes(wide, g, planes, plane, s0)
+                        transpose::columns_to_planes(wide, g, planes, c_stride, s0)
                     }
                     _ => {
                         let count = part.len() / g;
-                        for (gi, out) in planes.chunks_exact_mut(plane).enumerate() {
-                            for (s, o) in out[s0..s0 + count].iter_mut().enumerate() {
+                        for gi in 0..g {
+                            let out = &mut planes[gi * c_stride + s0..][..count];
+                            for (s, o) in out.iter_mut().enumerate() {
                                 *o = wide[s * g + gi];
                             }
                         }

@@ -171,6 +171,12 @@ pub fn finite(x: &[f32]) -> bool {
     all_finite(x)
 }
 
+/// Whether every FP16 value of `x` is finite (its exponent field not all ones): what its
+/// widened values' [`finite`] says, without widening them.
+pub fn finite_f16(x: &[f16]) -> bool {
+    all_finite_f16(x)
+}
+
 /// [`amp_matmul_f16_partials`] with the FP16 inputs already widened (exactly) to f32, for
 /// callers that widen an operand once and reuse it, and with what they know of the
 /// operands (`known`: a wrong claim gives wrong values and flags).
@@ -356,6 +362,19 @@ impl Partials<'_, '_, '_> {
 simd_dispatch! {
     /// Whether every value is finite (a branch-free fold per block, so it vectorises).
     fn all_finite(x: &[f32]) -> bool => all_finite_body
+}
+
+simd_dispatch! {
+    /// [`finite_f16`]: a branch-free fold of the exponent fields per block.
+    fn all_finite_f16(x: &[f16]) -> bool => all_finite_f16_body
+}
+
+#[inline(always)]
+fn all_finite_f16_body(x: &[f16]) -> bool {
+    x.chunks(256).all(|c| {
+        c.iter()
+            .fold(true, |ok, v| ok & (v.to_bits() & 0x7c00 != 0x7c00))
+    })
 }
 
 #[inline(always)]
