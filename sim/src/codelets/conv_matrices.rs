@@ -319,6 +319,14 @@ fn output_row_taps(kw: usize, taps: &Taps, src: &[Option<&[f32]>], dst: &mut [f3
     }
 }
 
+/// Where [`Padded::fill`] takes a block's feature map from: widened to f32 in NCHW block
+/// order, or its FP16 bytes in their channel-grouped layout, widened on the way.
+#[derive(Clone, Copy)]
+pub(super) enum MapSource<'a> {
+    Planar(&'a [f32]),
+    Grouped(&'a [half::f16], BlockLayout),
+}
+
 /// A `Forward` or `InputGrad` block's feature map (widened, `[n][c][row][col]`) with zero
 /// columns on both sides of every row, so that each kernel tap's inputs over an output row
 /// are a run of one padded row: `b`'s rows without gathering them ([`Padded::rows`]).
@@ -329,14 +337,6 @@ fn output_row_taps(kw: usize, taps: &Taps, src: &[Option<&[f32]>], dst: &mut [f3
 /// at `o · width + j` of the run, the columns from `ow` to `width` of each row and the run's
 /// last up to a multiple of 8 reading neighbours, padding or the zeros after the map —
 /// columns a product computes and drops, so that its rows are long whole vector blocks.
-/// Where [`Padded::fill`] takes a block's feature map from: widened to f32 in NCHW block
-/// order, or its FP16 bytes in their channel-grouped layout, widened on the way.
-#[derive(Clone, Copy)]
-pub(super) enum MapSource<'a> {
-    Planar(&'a [f32]),
-    Grouped(&'a [half::f16], BlockLayout),
-}
-
 #[derive(Debug, Default)]
 pub(super) struct Padded {
     /// Per batch element: a run of zeros (the inputs of taps on padding), its padded rows
@@ -763,6 +763,7 @@ mod tests {
             );
         }
     }
+
     /// A map laid out from an FP16 block's channel-grouped bytes equals the one laid out
     /// from the block widened and un-grouped: rows with spans and rows of whole vector
     /// blocks, zero rows above and below (padding along the height only), two images, groups

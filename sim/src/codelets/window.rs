@@ -428,8 +428,9 @@ fn conv(
     let may_pad =
         pass != WindowPass::WeightGrad && types.1 == DType::F32 && worker.mask().is_empty();
     // An FP16 map in channel groups (group 1 is stored NCHW) is laid out from its bytes
-    // without widening it first, where it can be and where no product can overflow (so
-    // nothing reads the widened map after all).
+    // without widening it first, where it can be, where the block's weights are finite (the
+    // products then read the map, not a matrix gathered from the widened block) and where
+    // no product can overflow (so nothing reads the widened block after all).
     let k_full = kh * kw * len(p.in_channels);
     let straight = may_pad
         && types.0 == DType::F16
@@ -437,7 +438,13 @@ fn conv(
         && amp::fp16_sums_stay_finite(k_full);
     let x_bytes = (ops.inputs[0], a_layout);
     win.widen(types.0, x_bytes, (ops.inputs[1], b_layout), !straight)?;
-    let laid = straight && win.padded_grouped((pass, kwp), p, (typed::<f16>(x_bytes.0)?, a_layout));
+    let laid = straight
+        && {
+            // The block's weight matrix, gathered once for all its units.
+            win.weight_rows((pass, kwp), p, p.out_channels.0, 0);
+            win.a_finite
+        }
+        && win.padded_grouped((pass, kwp), p, (typed::<f16>(x_bytes.0)?, a_layout));
     if straight && !laid {
         win.widen(types.0, x_bytes, (ops.inputs[1], b_layout), true)?;
     }
