@@ -211,31 +211,15 @@ impl WindowScratch {
     }
 
     /// Whether block `p`'s padded feature map stands for `b` in `pass` with kernel width
-    /// `kwp` (laid out when the block is new; after [`Self::taps`]).
-    fn padded(&mut self, (pass, kwp): (WindowPass, u32), p: &WindowParams) -> bool {
-        let block = block_of(p);
-        let same =
-            |(q, kq, b): &(WindowPass, u32, WindowParams)| *q == pass && *kq == kwp && *b == block;
-        if !self.padded_for.as_ref().is_some_and(same) {
-            let x = conv_matrices::MapSource::Planar(&self.x);
-            self.padded_ok = self.padded.fill((p, &self.taps), kwp, x)
-                && self.padded.readable()
-                && self.padded.finite();
-            self.padded_for = Some((pass, kwp, block));
-        }
-        self.padded_ok
-    }
-
-    /// [`Self::padded`] for an FP16 feature map `x` in its channel-grouped `layout`, laid out
-    /// straight from its bytes (after [`Self::widen`] without `x`, and [`Self::taps`]):
-    /// whether the map stands for `b`, its every element finite. False when the block's map
-    /// cannot be laid out that way (nothing is then cached: the caller widens `x` and asks
-    /// [`Self::padded`]).
-    fn padded_grouped(
+    /// `kwp` (laid out when the block is new; after [`Self::taps`]): from the widened map
+    /// `x`, or with `grouped`, straight from the FP16 block in its channel-grouped layout
+    /// (after [`Self::widen`] without `x`). False, with nothing cached, when the block
+    /// cannot be laid out straight: the caller widens `x` and asks again without `grouped`.
+    fn padded(
         &mut self,
         (pass, kwp): (WindowPass, u32),
         p: &WindowParams,
-        (x, layout): (&[f16], BlockLayout),
+        grouped: Option<(&[f16], BlockLayout)>,
     ) -> bool {
         let block = block_of(p);
         let same =
@@ -243,12 +227,23 @@ impl WindowScratch {
         if self.padded_for.as_ref().is_some_and(same) {
             return self.padded_ok;
         }
-        let source = conv_matrices::MapSource::Grouped(x, layout);
-        if !(self.padded.fill((p, &self.taps), kwp, source) && self.padded.readable()) {
-            return false;
-        }
-        // The map holds the block's values and zeros: finite when the block is.
-        self.padded_ok = amp::finite_f16(x);
+        let taps = (p, &self.taps);
+        self.padded_ok = match grouped {
+            Some((x, layout)) => {
+                let source = conv_matrices::MapSource::Grouped(x, layout);
+                if !(self.padded.fill(taps, kwp, source) && self.padded.readable()) {
+                    return false;
+                }
+                // The map holds the block's values and zeros: finite when the block is.
+                amp::finite_f16(x)
+            }
+            None => {
+                let source = conv_matrices::MapSource::Planar(&self.x);
+                self.padded.fill(taps, kwp, source)
+                    && self.padded.readable()
+                    && self.padded.finite()
+            }
+        };
         self.padded_for = Some((pass, kwp, block));
         self.padded_ok
     }
@@ -444,11 +439,11 @@ fn conv(
             win.weight_rows((pass, kwp), p, p.out_channels.0, 0);
             win.a_finite
         }
-        && win.padded_grouped((pass, kwp), p, (typed::<f16>(x_bytes.0)?, a_layout));
+        && win.padded((pass, kwp), p, Some((typed::<f16>(x_bytes.0)?, a_layout)));
     if straight && !laid {
         win.widen(types.0, x_bytes, (ops.inputs[1], b_layout), true)?;
     }
-    let padded = may_pad && (laid || win.padded((pass, kwp), p));
+    let padded = may_pad && (laid || win.padded((pass, kwp), p, None));
     let es = types.2.size_bytes();
     let mut flags = FpSts::empty();
     // Runs of units with one batch element (all units for the weight gradient).

@@ -408,15 +408,13 @@ fn matmul(
     let mut flags = FpSts::empty();
     let (out, r) = match partials {
         Partials::F32(out) => {
-            // Finite FP16 operands from zero partials: no output can have overflowed.
-            if known.zero_partials && known.half_operands && fp16_sums_stay_finite(k) {
-                f32_partials(&a[..m * k], &b[..k * n], out, k, n, chunk);
-                return flags;
-            }
+            // Finite FP16 operands from zero partials: no output can overflow, none is
+            // checked.
+            let checked = !(known.zero_partials && known.half_operands && fp16_sums_stay_finite(k));
             // The partials before the product, to redo a row from (zeros need no copy).
             let saved = (!known.zero_partials).then(|| out.to_vec());
             f32_partials(&a[..m * k], &b[..k * n], out, k, n, chunk);
-            for i in 0..m {
+            for i in (0..m).filter(|_| checked) {
                 let row = &mut out[i * n..(i + 1) * n];
                 if !all_finite(row) {
                     // Overflow (possible with FP32 inputs): redo the row with exact flags.

@@ -23,6 +23,7 @@ use half::slice::HalfFloatSliceExt;
 
 use crate::numerics::error::{check_len, NumericsError};
 use crate::numerics::flags::FpSts;
+use crate::numerics::ops::ArithOp;
 use crate::numerics::rng::{SrRng, LANES};
 use crate::numerics::round::{Rounding, Tail, F32_NAN};
 use crate::numerics::simd::simd_dispatch;
@@ -85,14 +86,6 @@ pub fn f16_to_f32_slice(src: &[f16], dst: &mut [f32]) -> Result<FpSts, NumericsE
     Ok(FpSts::INV)
 }
 
-/// An FP16 `+`, `−` or `×` computed in f32 ([`sums_products_rne`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Arith {
-    Add,
-    Sub,
-    Mul,
-}
-
 /// `dst[j] = a[j] op b[j]`, widened to f32, computed in f32 and rounded to FP16 by nearest
 /// even, in one pass of 16 lanes where the CPU has AVX-512 (load, `vcvtph2ps`, the
 /// operation, `vcvtps2ph`: the same operations as widening, computing over whole slices
@@ -100,8 +93,16 @@ pub(crate) enum Arith {
 /// many leading elements it wrote (a multiple of 16, 0 without AVX-512), or `None` when a
 /// result is not zero and outside the normal FP16 range (NaN, infinite, overflowing or
 /// below 2^-14): the caller then rounds the slice the general way, which applies the IPU
-/// rules and raises the flags.
-pub(crate) fn sums_products_rne(op: Arith, a: &[f16], b: &[f16], dst: &mut [f16]) -> Option<usize> {
+/// rules and raises the flags. Any other operation than `+ − ×` writes nothing (`Some(0)`).
+pub(crate) fn sums_products_rne(
+    op: ArithOp,
+    a: &[f16],
+    b: &[f16],
+    dst: &mut [f16],
+) -> Option<usize> {
+    if !matches!(op, ArithOp::Add | ArithOp::Sub | ArithOp::Mul) {
+        return Some(0);
+    }
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx512f")
@@ -298,7 +299,7 @@ mod x86 {
     use half::f16;
     use std::arch::x86_64::*;
 
-    use super::{blocks_rne, normal_pass_rne, Arith, FpSts, NORMAL_HI, NORMAL_LO};
+    use super::{blocks_rne, normal_pass_rne, ArithOp, FpSts, NORMAL_HI, NORMAL_LO};
 
     /// IEEE nearest even (`vcvtps2ph` rounding control; the MXCSR flags it may set are
     /// never read).
@@ -372,7 +373,7 @@ mod x86 {
     /// whether any result is non-zero and outside the normal range).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
     pub(super) unsafe fn sums_products_avx512(
-        op: Arith,
+        op: ArithOp,
         a: &[f16],
         b: &[f16],
         d: &mut [f16],
@@ -394,9 +395,10 @@ mod x86 {
             };
             // The same operation for every group: a branch the CPU predicts.
             let v = match op {
-                Arith::Add => _mm512_add_ps(x, y),
-                Arith::Sub => _mm512_sub_ps(x, y),
-                Arith::Mul => _mm512_mul_ps(x, y),
+                ArithOp::Add => _mm512_add_ps(x, y),
+                ArithOp::Sub => _mm512_sub_ps(x, y),
+                // `Mul`, the only other operation the caller lets in.
+                _ => _mm512_mul_ps(x, y),
             };
             let packed = _mm512_cvtps_ph::<RNE>(v);
             // SAFETY: as above.

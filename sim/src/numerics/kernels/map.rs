@@ -274,12 +274,7 @@ fn nearest_sums_products(
     r: &mut Rounding,
 ) -> Result<FpSts, NumericsError> {
     // One fused pass where the CPU has it; every result normal (or zero) raises no flag.
-    let arith = match op {
-        ArithOp::Add => super::convert::Arith::Add,
-        ArithOp::Sub => super::convert::Arith::Sub,
-        _ => super::convert::Arith::Mul,
-    };
-    let done = super::convert::sums_products_rne(arith, a, b, dst).unwrap_or(0);
+    let done = super::convert::sums_products_rne(op, a, b, dst).unwrap_or(0);
     let (a, b, dst) = (&a[done..], &b[done..], &mut dst[done..]);
     // Small: the buffers are zeroed on every call, and a vertex has few elements.
     const CHUNK: usize = 64;
