@@ -16,6 +16,7 @@
 pub(crate) mod amp;
 pub(crate) mod block;
 mod conv_matrices;
+mod conv_positions;
 pub(crate) mod map;
 pub(crate) mod operands;
 mod pool;

@@ -16,6 +16,7 @@
 
 use super::amp::product;
 use super::conv_matrices;
+use super::conv_positions;
 use super::operands::Operands;
 use super::window_layout::BlockLayout;
 use super::{Scratch, VertexError, Worker};
@@ -411,6 +412,15 @@ fn conv(
         win,
         ..
     } = scratch;
+    // A 1×1 block of channel-grouped FP16 maps, nothing to raise: position-major.
+    if worker.mask().is_empty() && conv_positions::eligible(pass, types, p, kwp) {
+        let operands = (ops.inputs[0], ops.inputs[1]);
+        let bufs = (&mut *abuf, &mut *bbuf, &mut *pbuf);
+        let out = &mut *ops.output;
+        if let Some(flags) = conv_positions::product(pass, p, operands, out, chunk, bufs)? {
+            return Ok(flags);
+        }
+    }
     let (a_layout, b_layout) = operand_layouts(pass, p);
     win.taps(pass, p);
     // FP32 partials of finite operands, no exception to explain: the product may read the
@@ -431,8 +441,12 @@ fn conv(
         && types.0 == DType::F16
         && a_layout.group() > 1
         && amp::fp16_sums_stay_finite(k_full);
+    // A 1×1 weight gradient's `b` is its FP16 feature map position-major, not widened.
+    let wg_positions = pass == WindowPass::WeightGrad
+        && conv_positions::weight_grad_eligible(types.0, p, ops.inputs[0].len() / 2);
     let x_bytes = (ops.inputs[0], a_layout);
-    win.widen(types.0, x_bytes, (ops.inputs[1], b_layout), !straight)?;
+    let with_x = !(straight || wg_positions);
+    win.widen(types.0, x_bytes, (ops.inputs[1], b_layout), with_x)?;
     let laid = straight
         && {
             // The block's weight matrix, gathered once for all its units.
@@ -482,14 +496,24 @@ fn conv(
                 let a = abuf.take::<f32>(rows * k);
                 let b = bbuf.take::<f32>(k * cols);
                 let fresh_b = win.b_for != Some(b_key);
+                let gather_b = fresh_b && !wg_positions;
                 conv_matrices::weight_grad(
                     (p, &win.taps),
                     u,
                     rows,
                     (&win.x, &win.y),
                     a,
-                    fresh_b.then_some(b),
+                    gather_b.then_some(&mut *b),
                 );
+                if fresh_b && wg_positions {
+                    let x = typed::<f16>(ops.inputs[0])?;
+                    if !conv_positions::weight_grad_inputs(p, x, b) {
+                        return Err(EngineError::internal(
+                            "a weight gradient's feature map is not its whole block",
+                        )
+                        .into());
+                    }
+                }
                 if fresh_b {
                     win.b_finite = amp::finite(b);
                     win.b_for = Some(b_key);

@@ -2,7 +2,7 @@
 //! layout, [`ipusim_exe::layout`]): where an element of plane `(n, c)` sits in a block, and
 //! the un-grouping of a whole block into NCHW order once it is widened to f32.
 
-use crate::numerics::kernels::transpose;
+use crate::numerics::kernels::{convert, transpose};
 use ipusim_exe::layout;
 
 /// The channel-grouped layout of an operand block: `batch × channels` planes of `plane`
@@ -134,6 +134,72 @@ impl BlockLayout {
                 (n_stride, c_stride),
                 crate::numerics::kernels::convert::widen,
             )
+    }
+
+    /// An FP16 block widened (exactly) into position-major order: element `s` of plane
+    /// `(n, c)` to `dst[(n · plane + s) · channels + c]`. Each (group, image) part of the
+    /// block is a `plane × g` row-major matrix whose rows are runs of `dst`'s rows, so
+    /// nothing is transposed ([`convert::widen_rows`]). Returns false, writing nothing, for
+    /// a block that is not whole (as [`BlockLayout::ungroup_widen`]), for a `dst` of another
+    /// length and for group 1 (stored NCHW).
+    pub(crate) fn widen_position_major(&self, src: &[half::f16], dst: &mut [f32]) -> bool {
+        let (g, plane, channels, batch, groups) = self.sizes();
+        if g < 2 || channels != groups * g || src.len() != channels * batch * plane {
+            return false;
+        }
+        if dst.len() != src.len() {
+            return false;
+        }
+        for (b, block) in src.chunks_exact(plane * g).enumerate() {
+            let (cg, n) = (b / batch, b % batch);
+            convert::widen_rows(
+                block,
+                g,
+                &mut dst[n * plane * channels + cg * g..],
+                channels,
+            );
+        }
+        true
+    }
+
+    /// The position-major rows of image `n` (`src[s · ld + c]`: position `s`, block channel
+    /// `c`) for the channels `c0..c1`, each to its place in the block `dst`: per channel
+    /// group, one run of its lanes in range per position. Returns false, writing nothing,
+    /// when a row or a place is outside `src` or `dst`, or `c0..c1` outside the channels.
+    pub(crate) fn place_position_major(
+        &self,
+        (src, ld): (&[f32], usize),
+        n: usize,
+        (c0, c1): (usize, usize),
+        dst: &mut [f32],
+    ) -> bool {
+        let (g, plane, channels, batch, _) = self.sizes();
+        if n >= batch || c0 > c1 || c1 > channels || ld < c1 || src.len() < (plane - 1) * ld + c1 {
+            return false;
+        }
+        // The last group's part ends the furthest into the block.
+        let last = c1.saturating_sub(1) / g * g;
+        if c0 < c1 && self.at(n as u64, last as u64, 0) + plane * g > dst.len() {
+            return false;
+        }
+        let mut c = c0;
+        while c < c1 {
+            let (lo, hi) = (c % g, (c1 - c + c % g).min(g));
+            let (base, _) = self.plane_at(n as u64, (c - lo) as u64);
+            let part = &mut dst[base..base + plane * g];
+            if lo == 0 && hi == 8 && g == 8 {
+                for (s, out) in part.chunks_exact_mut(8).enumerate() {
+                    let run: &[f32; 8] = src[s * ld + c..][..8].try_into().unwrap_or(&[0.0; 8]);
+                    out.copy_from_slice(run);
+                }
+            } else {
+                for (s, out) in part.chunks_exact_mut(g).enumerate() {
+                    out[lo..hi].copy_from_slice(&src[s * ld + c..][..hi - lo]);
+                }
+            }
+            c += hi - lo;
+        }
+        true
     }
 
     /// Un-groups a whole block — whole channel groups, every position present — into `dst`:

@@ -42,7 +42,8 @@
 //! (each column keeps its own sequential order), compiled for AVX-512/AVX2 when the CPU has
 //! them. FP32 partials: blocks of 4 rows × up to 32 columns keep their chunk sums and
 //! partials in registers for the whole reduction, so each loaded vector of `b` serves four
-//! rows. FP16 partials: the chunk sums of a row, then its partial writes rounded with the
+//! rows; narrow products (at most 32 columns, a convolution computed position-major) take
+//! eight rows at a time with AVX-512 (`amp_narrow.rs`). FP16 partials: the chunk sums of a row, then its partial writes rounded with the
 //! vectorised lane rounding of `kernels::lanes` (TwoSum in f64, draws generated in bulk, in
 //! the (row, chunk, column) order). Any non-finite input sends the call through the scalar
 //! reference path, and an FP32 output row that overflowed is recomputed there, so flags are
@@ -61,6 +62,8 @@ use blocks::{chunk_block, column_blocks, f32_partials_any, Dense, Table, ROWS};
 
 #[path = "amp_blocks.rs"]
 mod blocks;
+#[path = "amp_narrow.rs"]
+mod narrow;
 
 /// The default reduction chunk: one AMP pass of 16 input channels.
 pub const AMP_CHUNK: usize = 16;
@@ -413,7 +416,10 @@ fn matmul(
             let checked = !(known.zero_partials && known.half_operands && fp16_sums_stay_finite(k));
             // The partials before the product, to redo a row from (zeros need no copy).
             let saved = (!known.zero_partials).then(|| out.to_vec());
-            f32_partials(&a[..m * k], &b[..k * n], out, k, n, chunk);
+            let (a, b) = (&a[..m * k], &b[..k * n]);
+            if !narrow::f32_partials(a, b, out, (k, n), chunk) {
+                f32_partials(a, b, out, k, n, chunk);
+            }
             for i in (0..m).filter(|_| checked) {
                 let row = &mut out[i * n..(i + 1) * n];
                 if !all_finite(row) {

@@ -49,6 +49,27 @@ pub fn f32_to_f16_slice(
     })
 }
 
+/// [`widen`] of rows of `run` consecutive FP16 values: row `r` of `src` (at `src[r · run ..]`)
+/// to `dst[r · ld ..][..run]`, eight values at a time with F16C where the CPU has it (the
+/// runs of a channel-grouped block put position-major, `codelets::window_layout`). `run`
+/// positive and at most `ld`; `dst` must hold every row (the caller checks).
+pub fn widen_rows(src: &[f16], run: usize, dst: &mut [f32], ld: usize) {
+    debug_assert!(run > 0 && run <= ld);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if run.is_multiple_of(8)
+            && std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("f16c")
+        {
+            // SAFETY: the CPU supports every feature `widen_rows_f16c` was compiled for.
+            return unsafe { x86::widen_rows_f16c(src, run, dst, ld) };
+        }
+    }
+    for (r, row) in src.chunks_exact(run).enumerate() {
+        row.convert_to_f32_slice(&mut dst[r * ld..r * ld + run]);
+    }
+}
+
 /// Widens `src` to FP32 into `dst` (exact, as `half`'s conversion: NaNs stay NaN, quieted),
 /// with `vcvtph2ps` 16 (AVX-512F) or 8 (F16C) lanes at a time where the CPU has it: the
 /// hot widening of the AMP and window operands and the FP16 block kernels. Lengths must
@@ -318,6 +339,22 @@ mod x86 {
             }
         }
         half::slice::HalfFloatSliceExt::convert_to_f32_slice(s.remainder(), d.into_remainder());
+    }
+
+    /// [`super::widen_rows`] for runs of a multiple of 8 values.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn widen_rows_f16c(src: &[f16], run: usize, dst: &mut [f32], ld: usize) {
+        for (r, row) in src.chunks_exact(run).enumerate() {
+            let out = &mut dst[r * ld..r * ld + run];
+            for (h, x) in row.chunks_exact(8).zip(out.chunks_exact_mut(8)) {
+                // SAFETY: `h` holds 8 f16 (16 bytes) and `x` 8 f32 (32 bytes); both
+                // accesses are unaligned-tolerant.
+                unsafe {
+                    let v = _mm_loadu_si128(h.as_ptr().cast());
+                    _mm256_storeu_ps(x.as_mut_ptr(), _mm256_cvtph_ps(v));
+                }
+            }
+        }
     }
 
     #[target_feature(enable = "avx2,f16c")]
