@@ -43,9 +43,10 @@
 //! them. FP32 partials: blocks of 4 rows × up to 32 columns keep their chunk sums and
 //! partials in registers for the whole reduction, so each loaded vector of `b` serves four
 //! rows; narrow products (at most 32 columns, a convolution computed position-major) take
-//! eight rows at a time with AVX-512 (`amp_narrow.rs`). FP16 partials: the chunk sums of a row, then its partial writes rounded with the
-//! vectorised lane rounding of `kernels::lanes` (TwoSum in f64, draws generated in bulk, in
-//! the (row, chunk, column) order). Any non-finite input sends the call through the scalar
+//! eight rows at a time with AVX-512 (`amp_narrow.rs`). FP16 partials: the chunk sums of a
+//! row, then its partial writes rounded with the vectorised lane rounding of
+//! `kernels::lanes` (TwoSum in f64, draws generated in bulk, in the (row, chunk, column)
+//! order). Any non-finite input sends the call through the scalar
 //! reference path, and an FP32 output row that overflowed is recomputed there, so flags are
 //! exact.
 
