@@ -236,6 +236,52 @@ pub(super) fn feature_map_inputs(
     }
 }
 
+/// The position-major `a` of a `Forward` or `InputGrad` block for batch element `nl`
+/// ([`super::conv_positions`]): row `(row, col)` (the block's output positions in order)
+/// holds, for each kernel tap `(kh, kw)` in order, the `C` channels of the reduction at the
+/// input position the tap reads — a run of the position-major feature map `xd`
+/// (`[n][row][col][c]` over the rows and columns the block holds) — or zeros where it reads
+/// padding: `a[(row, col)][(kh, kw, c)]`, the transpose of [`feature_map_inputs`]' `b`.
+/// Returns false when a tap reads a row or column the block does not hold.
+pub(super) fn position_major_inputs(
+    (p, taps): (&WindowParams, &Taps),
+    nl: usize,
+    xd: &[f32],
+    a: &mut [f32],
+) -> bool {
+    let g = &p.geometry;
+    let c = len(p.in_channels);
+    let (kh, kw) = (g.kh as usize, g.kw as usize);
+    let (in_rows, width, ow) = (len(p.in_rows), len(p.in_cols), len(p.out_cols));
+    let image = nl * in_rows * width;
+    let mut runs = a.chunks_exact_mut(c.max(1));
+    for r in 0..len(p.out_rows) {
+        for q in 0..ow {
+            for khi in 0..kh {
+                let row = taps.rows[khi * taps.out_rows + r]
+                    .map(|row| row.checked_sub(p.in_rows.0).map(|x| x as usize));
+                for kwi in 0..kw {
+                    let Some(dst) = runs.next() else {
+                        return false;
+                    };
+                    match (row, taps.cols[kwi * ow + q]) {
+                        (Some(Some(row)), Some(col)) if row < in_rows && (col as usize) < width => {
+                            let at = (image + row * width + col as usize) * c;
+                            let Some(src) = xd.get(at..at + c) else {
+                                return false;
+                            };
+                            dst.copy_from_slice(src);
+                        }
+                        (Some(Some(_)), Some(_)) | (Some(None), _) => return false,
+                        _ => dst.fill(0.0),
+                    }
+                }
+            }
+        }
+    }
+    true
+}
+
 /// `WeightGrad`: `a[o][(n, oh, ow)]` from `dy`, `b[(n, oh, ow)][(c, kh, kw)]` from `x`.
 pub(super) fn weight_grad(
     (p, taps): (&WindowParams, &Taps),

@@ -412,17 +412,28 @@ fn conv(
         win,
         ..
     } = scratch;
-    // A 1×1 block of channel-grouped FP16 maps, nothing to raise: position-major.
+    win.taps(pass, p);
+    // A block of channel-grouped FP16 maps, nothing to raise: position-major.
     if worker.mask().is_empty() && conv_positions::eligible(pass, types, p, kwp) {
         let operands = (ops.inputs[0], ops.inputs[1]);
-        let bufs = (&mut *abuf, &mut *bbuf, &mut *pbuf);
+        let bufs = (&mut *abuf, &mut *qbuf, &mut *bbuf, &mut *pbuf);
         let out = &mut *ops.output;
-        if let Some(flags) = conv_positions::product(pass, p, operands, out, chunk, bufs)? {
+        let taps = &win.taps;
+        if let Some(flags) = conv_positions::product(pass, p, taps, operands, out, chunk, bufs)? {
+            return Ok(flags);
+        }
+    }
+    if worker.mask().is_empty() && pass == WindowPass::WeightGrad {
+        let operands = (ops.inputs[0], ops.inputs[1]);
+        let out = &mut *ops.output;
+        let bufs = (&mut *abuf, &mut *qbuf);
+        if let Some(flags) =
+            conv_positions::weight_grad_product(p, types, operands, out, chunk, bufs)?
+        {
             return Ok(flags);
         }
     }
     let (a_layout, b_layout) = operand_layouts(pass, p);
-    win.taps(pass, p);
     // FP32 partials of finite operands, no exception to explain: the product may read the
     // padded feature map's rows in place of `b` (the same operations in the same order).
     // It runs an output row at a time where a row is whole vector blocks (multiples of 8

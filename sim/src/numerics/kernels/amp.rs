@@ -295,6 +295,47 @@ pub fn matmul_f32_rows(
     Ok((0..m).all(|i| all_finite(&out[i * ldo..i * ldo + n])))
 }
 
+/// `out += a · b` with FP32 partials, the kernel of [`matmul_f32_known`] (the same
+/// operations in the same order), for an `a` read in place with strides: its element
+/// `(i, kk)` at `a[i · row + kk · step]` (a column-major `a` has `row` 1), `b` `k × n` and
+/// `out` `m × n` row-major, `m = out.len() / n`. Only for operands the caller knows to be
+/// finite FP16 values (widened) with zero partials, whose sums cannot overflow
+/// ([`fp16_sums_stay_finite`]): nothing is checked, and no flag can be raised. Returns
+/// false, computing nothing, where the CPU has no AVX-512 (the caller lays `a` out
+/// row-major and calls [`matmul_f32_known`]).
+pub fn matmul_f32_strided(
+    (a, row, step): (&[f32], usize, usize),
+    b: &[f32],
+    out: &mut [f32],
+    (k, n): (usize, usize),
+    chunk: usize,
+) -> Result<bool, NumericsError> {
+    const KERNEL: &str = "matmul_f32_strided";
+    if chunk == 0 {
+        return Err(NumericsError::ZeroChunk { kernel: KERNEL });
+    }
+    if k == 0 || n == 0 || out.is_empty() {
+        return Ok(true);
+    }
+    let m = out.len() / n;
+    check_len(KERNEL, "out", m * n, out.len())?;
+    check_len(KERNEL, "b", k * n, b.len())?;
+    let last = (m.saturating_sub(1) * row).saturating_add((k - 1) * step);
+    if a.len() <= last {
+        check_len(KERNEL, "a", last + 1, a.len())?;
+    }
+    if !fp16_sums_stay_finite(k) {
+        return Ok(false);
+    }
+    Ok(narrow::f32_partials_strided(
+        (a, row, step),
+        b,
+        out,
+        (k, n),
+        chunk,
+    ))
+}
+
 /// `acc + a · b` with FP16 inputs and an FP32 partial.
 pub fn amp_dot_f32_partials(
     a: &[f16],

@@ -33,7 +33,7 @@ pub(super) fn f32_partials(
                 return false;
             }
             // SAFETY: the CPU supports AVX-512F; the lengths were checked above.
-            unsafe { x86::f32_partials(a, b, out, (m, k, n), chunk) };
+            unsafe { x86::f32_partials((a, k, 1), b, out, (m, k, n), chunk) };
             return true;
         }
     }
@@ -41,15 +41,43 @@ pub(super) fn f32_partials(
     false
 }
 
+/// [`f32_partials`] with `a`'s element `(i, kk)` at `a[i · row + kk · step]` (a column-major
+/// `a`: `row` 1, `step` its column length), any positive width `n`, from zero partials or
+/// not; returns false, computing nothing, where the CPU lacks AVX-512 or an operand is too
+/// short.
+pub(super) fn f32_partials_strided(
+    (a, row, step): (&[f32], usize, usize),
+    b: &[f32],
+    out: &mut [f32],
+    (k, n): (usize, usize),
+    chunk: usize,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if n > 0 && k > 0 && chunk > 0 && std::is_x86_feature_detected!("avx512f") {
+            let m = out.len() / n;
+            let last = (m.saturating_sub(1) * row).saturating_add((k - 1) * step);
+            if m == 0 || a.len() <= last || b.len() < k * n {
+                return m == 0;
+            }
+            // SAFETY: the CPU supports AVX-512F; the lengths were checked above.
+            unsafe { x86::f32_partials((a, row, step), b, out, (m, k, n), chunk) };
+            return true;
+        }
+    }
+    let _ = (a, row, step, b, out, k, n, chunk);
+    false
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
 
-    /// [`super::f32_partials`]: blocks of 8, 4, 2 and 1 rows, each over vectors of 16
-    /// columns.
+    /// [`super::f32_partials_strided`]: blocks of 8, 4, 2 and 1 rows, each over vectors of
+    /// 16 columns; `a`'s element `(i, kk)` at `i · row + kk · step`.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn f32_partials(
-        a: &[f32],
+        a: (&[f32], usize, usize),
         b: &[f32],
         out: &mut [f32],
         (m, k, n): (usize, usize, usize),
@@ -58,7 +86,8 @@ mod x86 {
         let mut i = 0;
         while i + 8 <= m {
             // SAFETY (each call): rows `i .. i + R` of `a` and `out` and every row of `b`
-            // are in bounds (`a.len() ≥ m·k`, `b.len() ≥ k·n`, `out.len() ≥ m·n`).
+            // are in bounds (the callers check `a` for its last element, `b.len() ≥ k·n`
+            // and `out.len() ≥ m·n`).
             unsafe { rows::<8>(a, b, out, (i, k, n), chunk) };
             i += 8;
         }
@@ -80,13 +109,14 @@ mod x86 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     unsafe fn rows<const R: usize>(
-        a: &[f32],
+        (a, row, step): (&[f32], usize, usize),
         b: &[f32],
         out: &mut [f32],
         (i, k, n): (usize, usize, usize),
         chunk: usize,
     ) {
         let (a, b, out) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+        let at = |r: usize, kk: usize| (i + r) * row + kk * step;
         let mut j = 0;
         while j < n {
             let lanes = (n - j).min(16);
@@ -95,8 +125,8 @@ mod x86 {
             } else {
                 (1u16 << lanes) - 1
             };
-            // SAFETY: every access below is to row `i + r < m` of `a` and `out` or row
-            // `kk < k` of `b`, at columns `j .. j + lanes` (masked) or element `kk`.
+            // SAFETY: every access below is to row `i + r < m` of `out` or row `kk < k` of
+            // `b`, at columns `j .. j + lanes` (masked), or to element `(i + r, kk)` of `a`.
             unsafe {
                 let mut p = [_mm512_setzero_ps(); R];
                 for (r, pr) in p.iter_mut().enumerate() {
@@ -108,12 +138,12 @@ mod x86 {
                     let bv = _mm512_maskz_loadu_ps(mask, b.add(c0 * n + j));
                     let mut s = [_mm512_setzero_ps(); R];
                     for (r, sr) in s.iter_mut().enumerate() {
-                        *sr = _mm512_mul_ps(_mm512_set1_ps(*a.add((i + r) * k + c0)), bv);
+                        *sr = _mm512_mul_ps(_mm512_set1_ps(*a.add(at(r, c0))), bv);
                     }
                     for kk in c0 + 1..c1 {
                         let bv = _mm512_maskz_loadu_ps(mask, b.add(kk * n + j));
                         for (r, sr) in s.iter_mut().enumerate() {
-                            let av = _mm512_set1_ps(*a.add((i + r) * k + kk));
+                            let av = _mm512_set1_ps(*a.add(at(r, kk)));
                             *sr = _mm512_fmadd_ps(av, bv, *sr);
                         }
                     }
