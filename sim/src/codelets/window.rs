@@ -12,7 +12,10 @@
 //! rows from a padded copy of the block instead of the gathered matrix ([`Direct`]): an
 //! output row at a time where rows are whole vector blocks, else all output rows at once
 //! over runs spanning them (the columns between rows computed and dropped); the same
-//! operations in the same order for every output element.
+//! operations in the same order for every output element. Blocks of channel-grouped FP16
+//! maps with FP32 partials and outputs and no exception enabled (ResNet's 1×1 convolutions,
+//! its strided ones' `Forward` and `InputGrad`) go position-major instead
+//! ([`super::conv_positions`]), the same sums again.
 
 use super::amp::product;
 use super::conv_matrices;
