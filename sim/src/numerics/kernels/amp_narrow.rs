@@ -25,20 +25,7 @@ pub(super) fn f32_partials(
     (k, n): (usize, usize),
     chunk: usize,
 ) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if n > 0 && n <= NARROW && k > 0 && chunk > 0 && std::is_x86_feature_detected!("avx512f") {
-            let m = out.len() / n;
-            if a.len() < m * k || b.len() < k * n {
-                return false;
-            }
-            // SAFETY: the CPU supports AVX-512F; the lengths were checked above.
-            unsafe { x86::f32_partials((a, k, 1), b, out, (m, k, n), chunk) };
-            return true;
-        }
-    }
-    let _ = (a, b, out, k, n, chunk);
-    false
+    n <= NARROW && f32_partials_strided((a, k, 1), b, out, (k, n), chunk)
 }
 
 /// [`f32_partials`] with `a`'s element `(i, kk)` at `a[i · row + kk · step]` (a column-major
