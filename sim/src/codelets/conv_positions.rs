@@ -31,7 +31,7 @@ use super::VertexError;
 use crate::engine::error::EngineError;
 use crate::engine::memory::{typed, typed_mut, Buf};
 use crate::numerics::kernels::amp::{self, Known, MatMulShape};
-use crate::numerics::kernels::convert;
+use crate::numerics::kernels::{convert, transpose};
 use crate::numerics::FpSts;
 use half::f16;
 use ipusim_exe::codelets::{WindowParams, WindowPass};
@@ -159,6 +159,26 @@ fn weight_matrix(pass: WindowPass, p: &WindowParams, wide: &[f32], b: &mut [f32]
                         b[(t * red + o) * outs + c] = v;
                     }
                 }
+            }
+        }
+        // A 1×1 kernel's chunks of channels are each `[o][c]` row-major: transposed whole.
+        _ if taps == 1 => {
+            let mut c = 0;
+            while c < red {
+                let run = p.weight_chunk_rest(c).min(red - c).max(1);
+                let at = p.forward_weight_at(0, c);
+                let chunk = &wide[at..at + outs * run];
+                let planes = &mut b[c * outs..(c + run) * outs];
+                if run.is_multiple_of(8) {
+                    transpose::columns_to_planes(chunk, run, planes, outs, 0);
+                } else {
+                    for (o, row) in chunk.chunks_exact(run).enumerate() {
+                        for (j, &v) in row.iter().enumerate() {
+                            planes[j * outs + o] = v;
+                        }
+                    }
+                }
+                c += run;
             }
         }
         _ => {

@@ -177,8 +177,8 @@ fn wide(x: &[f16]) -> Vec<f32> {
 /// Every output element of each pass equals the documented order's, computed here from the
 /// grouped layout's definition (`ipusim_exe::layout::Grouped`) and the textbook taps, and
 /// the general path's (the same vertex with exceptions enabled, which the position-major
-/// path leaves to it): reductions of 16 to 40 channels in chunks of 8 and 16, 8 to 40 output
-/// channels, groups of 8 and 16, planes of 15 and 24 positions over two images, weights in
+/// path leaves to it): reductions of 12 to 40 channels in chunks of 8 and 16, 8 to 40
+/// output channels, groups of 4, 8 and 16, planes of 15 and 24 positions over two images, weights in
 /// chunks; 1×1 kernels in every pass, and for `Forward` and `InputGrad` 3×3 kernels with
 /// padding at strides 1 and 2, a 1×1 kernel at stride 2 and a 3×1 kernel padded along the
 /// height only.
@@ -191,6 +191,7 @@ fn position_major_outputs_follow_the_documented_order() {
         ((1, 4, 6), (32, 16), (16, 8), 16, 0),
         ((2, 4, 6), (40, 24), (8, 8), 16, 8),
         ((1, 3, 5), (32, 24), (8, 8), 16, 16),
+        ((1, 3, 5), (12, 8), (4, 8), 16, 0),
     ];
     let kernels: [Kernel; 5] = [
         ONE,

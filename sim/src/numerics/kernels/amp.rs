@@ -301,8 +301,8 @@ pub fn matmul_f32_rows(
 /// `out` `m × n` row-major, `m = out.len() / n`. Only for operands the caller knows to be
 /// finite FP16 values (widened) with zero partials, whose sums cannot overflow
 /// ([`fp16_sums_stay_finite`]): nothing is checked, and no flag can be raised. Returns
-/// false, computing nothing, where the CPU has no AVX-512 (the caller lays `a` out
-/// row-major and calls [`matmul_f32_known`]).
+/// false, computing nothing, where the CPU has no AVX-512 or the reduction is too long for
+/// that claim (the caller then takes its general way).
 pub fn matmul_f32_strided(
     (a, row, step): (&[f32], usize, usize),
     b: &[f32],
