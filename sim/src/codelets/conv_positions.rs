@@ -62,12 +62,7 @@ fn positions_match(input: DType, p: &WindowParams, kwp: u32) -> bool {
 /// stride along the width. (Other blocks read runs of the padded map in the general path,
 /// whose products run along the positions; position-major, their products would run along
 /// a few output channels, a 3×3 block's often 8: measured on ResNet-50, slower.)
-pub(super) fn eligible(
-    pass: WindowPass,
-    types: (DType, DType, DType),
-    p: &WindowParams,
-    kwp: u32,
-) -> bool {
+fn eligible(pass: WindowPass, types: (DType, DType, DType), p: &WindowParams, kwp: u32) -> bool {
     matches!(pass, WindowPass::Forward | WindowPass::InputGrad)
         && types == (DType::F16, DType::F32, DType::F32)
         && kwp == p.geometry.kw
@@ -105,7 +100,7 @@ pub(super) fn weight_grad_inputs(p: &WindowParams, x: &[f16], b: &mut [f32]) -> 
 /// ([`weight_grad_inputs`]), into the vertex's rows of `out` (`[o][c]`). `None`, the general
 /// path to run, when the vertex is not such, an operand is not finite or the CPU has no
 /// kernel for the strided `a` ([`amp::matmul_f32_strided`]).
-pub(super) fn weight_grad_product(
+fn weight_grad_product(
     p: &WindowParams,
     types: (DType, DType, DType),
     (x, dy): (&[u8], &[u8]),
@@ -199,12 +194,38 @@ fn weight_matrix(pass: WindowPass, p: &WindowParams, wide: &[f32], b: &mut [f32]
     }
 }
 
+/// The partials of a conv vertex of block `p` in `pass` with `types` (input, partials,
+/// output) and kernel width `kwp` in its reduction order (`taps`: the block's; `chunk`: its
+/// input channels per pass), position-major where it can be ([`eligible`], a 1×1
+/// `WeightGrad`), from its operand bytes into the output block `out`; `None` where it cannot,
+/// or declines (the general path then runs, and computes every unit of the vertex again).
+/// The caller runs it only with no exception enabled.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run(
+    (pass, kwp): (WindowPass, u32),
+    types: (DType, DType, DType),
+    p: &WindowParams,
+    taps: &Taps,
+    operands: (&[u8], &[u8]),
+    out: &mut [u8],
+    chunk: usize,
+    (b0, b1, b2, b3): (&mut Buf, &mut Buf, &mut Buf, &mut Buf),
+) -> Result<Option<FpSts>, VertexError> {
+    match pass {
+        WindowPass::WeightGrad => weight_grad_product(p, types, operands, out, chunk, (b0, b1)),
+        _ if eligible(pass, types, p, kwp) => {
+            product(pass, p, taps, operands, out, chunk, (b0, b1, b2, b3))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// The partials of an eligible `Forward` or `InputGrad` vertex of block `p` (its `taps`;
 /// `chunk`: its input channels per pass) from its operand bytes (`x`, or `dy`; the
 /// weights) into the output block `out`; `None` when an operand is not finite or a block is
-/// not whole (the general path then runs, and computes every unit of the vertex again).
+/// not whole.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn product(
+fn product(
     pass: WindowPass,
     p: &WindowParams,
     taps: &Taps,

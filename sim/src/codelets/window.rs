@@ -416,23 +416,13 @@ fn conv(
         ..
     } = scratch;
     win.taps(pass, p);
-    // A block of channel-grouped FP16 maps, nothing to raise: position-major.
-    if worker.mask().is_empty() && conv_positions::eligible(pass, types, p, kwp) {
+    // Blocks of channel-grouped FP16 maps, nothing to raise: position-major where they can.
+    if worker.mask().is_empty() {
         let operands = (ops.inputs[0], ops.inputs[1]);
         let bufs = (&mut *abuf, &mut *qbuf, &mut *bbuf, &mut *pbuf);
-        let out = &mut *ops.output;
-        let taps = &win.taps;
-        if let Some(flags) = conv_positions::product(pass, p, taps, operands, out, chunk, bufs)? {
-            return Ok(flags);
-        }
-    }
-    if worker.mask().is_empty() && pass == WindowPass::WeightGrad {
-        let operands = (ops.inputs[0], ops.inputs[1]);
-        let out = &mut *ops.output;
-        let bufs = (&mut *abuf, &mut *qbuf);
-        if let Some(flags) =
-            conv_positions::weight_grad_product(p, types, operands, out, chunk, bufs)?
-        {
+        let (out, taps) = (&mut *ops.output, &win.taps);
+        let run = conv_positions::run((pass, kwp), types, p, taps, operands, out, chunk, bufs)?;
+        if let Some(flags) = run {
             return Ok(flags);
         }
     }

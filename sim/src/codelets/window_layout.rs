@@ -104,7 +104,7 @@ impl BlockLayout {
     /// block ([`BlockLayout::whole`]). Returns false, writing nothing, for any other block
     /// (the caller widens it and un-groups it).
     pub(crate) fn ungroup_widen(&self, src: &[half::f16], dst: &mut [f32]) -> bool {
-        self.whole(src, dst, crate::numerics::kernels::convert::widen)
+        self.whole(src, dst, convert::widen)
     }
 
     /// [`BlockLayout::ungroup_widen`] into planes laid out apart: plane `(n, c)` of the
@@ -128,12 +128,7 @@ impl BlockLayout {
             && c_stride >= plane
             && n_stride >= channels * c_stride
             && dst.len() >= end
-            && self.whole_strided(
-                src,
-                dst,
-                (n_stride, c_stride),
-                crate::numerics::kernels::convert::widen,
-            )
+            && self.whole_strided(src, dst, (n_stride, c_stride), convert::widen)
     }
 
     /// An FP16 block widened (exactly) into position-major order: element `s` of plane
@@ -144,10 +139,8 @@ impl BlockLayout {
     /// length and for group 1 (stored NCHW).
     pub(crate) fn widen_position_major(&self, src: &[half::f16], dst: &mut [f32]) -> bool {
         let (g, plane, channels, batch, groups) = self.sizes();
-        if g < 2 || channels != groups * g || src.len() != channels * batch * plane {
-            return false;
-        }
-        if dst.len() != src.len() {
+        let whole = g >= 2 && channels == groups * g && src.len() == channels * batch * plane;
+        if !(whole && dst.len() == src.len()) {
             return false;
         }
         for (b, block) in src.chunks_exact(plane * g).enumerate() {
@@ -187,6 +180,7 @@ impl BlockLayout {
             let (lo, hi) = (c % g, (c1 - c + c % g).min(g));
             let (base, _) = self.plane_at(n as u64, (c - lo) as u64);
             let part = &mut dst[base..base + plane * g];
+            // Whole groups of 8 (ResNet's): each run one 32-byte move, not a copy call.
             if lo == 0 && hi == 8 && g == 8 {
                 for (s, out) in part.chunks_exact_mut(8).enumerate() {
                     let run: &[f32; 8] = src[s * ld + c..][..8].try_into().unwrap_or(&[0.0; 8]);
