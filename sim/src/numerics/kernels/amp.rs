@@ -40,10 +40,11 @@
 //!
 //! With finite inputs (checked once per call) the work is vectorised across output columns
 //! (each column keeps its own sequential order), compiled for AVX-512/AVX2 when the CPU has
-//! them. FP32 partials: blocks of 4 rows × up to 32 columns keep their chunk sums and
-//! partials in registers for the whole reduction, so each loaded vector of `b` serves four
-//! rows; narrow products (at most 32 columns, a convolution computed position-major) take
-//! eight rows at a time with AVX-512 (`amp_narrow.rs`). FP16 partials: the chunk sums of a
+//! them. FP32 partials: blocks of rows × columns keep their chunk sums and partials in
+//! registers for the whole reduction, so each loaded vector of `b` serves several rows —
+//! with AVX-512 intrinsics up to 8 rows of 16 columns, 6 of 32 or 4 of 48 (`amp_avx512.rs`),
+//! otherwise, and for `b` read through a table, 4 rows × up to 32 columns
+//! (`amp_blocks.rs`). FP16 partials: the chunk sums of a
 //! row, then its partial writes rounded with the vectorised lane rounding of
 //! `kernels::lanes` (TwoSum in f64, draws generated in bulk, in the (row, chunk, column)
 //! order). Any non-finite input sends the call through the scalar
@@ -61,10 +62,10 @@ use crate::numerics::simd::simd_dispatch;
 use super::lanes;
 use blocks::{chunk_block, column_blocks, f32_partials_any, Dense, Table, ROWS};
 
+#[path = "amp_avx512.rs"]
+mod avx512;
 #[path = "amp_blocks.rs"]
 mod blocks;
-#[path = "amp_narrow.rs"]
-mod narrow;
 
 /// The default reduction chunk: one AMP pass of 16 input channels.
 pub const AMP_CHUNK: usize = 16;
@@ -327,7 +328,7 @@ pub fn matmul_f32_strided(
     if !fp16_sums_stay_finite(k) {
         return Ok(false);
     }
-    Ok(narrow::f32_partials_strided(
+    Ok(avx512::f32_partials_strided(
         (a, row, step),
         b,
         out,
@@ -459,7 +460,7 @@ fn matmul(
             // The partials before the product, to redo a row from (zeros need no copy).
             let saved = (!known.zero_partials).then(|| out.to_vec());
             let (a, b) = (&a[..m * k], &b[..k * n]);
-            if !narrow::f32_partials(a, b, out, (k, n), chunk) {
+            if !avx512::f32_partials(a, b, out, (k, n), chunk) {
                 f32_partials(a, b, out, k, n, chunk);
             }
             for i in (0..m).filter(|_| checked) {

@@ -59,18 +59,23 @@ fn fast_path_equals_reference_values_flags_and_draws() {
     }
 }
 
-/// Narrow products (at most 32 columns: eight rows at a time with AVX-512, then 4, 2 and 1;
-/// 16 columns a vector, the last masked) equal the reference: FP16 operands, and FP32
-/// operands whose fused multiply-adds round (full mantissas), from partials that are not
-/// zero.
+/// The AVX-512 kernel's blocks (8 rows of one vector of columns, 6 of two, 4 of three, the
+/// rows left in blocks of 4, 2 and 1; groups of 48 columns, the last of one to three
+/// vectors with the last masked) and, on every CPU, the generic kernel called directly equal
+/// the reference: FP16 operands, and FP32 operands whose fused multiply-adds round (full
+/// mantissas), from partials that are not zero.
 #[test]
-fn narrow_products_equal_the_reference() {
+fn fp32_partials_kernels_equal_the_reference() {
     for (m, k, n) in [
         (19, 37, 24),
         (8, 16, 32),
         (15, 40, 13),
         (23, 9, 1),
         (11, 64, 16),
+        (25, 33, 40),
+        (13, 20, 96),
+        (7, 17, 100),
+        (1, 18, 49),
     ] {
         let shape = MatMulShape { m, k, n };
         fast_path_equals_reference(shape);
@@ -82,9 +87,11 @@ fn narrow_products_equal_the_reference() {
         };
         let (a, b) = (full(m * k), full(k * n));
         let init = full(m * n);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         for chunk in [1, 5, 16] {
-            let (mut fast, mut slow) = (init.clone(), init.clone());
+            let (mut fast, mut generic, mut slow) = (init.clone(), init.clone(), init.clone());
             let ff = matmul_f32(shape, &a, &b, &mut fast, chunk).unwrap();
+            f32_partials(&a, &b, &mut generic, k, n, chunk);
             let fs = reference(
                 shape,
                 &a,
@@ -95,11 +102,15 @@ fn narrow_products_equal_the_reference() {
                 FpSts::empty(),
             )
             .0;
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(
                 (bits(&fast), ff),
                 (bits(&slow), fs),
                 "{shape:?} chunk {chunk}"
+            );
+            assert_eq!(
+                bits(&generic),
+                bits(&slow),
+                "generic {shape:?} chunk {chunk}"
             );
         }
     }
