@@ -43,8 +43,7 @@
 //! them. FP32 partials: blocks of rows × columns keep their chunk sums and partials in
 //! registers for the whole reduction, so each loaded vector of `b` serves several rows —
 //! with AVX-512 intrinsics up to 8 rows of 16 columns, 6 of 32 or 4 of 48 (`amp_avx512.rs`),
-//! otherwise, and for `b` read through a table, 4 rows × up to 32 columns
-//! (`amp_blocks.rs`). FP16 partials: the chunk sums of a
+//! otherwise 4 rows × up to 32 columns (`amp_blocks.rs`). FP16 partials: the chunk sums of a
 //! row, then its partial writes rounded with the vectorised lane rounding of
 //! `kernels::lanes` (TwoSum in f64, draws generated in bulk, in the (row, chunk, column)
 //! order). Any non-finite input sends the call through the scalar
@@ -289,7 +288,9 @@ pub fn matmul_f32_rows(
     if out.len() < needed {
         check_len(KERNEL, "out", needed, out.len())?;
     }
-    f32_partials_rows(a, base, rows, out, (ldo, m, n), chunk);
+    if !avx512::f32_partials_rows(a, (base, rows), (out, ldo), (m, n), chunk) {
+        f32_partials_rows(a, base, rows, out, (ldo, m, n), chunk);
+    }
     if half_operands && fp16_sums_stay_finite(k) {
         return Ok(true);
     }

@@ -1,15 +1,18 @@
 //! The FP32-partials kernel of [`super`] (`amp.rs`) written with AVX-512 intrinsics, for
-//! every finite product it computes where the CPU has AVX-512: the columns in groups of up
-//! to three 16-lane vectors (the last masked), each group's rows in blocks whose chunk sums
-//! and partials all stay in registers — 8 rows of one vector, 6 of two, 4 of three (24
+//! every finite product it computes where the CPU has AVX-512, `b` row-major or read row by
+//! row through a table (a convolution's padded feature map): the columns in groups of up to
+//! three 16-lane vectors (the last masked), each group's rows in blocks whose chunk sums and
+//! partials all stay in registers — 8 rows of one vector, 6 of two, 4 of three (24
 //! accumulators; the 32 registers also hold `b`'s vectors and a broadcast) — so that each
-//! loaded vector of `b` serves up to 12 independent FMA chains. The generic kernel
-//! (`amp_blocks.rs`, the CPUs without AVX-512 and `b` read through a table) keeps four rows
-//! of up to 32 columns and leaves a last 8 columns to 256-bit vectors whose four FMA chains
-//! wait on their latency; with more rows, the compiler spills them. The partials stay in
-//! registers between chunks: kept in `out` instead, each chunk's masked store stalls the
-//! next chunk's load of it (a masked store does not forward to a load), slower than the
-//! generic kernel on the 1024³ matmul.
+//! loaded vector of `b` serves up to 12 independent FMA chains; a product of one to three
+//! rows (a convolution's few output channels against its output positions) takes them
+//! together over up to 8 vectors (one row) or 4 (two or three). The generic kernel
+//! (`amp_blocks.rs`, for the CPUs without AVX-512) keeps four rows of up to 32 columns and
+//! leaves a last 8 columns to 256-bit vectors whose four FMA chains wait on their latency;
+//! with more rows, the compiler spills them. The partials stay in registers between chunks:
+//! kept in `out` instead, each chunk's masked store stalls the next chunk's load of it (a
+//! masked store does not forward to a load), slower than the generic kernel on the 1024³
+//! matmul.
 //!
 //! Every element's operations and their order are the module docs': for each chunk, `s =
 //! a[c0]·b[c0]`, `s = fma(a[kk], b[kk], s)` down the chunk, then `P = P + s`, each an IEEE
@@ -48,8 +51,15 @@ pub(super) fn f32_partials_strided(
             if m == 0 || a.len() <= last || b.len() < k * n {
                 return m == 0;
             }
+            let product = x86::Product {
+                a: (a.as_ptr(), row, step),
+                b: x86::Dense(b.as_ptr(), n),
+                out: (out.as_mut_ptr(), n),
+                dims: (m, k, n),
+                chunk,
+            };
             // SAFETY: the CPU supports AVX-512F; the lengths were checked above.
-            unsafe { x86::f32_partials((a, row, step), b, out, (m, k, n), chunk) };
+            unsafe { x86::f32_partials(product) };
             return true;
         }
     }
@@ -57,36 +67,138 @@ pub(super) fn f32_partials_strided(
     false
 }
 
+/// [`f32_partials`] with row `kk` of `b` (its `n` columns) at `base[rows[kk] ..]` and row
+/// `i` of `out` at `out[i · ldo ..]` (`a` row-major, `m × rows.len()`); returns false,
+/// computing nothing, where the CPU lacks AVX-512 or an operand is too short.
+pub(super) fn f32_partials_rows(
+    a: &[f32],
+    (base, rows): (&[f32], &[usize]),
+    (out, ldo): (&mut [f32], usize),
+    (m, n): (usize, usize),
+    chunk: usize,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let k = rows.len();
+        if n > 0 && k > 0 && m > 0 && chunk > 0 && std::is_x86_feature_detected!("avx512f") {
+            let short = a.len() < m * k
+                || ldo < n
+                || out.len() < (m - 1) * ldo + n
+                || rows.iter().any(|&r| r.saturating_add(n) > base.len());
+            if short {
+                return false;
+            }
+            let product = x86::Product {
+                a: (a.as_ptr(), k, 1),
+                b: x86::Table(base.as_ptr(), rows.as_ptr()),
+                out: (out.as_mut_ptr(), ldo),
+                dims: (m, k, n),
+                chunk,
+            };
+            // SAFETY: the CPU supports AVX-512F; the lengths were checked above.
+            unsafe { x86::f32_partials(product) };
+            return true;
+        }
+    }
+    let _ = (a, base, rows, out, ldo, m, n, chunk);
+    false
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
 
-    /// [`super::f32_partials_strided`]: the columns in groups of three 16-column vectors
-    /// (the last group one to three, its last vector masked), each group's rows in blocks
-    /// as many as keep the block's chunk sums and partials in registers; `a`'s element
-    /// `(i, kk)` at `i · row + kk · step`.
+    /// How the kernel finds row `kk` of `b`: a pointer to its first column.
+    pub(super) trait Rows: Copy {
+        /// # Safety
+        /// `kk` is below the product's `k`.
+        unsafe fn row(self, kk: usize) -> *const f32;
+    }
+
+    /// `b` row-major: its start and row length.
+    #[derive(Clone, Copy)]
+    pub(super) struct Dense(pub *const f32, pub usize);
+
+    impl Rows for Dense {
+        #[inline(always)]
+        unsafe fn row(self, kk: usize) -> *const f32 {
+            // SAFETY: row `kk < k` of a `k × n` buffer.
+            unsafe { self.0.add(kk * self.1) }
+        }
+    }
+
+    /// `b`'s rows in another buffer: its start and the row offsets.
+    #[derive(Clone, Copy)]
+    pub(super) struct Table(pub *const f32, pub *const usize);
+
+    impl Rows for Table {
+        #[inline(always)]
+        unsafe fn row(self, kk: usize) -> *const f32 {
+            // SAFETY: entry `kk < k` of the table, an offset the caller checked.
+            unsafe { self.0.add(*self.1.add(kk)) }
+        }
+    }
+
+    /// One product's operands, checked by the caller: `a`'s element `(i, kk)` at `a.0 +
+    /// i · a.1 + kk · a.2`, `b`'s rows, `out`'s row `i` at `out.0 + i · out.1`, `dims`
+    /// `(m, k, n)`, the reduction chunk.
+    #[derive(Clone, Copy)]
+    pub(super) struct Product<B> {
+        pub a: (*const f32, usize, usize),
+        pub b: B,
+        pub out: (*mut f32, usize),
+        pub dims: (usize, usize, usize),
+        pub chunk: usize,
+    }
+
+    /// [`super::f32_partials_strided`] and [`super::f32_partials_rows`]: one to three rows
+    /// (a convolution's output channels against its output positions) as one block over
+    /// vectors enough for 8 to 12 FMA chains (8 for a single row, 4 for two or three);
+    /// otherwise the columns in groups of up to three vectors, each group's rows in blocks
+    /// of 8, 6 or 4 as it is one, two or three vectors wide.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn f32_partials(
-        a: (&[f32], usize, usize),
-        b: &[f32],
-        out: &mut [f32],
-        (m, k, n): (usize, usize, usize),
-        chunk: usize,
-    ) {
-        let mut j = 0;
-        while j < n {
-            let at = (j, m, k, n);
-            // SAFETY (each call): the group's columns `j .. min(j + 16·V, n)` and every
-            // row of `a`, `b` and `out` are in bounds (the callers check `a` for its last
-            // element, `b.len() ≥ k·n` and `out.len() ≥ m·n`).
-            unsafe {
-                match n - j {
-                    0..=16 => column_group::<1, 8>(a, b, out, at, chunk),
-                    17..=32 => column_group::<2, 6>(a, b, out, at, chunk),
-                    _ => column_group::<3, 4>(a, b, out, at, chunk),
+    pub(super) unsafe fn f32_partials<B: Rows>(p: Product<B>) {
+        let (m, _, n) = p.dims;
+        // SAFETY (each call): the rows and columns computed are those of the product.
+        unsafe {
+            match m {
+                1 => few_rows::<1, B>(p),
+                2 => few_rows::<2, B>(p),
+                3 => few_rows::<3, B>(p),
+                _ => {
+                    let mut j = 0;
+                    while j < n {
+                        match n - j {
+                            0..=16 => column_group::<1, 8, B>(p, j),
+                            17..=32 => column_group::<2, 6, B>(p, j),
+                            _ => column_group::<3, 4, B>(p, j),
+                        }
+                        j += 48;
+                    }
                 }
             }
-            j += 48;
+        }
+    }
+
+    /// All `R` rows (1 to 3) of the product, column block by column block: up to 8 vectors
+    /// for a single row, up to 4 for two or three.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn few_rows<const R: usize, B: Rows>(p: Product<B>) {
+        let n = p.dims.2;
+        let mut j = 0;
+        while j < n {
+            // SAFETY: the block's columns start below `n` (the last vector masked).
+            let vectors = unsafe {
+                match (n - j).div_ceil(16) {
+                    1 => block::<R, 1, B>(p, 0, j),
+                    2 => block::<R, 2, B>(p, 0, j),
+                    3 => block::<R, 3, B>(p, 0, j),
+                    8.. if R == 1 => block::<R, 8, B>(p, 0, j),
+                    _ => block::<R, 4, B>(p, 0, j),
+                }
+            };
+            j += 16 * vectors;
         }
     }
 
@@ -94,30 +206,25 @@ mod x86 {
     /// 4, 2 and 1.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn column_group<const V: usize, const R: usize>(
-        a: (&[f32], usize, usize),
-        b: &[f32],
-        out: &mut [f32],
-        (j, m, k, n): (usize, usize, usize, usize),
-        chunk: usize,
-    ) {
+    unsafe fn column_group<const V: usize, const R: usize, B: Rows>(p: Product<B>, j: usize) {
+        let m = p.dims.0;
         let mut i = 0;
         // SAFETY (each call): rows `i .. i + rows ≤ m`, columns as the caller's.
         unsafe {
             while i + R <= m {
-                block::<R, V>(a, b, out, (i, j, k, n), chunk);
+                block::<R, V, B>(p, i, j);
                 i += R;
             }
             if i + 4 <= m {
-                block::<4, V>(a, b, out, (i, j, k, n), chunk);
+                block::<4, V, B>(p, i, j);
                 i += 4;
             }
             if i + 2 <= m {
-                block::<2, V>(a, b, out, (i, j, k, n), chunk);
+                block::<2, V, B>(p, i, j);
                 i += 2;
             }
             if i < m {
-                block::<1, V>(a, b, out, (i, j, k, n), chunk);
+                block::<1, V, B>(p, i, j);
             }
         }
     }
@@ -132,18 +239,16 @@ mod x86 {
     }
 
     /// The `R × 16·V` block of `out` at `(i, j)` (columns from `n` on masked off), its
-    /// chunk sums and partials in registers for the whole reduction.
+    /// chunk sums and partials in registers for the whole reduction; returns `V`.
     #[allow(clippy::needless_range_loop)]
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn block<const R: usize, const V: usize>(
-        (a, row, step): (&[f32], usize, usize),
-        b: &[f32],
-        out: &mut [f32],
-        (i, j, k, n): (usize, usize, usize, usize),
-        chunk: usize,
-    ) {
-        let (a, b, out) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+    unsafe fn block<const R: usize, const V: usize, B: Rows>(
+        p: Product<B>,
+        i: usize,
+        j: usize,
+    ) -> usize {
+        let ((a, row, step), (out, ldo), (_, k, n)) = (p.a, p.out, p.dims);
         let at = |r: usize, kk: usize| (i + r) * row + kk * step;
         let mut mask = [0xffff as __mmask16; V];
         for v in 0..V {
@@ -151,21 +256,22 @@ mod x86 {
         }
         // SAFETY: every access below is to row `i + r < m` of `out` or row `kk < k` of `b`,
         // at columns `j + 16·v ..` masked to those below `n`, or to element `(i + r, kk)`
-        // of `a`.
+        // of `a`; the callers give only vectors that start below `n`.
         unsafe {
-            let mut p = [[_mm512_setzero_ps(); V]; R];
+            let mut acc = [[_mm512_setzero_ps(); V]; R];
             for r in 0..R {
                 for v in 0..V {
-                    p[r][v] = _mm512_maskz_loadu_ps(mask[v], out.add((i + r) * n + j + 16 * v));
+                    acc[r][v] = _mm512_maskz_loadu_ps(mask[v], out.add((i + r) * ldo + j + 16 * v));
                 }
             }
             let mut c0 = 0;
             while c0 < k {
-                let c1 = (c0 + chunk).min(k);
+                let c1 = (c0 + p.chunk).min(k);
                 let mut s = [[_mm512_setzero_ps(); V]; R];
                 let mut bv = [_mm512_setzero_ps(); V];
+                let b0 = p.b.row(c0).add(j);
                 for v in 0..V {
-                    bv[v] = _mm512_maskz_loadu_ps(mask[v], b.add(c0 * n + j + 16 * v));
+                    bv[v] = _mm512_maskz_loadu_ps(mask[v], b0.add(16 * v));
                 }
                 for r in 0..R {
                     let av = _mm512_set1_ps(*a.add(at(r, c0)));
@@ -174,8 +280,9 @@ mod x86 {
                     }
                 }
                 for kk in c0 + 1..c1 {
+                    let bk = p.b.row(kk).add(j);
                     for v in 0..V {
-                        bv[v] = _mm512_maskz_loadu_ps(mask[v], b.add(kk * n + j + 16 * v));
+                        bv[v] = _mm512_maskz_loadu_ps(mask[v], bk.add(16 * v));
                     }
                     for r in 0..R {
                         let av = _mm512_set1_ps(*a.add(at(r, kk)));
@@ -186,16 +293,18 @@ mod x86 {
                 }
                 for r in 0..R {
                     for v in 0..V {
-                        p[r][v] = _mm512_add_ps(p[r][v], s[r][v]);
+                        acc[r][v] = _mm512_add_ps(acc[r][v], s[r][v]);
                     }
                 }
                 c0 = c1;
             }
             for r in 0..R {
                 for v in 0..V {
-                    _mm512_mask_storeu_ps(out.add((i + r) * n + j + 16 * v), mask[v], p[r][v]);
+                    let o = out.add((i + r) * ldo + j + 16 * v);
+                    _mm512_mask_storeu_ps(o, mask[v], acc[r][v]);
                 }
             }
         }
+        V
     }
 }

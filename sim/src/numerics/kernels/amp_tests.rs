@@ -290,7 +290,22 @@ fn shape_errors() {
 /// without vector tails, and several chunks. Bad lengths are errors.
 #[test]
 fn rows_through_a_table_equal_the_dense_product() {
-    for (m, k, n) in [(1, 7, 8), (4, 19, 16), (5, 33, 24), (3, 9, 40), (9, 20, 3)] {
+    // With AVX-512: one row over blocks of 8 vectors, then 4 and fewer (150, 100 columns);
+    // two and three rows over blocks of up to 4 vectors; more rows in groups of up to 3
+    // vectors. The generic kernel, called directly, on every CPU.
+    let shapes = [
+        (1, 7, 8),
+        (4, 19, 16),
+        (5, 33, 24),
+        (3, 9, 40),
+        (9, 20, 3),
+        (1, 12, 150),
+        (1, 9, 100),
+        (2, 17, 70),
+        (3, 21, 64),
+        (6, 10, 50),
+    ];
+    for (m, k, n) in shapes {
         for chunk in [1, 4, 16] {
             let wide = |v: Vec<f16>| -> Vec<f32> { v.iter().map(|x| x.to_f32()).collect() };
             let a = wide(operands(m * k, 1));
@@ -311,19 +326,23 @@ fn rows_through_a_table_equal_the_dense_product() {
             for i in 0..m {
                 out[i * ldo..i * ldo + n].copy_from_slice(&start[i * n..(i + 1) * n]);
             }
+            let mut generic = out.clone();
             assert!(
                 matmul_f32_rows(&a, (&base, &rows), (&mut out, ldo), n, (chunk, false)).unwrap()
             );
-            for i in 0..m {
-                let (got, want) = (&out[i * ldo..i * ldo + n], &dense[i * n..(i + 1) * n]);
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    bits(got),
-                    bits(want),
-                    "m {m} k {k} n {n} chunk {chunk} row {i}"
-                );
-                if i + 1 < m {
-                    assert!(out[i * ldo + n..(i + 1) * ldo].iter().all(|&x| x == -1.0));
+            f32_partials_rows(&a, &base, &rows, &mut generic, (ldo, m, n), chunk);
+            for out in [&out, &generic] {
+                for i in 0..m {
+                    let (got, want) = (&out[i * ldo..i * ldo + n], &dense[i * n..(i + 1) * n]);
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(got),
+                        bits(want),
+                        "m {m} k {k} n {n} chunk {chunk} row {i}"
+                    );
+                    if i + 1 < m {
+                        assert!(out[i * ldo + n..(i + 1) * ldo].iter().all(|&x| x == -1.0));
+                    }
                 }
             }
         }
