@@ -48,7 +48,7 @@ pub(super) fn f32_partials_strided(
         if n > 0 && k > 0 && chunk > 0 && std::is_x86_feature_detected!("avx512f") {
             let m = out.len() / n;
             let last = (m.saturating_sub(1) * row).saturating_add((k - 1) * step);
-            if m == 0 || a.len() <= last || b.len() < k * n {
+            if m == 0 || a.len() <= last || b.len() < k.saturating_mul(n) {
                 return m == 0;
             }
             let product = x86::Product {
@@ -81,9 +81,9 @@ pub(super) fn f32_partials_rows(
     {
         let k = rows.len();
         if n > 0 && k > 0 && m > 0 && chunk > 0 && std::is_x86_feature_detected!("avx512f") {
-            let short = a.len() < m * k
+            let short = a.len() < m.saturating_mul(k)
                 || ldo < n
-                || out.len() < (m - 1) * ldo + n
+                || out.len() < (m - 1).saturating_mul(ldo).saturating_add(n)
                 || rows.iter().any(|&r| r.saturating_add(n) > base.len());
             if short {
                 return false;

@@ -2,7 +2,9 @@
 //! file: blocks of rows × up to 64 columns that keep their chunk sums and partials in
 //! registers for the whole reduction, generic over how `b` is read — row-major ([`Dense`])
 //! or row by row through a table into another buffer ([`Table`], a convolution's padded
-//! feature map) — with every element's operations and their order the module docs'.
+//! feature map) — with every element's operations and their order the module docs'. Where
+//! the CPU has AVX-512, `amp_avx512.rs` computes these products instead; this kernel serves
+//! the other CPUs, and its blocks of chunk sums the FP16-partials kernel.
 
 /// Rows of `out` the FP32-partials kernel computes together (each loaded vector of `b`
 /// serves all of them).
