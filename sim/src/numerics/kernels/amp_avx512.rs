@@ -47,7 +47,8 @@ pub(super) fn f32_partials_strided(
     {
         if n > 0 && k > 0 && chunk > 0 && std::is_x86_feature_detected!("avx512f") {
             let m = out.len() / n;
-            let last = (m.saturating_sub(1) * row).saturating_add((k - 1) * step);
+            let last = (m.saturating_sub(1).saturating_mul(row))
+                .saturating_add((k - 1).saturating_mul(step));
             if m == 0 || a.len() <= last || b.len() < k.saturating_mul(n) {
                 return m == 0;
             }
