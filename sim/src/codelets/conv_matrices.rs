@@ -17,6 +17,7 @@
 //! bytes, widened on the way ([`MapSource::Grouped`]), without widening it first.
 
 use super::window_layout::BlockLayout;
+use crate::numerics::kernels::transpose;
 use ipusim_exe::codelets::{WindowParams, WindowPass};
 
 fn len(r: (u32, u32)) -> usize {
@@ -180,6 +181,13 @@ pub(super) fn input_grad_weights(p: &WindowParams, w: &[f32], a: &mut [f32]) {
     let cb = p.out_channel_count() as usize;
     let taps = (g.kh * g.kw) as usize;
     let k = taps * og;
+    // `w` is the `og × (cb · taps)` matrix of rows `o`, and `a` its transpose: eight rows by
+    // eight columns at a time where the columns come in whole groups of eight.
+    let cols = cb * taps;
+    if cols > 0 && cols.is_multiple_of(8) && w.len() >= og * cols && a.len() >= og * cols {
+        transpose::columns_to_planes(&w[..og * cols], cols, a, og, 0);
+        return;
+    }
     for (c, row) in a.chunks_exact_mut(k.max(1)).enumerate() {
         for (pos, slots) in row.chunks_exact_mut(og.max(1)).enumerate() {
             for (o, slot) in slots.iter_mut().enumerate() {
