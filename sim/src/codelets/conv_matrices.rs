@@ -141,6 +141,33 @@ pub(super) fn forward_weights(p: &WindowParams, kwp: u32, w: &[f32], a: &mut [f3
     let (kh, kw, kwp) = (g.kh as usize, g.kw as usize, kwp as usize);
     let k = kh * kwp * cg;
     let taps = kh * kw;
+    // Without padding columns, each output channel's row of `a` is the transpose of its
+    // weights' `cg × taps` matrix — a run of channels at a time where the weights are
+    // chunked (a chunk's channels are consecutive rows of its `[o][c][kh][kw]`).
+    let transposed = |o: usize, row: &mut [f32]| -> bool {
+        let mut c = 0;
+        while c < cg {
+            let (at, run) = match p.weight_chunk {
+                0 => ((o * cg + c) * taps, cg - c),
+                _ => (
+                    p.forward_weight_at(o, c),
+                    p.weight_chunk_rest(c).min(cg - c).max(1),
+                ),
+            };
+            let Some(src) = w.get(at..at + run * taps) else {
+                return false;
+            };
+            transpose::columns_to_planes(src, taps, row, cg, c);
+            c += run;
+        }
+        true
+    };
+    if kwp == kw && k > 0 {
+        let mut rows = a.chunks_exact_mut(k).enumerate();
+        if rows.all(|(o, row)| transposed(o, row)) {
+            return;
+        }
+    }
     for (o, row) in a.chunks_exact_mut(k.max(1)).enumerate() {
         let mut slots = row.chunks_exact_mut(cg.max(1));
         for khi in 0..kh {
@@ -181,10 +208,9 @@ pub(super) fn input_grad_weights(p: &WindowParams, w: &[f32], a: &mut [f32]) {
     let cb = p.out_channel_count() as usize;
     let taps = (g.kh * g.kw) as usize;
     let k = taps * og;
-    // `w` is the `og × (cb · taps)` matrix of rows `o`, and `a` its transpose: eight rows by
-    // eight columns at a time where the columns come in whole groups of eight.
+    // `w` is the `og × (cb · taps)` matrix of rows `o`, and `a` its transpose.
     let cols = cb * taps;
-    if cols > 0 && cols.is_multiple_of(8) && w.len() >= og * cols && a.len() >= og * cols {
+    if w.len() >= og * cols && a.len() >= og * cols {
         transpose::columns_to_planes(&w[..og * cols], cols, a, og, 0);
         return;
     }

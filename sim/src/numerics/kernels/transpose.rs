@@ -1,14 +1,18 @@
 //! The transpose of a row-major f32 matrix into planes: the un-grouping of a
 //! channel-grouped operand block (`codelets::window_layout`), whose `positions × g`
-//! matrices become `g` planes. Eight rows by eight columns at a time with AVX's
+//! matrices become `g` planes, and a convolution's weight matrices
+//! (`codelets::conv_matrices`). Eight rows by eight columns at a time with AVX's
 //! unpack-and-shuffle transpose where the CPU has it (24 shuffles for 64 values instead of
 //! 64 single-element gathers); the values are moved, never computed.
 
 /// Column `c` of the `rows × g` row-major matrix `m` (`rows = m.len() / g`) to
-/// `planes[c · plane + s0 ..][..rows]`, for every `c < g`. `g` a multiple of 8; `planes`
-/// must hold every column's destination.
+/// `planes[c · plane + s0 ..][..rows]`, for every `c < g` (nothing when `g` is 0); `planes`
+/// must hold every column's destination. Whole groups of 8 columns go through registers,
+/// the columns past the last group one value at a time.
 pub fn columns_to_planes(m: &[f32], g: usize, planes: &mut [f32], plane: usize, s0: usize) {
-    debug_assert!(g > 0 && g.is_multiple_of(8));
+    if g == 0 {
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx") {
@@ -33,8 +37,8 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// [`super::columns_to_planes`]: each block of 8 rows × 8 columns loaded as 8 row
-    /// vectors, transposed in registers, stored as 8 column vectors; the last rows (fewer
-    /// than 8) one value at a time.
+    /// vectors, transposed in registers, stored as 8 column vectors; the columns past the
+    /// last whole 8 and the last rows (fewer than 8) one value at a time.
     #[target_feature(enable = "avx")]
     pub(super) unsafe fn columns_avx(
         m: &[f32],
@@ -45,9 +49,10 @@ mod x86 {
     ) {
         let rows = m.len() / g;
         let blocks = rows / 8;
+        let full = g - g % 8;
         for b in 0..blocks {
             let block = &m[b * 8 * g..(b + 1) * 8 * g];
-            for c0 in (0..g).step_by(8) {
+            for c0 in (0..full).step_by(8) {
                 let row = |j: usize| &block[j * g + c0..j * g + c0 + 8];
                 let columns = transpose8([
                     load(row(0)),
@@ -62,6 +67,11 @@ mod x86 {
                 for (c, v) in columns.into_iter().enumerate() {
                     let at = (c0 + c) * plane + s0 + b * 8;
                     store(&mut planes[at..at + 8], v);
+                }
+            }
+            for (j, row) in block.chunks_exact(g).enumerate() {
+                for (c, &v) in row.iter().enumerate().skip(full) {
+                    planes[c * plane + s0 + b * 8 + j] = v;
                 }
             }
         }
@@ -127,11 +137,12 @@ mod tests {
     use super::*;
 
     /// Every value lands in its column's plane, for row counts around the 8-row blocks,
-    /// widths of one to four 8-column blocks, an offset into the planes, and planes longer
-    /// than the rows (the positions not written keep their values).
+    /// widths of one to four 8-column blocks and widths with columns past them (1, 3, 9,
+    /// 12), an offset into the planes, and planes longer than the rows (the positions not
+    /// written keep their values).
     #[test]
     fn columns_land_in_their_planes() {
-        for g in [8, 16, 24, 32] {
+        for g in [8, 16, 24, 32, 1, 3, 9, 12] {
             for rows in [0, 1, 7, 8, 9, 15, 16, 17, 40, 63] {
                 for s0 in [0, 3] {
                     let plane = rows + s0 + 5;
