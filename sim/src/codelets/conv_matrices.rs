@@ -142,18 +142,13 @@ pub(super) fn forward_weights(p: &WindowParams, kwp: u32, w: &[f32], a: &mut [f3
     let k = kh * kwp * cg;
     let taps = kh * kw;
     // Without padding columns, each output channel's row of `a` is the transpose of its
-    // weights' `cg × taps` matrix — a run of channels at a time where the weights are
-    // chunked (a chunk's channels are consecutive rows of its `[o][c][kh][kw]`).
+    // weights' `cg × taps` matrix, a run of channels at a time (a weight chunk's channels
+    // are consecutive rows of its `[o][c][kh][kw]`; unchunked weights are one run).
     let transposed = |o: usize, row: &mut [f32]| -> bool {
         let mut c = 0;
         while c < cg {
-            let (at, run) = match p.weight_chunk {
-                0 => ((o * cg + c) * taps, cg - c),
-                _ => (
-                    p.forward_weight_at(o, c),
-                    p.weight_chunk_rest(c).min(cg - c).max(1),
-                ),
-            };
+            let at = p.forward_weight_at(o, c);
+            let run = p.weight_chunk_rest(c).min(cg - c).max(1);
             let Some(src) = w.get(at..at + run * taps) else {
                 return false;
             };

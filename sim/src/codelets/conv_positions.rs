@@ -164,15 +164,7 @@ fn weight_matrix(pass: WindowPass, p: &WindowParams, wide: &[f32], b: &mut [f32]
                 let at = p.forward_weight_at(0, c);
                 let chunk = &wide[at..at + outs * run];
                 let planes = &mut b[c * outs..(c + run) * outs];
-                if run.is_multiple_of(8) {
-                    transpose::columns_to_planes(chunk, run, planes, outs, 0);
-                } else {
-                    for (o, row) in chunk.chunks_exact(run).enumerate() {
-                        for (j, &v) in row.iter().enumerate() {
-                            planes[j * outs + o] = v;
-                        }
-                    }
-                }
+                transpose::columns_to_planes(chunk, run, planes, outs, 0);
                 c += run;
             }
         }

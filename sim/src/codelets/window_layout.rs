@@ -233,18 +233,7 @@ impl BlockLayout {
                 match g {
                     2 => columns::<2>(wide, planes, c_stride, s0),
                     4 => columns::<4>(wide, planes, c_stride, s0),
-                    _ if g.is_multiple_of(8) => {
-                        transpose::columns_to_planes(wide, g, planes, c_stride, s0)
-                    }
-                    _ => {
-                        let count = part.len() / g;
-                        for gi in 0..g {
-                            let out = &mut planes[gi * c_stride + s0..][..count];
-                            for (s, o) in out.iter_mut().enumerate() {
-                                *o = wide[s * g + gi];
-                            }
-                        }
-                    }
+                    _ => transpose::columns_to_planes(wide, g, planes, c_stride, s0),
                 }
             }
         }
