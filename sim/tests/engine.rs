@@ -539,7 +539,9 @@ fn split_vertices_give_the_same_values_in_one_pass_and_slice_by_slice() {
 /// an update of its weights read again by a second matmul — run with `run`, which leaves
 /// the large exchanges' writes to the compute sets after them, gives the same trace,
 /// outfeeds and variables as stepping it (every exchange written at once), as running it to
-/// the next collective (none: to the end) and as `run` on two host threads.
+/// the next collective (none: to the end) and as `run` on two host threads. From the second
+/// run on, `run` also gathers the sources of the exchange after a compute set in that
+/// compute set, tile by tile (the matmul's reduction of partials).
 #[test]
 fn deferred_exchange_writes_change_nothing_observable() {
     use ipusim_compiler::{compile, CompileOptions, Target};
@@ -550,8 +552,8 @@ fn deferred_exchange_writes_change_nothing_observable() {
         high: 1.0,
         seed,
     };
-    let x = b.variable("x", DType::F16, [256, 384], init(1)).unwrap();
-    let w = b.variable("w", DType::F16, [384, 384], init(2)).unwrap();
+    let x = b.variable("x", DType::F16, [512, 1024], init(1)).unwrap();
+    let w = b.variable("w", DType::F16, [1024, 1024], init(2)).unwrap();
     let y = b.matmul(x, w).unwrap();
     let r = b.relu(y).unwrap();
     let s = b.reduce_sum(r, &[0], false).unwrap();
@@ -578,7 +580,8 @@ fn deferred_exchange_writes_change_nothing_observable() {
         let mut engine = Engine::new(Arc::clone(&exe), options).unwrap();
         let mut host = ipusim_sim::host::QueueHost::new();
         assert!(engine.deferring_exchanges() > 0);
-        for _ in 0..2 {
+        assert!(engine.early_gathering_exchanges() > 0);
+        for _ in 0..3 {
             match drive {
                 Drive::Run => {
                     engine.run(&mut host).unwrap();

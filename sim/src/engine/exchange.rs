@@ -39,6 +39,14 @@ use rayon::prelude::*;
 /// was 20% slower with every exchange deferred). Our choice.
 const PARALLEL_BYTES: u64 = 256 << 10;
 
+/// A deferring exchange whose moves are this many bytes or more on average is gathered
+/// early, tile by tile, by the compute set before it (module docs). Our choice, measured:
+/// a reduction's partials (kilobytes per move) gathered right after the vertices that wrote
+/// them made the 1024³ matmul's step a fifth faster on two host threads, while the hundreds
+/// of bytes per move of a convolution network's exchanges, from adjacent bytes of the
+/// staging buffer written by different threads, made ResNet-50's slower.
+const EARLY_MOVE_BYTES: usize = 1024;
+
 /// An exchange, ready to run.
 #[derive(Clone, Debug)]
 pub(crate) struct ExchangePlan {
@@ -50,8 +58,15 @@ pub(crate) struct ExchangePlan {
     pub bytes: u64,
     /// Bytes of all sources.
     source_bytes: usize,
-    /// (dense source tile, source offset → staging offset), in copy order.
+    /// (dense source tile, source offset → staging offset), in copy order: the staging
+    /// ranges of the moves are disjoint.
     gather: Vec<SourceMove>,
+    /// For a deferring exchange, the indices of `gather` by source tile (ascending), in copy
+    /// order within each: a compute set just before the exchange gathers a tile's sources
+    /// as soon as its vertices are done ([`ExchangePlan::early_moves`]).
+    by_tile: Vec<u32>,
+    /// Each source tile's run of `by_tile`: (dense tile, range), ascending.
+    segments: Vec<(usize, std::ops::Range<usize>)>,
     /// Dense destination tiles, ascending.
     dst_tiles: Vec<usize>,
     /// For each of `dst_tiles`, its writes (staging offset → tile offset) in copy order.
@@ -59,7 +74,7 @@ pub(crate) struct ExchangePlan {
 }
 
 /// A move from a source tile: (dense source tile, source offset → staging offset).
-type SourceMove = (usize, Piece);
+pub(super) type SourceMove = (usize, Piece);
 
 /// One contiguous byte move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +150,15 @@ impl ExchangePlan {
             }
             source_bytes += len;
         }
+        let bytes = ex.total_bytes();
+        // A deferring exchange's moves by source tile (ascending), in copy order within each,
+        // when they are large ([`EARLY_MOVE_BYTES`]).
+        let (by_tile, segments) =
+            if bytes >= PARALLEL_BYTES && source_bytes >= EARLY_MOVE_BYTES * gather.len() {
+                by_source_tile(&gather)
+            } else {
+                (Vec::new(), Vec::new())
+            };
         let (mut dst_tiles, mut scatter) = (Vec::new(), Vec::<Vec<Piece>>::new());
         for (t, pieces) in per_tile.into_iter().enumerate() {
             if !pieces.is_empty() {
@@ -149,9 +173,11 @@ impl ExchangePlan {
                 cycles::exchange_cycles(&exe.target, ex)
             },
             tile_cycles: cycles::exchange_tile_cycles(&exe.target, ex),
-            bytes: ex.total_bytes(),
+            bytes,
             source_bytes,
             gather,
+            by_tile,
+            segments,
             dst_tiles,
             scatter,
         })
@@ -163,6 +189,62 @@ impl ExchangePlan {
     pub(super) fn apply(&self, tiles: &mut [TileState], staging: &mut Vec<u8>, workers: &Workers) {
         self.gather(tiles, staging, workers);
         self.scatter(tiles, staging, workers);
+    }
+
+    /// Whether a compute set just before it gathers its sources early (a deferring exchange
+    /// of large moves, [`EARLY_MOVE_BYTES`]).
+    pub(super) fn gathers_early(&self) -> bool {
+        !self.segments.is_empty()
+    }
+
+    /// The bytes its sources take in the staging buffer.
+    pub(super) fn source_bytes(&self) -> usize {
+        self.source_bytes
+    }
+
+    /// For a compute set on the dense tiles `dense` (ascending) just before this exchange,
+    /// each of its tiles' moves here (indices of the exchange's moves; `None` for a tile
+    /// that sends nothing, and for every tile of an exchange that does not defer), in
+    /// `dense` order: the tile's sources, gathered as soon as its vertices are done
+    /// ([`EarlyGather::tile`]) while they are in the host's cache.
+    pub(super) fn early_moves(&self, dense: &[usize]) -> Vec<Option<&[u32]>> {
+        let mut seg = self.segments.iter().peekable();
+        (dense.iter())
+            .map(|&d| {
+                while seg.next_if(|(t, _)| *t < d).is_some() {}
+                match seg.peek() {
+                    Some((t, r)) if *t == d => Some(&self.by_tile[r.clone()]),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// The sources of the tiles not in `done` (dense, ascending: the compute set before
+    /// the exchange, whose tiles gathered theirs early) into `staging`.
+    pub(super) fn gather_except(&self, tiles: &[TileState], staging: &mut [u8], done: &[usize]) {
+        let mut rest = done.iter().peekable();
+        for (d, r) in &self.segments {
+            while rest.next_if(|&&t| t < *d).is_some() {}
+            if rest.peek() != Some(&d) {
+                let mem = tiles[*d].mem.bytes();
+                for &i in &self.by_tile[r.clone()] {
+                    let p = self.gather[i as usize].1;
+                    staging[p.to..p.to + p.len].copy_from_slice(&mem[p.from..p.from + p.len]);
+                }
+            }
+        }
+    }
+
+    /// The staging buffer `staging` (at least [`ExchangePlan::source_bytes`] long) open to
+    /// the tiles' early gathers.
+    pub(super) fn early_gather<'a>(&'a self, staging: &'a mut [u8]) -> EarlyGather<'a> {
+        assert!(staging.len() >= self.source_bytes);
+        EarlyGather {
+            moves: &self.gather,
+            staging: staging.as_mut_ptr(),
+            _buffer: std::marker::PhantomData,
+        }
     }
 
     /// Whether the engine may leave this exchange's writes to the compute set that follows
@@ -237,6 +319,54 @@ impl ExchangePlan {
 pub(super) fn write_tile(mem: &mut [u8], pieces: &[Piece], staging: &[u8]) {
     for p in pieces {
         mem[p.to..p.to + p.len].copy_from_slice(&staging[p.from..p.from + p.len]);
+    }
+}
+
+/// The indices of `gather` by source tile (ascending), in copy order within each, and each
+/// tile's run of them.
+fn by_source_tile(gather: &[SourceMove]) -> (Vec<u32>, Vec<(usize, std::ops::Range<usize>)>) {
+    let mut order: Vec<u32> = (0..gather.len() as u32).collect();
+    order.sort_by_key(|&i| gather[i as usize].0);
+    let mut segments = Vec::new();
+    let mut at = 0;
+    for run in order.chunk_by(|&a, &b| gather[a as usize].0 == gather[b as usize].0) {
+        segments.push((gather[run[0] as usize].0, at..at + run.len()));
+        at += run.len();
+    }
+    (order, segments)
+}
+
+/// A staging buffer the tiles of a compute set fill at once, each with its own moves of
+/// the exchange that follows ([`ExchangePlan::early_gather`]). The moves' staging ranges
+/// are disjoint (each is one run of copies, placed one after the other in
+/// [`ExchangePlan::new`]) and each move belongs to one tile, so no two tiles write the
+/// same byte; the buffer is reached only through this pointer while the tiles run (it is
+/// borrowed mutably for `'a`).
+pub(super) struct EarlyGather<'a> {
+    moves: &'a [SourceMove],
+    staging: *mut u8,
+    _buffer: std::marker::PhantomData<&'a mut [u8]>,
+}
+
+// SAFETY: the tiles write disjoint bytes of the buffer (see the type's docs), which nothing
+// else reads or writes while they run.
+unsafe impl Send for EarlyGather<'_> {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for EarlyGather<'_> {}
+
+impl EarlyGather<'_> {
+    /// Gathers the moves `which` (one tile's, from [`ExchangePlan::early_moves`]) from that
+    /// tile's memory `mem`.
+    pub(super) fn tile(&self, which: &[u32], mem: &[u8]) {
+        for &i in which {
+            let p = self.moves[i as usize].1;
+            let from = &mem[p.from..p.from + p.len];
+            // SAFETY: `p.to + p.len` is within the buffer (the plan's staging size, which
+            // `early_gather` checked), and no other tile writes these bytes (type docs).
+            unsafe {
+                std::ptr::copy_nonoverlapping(from.as_ptr(), self.staging.add(p.to), p.len);
+            }
+        }
     }
 }
 

@@ -260,6 +260,9 @@ impl Engine {
         host: &mut dyn HostIo,
         defer: bool,
     ) -> Result<Stepped, EngineError> {
+        // Sources gathered early by the compute set just run serve only an exchange directly
+        // after it in the same run; which exchange followed is remembered for the next time.
+        let expected = self.early.1.take();
         let next = match self.settle() {
             Ok(Settled::Step(next)) => next,
             Ok(Settled::Finished(summary)) => {
@@ -274,15 +277,31 @@ impl Engine {
         if !matches!(next.leaf, Leaf::Execute { .. }) {
             self.flush_pending();
         }
+        // A sync between them changes no memory.
+        if matches!(next.leaf, Leaf::Sync | Leaf::ExternalSync) {
+            self.early.1 = expected;
+        } else if let Some(c) = self.last_compute_set.take() {
+            let x = match next.leaf {
+                Leaf::Exchange { exchange } => Some(exchange),
+                _ => None,
+            };
+            if self.follows[c.0 as usize].map(|f| f.0) != x {
+                self.follows[c.0 as usize] = x.map(|x| (x, self.gathers_after(c, x)));
+            }
+        }
         let start = self.cycle;
         self.step_flags.clear();
         let result = match next.leaf {
-            Leaf::Execute { compute_set } => self
-                .run_compute_set(next.step, compute_set, start)
-                .map(|c| (c, 0, Category::OnTileExecute)),
-            Leaf::Exchange { exchange } => self
-                .run_exchange(next.step, exchange, start, defer)
-                .map(|(c, b)| (c, b, Category::DoExchange)),
+            Leaf::Execute { compute_set } => {
+                self.last_compute_set = Some(compute_set);
+                self.run_compute_set(next.step, compute_set, start, defer)
+                    .map(|c| (c, 0, Category::OnTileExecute))
+            }
+            Leaf::Exchange { exchange } => {
+                self.early.1 = expected;
+                self.run_exchange(next.step, exchange, start, defer)
+                    .map(|(c, b)| (c, b, Category::DoExchange))
+            }
             Leaf::StreamCopy {
                 stream,
                 direction,

@@ -53,7 +53,7 @@ use crate::numerics::{FpConfig, FpCtl, FpSts, SrRng};
 use crate::tensor::{Data, Tensor};
 use crate::trace::{Event, Trace};
 use ipusim_exe::executable::{
-    ExchangeId, Executable, InitialValue, SourceValue, TensorId, TensorKind,
+    ComputeSetId, ExchangeId, Executable, InitialValue, SourceValue, TensorId, TensorKind,
 };
 use ipusim_exe::system::TileId;
 use ipusim_ir::TensorType;
@@ -183,6 +183,16 @@ pub struct Engine {
     /// set that follows it (module `exchange`); only inside [`Engine::run`] and
     /// [`Engine::run_to_collective`], never between calls.
     pending: Option<ExchangeId>,
+    /// The exchange that last followed each compute set directly, if one did, and whether
+    /// the compute set gathers its sources ([`Engine::gathers_after`]): inside
+    /// [`Engine::run`], tile by tile as its vertices finish ([`Engine::run_compute_set`],
+    /// module `exchange`).
+    follows: Vec<Option<(ExchangeId, bool)>>,
+    /// The compute set whose step ran last, if the last step was one.
+    last_compute_set: Option<ComputeSetId>,
+    /// A buffer the size of `staging` that a compute set fills early for the exchange
+    /// expected next, and that exchange's id with the compute set's, until the next step.
+    early: (Vec<u8>, Option<(ExchangeId, ComputeSetId)>),
     step_flags: Vec<(TileId, FpSts)>,
     last_step: Option<NextStep>,
     trace: Option<Vec<Event>>,
@@ -272,6 +282,9 @@ impl Engine {
             current: RunSummary::default(),
             staging: Vec::new(),
             pending: None,
+            follows: vec![None; exe.compute_sets.len()],
+            last_compute_set: None,
+            early: (Vec::new(), None),
             step_flags: Vec::new(),
             last_step: None,
             tick: None,

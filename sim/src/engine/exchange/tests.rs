@@ -1,7 +1,7 @@
 //! Exchange plans against the meaning of an exchange (every source read, then every
 //! destination written in copy order), on one host thread and in parallel, with the writes
-//! applied at once or left to each tile, on the exchanges of a compiled program and on one
-//! whose destinations overlap its sources.
+//! applied at once or left to each tile, with the sources gathered early by tile or not, on
+//! the exchanges of a compiled program and on one whose destinations overlap its sources.
 
 use super::*;
 use crate::engine::memory::TileMem;
@@ -135,6 +135,45 @@ fn deferred(
     tiles.iter().map(|t| t.mem.bytes().to_vec()).collect()
 }
 
+/// `ex` gathered early: the tiles of `done` (two of every three) gather their own sources
+/// into a staging buffer at once, on two threads, as a compute set's tiles do
+/// ([`EarlyGather::tile`]), [`ExchangePlan::gather_except`] gathers the others', and the
+/// writes follow from that buffer.
+fn gathered_early(
+    exe: &Executable,
+    ex: &Exchange,
+    index: &TileIndex,
+    sizes: &[usize],
+    mems: &[Vec<u8>],
+) -> Vec<Vec<u8>> {
+    let mut plan = ExchangePlan::new(exe, ex, index, sizes).unwrap();
+    (plan.by_tile, plan.segments) = by_source_tile(&plan.gather);
+    assert!(plan.gathers_early());
+    let mut tiles = tiles_holding(mems);
+    // A buffer left larger and full by an earlier exchange.
+    let mut staging = vec![0xA5; plan.source_bytes() + 5];
+    let done: Vec<usize> = (0..sizes.len()).filter(|d| d % 3 != 2).collect();
+    let moves = plan.early_moves(&done);
+    assert_eq!(moves.len(), done.len());
+    {
+        let early = plan.early_gather(&mut staging);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            (done.par_iter().zip(&moves)).for_each(|(&d, m)| {
+                if let Some(m) = m {
+                    early.tile(m, tiles[d].mem.bytes());
+                }
+            })
+        });
+    }
+    plan.gather_except(&tiles, &mut staging, &done);
+    plan.scatter(&mut tiles, &staging, &Workers::Caller);
+    tiles.iter().map(|t| t.mem.bytes().to_vec()).collect()
+}
+
 fn check(exe: &Executable, ex: &Exchange, index: &TileIndex, sizes: &[usize]) {
     let mems = memories(sizes);
     let mut want = mems.clone();
@@ -144,6 +183,8 @@ fn check(exe: &Executable, ex: &Exchange, index: &TileIndex, sizes: &[usize]) {
     }
     let got = deferred(exe, ex, index, sizes, &mems);
     assert_eq!(got, want, "exchange '{}' with its writes deferred", ex.name);
+    let got = gathered_early(exe, ex, index, sizes, &mems);
+    assert_eq!(got, want, "exchange '{}' gathered early", ex.name);
 }
 
 #[test]
