@@ -21,6 +21,15 @@
 //! written while its vertices are about to read them, in the host's cache, instead of
 //! megabytes earlier (the 1024³ matmul's step one fifth faster on one host thread).
 //!
+//! The sources of a deferring exchange can be gathered earlier still, by the compute set
+//! before it: each of its tiles copies its own moves' bytes into the staging buffer as soon
+//! as its vertices are done, and the exchange gathers only the other tiles'
+//! ([`ExchangePlan::early_moves`], [`ExchangePlan::gather_except`]). The engine does so
+//! where the compute set wrote the sources and the moves are large
+//! (`Engine::gathers_after`, [`EARLY_MOVE_BYTES`]): a reduction's partials are read while
+//! in the host's cache instead of from memory (the 1024³ matmul's step a quarter faster on
+//! two host threads).
+//!
 //! The cycles, bytes and trace of an exchange come from the executable's copies, not from
 //! these moves.
 
