@@ -51,7 +51,7 @@ const PARALLEL_BYTES: u64 = 256 << 10;
 /// A deferring exchange whose moves are this many bytes or more on average is gathered
 /// early, tile by tile, by the compute set before it (module docs). Our choice, measured:
 /// a reduction's partials (kilobytes per move) gathered right after the vertices that wrote
-/// them made the 1024³ matmul's step a fifth faster on two host threads, while the hundreds
+/// them made the 1024³ matmul's step a quarter faster on two host threads, while the hundreds
 /// of bytes per move of a convolution network's exchanges, from adjacent bytes of the
 /// staging buffer written by different threads, made ResNet-50's slower.
 const EARLY_MOVE_BYTES: usize = 1024;

@@ -477,6 +477,8 @@ impl Engine {
             }
         } else {
             scatter(t, &self.index, &mut self.tiles, &value.to_bytes());
+            // Sources gathered early no longer match the tiles (`advance` drops them too).
+            self.early.1 = None;
         }
         Ok(())
     }
@@ -491,6 +493,8 @@ impl Engine {
             .filter(|t| t.size_bytes() as usize == bytes.len())
             .ok_or_else(|| EngineError::internal("a tensor write of the wrong size"))?;
         scatter(t, &self.index, &mut self.tiles, bytes);
+        // Sources gathered early no longer match the tiles (`advance` drops them too).
+        self.early.1 = None;
         Ok(())
     }
 

@@ -112,18 +112,47 @@ fn applied(
 
 /// `ex` gathered, then its writes left pending: the tiles of `done` (every other
 /// destination, and every tile that is none) take their own ([`ExchangePlan::writes_along`]),
-/// as a compute set's tiles do, then [`ExchangePlan::scatter_except`] writes the rest.
+/// as a compute set's tiles do, then [`ExchangePlan::scatter_except`] writes the rest. With
+/// `early`, the sources are gathered as a compute set before the exchange gathers them: two
+/// of every three tiles their own, at once on two threads ([`EarlyGather::tile`]), then
+/// [`ExchangePlan::gather_except`] the others', into a buffer left larger and full by an
+/// earlier exchange.
 fn deferred(
     exe: &Executable,
     ex: &Exchange,
     index: &TileIndex,
     sizes: &[usize],
     mems: &[Vec<u8>],
+    early: bool,
 ) -> Vec<Vec<u8>> {
-    let plan = ExchangePlan::new(exe, ex, index, sizes).unwrap();
+    let mut plan = ExchangePlan::new(exe, ex, index, sizes).unwrap();
     let mut tiles = tiles_holding(mems);
     let mut staging = Vec::new();
-    plan.gather(&tiles, &mut staging, &Workers::Caller);
+    if early {
+        (plan.by_tile, plan.segments) = by_source_tile(&plan.gather);
+        assert!(plan.gathers_early());
+        staging = vec![0xA5; plan.source_bytes() + 5];
+        let gathering: Vec<usize> = (0..sizes.len()).filter(|d| d % 3 != 2).collect();
+        let moves = plan.early_moves(&gathering);
+        assert_eq!(moves.len(), gathering.len());
+        {
+            let gather = plan.early_gather(&mut staging);
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                (gathering.par_iter().zip(&moves)).for_each(|(&d, m)| {
+                    if let Some(m) = m {
+                        gather.tile(m, tiles[d].mem.bytes());
+                    }
+                })
+            });
+        }
+        plan.gather_except(&tiles, &mut staging, &gathering);
+    } else {
+        plan.gather(&tiles, &mut staging, &Workers::Caller);
+    }
     let mut done: Vec<usize> = plan.dst_tiles.iter().copied().step_by(2).collect();
     done.extend((0..sizes.len()).filter(|d| !plan.dst_tiles.contains(d)));
     done.sort_unstable();
@@ -135,45 +164,6 @@ fn deferred(
     tiles.iter().map(|t| t.mem.bytes().to_vec()).collect()
 }
 
-/// `ex` gathered early: the tiles of `done` (two of every three) gather their own sources
-/// into a staging buffer at once, on two threads, as a compute set's tiles do
-/// ([`EarlyGather::tile`]), [`ExchangePlan::gather_except`] gathers the others', and the
-/// writes follow from that buffer.
-fn gathered_early(
-    exe: &Executable,
-    ex: &Exchange,
-    index: &TileIndex,
-    sizes: &[usize],
-    mems: &[Vec<u8>],
-) -> Vec<Vec<u8>> {
-    let mut plan = ExchangePlan::new(exe, ex, index, sizes).unwrap();
-    (plan.by_tile, plan.segments) = by_source_tile(&plan.gather);
-    assert!(plan.gathers_early());
-    let mut tiles = tiles_holding(mems);
-    // A buffer left larger and full by an earlier exchange.
-    let mut staging = vec![0xA5; plan.source_bytes() + 5];
-    let done: Vec<usize> = (0..sizes.len()).filter(|d| d % 3 != 2).collect();
-    let moves = plan.early_moves(&done);
-    assert_eq!(moves.len(), done.len());
-    {
-        let early = plan.early_gather(&mut staging);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            (done.par_iter().zip(&moves)).for_each(|(&d, m)| {
-                if let Some(m) = m {
-                    early.tile(m, tiles[d].mem.bytes());
-                }
-            })
-        });
-    }
-    plan.gather_except(&tiles, &mut staging, &done);
-    plan.scatter(&mut tiles, &staging, &Workers::Caller);
-    tiles.iter().map(|t| t.mem.bytes().to_vec()).collect()
-}
-
 fn check(exe: &Executable, ex: &Exchange, index: &TileIndex, sizes: &[usize]) {
     let mems = memories(sizes);
     let mut want = mems.clone();
@@ -181,9 +171,9 @@ fn check(exe: &Executable, ex: &Exchange, index: &TileIndex, sizes: &[usize]) {
     for got in applied(exe, ex, index, sizes, &mems) {
         assert_eq!(got, want, "exchange '{}'", ex.name);
     }
-    let got = deferred(exe, ex, index, sizes, &mems);
+    let got = deferred(exe, ex, index, sizes, &mems, false);
     assert_eq!(got, want, "exchange '{}' with its writes deferred", ex.name);
-    let got = gathered_early(exe, ex, index, sizes, &mems);
+    let got = deferred(exe, ex, index, sizes, &mems, true);
     assert_eq!(got, want, "exchange '{}' gathered early", ex.name);
 }
 
