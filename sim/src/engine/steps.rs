@@ -52,6 +52,16 @@ type Writes<'a> = (&'a [Piece], &'a [u8]);
 /// and that exchange's staging buffer (module `exchange`).
 type Early<'a> = Option<(&'a EarlyGather<'a>, &'a [u32])>;
 
+/// The early gathers of a compute set's tiles: the staging buffer and each tile's moves, in
+/// tile order (none when no exchange is expected).
+type EarlyGathers<'a> = Option<(EarlyGather<'a>, Vec<Option<&'a [u32]>>)>;
+
+/// Tile `i`'s part of `gathers`.
+fn early_of<'a>(gathers: &'a EarlyGathers<'a>, i: usize) -> Early<'a> {
+    let (gather, moves) = gathers.as_ref()?;
+    Some((gather, moves.get(i).copied().flatten()?))
+}
+
 /// Runs one tile's vertex groups in order, a pending exchange's writes to it first; stops
 /// at the first trapping vertex (for a vertex split among the workers, its first trapping
 /// slice). When all have run, the tile's `early` sources are gathered.
@@ -165,16 +175,15 @@ fn par_run(
     cs: &ComputeSet,
     (writes, staging): (&[&[Piece]], &[u8]),
     states: Vec<&mut TileState>,
-    early: Vec<Early>,
+    gathers: &EarlyGathers,
 ) -> Vec<TileOutcome> {
     cs.tiles
         .par_iter()
         .zip(states.into_par_iter())
-        .zip(early.into_par_iter())
         .enumerate()
-        .map(|(i, ((w, st), early))| {
+        .map(|(i, (w, st))| {
             let pieces = writes.get(i).copied().unwrap_or(&[]);
-            run_tile(run, w, (pieces, staging), st, early)
+            run_tile(run, w, (pieces, staging), st, early_of(gathers, i))
         })
         .collect()
 }
@@ -263,7 +272,7 @@ impl Engine {
             .map(|(x, _)| (x, &self.plan.exchanges[x.0 as usize]));
         let (buffer, expected) = &mut self.early;
         *expected = None;
-        let target = next.map(|(_, x)| {
+        let gathers: EarlyGathers = next.map(|(_, x)| {
             if buffer.len() < x.source_bytes() {
                 buffer.resize(x.source_bytes(), 0);
             }
@@ -273,18 +282,13 @@ impl Engine {
         let states = select_mut(&mut self.tiles, &plan.dense);
         let parallel = plan.on_pool();
         let outcomes: Vec<TileOutcome> = self.workers.install(parallel, |parallel| {
-            let mut gathers: Vec<Early> = match &target {
-                Some((gather, moves)) => moves.iter().map(|m| m.map(|m| (gather, m))).collect(),
-                None => Vec::new(),
-            };
-            gathers.resize_with(states.len(), || None);
             if parallel {
-                par_run(&run, cs, (&writes, staging), states, gathers)
+                par_run(&run, cs, (&writes, staging), states, &gathers)
             } else {
-                (cs.tiles.iter().zip(states).zip(gathers).enumerate())
-                    .map(|(i, ((w, st), early))| {
+                (cs.tiles.iter().zip(states).enumerate())
+                    .map(|(i, (w, st))| {
                         let pieces = writes.get(i).copied().unwrap_or(&[]);
-                        run_tile(&run, w, (pieces, staging), st, early)
+                        run_tile(&run, w, (pieces, staging), st, early_of(&gathers, i))
                     })
                     .collect()
             }
@@ -416,7 +420,6 @@ impl Engine {
                 // The compute set just run gathered its tiles' sources: the others' now.
                 Some((x, cs)) if x == id => {
                     let done = &self.plan.compute_sets[cs.0 as usize].dense;
-
                     plan.gather_except(&self.tiles, buffer, done);
                     std::mem::swap(&mut self.staging, buffer);
                 }
