@@ -3,6 +3,7 @@
 //! used to find where an element lives.
 
 use crate::cycles::vertex::elementwise_cycles;
+use crate::executable::TileSlice;
 use crate::target::Target;
 use ipusim_ir::DType;
 
@@ -185,23 +186,36 @@ pub fn locate_from(index: &Index, hint: usize, elem: u64) -> Option<usize> {
     (i < n && index.segs[i].begin <= elem).then_some(i)
 }
 
-/// The position in `tile`'s slice where the elements of `ranges` (taken in order) sit
-/// contiguously, if they do: the operand can then be read in place.
-pub fn local_run(index: &Index, tile: u32, ranges: &[(u64, u64)]) -> Option<u64> {
+/// The position in a tensor's slice on one tile (`slice`, elements of `es` bytes, offsets
+/// still slice-relative) where the elements of `ranges` (taken in order) sit contiguously,
+/// if they do: the operand can then be read in place. It reads the tile's own intervals
+/// (ascending, stored one after the other), not the tensor's element index: a tensor read
+/// in place on every tile needs no index (one per tensor and node, 24 M segments sorted on
+/// the hands-on day's step 2).
+pub fn slice_run(slice: &TileSlice, es: u64, ranges: &[(u64, u64)]) -> Option<u64> {
+    let ivs = &slice.intervals;
+    let es = es.max(1);
     let mut start: Option<u64> = None;
     let mut expect = 0u64;
-    // No answer yet: the first search bisects the whole index.
-    let mut hint = NO_HINT;
+    let mut i = 0usize;
     for &(b, len) in ranges {
-        let mut at = b;
-        let end = b + len;
+        let (mut at, end) = (b, b + len);
         while at < end {
-            hint = locate_from(index, hint, at)?;
-            let s = index[hint];
-            if s.tile != tile {
-                return None;
+            let holds = |j: usize| ivs.get(j).is_some_and(|iv| iv.begin <= at && at < iv.end);
+            // Ranges mostly ascend through the tile's intervals: the last one or the next,
+            // else a bisection.
+            if !holds(i) {
+                if holds(i + 1) {
+                    i += 1;
+                } else {
+                    i = ivs.partition_point(|iv| iv.end <= at);
+                    if !holds(i) {
+                        return None;
+                    }
+                }
             }
-            let pos = s.pos + (at - s.begin);
+            let iv = ivs[i];
+            let pos = u64::from(iv.offset) / es + (at - iv.begin);
             match start {
                 None => {
                     start = Some(pos);
@@ -210,7 +224,7 @@ pub fn local_run(index: &Index, tile: u32, ranges: &[(u64, u64)]) -> Option<u64>
                 Some(_) if pos != expect => return None,
                 Some(_) => {}
             }
-            let take = end.min(s.end) - at;
+            let take = end.min(iv.end) - at;
             expect += take;
             at += take;
         }
@@ -319,13 +333,105 @@ mod tests {
     }
 
     #[test]
-    fn index_locates_and_finds_local_runs() {
+    fn index_locates() {
         let m = Mapping::from_pieces(vec![(3, 0, 4), (5, 4, 8), (3, 8, 12)]);
         let idx = build_index(&m);
         assert_eq!(idx[locate(&idx, 9).unwrap()].tile, 3);
-        assert_eq!(local_run(&idx, 3, &[(2, 2), (8, 3)]), Some(2));
-        assert_eq!(local_run(&idx, 3, &[(2, 3)]), None);
-        assert_eq!(local_run(&idx, 5, &[(4, 4)]), Some(0));
+        assert_eq!(idx[locate(&idx, 4).unwrap()].tile, 5);
+        assert_eq!(locate(&idx, 12), None);
+    }
+
+    /// A tile's slice of `m` as the lowering builds it: its intervals in order, each stored
+    /// after the one before, elements of `es` bytes.
+    fn slice_of(m: &Mapping, tile: u32, es: u64) -> TileSlice {
+        let mut pos = 0;
+        let intervals = m
+            .on(tile)
+            .iter()
+            .map(|&(b, e)| {
+                let offset = (pos * es) as u32;
+                pos += e - b;
+                crate::executable::Interval {
+                    begin: b,
+                    end: e,
+                    offset,
+                }
+            })
+            .collect();
+        TileSlice {
+            tile: ipusim_exe::system::TileId::new(0, tile),
+            offset: 0,
+            intervals,
+        }
+    }
+
+    /// The in-place position by definition: every element of the ranges, in order, is on
+    /// `tile`, each at the position after the one before.
+    fn run_by_elements(m: &Mapping, tile: u32, ranges: &[(u64, u64)]) -> Option<u64> {
+        let position = |x: u64| {
+            let mut pos = 0;
+            for &(b, e) in m.on(tile) {
+                if (b..e).contains(&x) {
+                    return Some(pos + x - b);
+                }
+                pos += e - b;
+            }
+            None
+        };
+        let mut elems = ranges.iter().flat_map(|&(b, l)| b..b + l);
+        let Some(first) = elems.next() else {
+            return Some(0);
+        };
+        let start = position(first)?;
+        let mut expect = start + 1;
+        for x in elems {
+            if position(x)? != expect {
+                return None;
+            }
+            expect += 1;
+        }
+        Some(start)
+    }
+
+    #[test]
+    fn a_slice_run_is_where_the_elements_sit_one_after_another() {
+        let m = Mapping::from_pieces(vec![(3, 0, 4), (5, 4, 8), (3, 8, 12)]);
+        let s3 = slice_of(&m, 3, 2);
+        assert_eq!(slice_run(&s3, 2, &[(2, 2), (8, 3)]), Some(2));
+        assert_eq!(slice_run(&s3, 2, &[(2, 3)]), None);
+        assert_eq!(slice_run(&slice_of(&m, 5, 2), 2, &[(4, 4)]), Some(0));
+        // Pseudo-random mappings of 60 elements over 3 tiles, and ranges over them
+        // (ascending, descending, repeated, past the end).
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for _ in 0..300 {
+            let mut pieces = Vec::new();
+            let mut at = 0;
+            while at < 60 {
+                let len = 1 + next(6);
+                pieces.push((next(3) as u32, at, (at + len).min(60)));
+                at += len;
+            }
+            let m = Mapping::from_pieces(pieces);
+            for _ in 0..20 {
+                let ranges: Vec<(u64, u64)> =
+                    (0..1 + next(4)).map(|_| (next(64), next(9))).collect();
+                for tile in 0..3 {
+                    let want = run_by_elements(&m, tile, &ranges);
+                    let es = 1 + next(4);
+                    assert_eq!(
+                        slice_run(&slice_of(&m, tile, es), es, &ranges),
+                        want,
+                        "tile {tile}, ranges {ranges:?}, mapping {m:?}"
+                    );
+                }
+            }
+        }
     }
 
     /// The galloping search from any hint finds what bisecting the whole index finds, for

@@ -9,7 +9,7 @@
 use crate::executable::{Operand, TensorId, TensorKind};
 use crate::lower::core::copies::{Copies, Dest, FxMap, Recorded, Source};
 use crate::lower::core::Lowerer;
-use crate::lower::kit::mapping::{local_run, Mapping};
+use crate::lower::kit::mapping::{slice_run, Mapping};
 use ipusim_ir::{NodeId, Shape};
 
 /// Collects the copies of one exchange as requests ([`crate::lower::core::copies`]: built on
@@ -132,10 +132,9 @@ impl Staging {
         let total: u64 = runs.iter().map(|r| r.1).sum();
         let src_t = &lw.tensor(self.source);
         let es = src_t.dtype.size_bytes() as u64;
-        let on_tile = src_t.slice_on(lw.tile_id(tile)).is_some();
-        if let Some(pos) = on_tile
-            .then(|| local_run(lw.index(self.source), tile, runs))
-            .flatten()
+        if let Some(pos) = src_t
+            .slice_on(lw.tile_id(tile))
+            .and_then(|s| slice_run(s, es, runs))
         {
             return Operand {
                 tensor: self.source,
