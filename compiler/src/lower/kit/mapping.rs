@@ -383,12 +383,10 @@ mod tests {
             return Some(0);
         };
         let start = position(first)?;
-        let mut expect = start + 1;
-        for x in elems {
+        for (expect, x) in (start + 1..).zip(elems) {
             if position(x)? != expect {
                 return None;
             }
-            expect += 1;
         }
         Some(start)
     }
