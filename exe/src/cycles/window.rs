@@ -162,20 +162,22 @@ fn nx1_params(
             let mut per_position = Vec::with_capacity((g.kh * g.kw) as usize);
             for kh in 0..g.kh {
                 for kw in 0..g.kw {
-                    let list: Vec<u32> = segs
-                        .iter()
-                        .map(|&(row, c0, c1)| {
-                            let row_ok = match pass {
-                                WindowPass::InputGrad => g.output_row(row, kh).is_some(),
-                                _ => g.input_row(row, kh).is_some(),
-                            };
-                            if !row_ok {
-                                return 0;
-                            }
-                            reached.count(kw, c0, c1)
-                        })
-                        .filter(|&n| n > 0)
-                        .collect();
+                    // At most an entry per segment: allocated once, not grown.
+                    let mut list: Vec<u32> = Vec::with_capacity(segs.len());
+                    list.extend(
+                        segs.iter()
+                            .map(|&(row, c0, c1)| {
+                                let row_ok = match pass {
+                                    WindowPass::InputGrad => g.output_row(row, kh).is_some(),
+                                    _ => g.input_row(row, kh).is_some(),
+                                };
+                                if !row_ok {
+                                    return 0;
+                                }
+                                reached.count(kw, c0, c1)
+                            })
+                            .filter(|&n| n > 0),
+                    );
                     per_position.push(list);
                 }
             }

@@ -3,10 +3,8 @@
 //! block order, each block's vertex parameters, and the element ranges each block reads and
 //! writes in its operands' channel-grouped layouts (`[C/g][rows][W][g]` runs).
 
+pub(super) use super::regions::{span, Ranges, Region};
 use crate::codelets::{ConvMethod, WindowGeometry, WindowParams, WindowPass};
-
-/// `(begin, len)` element ranges of a tensor.
-pub(super) type Ranges = Vec<(u64, u64)>;
 
 /// An output block: group, batch, channel and row ranges.
 pub(super) type OutputKey = (u32, (u32, u32), (u32, u32), (u32, u32), (u32, u32));
@@ -106,10 +104,6 @@ impl Split {
             Kind::Pool { .. } => false,
         }
     }
-}
-
-pub(super) fn span(r: (u32, u32)) -> u32 {
-    r.1.saturating_sub(r.0)
 }
 
 /// The sizes of the three partitioned output dimensions: batch, channels, rows (the weight
@@ -328,118 +322,42 @@ pub(super) fn block_params(
     p
 }
 
-/// Merges touching `(begin, len)` ranges.
-fn coalesce(ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-    for (b, l) in ranges {
-        match out.last_mut() {
-            Some(last) if last.0 + last.1 == b => last.1 += l,
-            _ => out.push((b, l)),
-        }
-    }
-    out
-}
-
-/// Rows `rows` and columns `cols` of the planes `(n, channel)` for `n` in `batch`,
-/// `channel` in `channels` (absolute channel indices, on whole groups of `group`) of a
-/// feature map of `n_all` batch elements, `chans` channels, `h` rows and `w` columns held
-/// grouped by `group` (`[C/g, N, H, W, g]`; row-major NCHW for a group of 1), in storage
-/// order: one run of `rows × w × group` elements per channel group and batch element when
-/// the columns are all of them (the batch elements of a group merge when the rows are all of
-/// them too), else one run of `cols × group` per row.
-pub(super) fn plane_rect(
-    (batch, channels): ((u32, u32), (u32, u32)),
-    (rows, cols): ((u32, u32), (u32, u32)),
-    (n_all, chans, h, w): (u32, u32, u32, u32),
-    group: u32,
-) -> Ranges {
-    let g = u64::from(group.max(1));
-    let (h64, w64) = (u64::from(h), u64::from(w));
-    let groups = u64::from(chans) / g;
-    let whole = cols.0 == 0 && cols.1 >= w;
-    let mut out = Vec::new();
-    // The runs of the plane whose first row is storage row `plane`.
-    let mut push = |plane: u64| {
-        if whole {
-            out.push((
-                (plane + u64::from(rows.0)) * w64 * g,
-                u64::from(span(rows)) * w64 * g,
-            ));
-            return;
-        }
-        for r in rows.0..rows.1 {
-            out.push((
-                ((plane + u64::from(r)) * w64 + u64::from(cols.0)) * g,
-                u64::from(span(cols)) * g,
-            ));
-        }
-    };
-    let (n0, n1) = (u64::from(batch.0), u64::from(batch.1));
-    let (cg0, cg1) = (u64::from(channels.0) / g, u64::from(channels.1).div_ceil(g));
-    if g > 1 {
-        for cg in cg0..cg1 {
-            for n in n0..n1 {
-                push((cg * u64::from(n_all) + n) * h64);
-            }
-        }
-    } else {
-        for n in n0..n1 {
-            for c in cg0..cg1 {
-                push((n * groups + c) * h64);
-            }
-        }
-    }
-    coalesce(out)
-}
-
-/// The element ranges of the OIHW weights `[o, c, :, :]` for `o` in `outs` (absolute) and
-/// `c` in `ins` (within the group), in order.
-fn weight_block(g: &WindowGeometry, outs: (u32, u32), ins: (u32, u32)) -> Ranges {
-    let kernel = u64::from(g.kh) * u64::from(g.kw);
-    let cg = u64::from(g.c_per_group());
-    coalesce(
-        (outs.0..outs.1)
-            .map(|o| {
-                (
-                    (u64::from(o) * cg + u64::from(ins.0)) * kernel,
-                    u64::from(span(ins)) * kernel,
-                )
-            })
-            .collect(),
-    )
-}
-
 /// The element ranges of the block's output, in the block's order.
 pub(super) fn output_ranges(kind: Kind, g: &WindowGeometry, b: &Block, gr: Groups) -> Ranges {
+    output_region(kind, g, b, gr).ranges()
+}
+
+/// The block's output ([`output_ranges`]) as a [`Region`].
+pub(super) fn output_region(kind: Kind, g: &WindowGeometry, b: &Block, gr: Groups) -> Region {
     let (o0, c0) = (b.group * g.o_per_group(), b.group * g.c_per_group());
     match kind {
-        Kind::Conv(WindowPass::Forward) => plane_rect(
-            (b.batch, (o0 + b.channels.0, o0 + b.channels.1)),
-            (b.rows, b.cols),
-            (g.n, g.o, g.oh, g.ow),
-            gr.out,
-        ),
-        Kind::Conv(WindowPass::InputGrad) => plane_rect(
-            (b.batch, (c0 + b.channels.0, c0 + b.channels.1)),
-            (b.rows, b.cols),
-            (g.n, g.c, g.h, g.w),
-            gr.out,
-        ),
+        Kind::Conv(WindowPass::Forward) => Region::Plane {
+            planes: (b.batch, (o0 + b.channels.0, o0 + b.channels.1)),
+            rect: (b.rows, b.cols),
+            dims: (g.n, g.o, g.oh, g.ow),
+            group: gr.out,
+        },
+        Kind::Conv(WindowPass::InputGrad) => Region::Plane {
+            planes: (b.batch, (c0 + b.channels.0, c0 + b.channels.1)),
+            rect: (b.rows, b.cols),
+            dims: (g.n, g.c, g.h, g.w),
+            group: gr.out,
+        },
         Kind::Conv(WindowPass::WeightGrad) => {
-            weight_block(g, (o0 + b.channels.0, o0 + b.channels.1), b.rows)
+            Region::weights(g, (o0 + b.channels.0, o0 + b.channels.1), b.rows, 0)
         }
-        Kind::Pool { grad: false } => plane_rect(
-            (b.batch, b.channels),
-            (b.rows, b.cols),
-            (g.n, g.c, g.oh, g.ow),
-            gr.out,
-        ),
-        Kind::Pool { grad: true } => plane_rect(
-            (b.batch, b.channels),
-            (b.rows, b.cols),
-            (g.n, g.c, g.h, g.w),
-            gr.out,
-        ),
+        Kind::Pool { grad: false } => Region::Plane {
+            planes: (b.batch, b.channels),
+            rect: (b.rows, b.cols),
+            dims: (g.n, g.c, g.oh, g.ow),
+            group: gr.out,
+        },
+        Kind::Pool { grad: true } => Region::Plane {
+            planes: (b.batch, b.channels),
+            rect: (b.rows, b.cols),
+            dims: (g.n, g.c, g.h, g.w),
+            group: gr.out,
+        },
     }
 }
 
@@ -448,37 +366,24 @@ pub(super) fn output_ranges(kind: Kind, g: &WindowGeometry, b: &Block, gr: Group
 /// order of weight chunk `chunk` ([`WindowParams::weight_chunk`]: 0 row-major, else chunk by
 /// chunk of `chunk` input channels).
 pub(super) fn forward_weight_ranges(g: &WindowGeometry, b: &Block, chunk: u32) -> Ranges {
+    forward_weights(g, b, chunk).ranges()
+}
+
+fn forward_weights(g: &WindowGeometry, b: &Block, chunk: u32) -> Region {
     let o0 = b.group * g.o_per_group();
-    let outs = (o0 + b.channels.0, o0 + b.channels.1);
-    if chunk == 0 {
-        return weight_block(g, outs, b.red);
-    }
-    // Chunk by chunk, each chunk's rows `[o][c..end][kh][kw]`, touching ones merged.
-    let kernel = u64::from(g.kh) * u64::from(g.kw);
-    let cg = u64::from(g.c_per_group());
-    let mut out: Ranges = Vec::new();
-    let mut c = b.red.0;
-    while c < b.red.1 {
-        let end = b.red.1.min((c / chunk + 1) * chunk);
-        let len = u64::from(end - c) * kernel;
-        for o in outs.0..outs.1 {
-            let begin = (u64::from(o) * cg + u64::from(c)) * kernel;
-            match out.last_mut() {
-                Some(last) if last.0 + last.1 == begin => last.1 += len,
-                _ => out.push((begin, len)),
-            }
-        }
-        c = end;
-    }
-    out
+    Region::weights(g, (o0 + b.channels.0, o0 + b.channels.1), b.red, chunk)
 }
 
 /// The weight elements an input-gradient pass's block reads (the second of its
 /// [`operand_ranges`]): its part of the reduction's (output channels') weights over its
 /// input channels, row-major.
 pub(super) fn input_grad_weight_ranges(g: &WindowGeometry, b: &Block) -> Ranges {
+    input_grad_weights(g, b).ranges()
+}
+
+fn input_grad_weights(g: &WindowGeometry, b: &Block) -> Region {
     let o0 = b.group * g.o_per_group();
-    weight_block(g, (o0 + b.red.0, o0 + b.red.1), b.channels)
+    Region::weights(g, (o0 + b.red.0, o0 + b.red.1), b.channels, 0)
 }
 
 /// The element ranges of the block's two input operands, in the order the vertex reads them.
@@ -489,57 +394,69 @@ pub(super) fn operand_ranges(
     p: &WindowParams,
     gr: Groups,
 ) -> (Ranges, Ranges) {
+    let (x, y) = operand_regions(kind, g, b, p, gr);
+    (x.ranges(), y.ranges())
+}
+
+/// The block's two input operands ([`operand_ranges`]) as [`Region`]s.
+pub(super) fn operand_regions(
+    kind: Kind,
+    g: &WindowGeometry,
+    b: &Block,
+    p: &WindowParams,
+    gr: Groups,
+) -> (Region, Region) {
     let (o0, c0) = (b.group * g.o_per_group(), b.group * g.c_per_group());
     match kind {
         Kind::Conv(WindowPass::Forward) => {
-            let x = plane_rect(
-                (b.batch, (c0 + b.red.0, c0 + b.red.1)),
-                (p.in_rows, p.in_cols),
-                (g.n, g.c, g.h, g.w),
-                gr.x,
-            );
-            (x, forward_weight_ranges(g, b, p.weight_chunk))
+            let x = Region::Plane {
+                planes: (b.batch, (c0 + b.red.0, c0 + b.red.1)),
+                rect: (p.in_rows, p.in_cols),
+                dims: (g.n, g.c, g.h, g.w),
+                group: gr.x,
+            };
+            (x, forward_weights(g, b, p.weight_chunk))
         }
         Kind::Conv(WindowPass::InputGrad) => {
-            let dy = plane_rect(
-                (b.batch, (o0 + b.red.0, o0 + b.red.1)),
-                (p.in_rows, p.in_cols),
-                (g.n, g.o, g.oh, g.ow),
-                gr.x,
-            );
-            (dy, input_grad_weight_ranges(g, b))
+            let dy = Region::Plane {
+                planes: (b.batch, (o0 + b.red.0, o0 + b.red.1)),
+                rect: (p.in_rows, p.in_cols),
+                dims: (g.n, g.o, g.oh, g.ow),
+                group: gr.x,
+            };
+            (dy, input_grad_weights(g, b))
         }
         Kind::Conv(WindowPass::WeightGrad) => {
-            let x = plane_rect(
-                (b.batch, (c0 + b.rows.0, c0 + b.rows.1)),
-                (p.in_rows, p.in_cols),
-                (g.n, g.c, g.h, g.w),
-                gr.x,
-            );
-            let dy = plane_rect(
-                (b.batch, (o0 + b.channels.0, o0 + b.channels.1)),
-                (p.out_rows, p.out_cols),
-                (g.n, g.o, g.oh, g.ow),
-                gr.aux,
-            );
+            let x = Region::Plane {
+                planes: (b.batch, (c0 + b.rows.0, c0 + b.rows.1)),
+                rect: (p.in_rows, p.in_cols),
+                dims: (g.n, g.c, g.h, g.w),
+                group: gr.x,
+            };
+            let dy = Region::Plane {
+                planes: (b.batch, (o0 + b.channels.0, o0 + b.channels.1)),
+                rect: (p.out_rows, p.out_cols),
+                dims: (g.n, g.o, g.oh, g.ow),
+                group: gr.aux,
+            };
             (x, dy)
         }
         Kind::Pool { grad } => {
-            let x = plane_rect(
-                (b.batch, b.channels),
-                (p.in_rows, (0, g.w)),
-                (g.n, g.c, g.h, g.w),
-                gr.x,
-            );
+            let x = Region::Plane {
+                planes: (b.batch, b.channels),
+                rect: (p.in_rows, (0, g.w)),
+                dims: (g.n, g.c, g.h, g.w),
+                group: gr.x,
+            };
             let dy = if grad {
-                plane_rect(
-                    (b.batch, b.channels),
-                    (p.aux_rows, (0, g.ow)),
-                    (g.n, g.c, g.oh, g.ow),
-                    gr.aux,
-                )
+                Region::Plane {
+                    planes: (b.batch, b.channels),
+                    rect: (p.aux_rows, (0, g.ow)),
+                    dims: (g.n, g.c, g.oh, g.ow),
+                    group: gr.aux,
+                }
             } else {
-                Vec::new()
+                Region::Empty
             };
             (x, dy)
         }

@@ -34,6 +34,7 @@
 mod block;
 mod dilate;
 mod plan;
+mod regions;
 
 use crate::codelets::{
     Codelet, ConvMethod, VertexParams, WindowGeometry, WindowPass, WindowVertex,

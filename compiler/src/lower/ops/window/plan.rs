@@ -25,7 +25,7 @@
 //! need, and for a split reduction the partials' exchange and sum (our proxy).
 
 use super::block::{
-    block_params, col_extent, first_range, operand_ranges, output_ranges, pool_width, ranges,
+    block_params, col_extent, first_range, operand_regions, output_region, pool_width, ranges,
     reduction_extent, span, Block, Groups, Kind, Split,
 };
 use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowPass};
@@ -435,8 +435,8 @@ fn block_cost(target: &Target, pr: &Problem, s: Split, block: &Block) -> BlockCo
     let out_elems = lens.last().copied().unwrap_or(0);
     let out_bytes = out_elems * if reduce { ps } else { es };
     // The exchange regions of the block: its operands' runs and its output's.
-    let (ra, rb) = operand_ranges(kind, g, block, &params, gr);
-    let regions = (ra.len() + rb.len() + output_ranges(kind, g, block, gr).len()) as u64;
+    let (ra, rb) = operand_regions(kind, g, block, &params, gr);
+    let regions = ra.count() + rb.count() + output_region(kind, g, block, gr).count();
     // The summation of split partials: they cross the exchange and are summed (our proxy).
     let parts = match kind {
         Kind::Conv(WindowPass::WeightGrad) => {

@@ -2,12 +2,12 @@
 
 use crate::codelets::{Codelet, ConvMethod, WindowGeometry, WindowPass};
 use crate::lower::ops::window::block::{
-    block_params, extents, forward_weight_ranges, phase_blocks, plane_rect, ranges, Block, Groups,
-    Kind, Split,
+    block_params, extents, forward_weight_ranges, phase_blocks, ranges, Block, Groups, Kind, Split,
 };
 use crate::lower::ops::window::plan::{
     block_cost, candidates, cost, parallel_splits, pass_channels, search, weighed, Problem,
 };
+use crate::lower::ops::window::regions::plane_rect;
 use crate::target::Target;
 use ipusim_exe::cycles::window::window_group_cycles;
 use ipusim_ir::DType;
