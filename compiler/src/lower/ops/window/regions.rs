@@ -228,9 +228,7 @@ fn weight_ranges(kernel: u64, cg: u64, outs: (u32, u32), ins: (u32, u32), chunk:
     }
     // Chunk by chunk, each chunk's rows `[o][c..end][kh][kw]`, touching ones merged.
     let mut out: Ranges = Vec::new();
-    let mut c = ins.0;
-    while c < ins.1 {
-        let end = ins.1.min((c / chunk + 1) * chunk);
+    for (c, end) in chunks(ins, chunk) {
         let len = u64::from(end - c) * kernel;
         for o in outs.0..outs.1 {
             let begin = (u64::from(o) * cg + u64::from(c)) * kernel;
@@ -239,9 +237,16 @@ fn weight_ranges(kernel: u64, cg: u64, outs: (u32, u32), ins: (u32, u32), chunk:
                 _ => out.push((begin, len)),
             }
         }
-        c = end;
     }
     out
+}
+
+/// The weight chunks `[c, end)` of `ins`: cut at the multiples of `chunk` (not 0).
+fn chunks(ins: (u32, u32), chunk: u32) -> impl Iterator<Item = (u32, u32)> {
+    let next = move |c: u32| (c, ins.1.min((c / chunk + 1) * chunk));
+    std::iter::successors((ins.0 < ins.1).then(|| next(ins.0)), move |&(_, end)| {
+        (end < ins.1).then(|| next(end))
+    })
 }
 
 /// `weight_ranges(..).len()`: per chunk (one when row-major), one run per output channel,
@@ -259,14 +264,11 @@ fn weight_count(kernel: u64, cg: u64, outs: (u32, u32), ins: (u32, u32), chunk: 
     }
     let mut count = 0;
     let mut prev_end = None;
-    let mut c = ins.0;
-    while c < ins.1 {
-        let end = ins.1.min((c / chunk + 1) * chunk);
+    for (c, end) in chunks(ins, chunk) {
         let len = i128::from(end - c) * kernel;
         let first = (i128::from(outs.0) * cg + i128::from(c)) * kernel;
         count += chunk_runs(len) - i128::from(prev_end == Some(first));
         prev_end = Some((i128::from(outs.1 - 1) * cg + i128::from(c)) * kernel + len);
-        c = end;
     }
     count as u64
 }
