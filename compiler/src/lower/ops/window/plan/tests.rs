@@ -7,7 +7,7 @@ use crate::lower::ops::window::block::{
 use crate::lower::ops::window::plan::{
     block_cost, candidates, cost, parallel_splits, pass_channels, search, weighed, Problem,
 };
-use crate::lower::ops::window::regions::plane_rect;
+use crate::lower::ops::window::regions::{plane_rect, span, Region};
 use crate::target::Target;
 use ipusim_exe::cycles::window::window_group_cycles;
 use ipusim_ir::DType;
@@ -440,4 +440,82 @@ fn splits_fall_on_whole_groups() {
     );
     assert_eq!(ranges(10, 3, 1), vec![(0, 4), (4, 8), (8, 10)]);
     assert_eq!(candidates(64, 16), vec![1, 2, 4]);
+}
+
+/// A deterministic sequence of numbers below `n` (xorshift from `seed`).
+fn region_numbers(mut state: u64) -> impl FnMut(u32) -> u32 {
+    move |n| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % u64::from(n.max(1))) as u32
+    }
+}
+
+/// A range within `0..=extent` (sometimes empty, often all of it).
+fn any_range(next: &mut impl FnMut(u32) -> u32, extent: u32) -> (u32, u32) {
+    match next(6) {
+        0 | 2 => (0, extent),
+        1 => {
+            let a = next(extent + 1);
+            (a, a)
+        }
+        _ => {
+            let a = next(extent + 1);
+            (a, a + next(extent - a + 1))
+        }
+    }
+}
+
+/// The count of every region equals the number of runs made, over random feature maps
+/// (grouped and not, whole and partial rows and columns, empty ranges) and weights
+/// (row-major and chunked).
+#[test]
+fn a_regions_count_is_the_number_of_its_runs() {
+    let mut next = region_numbers(0x2545_f491_4f6c_dd1d);
+    let mut merged = 0;
+    for case in 0..20_000 {
+        let group = [1, 1, 2, 4, 8, 16][next(6) as usize];
+        let n_all = 1 + next(5);
+        let chans = group * (1 + next(6));
+        let (h, w) = (1 + next(6), 1 + next(6));
+        let planes = (any_range(&mut next, n_all), any_range(&mut next, chans));
+        // Columns now and then past the field's edge (a run as wide as a row then starts
+        // inside one row and ends in the next).
+        let past = next(3);
+        let rect = (any_range(&mut next, h), any_range(&mut next, w + past));
+        let region = Region::Plane {
+            planes,
+            rect,
+            dims: (n_all, chans, h, w),
+            group,
+        };
+        let runs = region.ranges();
+        assert_eq!(region.count(), runs.len() as u64, "case {case}: {region:?}");
+        // A run longer than one plane's (whole columns) or one row's is a merge.
+        let whole = rect.1 .0 == 0 && rect.1 .1 >= w;
+        let one = if whole {
+            span(rect.0) * w
+        } else {
+            span(rect.1)
+        } * group;
+        merged += u64::from(runs.iter().any(|r| r.1 > u64::from(one)));
+        let (kh, kw) = (1 + next(3), 1 + next(3));
+        let per_group = 1 + next(20);
+        let region = Region::Weights {
+            kernel: u64::from(kh * kw),
+            per_group: u64::from(per_group),
+            outs: any_range(&mut next, 6),
+            ins: any_range(&mut next, per_group),
+            chunk: [0, 0, 1, 4, 8, 16][next(6) as usize],
+        };
+        assert_eq!(
+            region.count(),
+            region.ranges().len() as u64,
+            "case {case}: {region:?}"
+        );
+    }
+    // The cases exercise the merges, not only runs that stay apart.
+    assert!(merged > 500, "{merged} cases merged runs");
+    assert_eq!(Region::Empty.count(), 0);
 }
