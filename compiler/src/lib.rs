@@ -115,8 +115,9 @@ pub fn compile_placed(
     });
     if options.verify {
         verify::planned(&exe, &low.usage)?;
-        // The mapping was checked after lowering; the plan wrote only offsets.
-        let errors = verify::executable_mapped(&exe);
+        // The mapping, operands and copies were checked after lowering, and the offset
+        // resolution kept every operand and copy inside its slice.
+        let errors = verify::executable_resolved(&exe);
         if !errors.is_empty() {
             return Err(CompileError::Invalid(errors));
         }

@@ -506,32 +506,58 @@ pub(crate) fn plan(
     })
 }
 
-/// Turns slice-relative operand and copy offsets into absolute tile addresses.
+/// Turns slice-relative operand and copy offsets into absolute tile addresses, each range
+/// checked against its slice's bytes as it is moved (so that the compiler's final check,
+/// `verify::executable_resolved`, need not walk them again: an operand or copy endpoint
+/// outside its slice is an error here, naming the compute set or exchange).
 pub(crate) fn resolve_offsets(
     tensors: &[Tensor],
     compute_sets: &mut [ComputeSet],
     exchanges: &mut [Exchange],
 ) -> Result<(), CompileError> {
-    // (tile, byte offset) of every slice, dense, for the searches below.
-    let slices: Vec<Vec<(TileId, u64)>> = tensors
+    // (tile, byte offset, bytes) of every slice, dense, for the searches below.
+    let slices: Vec<Vec<(TileId, u64, u64)>> = tensors
         .par_iter()
-        .map(|t| t.slices.iter().map(|s| (s.tile, s.offset as u64)).collect())
+        .map(|t| {
+            let es = t.dtype.size_bytes() as u64;
+            let at = |s: &ipusim_exe::executable::TileSlice| {
+                (s.tile, s.offset as u64, s.num_elements() * es)
+            };
+            t.slices.iter().map(at).collect()
+        })
         .collect();
-    let base = |lookup: &mut SliceLookup, t: TensorId, tile: TileId| {
-        let list = &slices[t.0 as usize];
-        lookup
-            .find(t, tile, || find_tile(list, tile, |s| s.0))
-            .map(|i| list[i].1)
-            .ok_or_else(|| CompileError::Verify {
-                pass: "offset resolution",
-                message: format!(
-                    "tensor '{}' has no slice on tile {tile}",
-                    tensors[t.0 as usize].name
-                ),
-            })
+    let fail = |message: String| CompileError::Verify {
+        pass: "offset resolution",
+        message,
     };
-    let add = |off: u32, b: u64, what: &str| -> Result<u32, CompileError> {
-        u32::try_from(off as u64 + b).map_err(|_| CompileError::TooLarge {
+    // Relative bytes `[off, off + bytes)` of tensor `t`'s slice on `tile`, made absolute.
+    let resolve = |lookup: &mut SliceLookup,
+                   (t, tile): (TensorId, TileId),
+                   (off, bytes): (u32, u64),
+                   what: &str|
+     -> Result<u32, CompileError> {
+        let name = || tensors.get(t.0 as usize).map_or("?", |t| t.name.as_str());
+        let list = slices
+            .get(t.0 as usize)
+            .ok_or_else(|| fail(format!("{what}: names tensor {} of {}", t.0, tensors.len())))?;
+        let (_, base, size) = lookup
+            .find(t, tile, || find_tile(list, tile, |s| s.0))
+            .map(|i| list[i])
+            .ok_or_else(|| {
+                fail(format!(
+                    "{what}: tensor '{}' has no slice on tile {tile}",
+                    name()
+                ))
+            })?;
+        if u64::from(off) + bytes > size {
+            return Err(fail(format!(
+                "{what}: bytes [{off}, {}) of tensor '{}' on tile {tile} are outside its \
+                 {size}-byte slice",
+                u64::from(off) + bytes,
+                name()
+            )));
+        }
+        u32::try_from(u64::from(off) + base).map_err(|_| CompileError::TooLarge {
             node: what.to_string(),
             what: "an address beyond 32-bit tile addresses".into(),
         })
@@ -546,8 +572,16 @@ pub(crate) fn resolve_offsets(
                 for g in &mut tw.groups {
                     for v in &mut g.vertices {
                         for o in &mut v.operands {
-                            let b = base(&mut lookup, o.tensor, tw.tile)?;
-                            o.offset = add(o.offset, b, &cs.name)?;
+                            let es = tensors
+                                .get(o.tensor.0 as usize)
+                                .map_or(0, |t| t.dtype.size_bytes() as u64);
+                            let bytes = u64::from(o.len) * es;
+                            o.offset = resolve(
+                                &mut lookup,
+                                (o.tensor, tw.tile),
+                                (o.offset, bytes),
+                                &cs.name,
+                            )?;
                         }
                     }
                 }
@@ -561,11 +595,20 @@ pub(crate) fn resolve_offsets(
         .map(|ex| {
             let mut lookup = SliceLookup::new();
             for c in &mut ex.copies {
-                let b = base(&mut lookup, c.src_tensor, c.src_tile)?;
-                c.src_offset = add(c.src_offset, b, &ex.name)?;
+                let bytes = u64::from(c.bytes);
+                c.src_offset = resolve(
+                    &mut lookup,
+                    (c.src_tensor, c.src_tile),
+                    (c.src_offset, bytes),
+                    &ex.name,
+                )?;
                 for d in &mut c.dsts {
-                    let b = base(&mut lookup, c.dst_tensor, d.tile)?;
-                    d.offset = add(d.offset, b, &ex.name)?;
+                    d.offset = resolve(
+                        &mut lookup,
+                        (c.dst_tensor, d.tile),
+                        (d.offset, bytes),
+                        &ex.name,
+                    )?;
                 }
             }
             Ok(())
@@ -598,6 +641,96 @@ mod tests {
             offset,
             len,
         }
+    }
+
+    /// The offset resolution moves each operand and copy endpoint by its slice's base and
+    /// refuses one outside its slice (the compiler's final check relies on it), naming the
+    /// compute set or exchange and the tensor.
+    #[test]
+    fn offsets_resolve_by_the_slice_base_and_stay_inside_the_slice() {
+        use crate::executable::{ByteCopy, CopyDst, TileWork};
+        use ipusim_exe::executable::{Interval, TileSlice};
+        // Two f32 tensors of 16 elements, 8 on each of tiles 0 and 1, at bytes 64 and 128.
+        let t = |name: &str| {
+            let mut t = tensor(DType::F32);
+            t.name = name.into();
+            t.shape = Shape(vec![16]);
+            t.slices = (0..2u64)
+                .map(|k| TileSlice {
+                    tile: TileId::on_first_ipu(k as u32),
+                    offset: 64 * (k as u32 + 1),
+                    intervals: [Interval {
+                        begin: 8 * k,
+                        end: 8 * k + 8,
+                        offset: 0,
+                    }]
+                    .into_iter()
+                    .collect(),
+                })
+                .collect();
+            t
+        };
+        let tensors = vec![t("a"), t("b")];
+        let vertex = |len: u32| Vertex {
+            worker: 0,
+            operands: Operands::from_iter([operand(0, 4, len), operand(1, 0, 8)]),
+            params: VertexParams::Block(BlockParams::new(1, 4, 4, (0, 4))),
+        };
+        let cs = |len: u32| ComputeSet {
+            name: "cs".into(),
+            node: None,
+            tiles: vec![TileWork {
+                tile: TileId::on_first_ipu(1),
+                groups: vec![VertexGroup {
+                    codelet: Codelet::Reduce {
+                        op: ReduceOp::Sum,
+                        input: DType::F32,
+                        acc: DType::F32,
+                        output: DType::F32,
+                    },
+                    vertices: vec![vertex(len)],
+                }],
+                cycles: 0,
+            }],
+            cycles: 0,
+        };
+        let ex = |bytes: u32| Exchange {
+            name: "ex".into(),
+            node: None,
+            copies: vec![ByteCopy {
+                src_tensor: TensorId(0),
+                src_tile: TileId::on_first_ipu(0),
+                src_offset: 8,
+                dst_tensor: TensorId(1),
+                bytes,
+                dsts: [CopyDst {
+                    tile: TileId::on_first_ipu(1),
+                    offset: 16,
+                }]
+                .into_iter()
+                .collect(),
+            }],
+            cycles: 0,
+        };
+        // Inside: each offset moved by its slice's base (tile 1's 128, tile 0's 64).
+        let (mut sets, mut exs) = (vec![cs(7)], vec![ex(16)]);
+        resolve_offsets(&tensors, &mut sets, &mut exs).unwrap();
+        let ops = &sets[0].tiles[0].groups[0].vertices[0].operands;
+        assert_eq!((ops[0].offset, ops[1].offset), (132, 128));
+        assert_eq!(exs[0].copies[0].src_offset, 72);
+        assert_eq!(exs[0].copies[0].dsts[0].offset, 144);
+        // An operand one element past its 32-byte slice, and a copy one byte past.
+        let e = resolve_offsets(&tensors, &mut [cs(8)], &mut []).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("cs: bytes [4, 36) of tensor 'a' on tile"),
+            "{e}"
+        );
+        let e = resolve_offsets(&tensors, &mut [], &mut [ex(17)]).unwrap_err();
+        assert!(
+            e.to_string().contains("ex: bytes [16, 33) of tensor 'b'"),
+            "{e}"
+        );
     }
 
     #[test]

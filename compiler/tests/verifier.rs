@@ -296,12 +296,14 @@ fn the_lowering_pass_reports_bounds_before_order_and_never_panics() {
     assert!(e.contains("unknown tensor"), "{e}");
 }
 
-/// The compiler's final check leaves out the mapping (checked after lowering, unchanged
-/// since) and reports every other violation as the full check does.
+/// The compiler's final check leaves out what its passes established (the mapping, checked
+/// after lowering and unchanged since; the operands and copies, checked after lowering and
+/// kept inside their slices by the offset resolution) and reports every other violation as
+/// the full check does.
 #[test]
-fn the_compilers_final_check_is_the_full_one_but_for_the_mapping() {
+fn the_compilers_final_check_is_the_full_one_but_for_what_its_passes_established() {
     let exe = sound();
-    assert!(verify::executable_mapped(&exe).is_empty());
+    assert!(verify::executable_resolved(&exe).is_empty());
     // A mapping violation: a slice's interval runs past the tensor's last element.
     let mut mapping = exe.clone();
     let t = mapping
@@ -313,13 +315,28 @@ fn the_compilers_final_check_is_the_full_one_but_for_the_mapping() {
     assert!(verify::executable(&mapping)
         .iter()
         .any(|e| e.invariant == 2));
-    assert!(verify::executable_mapped(&mapping)
+    assert!(verify::executable_resolved(&mapping)
         .iter()
         .all(|e| e.invariant != 2));
+    // An operand and a copy past their tensors' bytes: the full check's alone.
+    let mut bounds = exe.clone();
+    bounds.compute_sets[0].tiles[0].groups[0].vertices[0].operands[0].offset += 1 << 20;
+    let ex = bounds
+        .exchanges
+        .iter()
+        .position(|x| !x.copies.is_empty())
+        .unwrap();
+    bounds.exchanges[ex].copies[0].src_offset += 1 << 20;
+    let full: Vec<u8> = verify::executable(&bounds)
+        .iter()
+        .map(|e| e.invariant)
+        .collect();
+    assert_eq!(full, [3, 4]);
+    assert!(verify::executable_resolved(&bounds).is_empty());
     // Another invariant: the same errors either way.
     let mut tables = exe.clone();
     tables.steps.pop();
     let full = verify::executable(&tables);
     assert!(!full.is_empty());
-    assert_eq!(verify::executable_mapped(&tables), full);
+    assert_eq!(verify::executable_resolved(&tables), full);
 }
