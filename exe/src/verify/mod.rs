@@ -40,8 +40,9 @@ pub fn executable(exe: &Executable) -> Vec<VerifierError> {
 /// [`executable`] but for what the compiler's passes have established by the time it runs
 /// after them: the mapping (invariant 2), which [`lowered`] checked and no pass since
 /// changes (the memory plan and the offset resolution write only byte offsets), and the
-/// operands and copies (invariants 3 and 4), which [`lowered`] found inside their slices
-/// (offsets slice-relative) and the offset resolution made absolute by adding each slice's
+/// vertices and copies (invariants 3 and 4), whose workers [`lowered`] checked (no pass
+/// since changes them) and whose operands and endpoints it found inside their slices
+/// (offsets slice-relative), which the offset resolution made absolute by adding each slice's
 /// base, itself checking each range against that slice's bytes (the compiler's
 /// `resolve_offsets`): each lies inside its tensor's bytes on its tile by construction, and
 /// a walk over every operand and copy endpoint (tens of millions on a large CNN) would find
