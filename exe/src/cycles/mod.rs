@@ -33,6 +33,7 @@ use crate::executable::{
 };
 use crate::system::{System, TileId};
 use crate::target::Target;
+use rayon::prelude::*;
 use vertex::group_cycles;
 
 /// Cycles of one tile in a compute set: its vertex groups run one after the other.
@@ -224,16 +225,24 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
             tiles_used: cs.tiles.len() as u32,
         })
         .collect();
+    // Each exchange's bytes and destination IPUs, found on the host's cores (each walks
+    // every copy's destinations: tens of millions on a large CNN).
+    let walked: Vec<(u64, Vec<u32>)> = exe
+        .exchanges
+        .par_iter()
+        .map(|ex| (ex.total_bytes(), ex.dst_ipus()))
+        .collect();
     let exchanges = exe
         .exchanges
         .iter()
         .zip(&ex_exec)
-        .map(|(ex, &n)| ExchangeCycles {
+        .zip(&walked)
+        .map(|((ex, &n), (bytes, _))| ExchangeCycles {
             name: ex.name.clone(),
             cycles_per_execution: ex.cycles,
             executions: n,
             cycles: ex.cycles.saturating_mul(n),
-            bytes: ex.total_bytes(),
+            bytes: *bytes,
         })
         .collect();
     // Busy tile-cycles and used tiles, over the system and per IPU.
@@ -262,8 +271,8 @@ pub fn estimate(exe: &Executable) -> CycleEstimate {
             }
         }
     }
-    for (ex, &n) in exe.exchanges.iter().zip(&ex_exec) {
-        for ipu in ex.dst_ipus() {
+    for ((ex, &n), (_, ipus)) in exe.exchanges.iter().zip(&ex_exec).zip(&walked) {
+        for &ipu in ipus {
             if let Some(x) = ipu_exchange.get_mut(ipu as usize) {
                 *x = x.saturating_add(ex.cycles.saturating_mul(n));
             }
