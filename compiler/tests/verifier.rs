@@ -250,11 +250,12 @@ fn first_reader(exe: &Executable) -> (usize, usize, usize, usize) {
     panic!("no vertex reads an operand");
 }
 
-/// The lowering pass runs its bounds check and its written-before-read walk side by side:
-/// each still names what is wrong, a bounds violation is the one reported when both are
-/// broken, and a vertex naming a tensor outside the table is reported, not a panic.
+/// The lowering pass runs its tensor and worker check and its written-before-read walk side
+/// by side: each still names what is wrong, a vertex naming a tensor outside the table is
+/// reported (before an order violation), not a panic; an operand's bytes are the offset
+/// resolution's to check after the memory plan (its test is in the compiler's `memory`).
 #[test]
-fn the_lowering_pass_reports_bounds_before_order_and_never_panics() {
+fn the_lowering_pass_reports_unknown_tensors_before_order_and_never_panics() {
     let low = lowered(&sound());
     verify::lowered(&low).unwrap();
     let at = first_reader(&low);
@@ -266,11 +267,10 @@ fn the_lowering_pass_reports_bounds_before_order_and_never_panics() {
         &mut exe.compute_sets[c].tiles[w].groups[g].vertices[v].operands[k]
     }
 
-    // An input read past its slice.
+    // An input read past its slice: not this pass's to report.
     let mut past = low.clone();
     operand(&mut past, at, 0).offset += 1 << 20;
-    let e = verify::lowered(&past).unwrap_err().to_string();
-    assert!(e.contains("outside its"), "{e}");
+    verify::lowered(&past).unwrap();
     // An input that nothing writes: a fresh, empty-named tensor's copy of the input's.
     let mut unwritten = low.clone();
     let read = operand(&mut unwritten, at, 0).tensor;
@@ -285,15 +285,27 @@ fn the_lowering_pass_reports_bounds_before_order_and_never_panics() {
         e.contains("never_written") && e.contains("before it is written"),
         "{e}"
     );
-    // Both: the bounds violation is reported.
-    operand(&mut unwritten, at, 0).offset += 1 << 20;
-    let e = verify::lowered(&unwritten).unwrap_err().to_string();
-    assert!(e.contains("outside its"), "{e}");
-    // A tensor id outside the table.
+    // A tensor id outside the table, on a vertex and on a copy.
     let mut unknown = low.clone();
     operand(&mut unknown, at, 0).tensor = ipusim_compiler::executable::TensorId(u32::MAX - 1);
     let e = verify::lowered(&unknown).unwrap_err().to_string();
     assert!(e.contains("unknown tensor"), "{e}");
+    // Both: the unknown tensor is reported.
+    operand(&mut unwritten, at, 1).tensor = ipusim_compiler::executable::TensorId(u32::MAX - 1);
+    let e = verify::lowered(&unwritten).unwrap_err().to_string();
+    assert!(e.contains("unknown tensor"), "{e}");
+    let mut unknown = low.clone();
+    let ex = unknown
+        .exchanges
+        .iter()
+        .position(|x| !x.copies.is_empty())
+        .unwrap();
+    unknown.exchanges[ex].copies[0].dst_tensor = ipusim_compiler::executable::TensorId(u32::MAX);
+    let e = verify::lowered(&unknown).unwrap_err().to_string();
+    assert!(
+        e.contains("unknown tensor") && e.contains("exchange"),
+        "{e}"
+    );
 }
 
 /// The compiler's final check leaves out what its passes established (the mapping, checked
