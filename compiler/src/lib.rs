@@ -97,14 +97,8 @@ pub fn compile_placed(
         &exe.steps,
     )?;
     memory::resolve_offsets(&exe.tensors, &mut exe.compute_sets, &mut exe.exchanges)?;
-    // Each compute set's and exchange's cycles depend on it alone: estimated on the host's
-    // cores.
-    exe.compute_sets.par_iter_mut().for_each(|cs| {
-        for tw in &mut cs.tiles {
-            tw.cycles = cycles::tile_work_cycles(target, tw);
-        }
-        cs.cycles = cs.tiles.iter().map(|t| t.cycles).max().unwrap_or(0);
-    });
+    // The compute sets' cycles were estimated as they were lowered (on the lowering's side
+    // thread); each exchange's depend on it alone: estimated on the host's cores.
     let system = &exe.system;
     exe.exchanges.par_iter_mut().for_each(|ex| {
         ex.cycles = if ex.crosses_ipus() {

@@ -253,7 +253,7 @@ pub(crate) fn build(
     micro_batches: u32,
 ) -> Result<(Program, Vec<TensorId>), CompileError> {
     // The stashes are found from what the parts' exchanges read and write.
-    lw.settle_copies();
+    lw.settle();
     let n = segs.count() as usize;
     let mut bodies: Vec<Vec<Program>> = vec![Vec::new(); n];
     let mut sends: Vec<Vec<Program>> = vec![Vec::new(); n];

@@ -6,10 +6,11 @@
 //! nothing the lowering decides depends on them beyond which tensors an exchange touches. So
 //! an op records its requests in a [`Copies`] — what it needs is known when it asks: the
 //! source's element index, element size and IPU, and the destination's — and the lowerer
-//! hands them to a [`CopyWorker`] thread that builds them while it lowers the next ops. Each
+//! hands them to its side thread ([`super::side`]) that builds them while it lowers the next ops. Each
 //! exchange is built from its own requests in their order, so the copies are the same
-//! whichever thread builds them and whenever. The lowerer's side — an exchange given its
-//! copies, and settled before they are read — is here too.
+//! whichever thread builds them and whenever. An exchange as a program node of its own is
+//! here too; handing its copies to the side thread, and settling them before they are read,
+//! is the side thread's ([`super::side`]).
 
 use super::{push_new, Lowerer};
 use crate::executable::{
@@ -20,7 +21,7 @@ use ipusim_exe::system::TileId;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
 /// A fast non-cryptographic hasher for the copy dedup keys (the FxHash mixing step); the
 /// keys are compiler-generated integers, so no DoS resistance is needed.
@@ -420,86 +421,6 @@ fn continues(p: &ByteCopy, c: &ByteCopy) -> bool {
             .all(|(a, b)| a.tile == b.tile && a.offset.checked_add(p.bytes) == Some(b.offset))
 }
 
-/// A thread building recorded copies while the lowering goes on: jobs `(exchange, copies)`
-/// in, built copies out, in the order sent.
-pub(crate) struct CopyWorker {
-    jobs: Option<mpsc::Sender<(u32, Copies)>>,
-    built: mpsc::Receiver<(u32, Vec<ByteCopy>)>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    pending: usize,
-}
-
-impl CopyWorker {
-    /// Starts the thread.
-    pub fn start() -> CopyWorker {
-        let (jobs, inbox) = mpsc::channel::<(u32, Copies)>();
-        let (outbox, built) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("ipusim-copies".into())
-            .spawn(move || {
-                for (exchange, copies) in inbox {
-                    if outbox.send((exchange, copies.build())).is_err() {
-                        return;
-                    }
-                }
-            })
-            .ok();
-        CopyWorker {
-            jobs: thread.as_ref().map(|_| jobs),
-            built,
-            thread,
-            pending: 0,
-        }
-    }
-
-    /// Builds `copies` for exchange `exchange` on the thread: `None`, or the copies built on
-    /// the caller's thread when there is no thread (it could not be started).
-    pub fn submit(&mut self, exchange: u32, copies: Copies) -> Option<Vec<ByteCopy>> {
-        match &self.jobs {
-            Some(jobs) => match jobs.send((exchange, copies)) {
-                Ok(()) => {
-                    self.pending += 1;
-                    None
-                }
-                Err(mpsc::SendError((_, copies))) => Some(copies.build()),
-            },
-            None => Some(copies.build()),
-        }
-    }
-
-    /// Every job sent so far, built: `(exchange, copies)` in the order sent. A panic on the
-    /// thread (a bug) is raised again here.
-    pub fn settle(&mut self) -> Vec<(u32, Vec<ByteCopy>)> {
-        let mut out = Vec::with_capacity(self.pending);
-        while self.pending > 0 {
-            match self.built.recv() {
-                Ok(done) => {
-                    out.push(done);
-                    self.pending -= 1;
-                }
-                Err(_) => {
-                    self.jobs = None;
-                    if let Some(Err(panic)) = self.thread.take().map(|t| t.join()) {
-                        std::panic::resume_unwind(panic);
-                    }
-                    unreachable!("the copy thread ended with jobs pending and without a panic");
-                }
-            }
-        }
-        out
-    }
-}
-
-impl Drop for CopyWorker {
-    fn drop(&mut self) {
-        // Closing the channel ends the thread once it has built what it was sent.
-        self.jobs = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 impl Lowerer<'_> {
     /// An exchange of `copies` named `name`, as a program node of its own (not in the body
     /// being lowered; its step is listed last until [`Lowerer::rebuild_steps`]).
@@ -518,35 +439,10 @@ impl Lowerer<'_> {
         });
         Program::Exchange(id)
     }
-
-    /// Gives exchange `id` its copies: built on the copy thread when some are recorded
-    /// ([`Lowerer::settle_copies`] fills them in), else now.
-    pub(super) fn build_copies(&mut self, id: ExchangeId, copies: Copies) {
-        let built = if copies.recorded() {
-            self.copy_worker
-                .get_or_insert_with(CopyWorker::start)
-                .submit(id.0, copies)
-        } else {
-            Some(copies.build())
-        };
-        if let Some(built) = built {
-            self.exchanges[id.0 as usize].copies = built;
-        }
-    }
-
-    /// Waits for the copy thread to build every exchange's copies and fills them in: called
-    /// before anything reads the copies.
-    pub fn settle_copies(&mut self) {
-        if let Some(worker) = &mut self.copy_worker {
-            for (id, copies) in worker.settle() {
-                self.exchanges[id as usize].copies = copies;
-            }
-        }
-    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn copy(src: (u32, u32), bytes: u32, dsts: &[(u32, u32)], dst_tensor: u32) -> ByteCopy {
@@ -595,11 +491,11 @@ mod tests {
     }
 
     /// A request of the tests: (tile, position, ranges).
-    type Req = (u32, u64, Vec<(u64, u64)>);
+    pub(in crate::lower::core) type Req = (u32, u64, Vec<(u64, u64)>);
 
     /// (tile, position, ranges): `a` repeated on other tiles and positions, `b` overlapping
     /// a's second range, `a` within one request twice, and `a` repeated again after `b`.
-    fn requests() -> Vec<Req> {
+    pub(in crate::lower::core) fn requests() -> Vec<Req> {
         let a: Vec<(u64, u64)> = vec![(0, 12), (20, 4), (38, 5)];
         let b: Vec<(u64, u64)> = vec![(20, 4), (50, 14)];
         vec![
@@ -636,46 +532,43 @@ mod tests {
         assert!(whole.iter().any(|c| c.dsts.len() >= 5));
     }
 
-    /// Recorded requests built on the copy thread, in several exchanges and parts, give the
-    /// copies built in place; the tensors they are said to touch are those of the copies,
-    /// and none when every request is empty or outside the source.
-    #[test]
-    fn recorded_copies_are_built_the_same_on_the_copy_thread() {
-        let record = |reqs: &[Req], whole: bool| {
-            let mut r = Recorded::default();
-            let src = source();
-            for (tile, pos, ranges) in reqs {
-                r.request(
-                    (TensorId(0), &src.index),
-                    || src.clone(),
-                    ranges,
-                    dest(*tile, *pos),
-                    whole,
-                );
-            }
-            r
-        };
-        let reqs = requests();
-        let copies = |k: usize| {
-            let mut c = Copies::from(record(&reqs[k..], k.is_multiple_of(2)));
-            c.append(Copies::from(vec![ByteCopy {
-                src_tensor: TensorId(5),
-                ..copy((1, 0), 4, &[(2, 0)], 6)
-            }]));
-            c.append(Copies::from(record(&reqs[..k], true)));
-            c
-        };
-        let mut worker = CopyWorker::start();
-        for k in 0..reqs.len() {
-            assert!(worker.submit(k as u32, copies(k)).is_none());
+    /// The requests `reqs` recorded, as whole operands or not.
+    pub(in crate::lower::core) fn recorded(reqs: &[Req], whole: bool) -> Recorded {
+        let mut r = Recorded::default();
+        let src = source();
+        for (tile, pos, ranges) in reqs {
+            r.request(
+                (TensorId(0), &src.index),
+                || src.clone(),
+                ranges,
+                dest(*tile, *pos),
+                whole,
+            );
         }
-        let built = worker.settle();
-        assert_eq!(built.len(), reqs.len());
-        for (k, (id, got)) in built.into_iter().enumerate() {
-            let want = copies(k);
+        r
+    }
+
+    /// Exchange `k` of the side thread's test: recorded requests in several parts with
+    /// built copies between them.
+    pub(in crate::lower::core) fn exchange(k: usize) -> Copies {
+        let reqs = requests();
+        let mut c = Copies::from(recorded(&reqs[k..], k.is_multiple_of(2)));
+        c.append(Copies::from(vec![ByteCopy {
+            src_tensor: TensorId(5),
+            ..copy((1, 0), 4, &[(2, 0)], 6)
+        }]));
+        c.append(Copies::from(recorded(&reqs[..k], true)));
+        c
+    }
+
+    /// The tensors recorded copies are said to touch are those of the copies built, and
+    /// none when every request is empty or outside the source.
+    #[test]
+    fn recorded_copies_touch_the_tensors_of_their_copies() {
+        for k in 0..requests().len() {
+            let want = exchange(k);
             let mut touched = want.touched();
             let want = want.build();
-            assert_eq!((id as usize, &got), (k, &want));
             let mut of_copies: Vec<_> = want.iter().map(|c| (c.src_tensor, c.dst_tensor)).collect();
             for t in [&mut touched, &mut of_copies] {
                 t.sort_unstable();
@@ -683,7 +576,7 @@ mod tests {
             }
             assert_eq!(touched, of_copies);
         }
-        let empty = record(
+        let empty = recorded(
             &[(4, 0, vec![(3, 0)]), (5, 0, vec![(64, 2), (70, 0)])],
             true,
         );

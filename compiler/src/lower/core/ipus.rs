@@ -70,7 +70,7 @@ impl Lowerer<'_> {
     /// so far in another order, and recomputes every tensor's usage over them; the tensors
     /// of `persistent` are live over every step.
     pub fn rebuild_steps(&mut self, kinds: Vec<StepKind>, persistent: &[TensorId]) {
-        self.settle_copies();
+        self.settle();
         let names: HashMap<StepKind, String> =
             self.steps.drain(..).map(|s| (s.kind, s.name)).collect();
         self.steps = kinds

@@ -10,12 +10,13 @@
 //!
 //! Its multi-IPU methods (stages and pipeline segments, copies onto another IPU, the
 //! replicas' all-reduce, remote buffers) are in [`ipus`]; holding supersteps back to emit
-//! several lowerings' interleaved is in [`lanes`]; building the exchanges' copies on a
-//! thread of their own is in [`copies`].
+//! several lowerings' interleaved is in [`lanes`]; the exchanges' copies are in [`copies`],
+//! built, with the compute sets' cycle estimates, on the side thread of [`side`].
 
 pub(crate) mod copies;
 mod ipus;
 mod lanes;
+mod side;
 #[cfg(test)]
 mod tests;
 
@@ -29,11 +30,12 @@ use crate::executable::{
 };
 use crate::options::CompileOptions;
 use crate::target::Target;
-use copies::{Copies, CopyWorker};
+use copies::Copies;
 use ipusim_exe::memory::Usage;
 use ipusim_exe::system::{SyncScope, TileId};
 use ipusim_ir::pipeline::Placement;
 use ipusim_ir::{DType, Graph, NodeId, Op, Shape};
+use side::{Job, SideWorker};
 use std::any::Any;
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
@@ -101,9 +103,9 @@ pub(crate) struct Lowerer<'a> {
     values: HashMap<NodeId, Value>,
     compute_sets: Vec<ComputeSet>,
     exchanges: Vec<Exchange>,
-    /// The thread building the exchanges' recorded copies ([`copies`]),
-    /// started with the first.
-    copy_worker: Option<CopyWorker>,
+    /// The thread building the exchanges' recorded copies and estimating the compute sets'
+    /// cycles ([`side`]), started with the first job.
+    side: Option<SideWorker>,
     streams: Vec<HostStream>,
     steps: Vec<ProgramStep>,
     usage: Vec<Usage>,
@@ -193,7 +195,7 @@ impl<'a> Lowerer<'a> {
             values: HashMap::new(),
             compute_sets: Vec::new(),
             exchanges: Vec::new(),
-            copy_worker: None,
+            side: None,
             streams: Vec::new(),
             steps: Vec::new(),
             usage: Vec::new(),
@@ -374,12 +376,12 @@ impl<'a> Lowerer<'a> {
         std::mem::take(&mut self.body)
     }
 
-    /// Compute set `id`.
+    /// Compute set `id` (its tiles once [`Lowerer::settle`] has run).
     pub fn compute_set(&self, id: ComputeSetId) -> &ComputeSet {
         &self.compute_sets[id.0 as usize]
     }
 
-    /// Exchange `id` (its copies once [`Lowerer::settle_copies`] has run).
+    /// Exchange `id` (its copies once [`Lowerer::settle`] has run).
     pub fn exchange(&self, id: ExchangeId) -> &Exchange {
         &self.exchanges[id.0 as usize]
     }
@@ -407,7 +409,7 @@ impl<'a> Lowerer<'a> {
 
     /// Finishes lowering: the context's tables with the program and the nodes' values.
     pub fn into_lowered(mut self, program: Program, values: Vec<NodeValue>) -> Lowered {
-        self.settle_copies();
+        self.settle();
         Lowered {
             tensors: self.tensors,
             values,
@@ -821,9 +823,10 @@ impl<'a> Lowerer<'a> {
             self.compute_sets.push(ComputeSet {
                 name: name.to_string(),
                 node,
-                tiles,
+                tiles: Vec::new(),
                 cycles: 0,
             });
+            self.on_side_thread(Job::Cycles(id.0, tiles));
             self.push_step(
                 StepKind::Execute(id),
                 name.to_string(),
