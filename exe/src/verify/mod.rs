@@ -22,6 +22,7 @@
 //! [`passes`] holds the checks the compiler runs between its own passes, on executables whose
 //! operand offsets are still slice-relative (after lowering) and on the memory plan.
 
+mod overlap;
 mod passes;
 
 pub use crate::error::{render, Location, VerifierError};

@@ -16,6 +16,7 @@
 //!    not overlap in bytes;
 //! 5. per tile, the categories add up to the total, and the data region is within the total.
 
+use super::overlap::{first_conflict, Alloc, ALWAYS};
 use crate::error::CompileError;
 use crate::executable::{Executable, StepKind, Tensor, TensorId, TensorKind, TileSlice};
 use crate::memory::Usage;
@@ -229,65 +230,6 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
     Ok(())
 }
 
-/// One allocation of a tile in [`planned`]'s table: (offset, end, first step, last step,
-/// always live << 31 | tensor).
-type Alloc = (u32, u64, u32, u32, u32);
-
-/// The always-live bit of an [`Alloc`]'s tag.
-const ALWAYS: u32 = 1 << 31;
-
-/// The tags of two allocations of one tile that share bytes while both are live, if any:
-/// an always-live allocation is live at every step, a transient one from its first step to
-/// its last (inclusive). A sweep over first steps keeps the live allocations by offset,
-/// retiring those whose last step has passed; each new allocation need only be checked
-/// against its neighbours there, since the live ones never overlap (each was checked when
-/// it joined). O(n log n) searches where the pairwise check was quadratic in the
-/// temporaries that reuse one address range at different steps (thousands on a tile of a
-/// large CNN); the live list is a sorted vector, as a tile has a few hundred live at once
-/// (its insertions and removals move a few hundred bytes, cheaper than a tree's nodes).
-fn first_conflict(allocs: &mut [Alloc]) -> Option<(u32, u32)> {
-    use std::cmp::Reverse;
-    use std::collections::BinaryHeap;
-    let life = |a: &Alloc| {
-        if a.4 & ALWAYS != 0 {
-            (0, u32::MAX)
-        } else {
-            (a.2, a.3)
-        }
-    };
-    allocs.sort_unstable_by_key(|a| (life(a).0, a.0, a.4));
-    // Live allocations (offset, end, tag) by offset (distinct: they do not overlap and
-    // none is empty); and their last steps, soonest first.
-    let mut live: Vec<(u32, u64, u32)> = Vec::new();
-    let mut retire: BinaryHeap<Reverse<(u32, u32)>> = BinaryHeap::new();
-    for a in allocs.iter() {
-        let (first, last) = life(a);
-        while let Some(&Reverse((l, off))) = retire.peek() {
-            if l >= first {
-                break;
-            }
-            retire.pop();
-            if let Ok(k) = live.binary_search_by_key(&off, |x| x.0) {
-                live.remove(k);
-            }
-        }
-        let pos = live.partition_point(|x| x.0 <= a.0);
-        if let Some(&(_, end, tag)) = pos.checked_sub(1).map(|k| &live[k]) {
-            if end > u64::from(a.0) {
-                return Some((a.4, tag));
-            }
-        }
-        if let Some(&(off, _, tag)) = live.get(pos) {
-            if u64::from(off) < a.1 {
-                return Some((a.4, tag));
-            }
-        }
-        live.insert(pos, (a.0, a.1, a.4));
-        retire.push(Reverse((last, a.0)));
-    }
-    None
-}
-
 /// Checks 4-5 on the planned executable.
 pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
     const PASS: &str = "memory plan";
@@ -331,15 +273,9 @@ pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
             *at += 1;
         }
     }
-    let mut per: Vec<&mut [Alloc]> = Vec::with_capacity(ntiles);
-    let mut rest = table.as_mut_slice();
-    for i in 0..ntiles {
-        let (run, tail) = rest.split_at_mut(starts[i + 1] - starts[i]);
-        per.push(run);
-        rest = tail;
-    }
     // Every tile checked on the host's cores; the first violation in tile order is reported.
-    let check_tile = |(tile, allocs): (usize, &mut &mut [Alloc])| -> Option<CompileError> {
+    let check_tile = |tile: usize| -> Option<CompileError> {
+        let allocs: &[Alloc] = &table[starts[tile]..starts[tile + 1]];
         if let Some((a, b)) = first_conflict(allocs) {
             return Some(fail(
                 PASS,
@@ -387,69 +323,8 @@ pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
         }
         None
     };
-    match per.par_iter_mut().enumerate().find_map_first(check_tile) {
+    match (0..ntiles).into_par_iter().find_map_first(check_tile) {
         Some(e) => Err(e),
         None => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The pairwise definition: two allocations conflict when their bytes overlap and
-    /// neither is a transient whose steps end before the other's begin.
-    fn conflicts(a: &Alloc, b: &Alloc) -> bool {
-        let bytes = u64::from(a.0) < b.1 && u64::from(b.0) < a.1;
-        let transient = |x: &Alloc| x.4 & ALWAYS == 0;
-        let disjoint_life = transient(a) && transient(b) && (a.3 < b.2 || b.3 < a.2);
-        bytes && !disjoint_life
-    }
-
-    #[test]
-    fn the_sweep_finds_a_conflict_exactly_when_a_pair_conflicts() {
-        // A small linear congruential generator: the cases are the same on every run.
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (x >> 33) % m
-        };
-        let (mut with, mut without) = (0, 0);
-        for case in 0..4_000 {
-            let n = 1 + next(12) as usize;
-            let mut allocs: Vec<Alloc> = (0..n)
-                .map(|i| {
-                    let off = next(64) as u32 * 8;
-                    let size = 8 * (1 + next(6));
-                    let first = next(20) as u32;
-                    let last = first + next(6) as u32;
-                    let always = if next(8) == 0 { ALWAYS } else { 0 };
-                    (off, u64::from(off) + size, first, last, always | i as u32)
-                })
-                .collect();
-            let want = allocs
-                .iter()
-                .enumerate()
-                .any(|(i, a)| allocs[i + 1..].iter().any(|b| conflicts(a, b)));
-            let found = first_conflict(&mut allocs);
-            assert_eq!(found.is_some(), want, "case {case}: {allocs:?}");
-            if let Some((a, b)) = found {
-                let by_tag = |t: u32| allocs.iter().find(|x| x.4 == t).unwrap();
-                assert!(
-                    conflicts(by_tag(a), by_tag(b)),
-                    "case {case}: reported a non-conflict"
-                );
-                with += 1;
-            } else {
-                without += 1;
-            }
-        }
-        // Both outcomes are exercised.
-        assert!(
-            with > 500 && without > 500,
-            "{with} with, {without} without"
-        );
     }
 }
