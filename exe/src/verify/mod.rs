@@ -41,11 +41,11 @@ pub fn executable(exe: &Executable) -> Vec<VerifierError> {
 /// [`executable`] but for what the compiler's passes have established by the time it runs
 /// after them: the mapping (invariant 2), which [`lowered`] checked and no pass since
 /// changes (the memory plan and the offset resolution write only byte offsets), and the
-/// vertices and copies (invariants 3 and 4), whose workers [`lowered`] checked (no pass
-/// since changes them) and whose operands and endpoints it found inside their slices
-/// (offsets slice-relative), which the offset resolution made absolute by adding each slice's
-/// base, itself checking each range against that slice's bytes (the compiler's
-/// `resolve_offsets`): each lies inside its tensor's bytes on its tile by construction, and
+/// vertices and copies (invariants 3 and 4), whose workers and tensor ids [`lowered`]
+/// checked (no pass since changes them) and whose operands and endpoints the offset
+/// resolution made absolute by adding each slice's base, checking each range against that
+/// slice's bytes as it did (the compiler's `resolve_offsets`, which fails the compile on a
+/// range outside its slice): each lies inside its tensor's bytes on its tile, and
 /// a walk over every operand and copy endpoint (tens of millions on a large CNN) would find
 /// nothing. The engine's check on load ([`executable`]) still walks them all.
 pub fn executable_resolved(exe: &Executable) -> Vec<VerifierError> {
