@@ -103,16 +103,17 @@ impl Region {
     }
 }
 
-/// Merges touching `(begin, len)` ranges.
-fn coalesce(ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-    for (b, l) in ranges {
-        match out.last_mut() {
-            Some(last) if last.0 + last.1 == b => last.1 += l,
-            _ => out.push((b, l)),
-        }
+/// A list's capacity for `counted` runs of at most `pushed`.
+fn capacity(counted: u64, pushed: u64) -> usize {
+    usize::try_from(counted.min(pushed)).unwrap_or(0)
+}
+
+/// Appends the range `(b, l)` to `out`, merged into the last one when it continues it.
+fn push_merged(out: &mut Ranges, b: u64, l: u64) {
+    match out.last_mut() {
+        Some(last) if last.0 + last.1 == b => last.1 += l,
+        _ => out.push((b, l)),
     }
-    out
 }
 
 /// Rows `rows` and columns `cols` of the planes `(n, channel)` for `n` in `batch`,
@@ -132,25 +133,33 @@ pub(super) fn plane_rect(
     let (h64, w64) = (u64::from(h), u64::from(w));
     let groups = u64::from(chans) / g;
     let whole = cols.0 == 0 && cols.1 >= w;
-    let mut out = Vec::new();
+    let (n0, n1) = (u64::from(batch.0), u64::from(batch.1));
+    let (cg0, cg1) = (u64::from(channels.0) / g, u64::from(channels.1).div_ceil(g));
+    // Touching runs merged as they come, into a list of the size counted in closed form
+    // (never more than the runs pushed).
+    let pushed = n1.saturating_sub(n0)
+        * cg1.saturating_sub(cg0)
+        * if whole { 1 } else { u64::from(span(rows)) };
+    let runs = plane_rect_count((batch, channels), (rows, cols), (n_all, chans, h, w), group);
+    let mut out: Ranges = Vec::with_capacity(capacity(runs, pushed));
     // The runs of the plane whose first row is storage row `plane`.
     let mut push = |plane: u64| {
         if whole {
-            out.push((
+            push_merged(
+                &mut out,
                 (plane + u64::from(rows.0)) * w64 * g,
                 u64::from(span(rows)) * w64 * g,
-            ));
+            );
             return;
         }
         for r in rows.0..rows.1 {
-            out.push((
+            push_merged(
+                &mut out,
                 ((plane + u64::from(r)) * w64 + u64::from(cols.0)) * g,
                 u64::from(span(cols)) * g,
-            ));
+            );
         }
     };
-    let (n0, n1) = (u64::from(batch.0), u64::from(batch.1));
-    let (cg0, cg1) = (u64::from(channels.0) / g, u64::from(channels.1).div_ceil(g));
     if g > 1 {
         for cg in cg0..cg1 {
             for n in n0..n1 {
@@ -164,7 +173,7 @@ pub(super) fn plane_rect(
             }
         }
     }
-    coalesce(out)
+    out
 }
 
 /// `plane_rect(..).len()` in closed form. The planes are visited as `(o·m + i)·h` storage
@@ -214,28 +223,29 @@ fn plane_rect_count(
 
 /// [`Region::Weights`]' runs.
 fn weight_ranges(kernel: u64, cg: u64, outs: (u32, u32), ins: (u32, u32), chunk: u32) -> Ranges {
+    let n_chunks = if chunk == 0 {
+        1
+    } else {
+        chunks(ins, chunk).count() as u64
+    };
+    let pushed = u64::from(span(outs)) * n_chunks;
+    let counted = weight_count(kernel, cg, outs, ins, chunk);
+    let mut out: Ranges = Vec::with_capacity(capacity(counted, pushed));
     if chunk == 0 {
-        return coalesce(
-            (outs.0..outs.1)
-                .map(|o| {
-                    (
-                        (u64::from(o) * cg + u64::from(ins.0)) * kernel,
-                        u64::from(span(ins)) * kernel,
-                    )
-                })
-                .collect(),
-        );
+        for o in outs.0..outs.1 {
+            push_merged(
+                &mut out,
+                (u64::from(o) * cg + u64::from(ins.0)) * kernel,
+                u64::from(span(ins)) * kernel,
+            );
+        }
+        return out;
     }
     // Chunk by chunk, each chunk's rows `[o][c..end][kh][kw]`, touching ones merged.
-    let mut out: Ranges = Vec::new();
     for (c, end) in chunks(ins, chunk) {
         let len = u64::from(end - c) * kernel;
         for o in outs.0..outs.1 {
-            let begin = (u64::from(o) * cg + u64::from(c)) * kernel;
-            match out.last_mut() {
-                Some(last) if last.0 + last.1 == begin => last.1 += len,
-                _ => out.push((begin, len)),
-            }
+            push_merged(&mut out, (u64::from(o) * cg + u64::from(c)) * kernel, len);
         }
     }
     out
