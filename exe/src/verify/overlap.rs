@@ -101,12 +101,15 @@ fn by_bitmap(allocs: &[Alloc], order: &[u32], end: u64) -> Option<(u32, u32)> {
             retired += 1;
         }
         if any_word(u64::from(a.0), a.1, |w, m| bits[w] & m != 0) {
-            // Found: the live allocation it meets, named as the sorted list would name it.
+            // Found: the live allocation it meets, named as the sorted list would name it
+            // (the list itself should the search not find it: a conflict is never dropped).
             let live = order[..k]
                 .iter()
                 .map(|&j| &allocs[j as usize])
                 .filter(|r| life(r).1 >= first);
-            return Some((a.4, neighbour(live, a)?));
+            return neighbour(live, a)
+                .map(|t| (a.4, t))
+                .or_else(|| by_sorted_list(allocs, order));
         }
         any_word(u64::from(a.0), a.1, |w, m| {
             bits[w] |= m;

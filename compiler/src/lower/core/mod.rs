@@ -24,9 +24,8 @@ use super::kit::mapping::{self, Index, Mapping};
 use super::kit::planner::Plan;
 use crate::error::CompileError;
 use crate::executable::{
-    ComputeSet, ComputeSetId, Exchange, ExchangeId, HostStream, Interval, NodeValue, Program,
-    ProgramStep, StepKind, StreamDirection, StreamId, Tensor, TensorId, TensorKind, TileSlice,
-    TileWork,
+    ComputeSet, ComputeSetId, Exchange, ExchangeId, HostStream, NodeValue, Program, ProgramStep,
+    StepKind, StreamDirection, StreamId, Tensor, TensorId, TensorKind, TileWork,
 };
 use crate::options::CompileOptions;
 use crate::target::Target;
@@ -698,7 +697,7 @@ impl<'a> Lowerer<'a> {
             name,
             node,
             kind,
-            slices: build_slices(&mapping, dtype, self.ipu),
+            slices: mapping::tile_slices(&mapping, dtype, self.ipu),
             dtype,
             shape,
         });
@@ -710,7 +709,7 @@ impl<'a> Lowerer<'a> {
     pub fn set_mapping(&mut self, id: TensorId, shape: Shape, mapping: Mapping) {
         let t = &mut self.tensors[id.0 as usize];
         t.shape = shape;
-        t.slices = build_slices(&mapping, t.dtype, self.ipu);
+        t.slices = mapping::tile_slices(&mapping, t.dtype, self.ipu);
         self.index[id.0 as usize] = OnceCell::new();
     }
 
@@ -834,35 +833,6 @@ impl<'a> Lowerer<'a> {
             );
         }
     }
-}
-
-/// Slices of a mapping on IPU `ipu`, with interval offsets relative to the slice start.
-fn build_slices(mapping: &Mapping, dtype: DType, ipu: u32) -> Vec<TileSlice> {
-    let es = dtype.size_bytes() as u64;
-    mapping
-        .tiles
-        .iter()
-        .map(|(tile, iv)| {
-            let mut pos = 0u64;
-            let intervals = iv
-                .iter()
-                .map(|&(b, e)| {
-                    let offset = (pos * es) as u32;
-                    pos += e - b;
-                    Interval {
-                        begin: b,
-                        end: e,
-                        offset,
-                    }
-                })
-                .collect();
-            TileSlice {
-                tile: TileId::new(ipu, *tile),
-                offset: 0,
-                intervals,
-            }
-        })
-        .collect()
 }
 
 /// True for a `Transpose` that swaps the last two dimensions only (folded into matmuls).

@@ -20,7 +20,7 @@ fn the_index_of_the_slices_is_the_index_of_the_mapping() {
             name: "t".into(),
             node: None,
             kind: TensorKind::Activation,
-            slices: build_slices(&m, dtype, 1),
+            slices: mapping::tile_slices(&m, dtype, 1),
             dtype,
             shape: Shape::new(vec![44]),
         };

@@ -3,8 +3,9 @@
 //! used to find where an element lives.
 
 use crate::cycles::vertex::elementwise_cycles;
-use crate::executable::TileSlice;
+use crate::executable::{Interval, TileSlice};
 use crate::target::Target;
+use ipusim_exe::system::TileId;
 use ipusim_ir::DType;
 
 /// A tensor's mapping while lowering: per tile (ascending), ascending disjoint element
@@ -128,6 +129,35 @@ fn sorted_by_begin(segs: Vec<Seg>) -> Vec<Seg> {
     keys.sort_unstable();
     let mask = (1u64 << POSITION_BITS) - 1;
     keys.iter().map(|&k| segs[(k & mask) as usize]).collect()
+}
+
+/// Slices of a mapping on IPU `ipu`, with interval offsets relative to the slice start.
+pub fn tile_slices(mapping: &Mapping, dtype: DType, ipu: u32) -> Vec<TileSlice> {
+    let es = dtype.size_bytes() as u64;
+    mapping
+        .tiles
+        .iter()
+        .map(|(tile, iv)| {
+            let mut pos = 0u64;
+            let intervals = iv
+                .iter()
+                .map(|&(b, e)| {
+                    let offset = (pos * es) as u32;
+                    pos += e - b;
+                    Interval {
+                        begin: b,
+                        end: e,
+                        offset,
+                    }
+                })
+                .collect();
+            TileSlice {
+                tile: TileId::new(ipu, *tile),
+                offset: 0,
+                intervals,
+            }
+        })
+        .collect()
 }
 
 /// The interval index of a tensor built from its slices (before the memory plan, when an
