@@ -142,15 +142,19 @@ impl Recorded {
     /// The copies, built in request order.
     fn build(&self) -> Vec<ByteCopy> {
         let mut b = CopyBuilder::default();
+        // Requests of each source mostly walk it in order: each search starts from the
+        // source's last answer.
+        let mut cursors = vec![NO_HINT; self.sources.len()];
         for r in &self.requests {
             let s = &self.sources[r.source as usize];
+            let cursor = &mut cursors[r.source as usize];
             let ranges = &self.ranges[r.ranges.clone()];
             if r.whole {
-                b.copy_ranges(s, ranges, r.dst);
+                b.copy_ranges(s, cursor, ranges, r.dst);
             } else {
                 let mut at = r.dst.pos;
                 for &range in ranges {
-                    b.copy_pieces(s, range, Dest { pos: at, ..r.dst }, None);
+                    b.copy_pieces(s, cursor, range, Dest { pos: at, ..r.dst }, None);
                     at += range.1;
                 }
             }
@@ -243,7 +247,6 @@ impl Copies {
 struct CopyBuilder {
     copies: Vec<ByteCopy>,
     dedup: FxMap<(TensorId, u64, u64, TensorId), usize>,
-    cursor: FxMap<TensorId, usize>,
     /// The requests of [`CopyBuilder::copy_ranges`] made so far, by a fingerprint of
     /// (source, destination tensor, ranges).
     requests: FxMap<u64, Joined>,
@@ -281,7 +284,13 @@ impl CopyBuilder {
     /// of the same source into the same tensor as an earlier one (another tile's operand of
     /// a broadcast) joins the copies that request made or joined, as the range-by-range path
     /// would find them one lookup at a time, without those lookups.
-    fn copy_ranges(&mut self, src: &Source, ranges: &[(u64, u64)], dst: Dest) {
+    fn copy_ranges(
+        &mut self,
+        src: &Source,
+        cursor: &mut usize,
+        ranges: &[(u64, u64)],
+        dst: Dest,
+    ) {
         let fingerprint = request_fingerprint(src.tensor, dst.tensor, ranges);
         let base = (dst.pos * src.es) as u32;
         if let Some(r) = self.requests.get(&fingerprint) {
@@ -302,7 +311,7 @@ impl CopyBuilder {
         let first_piece = self.request_pieces.len();
         let mut at = dst.pos;
         for &(b, len) in ranges {
-            self.copy_pieces(src, (b, len), Dest { pos: at, ..dst }, Some(base));
+            self.copy_pieces(src, cursor, (b, len), Dest { pos: at, ..dst }, Some(base));
             at += len;
         }
         // A fingerprint already taken by another request keeps its first owner; this one
@@ -321,12 +330,14 @@ impl CopyBuilder {
         }
     }
 
-    /// Copies elements `[begin, begin + len)` of `src` to `dst`; with `record`, the byte
-    /// offset of the request's first destination byte, also notes each piece's copy in
-    /// `request_pieces`.
+    /// Copies elements `[begin, begin + len)` of `src` to `dst`, the search for `begin` in
+    /// the source's index starting from `cursor` (left at the last segment it copies from);
+    /// with `record`, the byte offset of the request's first destination byte, also notes
+    /// each piece's copy in `request_pieces`.
     fn copy_pieces(
         &mut self,
         src: &Source,
+        cursor: &mut usize,
         (begin, len): (u64, u64),
         dst: Dest,
         record: Option<u32>,
@@ -334,9 +345,7 @@ impl CopyBuilder {
         let (index, es) = (&*src.index, src.es);
         let end = begin + len;
         let mut at = begin;
-        // Requests mostly walk a tensor in order: the search starts from the last answer.
-        let hint = self.cursor.get(&src.tensor).copied().unwrap_or(NO_HINT);
-        let Some(mut i) = locate_from(index, hint, at) else {
+        let Some(mut i) = locate_from(index, *cursor, at) else {
             return;
         };
         while at < end && i < index.len() {
@@ -374,7 +383,7 @@ impl CopyBuilder {
             at += take;
             i += 1;
         }
-        self.cursor.insert(src.tensor, i.saturating_sub(1));
+        *cursor = i.saturating_sub(1);
     }
 
     /// The copies, each run of copies that continue one another merged into one copy (one
@@ -516,11 +525,14 @@ pub(super) mod tests {
     fn a_replayed_request_gives_the_copies_of_its_ranges_one_by_one() {
         let src = source();
         let (mut whole, mut by_range) = (CopyBuilder::default(), CopyBuilder::default());
+        // The searches start from the last answer on one side and from nothing on the
+        // other: the hint never changes what is found.
+        let mut cursor = NO_HINT;
         for (tile, pos, ranges) in &requests() {
-            whole.copy_ranges(&src, ranges, dest(*tile, *pos));
+            whole.copy_ranges(&src, &mut cursor, ranges, dest(*tile, *pos));
             let mut at = *pos;
             for &range in ranges {
-                by_range.copy_pieces(&src, range, dest(*tile, at), None);
+                by_range.copy_pieces(&src, &mut NO_HINT, range, dest(*tile, at), None);
                 at += range.1;
             }
         }
