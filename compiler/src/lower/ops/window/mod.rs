@@ -339,6 +339,9 @@ fn input_grad_layout(
     let row = u64::from(chunk) * u64::from(g.kh) * u64::from(g.kw);
     let mut pieces = Vec::new();
     let mut claimed = 0u64;
+    // Each distinct weight block's ranges (they follow from its group, output and input
+    // channels alone), with the number of blocks reading it.
+    let mut back_blocks = Vec::with_capacity(readers.len());
     for members in readers.values() {
         // Spread over the tiles reading it, in whole rows (an output channel's weights
         // over the chunk): each reader gathers the block in as many messages.
@@ -353,6 +356,7 @@ fn input_grad_layout(
                 claimed += l;
             }
         }
+        back_blocks.push((ranges, n));
     }
     if claimed != stored {
         return None;
@@ -386,9 +390,9 @@ fn input_grad_layout(
                 n * mapping::messages(&index, &forward_weight_ranges(fg, &b, chunk))
             })
             .sum();
-        let back: u64 = blocks
+        let back: u64 = back_blocks
             .iter()
-            .map(|b| mapping::messages(&index, &input_grad_weight_ranges(&g, b)))
+            .map(|(ranges, n)| n * mapping::messages(&index, ranges))
             .sum();
         fwd + back
     };
