@@ -195,9 +195,15 @@ pub(crate) fn lower(
         count: options.device_iterations,
         body: Box::new(Program::Sequence(iteration)),
     }]);
-    if let Some((_, persistent)) = &pipelined {
-        lw.rebuild_steps(program.leaves(), persistent);
-    }
+    // Every tensor's usage over the steps in the order they run (a pipeline's reorder first).
+    let persistent = match &pipelined {
+        Some((_, persistent)) => {
+            lw.rebuild_steps(program.leaves());
+            persistent.as_slice()
+        }
+        None => &[],
+    };
+    lw.settle_usage(persistent);
     let values = lw.node_values(
         order
             .iter()

@@ -12,7 +12,7 @@
 //! here too; handing its copies to the side thread, and settling them before they are read,
 //! is the side thread's ([`super::side`]).
 
-use super::{push_new, Lowerer};
+use super::Lowerer;
 use crate::executable::{
     ByteCopy, CopyDst, CopyDsts, Exchange, ExchangeId, Program, ProgramStep, StepKind, TensorId,
 };
@@ -198,24 +198,13 @@ impl Copies {
         self.parts.extend(other.parts);
     }
 
-    /// The tensors the copies read and write, `(source, destination)` per copy (or per
-    /// request that makes or joins copies), each pair once, in order: empty exactly when
-    /// there are no copies.
-    pub fn touched(&self) -> Vec<(TensorId, TensorId)> {
-        let mut out = Vec::new();
-        for p in &self.parts {
-            match p {
-                Part::Built(c) => c
-                    .iter()
-                    .for_each(|c| push_new(&mut out, (c.src_tensor, c.dst_tensor))),
-                Part::Recorded(r) => r
-                    .effective()
-                    .for_each(|(s, q)| push_new(&mut out, (s.tensor, q.dst.tensor))),
-            }
-        }
-        out.sort_unstable();
-        out.dedup();
-        out
+    /// Whether there are no copies: no part built with copies, and no recorded request
+    /// that makes or joins one.
+    pub fn is_empty(&self) -> bool {
+        self.parts.iter().all(|p| match p {
+            Part::Built(c) => c.is_empty(),
+            Part::Recorded(r) => r.effective().next().is_none(),
+        })
     }
 
     /// Whether some part is still to be built.
@@ -284,13 +273,7 @@ impl CopyBuilder {
     /// of the same source into the same tensor as an earlier one (another tile's operand of
     /// a broadcast) joins the copies that request made or joined, as the range-by-range path
     /// would find them one lookup at a time, without those lookups.
-    fn copy_ranges(
-        &mut self,
-        src: &Source,
-        cursor: &mut usize,
-        ranges: &[(u64, u64)],
-        dst: Dest,
-    ) {
+    fn copy_ranges(&mut self, src: &Source, cursor: &mut usize, ranges: &[(u64, u64)], dst: Dest) {
         let fingerprint = request_fingerprint(src.tensor, dst.tensor, ranges);
         let base = (dst.pos * src.es) as u32;
         if let Some(r) = self.requests.get(&fingerprint) {
@@ -532,7 +515,8 @@ pub(super) mod tests {
             whole.copy_ranges(&src, &mut cursor, ranges, dest(*tile, *pos));
             let mut at = *pos;
             for &range in ranges {
-                by_range.copy_pieces(&src, &mut NO_HINT, range, dest(*tile, at), None);
+                let mut fresh = NO_HINT;
+                by_range.copy_pieces(&src, &mut fresh, range, dest(*tile, at), None);
                 at += range.1;
             }
         }
@@ -573,28 +557,37 @@ pub(super) mod tests {
         c
     }
 
-    /// The tensors recorded copies are said to touch are those of the copies built, and
-    /// none when every request is empty or outside the source.
+    /// Recorded copies are said to be empty exactly when building them gives no copy: when
+    /// every request is empty or outside the source, and only then.
     #[test]
-    fn recorded_copies_touch_the_tensors_of_their_copies() {
+    fn recorded_copies_are_empty_exactly_when_they_build_none() {
         for k in 0..requests().len() {
             let want = exchange(k);
-            let mut touched = want.touched();
-            let want = want.build();
-            let mut of_copies: Vec<_> = want.iter().map(|c| (c.src_tensor, c.dst_tensor)).collect();
-            for t in [&mut touched, &mut of_copies] {
-                t.sort_unstable();
-                t.dedup();
-            }
-            assert_eq!(touched, of_copies);
+            let empty = want.is_empty();
+            assert_eq!(empty, want.build().is_empty(), "exchange {k}");
         }
-        let empty = recorded(
-            &[(4, 0, vec![(3, 0)]), (5, 0, vec![(64, 2), (70, 0)])],
+        let outside = || {
+            recorded(
+                &[(4, 0, vec![(3, 0)]), (5, 0, vec![(64, 2), (70, 0)])],
+                true,
+            )
+        };
+        let empty = Copies::from(outside());
+        assert!(empty.is_empty());
+        assert!(empty.build().is_empty());
+        // One request that makes a copy after those that make none.
+        let mut some = outside();
+        let src = source();
+        some.request(
+            (TensorId(0), &src.index),
+            || src.clone(),
+            &[(63, 1)],
+            dest(6, 0),
             true,
         );
-        let empty = Copies::from(empty);
-        assert!(empty.touched().is_empty());
-        assert!(empty.build().is_empty());
+        let some = Copies::from(some);
+        assert!(!some.is_empty());
+        assert_eq!(some.build().len(), 1);
     }
 
     /// A source mapped again between two requests of one exchange (a new element index) is

@@ -10,7 +10,6 @@ use crate::executable::{
     StepKind, TensorId, TensorKind,
 };
 use crate::lower::kit::mapping::Mapping;
-use ipusim_exe::memory::Usage;
 use ipusim_exe::system::{SyncScope, TileId};
 use ipusim_ir::{DType, NodeId, Shape};
 use std::collections::HashMap;
@@ -67,10 +66,9 @@ impl Lowerer<'_> {
     }
 
     /// Lists the steps again as `kinds`, the leaves of a program that runs every step lowered
-    /// so far in another order, and recomputes every tensor's usage over them; the tensors
-    /// of `persistent` are live over every step.
-    pub fn rebuild_steps(&mut self, kinds: Vec<StepKind>, persistent: &[TensorId]) {
-        self.settle();
+    /// so far in another order (a pipeline's); [`Lowerer::settle_usage`] then finds the
+    /// tensors' usage over them.
+    pub fn rebuild_steps(&mut self, kinds: Vec<StepKind>) {
         let names: HashMap<StepKind, String> =
             self.steps.drain(..).map(|s| (s.kind, s.name)).collect();
         self.steps = kinds
@@ -80,47 +78,6 @@ impl Lowerer<'_> {
                 kind,
             })
             .collect();
-        for u in &mut self.usage {
-            *u = Usage::default();
-        }
-        for k in 0..self.steps.len() {
-            let step = k as u32;
-            let touched: Vec<TensorId> = match self.steps[k].kind {
-                StepKind::Execute(cs) => {
-                    let mut ts: Vec<TensorId> = self.compute_sets[cs.0 as usize]
-                        .tiles
-                        .iter()
-                        .flat_map(|t| &t.groups)
-                        .flat_map(|g| &g.vertices)
-                        .flat_map(|v| v.operands.iter().map(|o| o.tensor))
-                        .collect();
-                    ts.sort_unstable();
-                    ts.dedup();
-                    ts
-                }
-                StepKind::Exchange(ex) | StepKind::IpuCopy(ex) => self.exchanges[ex.0 as usize]
-                    .copies
-                    .iter()
-                    .flat_map(|c| [c.src_tensor, c.dst_tensor])
-                    .collect(),
-                StepKind::StreamCopy(s) => vec![self.streams[s.0 as usize].tensor],
-                StepKind::CrossReplica(t) => vec![t],
-                StepKind::CrossReplicaTo { src, dst } => vec![src, dst],
-                StepKind::RemoteCopy { tensor, .. } => vec![tensor],
-            };
-            for t in touched {
-                self.touch(t, step);
-            }
-        }
-        let last = self.steps.len().saturating_sub(1) as u32;
-        for &t in persistent {
-            if let Some(u) = self.usage.get_mut(t.0 as usize) {
-                *u = Usage {
-                    first: Some(0),
-                    last: Some(last),
-                };
-            }
-        }
     }
 
     /// The values read on another IPU than their own, each with the segment that read it
@@ -156,8 +113,6 @@ impl Lowerer<'_> {
     /// Averages tensor `t` over the replicas in place (a `CrossReplica` all-reduce after an
     /// external sync), as node `id`'s value.
     pub fn all_reduce_mean(&mut self, id: NodeId, t: TensorId) {
-        let step = self.steps.len() as u32;
-        self.touch(t, step);
         self.push_body(Program::Sync(SyncScope::External), Part::Body(self.segment));
         let name = format!("{}/all_reduce", self.g.node(id).name);
         self.push_step(
@@ -174,9 +129,6 @@ impl Lowerer<'_> {
     /// The collective `op` from tensor `src` into tensor `dst` (a reduce-scatter or an
     /// all-gather, `CrossReplica` with a `dst`) after an external sync, as node `id`'s value.
     pub fn cross_replica_to(&mut self, id: NodeId, op: CollectiveOp, src: TensorId, dst: TensorId) {
-        let step = self.steps.len() as u32;
-        self.touch(src, step);
-        self.touch(dst, step);
         self.push_body(Program::Sync(SyncScope::External), Part::Body(self.segment));
         self.push_step(
             StepKind::CrossReplicaTo { src, dst },
@@ -253,9 +205,6 @@ impl Lowerer<'_> {
                 }
             }
         }
-        let step = self.steps.len() as u32;
-        self.touch(src, step);
-        self.touch(copy, step);
         let send = Part::Send(self.segment_of(id));
         self.push_body(Program::Sync(SyncScope::External), send);
         let ex = ExchangeId(self.exchanges.len() as u32);
@@ -286,8 +235,6 @@ impl Lowerer<'_> {
 
     /// A remote-buffer load or store of tensor `t`, in the body being lowered.
     pub(super) fn remote_copy(&mut self, t: TensorId, store: bool) {
-        let step = self.steps.len() as u32;
-        self.touch(t, step);
         let name = format!(
             "{}/{}",
             self.tensors[t.0 as usize].name,

@@ -11,7 +11,8 @@
 //! Its multi-IPU methods (stages and pipeline segments, copies onto another IPU, the
 //! replicas' all-reduce, remote buffers) are in [`ipus`]; holding supersteps back to emit
 //! several lowerings' interleaved is in [`lanes`]; the exchanges' copies are in [`copies`],
-//! built, with the compute sets' cycle estimates, on the side thread of [`side`].
+//! built, with the compute sets' cycle estimates, on the side thread of [`side`]; the
+//! tensors' usage over the steps, once they are final, in [`usage`].
 
 pub(crate) mod copies;
 mod ipus;
@@ -19,6 +20,7 @@ mod lanes;
 mod side;
 #[cfg(test)]
 mod tests;
+mod usage;
 
 use super::kit::mapping::{self, Index, Mapping};
 use super::kit::planner::Plan;
@@ -737,8 +739,6 @@ impl<'a> Lowerer<'a> {
         t: TensorId,
         name: String,
     ) {
-        let step = self.steps.len() as u32;
-        self.touch(t, step);
         let copy = Program::StreamCopy {
             stream,
             direction,
@@ -753,16 +753,6 @@ impl<'a> Lowerer<'a> {
         self.push_body(program, Part::Body(self.segment));
     }
 
-    fn touch(&mut self, t: TensorId, step: u32) {
-        let u = &mut self.usage[t.0 as usize];
-        u.first = Some(u.first.map_or(step, |f| f.min(step)));
-        u.last = Some(u.last.map_or(step, |l| l.max(step)));
-        if let Some(&source) = self.copy_of.get(&t) {
-            let u = &mut self.usage[source.0 as usize];
-            u.last = Some(u.last.map_or(step, |l| l.max(step)));
-        }
-    }
-
     /// Emits one BSP superstep: `Sync`, the exchange of `copies` (if any), then the compute
     /// set of `tiles` (if any vertices; the groups of entries of one tile run one after the
     /// other, in the order given).
@@ -775,8 +765,8 @@ impl<'a> Lowerer<'a> {
     ) {
         let copies = copies.into();
         tiles.retain(|t| !t.groups.is_empty());
-        let touched = copies.touched();
-        if touched.is_empty() && tiles.is_empty() {
+        let exchange = !copies.is_empty();
+        if !exchange && tiles.is_empty() {
             return;
         }
         if let Some(lanes) = &mut self.lanes {
@@ -784,12 +774,7 @@ impl<'a> Lowerer<'a> {
             return;
         }
         self.push_body(Program::Sync(SyncScope::Internal), Part::Body(self.segment));
-        if !touched.is_empty() {
-            let step = self.steps.len() as u32;
-            for (src, dst) in touched {
-                self.touch(src, step);
-                self.touch(dst, step);
-            }
+        if exchange {
             let id = ExchangeId(self.exchanges.len() as u32);
             let ex_name = format!("{name}/exchange");
             self.exchanges.push(Exchange {
@@ -803,21 +788,6 @@ impl<'a> Lowerer<'a> {
         }
         if !tiles.is_empty() {
             merge_tiles(&mut tiles);
-            let step = self.steps.len() as u32;
-            let mut touched: Vec<TensorId> = Vec::new();
-            for o in tiles
-                .iter()
-                .flat_map(|t| &t.groups)
-                .flat_map(|g| &g.vertices)
-                .flat_map(|v| &v.operands)
-            {
-                push_new(&mut touched, o.tensor);
-            }
-            touched.sort_unstable();
-            touched.dedup();
-            for t in touched {
-                self.touch(t, step);
-            }
             let id = ComputeSetId(self.compute_sets.len() as u32);
             self.compute_sets.push(ComputeSet {
                 name: name.to_string(),
