@@ -3,7 +3,7 @@
 //!
 //! Building a large graph's copies is a third of its lowering (the hands-on ResNet101: 10.7 M
 //! copies, each source element found in its tensor's index and deduplicated by hash), and
-//! nothing the lowering decides depends on them beyond which tensors an exchange touches. So
+//! nothing the lowering decides depends on them beyond whether an exchange has any. So
 //! an op records its requests in a [`Copies`] — what it needs is known when it asks: the
 //! source's element index, element size and IPU, and the destination's — and the lowerer
 //! hands them to its side thread ([`super::side`]) that builds them while it lowers the next ops. Each
