@@ -16,7 +16,7 @@ use super::Lowerer;
 use crate::executable::{
     ByteCopy, CopyDst, CopyDsts, Exchange, ExchangeId, Program, ProgramStep, StepKind, TensorId,
 };
-use crate::lower::kit::mapping::{locate_from, Index, NO_HINT};
+use crate::lower::kit::mapping::{locate, locate_from, Index, NO_HINT};
 use ipusim_exe::system::TileId;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -122,20 +122,14 @@ impl Recorded {
         });
     }
 
-    /// The requests that make or join at least one copy: some range is not empty and starts
+    /// Whether some request makes or joins a copy: one of its ranges is not empty and starts
     /// at an element its source maps.
-    fn effective(&self) -> impl Iterator<Item = (&Source, &Request)> {
-        // A source's requests mostly ascend: each search starts from its last answer.
-        let mut hints = vec![NO_HINT; self.sources.len()];
-        self.requests.iter().filter_map(move |r| {
+    fn makes_copies(&self) -> bool {
+        self.requests.iter().any(|r| {
             let s = &self.sources[r.source as usize];
-            let hint = &mut hints[r.source as usize];
             self.ranges[r.ranges.clone()]
                 .iter()
-                .any(|&(b, len)| {
-                    len > 0 && locate_from(&s.index, *hint, b).map(|i| *hint = i).is_some()
-                })
-                .then_some((s, r))
+                .any(|&(b, len)| len > 0 && locate(&s.index, b).is_some())
         })
     }
 
@@ -203,7 +197,7 @@ impl Copies {
     pub fn is_empty(&self) -> bool {
         self.parts.iter().all(|p| match p {
             Part::Built(c) => c.is_empty(),
-            Part::Recorded(r) => r.effective().next().is_none(),
+            Part::Recorded(r) => !r.makes_copies(),
         })
     }
 
