@@ -136,6 +136,12 @@ impl Recorded {
     /// The copies, built in request order.
     fn build(&self) -> Vec<ByteCopy> {
         let mut b = CopyBuilder::default();
+        // Every recorded range not joined to an earlier request's copies makes at least one
+        // piece, and every piece a dedup entry: room for one entry per range spares the map
+        // its doublings (each rehashes every entry so far). A request joined whole to an
+        // earlier one's makes none, so the room is at most the ranges' count, which the
+        // recorded ranges already hold in memory.
+        b.dedup.reserve(self.ranges.len());
         // Requests of each source mostly walk it in order: each search starts from the
         // source's last answer.
         let mut cursors = vec![NO_HINT; self.sources.len()];
