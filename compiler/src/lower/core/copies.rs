@@ -137,11 +137,14 @@ impl Recorded {
     fn build(&self) -> Vec<ByteCopy> {
         let mut b = CopyBuilder::default();
         // Every recorded range not joined to an earlier request's copies makes at least one
-        // piece, and every piece a dedup entry: room for one entry per range spares the map
-        // its doublings (each rehashes every entry so far). A request joined whole to an
-        // earlier one's makes none, so the room is at most the ranges' count, which the
-        // recorded ranges already hold in memory.
+        // piece, and every new piece a copy and its dedup entry: room for one of each per
+        // range spares the map its doublings (each rehashes every entry so far) and the list
+        // its (each moves every copy so far). A request joined whole to an earlier one's
+        // makes none, so the room is at most the ranges' count, which the recorded ranges
+        // already hold in memory; the list gives back what it did not use when its runs
+        // merge ([`merge_runs`]).
         b.dedup.reserve(self.ranges.len());
+        b.copies.reserve(self.ranges.len());
         // Requests of each source mostly walk it in order: each search starts from the
         // source's last answer.
         let mut cursors = vec![NO_HINT; self.sources.len()];
@@ -379,22 +382,24 @@ impl CopyBuilder {
     }
 }
 
-/// `copies` with each copy that continues the one before it ([`continues`]) merged into it.
-fn merge_runs(copies: Vec<ByteCopy>) -> Vec<ByteCopy> {
-    let mut out: Vec<ByteCopy> = Vec::with_capacity(copies.len());
-    for c in copies {
-        if let Some(p) = out.last_mut() {
-            if continues(p, &c) {
-                p.bytes += c.bytes;
-                continue;
-            }
+/// `copies` with each copy that continues the one before it ([`continues`]) merged into it,
+/// in place.
+fn merge_runs(mut copies: Vec<ByteCopy>) -> Vec<ByteCopy> {
+    let mut kept = 0;
+    for i in 0..copies.len() {
+        if kept > 0 && continues(&copies[kept - 1], &copies[i]) {
+            let bytes = copies[i].bytes;
+            copies[kept - 1].bytes += bytes;
+        } else {
+            copies.swap(kept, i);
+            kept += 1;
         }
-        out.push(c);
     }
+    copies.truncate(kept);
     // The merged copies are kept to the end of the compile: their list gives back the room
     // the unmerged ones took.
-    out.shrink_to_fit();
-    out
+    copies.shrink_to_fit();
+    copies
 }
 
 /// Whether copy `c` continues `p`: the same source tile and tensors, the source bytes right
