@@ -111,52 +111,68 @@ pub struct BlockSlice {
 /// reduction's work among the workers (ours, chosen: PopLibs' reduction planner splits its
 /// outputs among the workers too, P1 lib/popops/reduction/ `splitOutputRegionsForWorkers`).
 pub fn block_slices(p: &BlockParams, grain: u64, workers: u32) -> Vec<BlockSlice> {
+    block_slices_iter(p, grain, workers).collect()
+}
+
+/// [`block_slices`] one part at a time, without collecting them (the cycle estimate walks
+/// the parts of millions of vertices).
+pub fn block_slices_iter(
+    p: &BlockParams,
+    grain: u64,
+    workers: u32,
+) -> impl Iterator<Item = BlockSlice> + '_ {
     let (groups, count, width) = (u64::from(p.groups), u64::from(p.count), u64::from(p.width));
     let repeats = u64::from(p.outer.saturating_sub(1)) * u64::from(p.outer_stride);
-    let part = |groups: u64, (a, b): (u64, u64)| BlockParams {
+    let part = move |groups: u64, (a, b): (u64, u64)| BlockParams {
         groups: groups as u32,
         col_begin: a as u32,
         cols: (b - a) as u32,
         ..p.clone()
     };
-    if groups > 1 {
-        worker_slices(groups, 1, workers)
-            .into_iter()
-            .map(|(g0, g1)| BlockSlice {
-                params: part(g1 - g0, (0, width)),
-                input: (g0 * count * width, repeats + (g1 - g0) * count * width),
-                output: (g0 * width, (g1 - g0) * width),
-            })
-            .collect()
+    let (by_groups, by_columns) = if groups > 1 {
+        (Some(worker_slices_iter(groups, 1, workers)), None)
     } else {
-        worker_slices(width, grain, workers)
-            .into_iter()
-            .map(|(a, b)| BlockSlice {
-                params: part(groups, (a, b)),
-                input: (0, repeats + groups * count * width),
-                output: (a, b - a),
-            })
-            .collect()
-    }
+        (None, Some(worker_slices_iter(width, grain, workers)))
+    };
+    let by_groups = by_groups
+        .into_iter()
+        .flatten()
+        .map(move |(g0, g1)| BlockSlice {
+            params: part(g1 - g0, (0, width)),
+            input: (g0 * count * width, repeats + (g1 - g0) * count * width),
+            output: (g0 * width, (g1 - g0) * width),
+        });
+    let by_columns = by_columns
+        .into_iter()
+        .flatten()
+        .map(move |(a, b)| BlockSlice {
+            params: part(groups, (a, b)),
+            input: (0, repeats + groups * count * width),
+            output: (a, b - a),
+        });
+    by_groups.chain(by_columns)
 }
 
 /// Splits `n` elements into at most `workers` contiguous slices of whole vectors of `vw`
 /// elements, the first workers taking one more vector when they do not divide evenly.
 pub fn worker_slices(n: u64, vw: u64, workers: u32) -> Vec<(u64, u64)> {
-    let vectors = n.div_ceil(vw.max(1));
+    worker_slices_iter(n, vw, workers).collect()
+}
+
+/// [`worker_slices`] one slice at a time, without collecting them.
+pub fn worker_slices_iter(n: u64, vw: u64, workers: u32) -> impl Iterator<Item = (u64, u64)> {
+    let vw = vw.max(1);
+    let vectors = n.div_ceil(vw);
     let w = workers.max(1) as u64;
     let per = vectors / w;
     let extra = vectors % w;
-    let mut out = Vec::new();
     let mut at = 0;
-    for i in 0..w {
-        let end = ((at / vw.max(1) + per + u64::from(i < extra)) * vw.max(1)).min(n);
-        if end > at {
-            out.push((at, end));
-        }
+    (0..w).filter_map(move |i| {
+        let start = at;
+        let end = ((start / vw + per + u64::from(i < extra)) * vw).min(n);
         at = end;
-    }
-    out
+        (end > start).then_some((start, end))
+    })
 }
 
 #[cfg(test)]

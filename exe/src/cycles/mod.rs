@@ -34,13 +34,13 @@ use crate::executable::{
 use crate::system::{System, TileId};
 use crate::target::Target;
 use rayon::prelude::*;
-use vertex::group_cycles;
+use vertex::group_total;
 
 /// Cycles of one tile in a compute set: its vertex groups run one after the other.
 pub fn tile_work_cycles(target: &Target, work: &TileWork) -> u64 {
     work.groups
         .iter()
-        .map(|g| group_cycles(target, g).total)
+        .map(|g| group_total(target, g))
         .fold(0, u64::saturating_add)
 }
 

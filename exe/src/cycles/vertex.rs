@@ -30,9 +30,36 @@ pub struct GroupCycles {
 
 /// Cycles of a vertex group on `target`.
 pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
-    let nw = target.worker_contexts.max(1) as usize;
-    let mut workers = vec![0u64; nw];
-    let supervisor = match &group.codelet {
+    let mut workers = vec![0u64; target.worker_contexts.max(1) as usize];
+    let supervisor = costs(target, group, &mut workers);
+    let total = total(supervisor, &workers);
+    GroupCycles {
+        supervisor,
+        workers,
+        total,
+    }
+}
+
+/// [`group_cycles`]'s total alone, its workers' cycles kept on the stack (the estimate of a
+/// large CNN's compute sets asks it for millions of groups).
+pub fn group_total(target: &Target, group: &VertexGroup) -> u64 {
+    let mut workers =
+        smallvec::SmallVec::<[u64; 8]>::from_elem(0, target.worker_contexts.max(1) as usize);
+    let supervisor = costs(target, group, &mut workers);
+    total(supervisor, &workers)
+}
+
+/// `supervisor + workers × max(workers)`.
+fn total(supervisor: u64, workers: &[u64]) -> u64 {
+    let max = workers.iter().copied().max().unwrap_or(0);
+    supervisor + workers.len() as u64 * max
+}
+
+/// The supervisor cycles of `group`, its workers' cycles added into `workers` (one slot per
+/// worker context, zero on entry).
+fn costs(target: &Target, group: &VertexGroup, workers: &mut [u64]) -> u64 {
+    let nw = workers.len();
+    match &group.codelet {
         Codelet::ScaledAdd { dtype } if all_aligned(group) => {
             let n: u64 = group
                 .vertices
@@ -52,7 +79,7 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
                 VertexParams::Amp(p) => Some(p),
                 _ => None,
             }) else {
-                return finish(0, workers);
+                return 0;
             };
             for v in &group.vertices {
                 if let VertexParams::Amp(p) = &v.params {
@@ -63,13 +90,12 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
         }
         Codelet::Conv { .. } | Codelet::MaxPool { .. } => {
             // The group is costed as the one PopLibs vertex over the tile's block.
-            return match group.vertices.first().map(|v| &v.params) {
-                Some(VertexParams::Window(p)) => finish(
-                    super::window::window_group_cycles(target, &group.codelet, &p.params()),
-                    workers,
-                ),
-                _ => finish(0, workers),
-            };
+            match group.vertices.first().map(|v| &v.params) {
+                Some(VertexParams::Window(p)) => {
+                    super::window::window_group_cycles(target, &group.codelet, &p.params())
+                }
+                _ => 0,
+            }
         }
         Codelet::ReduceAdd { partials, output } => {
             // The group is costed as the one PopLibs vertex over the tile's chunk.
@@ -82,32 +108,27 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
             }
             let out_elems = u32::try_from(out_elems).unwrap_or(u32::MAX);
             // PopLibs' default: `enableFastReduce` off.
-            let cycles = super::conv_reduce::reduce_add_vertex_cycles(
+            super::conv_reduce::reduce_add_vertex_cycles(
                 target,
                 (out_elems, depth),
                 (*partials, *output),
                 false,
-            );
-            return finish(cycles, workers);
+            )
         }
         Codelet::Fused { leaves, steps } => {
-            let lens: Vec<u64> = group
-                .vertices
-                .iter()
-                .map(|v| v.operands.last().map_or(0, |o| o.len as u64))
-                .collect();
-            let n: u64 = lens.iter().sum();
+            let len = |v: &Vertex| v.operands.last().map_or(0, |o| o.len as u64);
+            let n: u64 = group.vertices.iter().map(len).sum();
             let vw = leaves
                 .first()
                 .map_or(1, |l| target.vector_width(l.dtype))
                 .max(1);
             if fused_multi_vertex(leaves, steps, n, vw) {
                 let e = fused_vertex_cycles(leaves, steps, n, vw, true);
-                let e = e.div_ceil(nw as u64);
-                return finish(0, vec![e; nw]);
+                workers.fill(e.div_ceil(nw as u64));
+                return 0;
             }
-            for (v, &len) in group.vertices.iter().zip(&lens) {
-                each_worker(target, &group.codelet, v, len, |w, len, _| {
+            for v in &group.vertices {
+                each_worker(target, &group.codelet, v, len(v), |w, len, _| {
                     workers[w] += fused_vertex_cycles(leaves, steps, len, vw, false);
                 });
             }
@@ -122,17 +143,6 @@ pub fn group_cycles(target: &Target, group: &VertexGroup) -> GroupCycles {
             }
             supervisor_overhead(codelet)
         }
-    };
-    finish(supervisor, workers)
-}
-
-fn finish(supervisor: u64, workers: Vec<u64>) -> GroupCycles {
-    let max = workers.iter().copied().max().unwrap_or(0);
-    let total = supervisor + workers.len() as u64 * max;
-    GroupCycles {
-        supervisor,
-        workers,
-        total,
     }
 }
 
@@ -158,12 +168,12 @@ fn each_worker(
     }
     let grain = workers::split_grain(target, codelet);
     if let VertexParams::Block(b) = &v.params {
-        for (w, part) in workers::block_slices(b, grain, nw).into_iter().enumerate() {
+        for (w, part) in workers::block_slices_iter(b, grain, nw).enumerate() {
             f(w, part.output.1, &VertexParams::Block(part.params));
         }
         return;
     }
-    for (w, (a, b)) in workers::worker_slices(n, grain, nw).into_iter().enumerate() {
+    for (w, (a, b)) in workers::worker_slices_iter(n, grain, nw).enumerate() {
         f(w, b - a, &v.params);
     }
 }
