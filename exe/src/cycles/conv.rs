@@ -43,7 +43,7 @@ pub use super::conv_amp::{
     conv1x1_worker_cycles, convnx1_cycles, convnx1_inner_loop_cycles, convnx1_outer_loop_cycles,
     convnx1_worker_cycles, slic_conv_chains, slic_cycles, slic_inner_loop_cycles,
     slic_weight_load_cycles, zero_partials_cycles, zero_partials_even, Conv1x1OutParams,
-    ConvNx1Params, SlicParams, ZeroParams, SLIC_WINDOW_WIDTH,
+    ConvNx1Params, SlicParams, Worklists, ZeroParams, SLIC_WINDOW_WIDTH,
 };
 pub use super::conv_mac::{
     hmac_cycles, hmac_dot_product_cycles, hmac_inner_loop_cycles, hmac_worker_cycles, vmac_cycles,

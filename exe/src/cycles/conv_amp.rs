@@ -296,10 +296,81 @@ pub struct ConvNx1Params {
     /// Partial elements to zero per (conv group, out group) before accumulating
     /// (`zerosInfo`), spread over the workers ([`zero_partials_even`]).
     pub zeros_info: u32,
-    /// `worklists[worker][k]`: the output positions of each entry of that worker's worklist
-    /// for kernel position `k = ky · kernel_inner + kx` (entries `worklist[3i + 1] + 3`). A
-    /// missing position counts as an empty worklist.
-    pub worklists: Vec<Vec<Vec<u32>>>,
+    /// `worklists.list(worker, k)`: the output positions of each entry of that worker's
+    /// worklist for kernel position `k = ky · kernel_inner + kx` (entries
+    /// `worklist[3i + 1] + 3`).
+    pub worklists: Worklists,
+}
+
+/// Each worker's worklists by kernel position, kept in one list end to end (the estimate
+/// builds them for every block the planner weighs and every vertex group it costs: hundreds
+/// of thousands of blocks of dozens of lists on a large CNN). `From` a list per worker of
+/// lists per position, where a missing position counts as an empty worklist.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worklists {
+    /// The entries of every list, worker by worker, position by position.
+    entries: Vec<u32>,
+    /// Where each (worker, position) list ends in `entries`, in the same order.
+    ends: Vec<usize>,
+    /// Kernel positions per worker.
+    positions: usize,
+}
+
+impl Worklists {
+    /// Empty worklists of `positions` kernel positions per worker, to be filled with
+    /// [`Worklists::push`] and closed with [`Worklists::end_list`].
+    pub fn new(positions: usize) -> Worklists {
+        Worklists {
+            positions,
+            ..Worklists::default()
+        }
+    }
+
+    /// Adds an entry to the list being filled.
+    pub fn push(&mut self, entry: u32) {
+        self.entries.push(entry);
+    }
+
+    /// Closes the list being filled (the next position's, or the next worker's first).
+    pub fn end_list(&mut self) {
+        self.ends.push(self.entries.len());
+    }
+
+    /// The workers that have lists.
+    pub fn workers(&self) -> usize {
+        self.ends.len().checked_div(self.positions).unwrap_or(0)
+    }
+
+    /// Worker `w`'s list for kernel position `k` (empty when it has none).
+    pub fn list(&self, w: usize, k: usize) -> &[u32] {
+        if k >= self.positions {
+            return &[];
+        }
+        let i = w * self.positions + k;
+        match self.ends.get(i) {
+            Some(&end) => {
+                let begin = if i == 0 { 0 } else { self.ends[i - 1] };
+                &self.entries[begin..end]
+            }
+            None => &[],
+        }
+    }
+}
+
+impl From<Vec<Vec<Vec<u32>>>> for Worklists {
+    fn from(lists: Vec<Vec<Vec<u32>>>) -> Worklists {
+        let positions = lists.iter().map(Vec::len).max().unwrap_or(0);
+        let mut w = Worklists::new(positions);
+        for worker in &lists {
+            for k in 0..positions {
+                for &e in worker.get(k).map_or(&[][..], |l| &l[..]) {
+                    w.push(e);
+                }
+                w.end_list();
+            }
+        }
+        w
+    }
 }
 
 /// One worker's cycles for one kernel position of a `ConvPartialnx1`, PopLibs
@@ -361,9 +432,13 @@ pub fn convnx1_inner_loop_cycles(target: &Target, p: &ConvNx1Params) -> u64 {
     let positions = (p.kernel_outer as u64).saturating_mul(p.kernel_inner as u64);
     let mut kernel_loop = Cy(0);
     for k in 0..positions {
-        let per_worker = p.worklists.iter().map(|w| {
-            let list = w.get(k as usize).map_or(&[][..], |l| &l[..]);
-            Cy(convnx1_worker_cycles(target, input, partials, list))
+        let per_worker = (0..p.worklists.workers()).map(|w| {
+            Cy(convnx1_worker_cycles(
+                target,
+                input,
+                partials,
+                p.worklists.list(w, k as usize),
+            ))
         });
         let (slowest, fastest) = slowest_fastest(per_worker, nw);
         kernel_loop = kernel_loop + slowest.max(fastest + 9) * passes;

@@ -5,7 +5,7 @@
 
 use super::conv_amp::{
     float_acts, float_partials, slowest_fastest, zero_partials_cycles, zero_partials_even,
-    zero_retention_saving,
+    zero_retention_saving, Worklists,
 };
 use super::saturating::{cy, flag, workers, Cy};
 use crate::target::Target;
@@ -37,10 +37,9 @@ pub struct HmacParams {
     /// The 1x1 specialisation (PopLibs has it for half activations with float partials
     /// only, PE.hpp L30–33; CE.cpp L1117).
     pub one_by_one: bool,
-    /// `worklists[worker][k]`: output positions of each entry for kernel position `k`
-    /// (PopLibs `ceil(worklist[3i + 1] / outStride)`, CE.cpp L281–282, L357); a missing
-    /// position counts as an empty worklist.
-    pub worklists: Vec<Vec<Vec<u32>>>,
+    /// `worklists.list(worker, k)`: output positions of each entry for kernel position `k`
+    /// (PopLibs `ceil(worklist[3i + 1] / outStride)`, CE.cpp L281–282, L357).
+    pub worklists: Worklists,
 }
 
 /// PE.hpp L25–28 `convHorizontalMacOverhead`.
@@ -118,11 +117,10 @@ pub fn hmac_worker_cycles(target: &Target, p: &HmacParams, worklist: &[u32]) -> 
 /// The HMAC inner loop, PopLibs `getConvPartialHorizontalMacSupervisorInnerLoopCycleEstimate`
 /// (PE.hpp L182–212): the slowest worker's `Σ_k worker + 16`, × W.
 pub fn hmac_inner_loop_cycles(target: &Target, p: &HmacParams) -> u64 {
-    let per_worker = p.worklists.iter().map(|w| {
+    let per_worker = (0..p.worklists.workers()).map(|w| {
         let mut c = Cy(16); // workerNonLoopOverhead
         for k in 0..p.kernel_size as usize {
-            let list = w.get(k).map_or(&[][..], |l| &l[..]);
-            c = c + hmac_worker_cycles(target, p, list);
+            c = c + hmac_worker_cycles(target, p, p.worklists.list(w, k));
         }
         c
     });

@@ -162,7 +162,7 @@ fn nx1(
         kernel_inner: kernel.1,
         amp_kernel_height: kernel.2,
         zeros_info: zeros,
-        worklists: w,
+        worklists: w.into(),
     }
 }
 
@@ -330,7 +330,7 @@ fn hmac(
         kernel_size: kernel,
         zeros_info: zeros,
         one_by_one: false,
-        worklists: w,
+        worklists: w.into(),
     }
 }
 
@@ -664,4 +664,33 @@ fn huge_figures_saturate() {
     });
     assert!(v.cycles(&mk2()) > u32::MAX as u64);
     assert_eq!(v.poplibs_estimator(), "getReduceCycleEstimate");
+}
+
+#[test]
+fn flat_worklists_give_each_worker_and_position_its_own_list() {
+    // Worker 1 lists one position only, worker 2 none: the missing lists are empty.
+    let w: Worklists = vec![vec![vec![3, 1], vec![], vec![2]], vec![vec![4]], vec![]].into();
+    assert_eq!(w.workers(), 3);
+    assert_eq!(w.list(0, 0), &[3, 1]);
+    assert_eq!(w.list(0, 1), &[] as &[u32]);
+    assert_eq!(w.list(0, 2), &[2]);
+    assert_eq!(w.list(1, 0), &[4]);
+    assert_eq!(w.list(1, 2), &[] as &[u32]);
+    assert_eq!(w.list(2, 1), &[] as &[u32]);
+    // Beyond the lists: empty, never another worker's.
+    assert_eq!(w.list(0, 3), &[] as &[u32]);
+    assert_eq!(w.list(3, 0), &[] as &[u32]);
+    // Built list by list, the same.
+    let mut b = Worklists::new(3);
+    for lists in [
+        [&[3u32, 1][..], &[], &[2]],
+        [&[4], &[], &[]],
+        [&[], &[], &[]],
+    ] {
+        for l in lists {
+            l.iter().for_each(|&e| b.push(e));
+            b.end_list();
+        }
+    }
+    assert_eq!(b, w);
 }

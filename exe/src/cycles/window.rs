@@ -44,7 +44,7 @@
 
 use super::conv::{
     conv1x1_out_cycles, convnx1_cycles, hmac_cycles, slic_conv_chains, slic_cycles,
-    Conv1x1OutParams, ConvNx1Params, HmacParams, SlicParams, SLIC_WINDOW_WIDTH,
+    Conv1x1OutParams, ConvNx1Params, HmacParams, SlicParams, Worklists, SLIC_WINDOW_WIDTH,
 };
 use crate::codelets::{Codelet, ConvMethod, WindowParams, WindowPass};
 use crate::target::Target;
@@ -120,26 +120,47 @@ pub fn window_group_cycles(target: &Target, codelet: &Codelet, p: &WindowParams)
 
 /// The block's output row segments `(row, first column, end column)` in position order
 /// (columns absolute, within the block's `out_cols`), split into `workers` contiguous chunks
-/// of positions.
-fn worker_segments(p: &WindowParams, workers: usize) -> Vec<Vec<(u32, u32, u32)>> {
-    let rows = p.out_rows.1.saturating_sub(p.out_rows.0) as u64;
-    let width = p.out_cols.1.saturating_sub(p.out_cols.0);
-    let total = p.batch_count() * rows * u64::from(width);
-    let chunk = total.div_ceil(workers.max(1) as u64).max(1);
-    let mut out = vec![Vec::new(); workers.max(1)];
-    let mut pos = 0u64;
-    while pos < total {
-        let worker = (pos / chunk) as usize;
-        let end = ((worker as u64 + 1) * chunk).min(total);
-        let line = pos / u64::from(width);
-        let col = (pos % u64::from(width)) as u32;
-        let take = (u64::from(width - col)).min(end - pos) as u32;
-        let row = p.out_rows.0 + (line % rows) as u32;
-        let c0 = p.out_cols.0 + col;
-        out[worker].push((row, c0, c0 + take));
-        pos += u64::from(take);
+/// of positions: worker `w`'s are `segments[ends[w - 1]..ends[w]]` (from 0 for the first).
+struct WorkerSegments {
+    segments: Vec<(u32, u32, u32)>,
+    ends: Vec<usize>,
+}
+
+impl WorkerSegments {
+    fn of(p: &WindowParams, workers: usize) -> WorkerSegments {
+        let workers = workers.max(1);
+        let rows = p.out_rows.1.saturating_sub(p.out_rows.0) as u64;
+        let width = p.out_cols.1.saturating_sub(p.out_cols.0);
+        let total = p.batch_count() * rows * u64::from(width);
+        let chunk = total.div_ceil(workers as u64).max(1);
+        let mut segments = Vec::new();
+        let mut ends = Vec::with_capacity(workers);
+        let mut pos = 0u64;
+        while pos < total {
+            let worker = (pos / chunk) as usize;
+            while ends.len() < worker {
+                ends.push(segments.len());
+            }
+            let end = ((worker as u64 + 1) * chunk).min(total);
+            let line = pos / u64::from(width);
+            let col = (pos % u64::from(width)) as u32;
+            let take = (u64::from(width - col)).min(end - pos) as u32;
+            let row = p.out_rows.0 + (line % rows) as u32;
+            let c0 = p.out_cols.0 + col;
+            segments.push((row, c0, c0 + take));
+            pos += u64::from(take);
+        }
+        while ends.len() < workers {
+            ends.push(segments.len());
+        }
+        WorkerSegments { segments, ends }
     }
-    out
+
+    /// Each worker's segments, in worker order.
+    fn per_worker(&self) -> impl Iterator<Item = &[(u32, u32, u32)]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(a, &b)| &self.segments[a..b])
+    }
 }
 
 fn nx1_params(
@@ -154,36 +175,30 @@ fn nx1_params(
     let reduction = p.in_channels.1.saturating_sub(p.in_channels.0);
     let units = amp.output_channels.max(1);
     let in_chans = amp.input_channels.max(1);
-    let segments = worker_segments(p, target.worker_contexts.max(1) as usize);
+    let segments = WorkerSegments::of(p, target.worker_contexts.max(1) as usize);
     let reached = ReachedColumns::of(pass, p);
-    let worklists = segments
-        .iter()
-        .map(|segs| {
-            let mut per_position = Vec::with_capacity((g.kh * g.kw) as usize);
-            for kh in 0..g.kh {
-                for kw in 0..g.kw {
-                    // At most an entry per segment: allocated once, not grown.
-                    let mut list: Vec<u32> = Vec::with_capacity(segs.len());
-                    list.extend(
-                        segs.iter()
-                            .map(|&(row, c0, c1)| {
-                                let row_ok = match pass {
-                                    WindowPass::InputGrad => g.output_row(row, kh).is_some(),
-                                    _ => g.input_row(row, kh).is_some(),
-                                };
-                                if !row_ok {
-                                    return 0;
-                                }
-                                reached.count(kw, c0, c1)
-                            })
-                            .filter(|&n| n > 0),
-                    );
-                    per_position.push(list);
+    let mut worklists = Worklists::new((g.kh * g.kw) as usize);
+    for segs in segments.per_worker() {
+        for kh in 0..g.kh {
+            let row_ok = |row: u32| match pass {
+                WindowPass::InputGrad => g.output_row(row, kh).is_some(),
+                _ => g.input_row(row, kh).is_some(),
+            };
+            for kw in 0..g.kw {
+                for &(row, c0, c1) in segs {
+                    let n = if row_ok(row) {
+                        reached.count(kw, c0, c1)
+                    } else {
+                        0
+                    };
+                    if n > 0 {
+                        worklists.push(n);
+                    }
                 }
+                worklists.end_list();
             }
-            per_position
-        })
-        .collect();
+        }
+    }
     ConvNx1Params {
         input,
         partials,
@@ -309,8 +324,8 @@ pub const SLIC_CHANNELS: u32 = 4;
 /// the innermost output stride, and the block's worker row segments as worklists.
 fn slic_params(target: &Target, partials: DType, p: &WindowParams) -> SlicParams {
     let g = &p.geometry;
-    let worklists = worker_segments(p, target.worker_contexts.max(1) as usize)
-        .iter()
+    let worklists = WorkerSegments::of(p, target.worker_contexts.max(1) as usize)
+        .per_worker()
         .map(|segs| segs.iter().map(|&(_, c0, c1)| c1 - c0).collect())
         .collect();
     SlicParams {
@@ -335,8 +350,8 @@ fn pool_cycles(target: &Target, grad: bool, dtype: DType, p: &WindowParams) -> u
     let per_vector = if grad { 4 } else { 2 };
     let kernel = u64::from(g.kh) * u64::from(g.kw);
     let planes = p.out_channel_count();
-    let max_worker = worker_segments(p, nw)
-        .iter()
+    let max_worker = WorkerSegments::of(p, nw)
+        .per_worker()
         .map(|segs| {
             10u64.saturating_add(segs.iter().fold(0u64, |acc, &(_, c0, c1)| {
                 acc.saturating_add(
