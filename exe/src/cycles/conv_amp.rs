@@ -326,6 +326,11 @@ impl Worklists {
         }
     }
 
+    /// Room for `entries` entries in all.
+    pub fn reserve(&mut self, entries: usize) {
+        self.entries.reserve(entries);
+    }
+
     /// Adds an entry to the list being filled.
     pub fn push(&mut self, entry: u32) {
         self.entries.push(entry);

@@ -178,6 +178,8 @@ fn nx1_params(
     let segments = WorkerSegments::of(p, target.worker_contexts.max(1) as usize);
     let reached = ReachedColumns::of(pass, p);
     let mut worklists = Worklists::new((g.kh * g.kw) as usize);
+    // At most an entry per segment and kernel position: allocated once, not grown.
+    worklists.reserve(segments.segments.len() * (g.kh * g.kw) as usize);
     for segs in segments.per_worker() {
         for kh in 0..g.kh {
             let row_ok = |row: u32| match pass {
@@ -223,36 +225,41 @@ fn nx1_params(
 struct ReachedColumns {
     /// The block's first output column.
     first: u32,
-    /// Per kernel column, `out_cols` + 1 prefix counts.
-    prefix: Vec<Vec<u32>>,
+    /// Prefix counts per kernel column (`out_cols` + 1 of them), one kernel column after
+    /// the other.
+    prefix: Vec<u32>,
+    /// Counts per kernel column.
+    stride: usize,
 }
 
 impl ReachedColumns {
     fn of(pass: WindowPass, p: &WindowParams) -> ReachedColumns {
         let g = &p.geometry;
         let (first, end) = (p.out_cols.0, p.out_cols.1.max(p.out_cols.0));
-        let prefix = (0..g.kw)
-            .map(|kw| {
-                let mut counts = Vec::with_capacity((end - first) as usize + 1);
-                let mut n = 0u32;
-                counts.push(n);
-                for c in first..end {
-                    let reached = match pass {
-                        WindowPass::InputGrad => g.output_col(c, kw).is_some(),
-                        _ => g.input_col(c, kw).is_some(),
-                    };
-                    n += u32::from(reached);
-                    counts.push(n);
-                }
-                counts
-            })
-            .collect();
-        ReachedColumns { first, prefix }
+        let stride = (end - first) as usize + 1;
+        let mut prefix = Vec::with_capacity(stride * g.kw as usize);
+        for kw in 0..g.kw {
+            let mut n = 0u32;
+            prefix.push(n);
+            for c in first..end {
+                let reached = match pass {
+                    WindowPass::InputGrad => g.output_col(c, kw).is_some(),
+                    _ => g.input_col(c, kw).is_some(),
+                };
+                n += u32::from(reached);
+                prefix.push(n);
+            }
+        }
+        ReachedColumns {
+            first,
+            prefix,
+            stride,
+        }
     }
 
     /// The columns of `[c0, c1)` (within the block's) kernel column `kw` reaches.
     fn count(&self, kw: u32, c0: u32, c1: u32) -> u32 {
-        let counts = &self.prefix[kw as usize];
+        let counts = &self.prefix[kw as usize * self.stride..][..self.stride];
         let at = |c: u32| counts[(c - self.first) as usize];
         at(c1) - at(c0)
     }
