@@ -129,28 +129,27 @@ pub fn block_slices_iter(
         cols: (b - a) as u32,
         ..p.clone()
     };
-    let (by_groups, by_columns) = if groups > 1 {
-        (Some(worker_slices_iter(groups, 1, workers)), None)
+    let by_groups = groups > 1;
+    let (n, grain) = if by_groups {
+        (groups, 1)
     } else {
-        (None, Some(worker_slices_iter(width, grain, workers)))
+        (width, grain)
     };
-    let by_groups = by_groups
-        .into_iter()
-        .flatten()
-        .map(move |(g0, g1)| BlockSlice {
-            params: part(g1 - g0, (0, width)),
-            input: (g0 * count * width, repeats + (g1 - g0) * count * width),
-            output: (g0 * width, (g1 - g0) * width),
-        });
-    let by_columns = by_columns
-        .into_iter()
-        .flatten()
-        .map(move |(a, b)| BlockSlice {
-            params: part(groups, (a, b)),
-            input: (0, repeats + groups * count * width),
-            output: (a, b - a),
-        });
-    by_groups.chain(by_columns)
+    worker_slices_iter(n, grain, workers).map(move |(a, b)| {
+        if by_groups {
+            BlockSlice {
+                params: part(b - a, (0, width)),
+                input: (a * count * width, repeats + (b - a) * count * width),
+                output: (a * width, (b - a) * width),
+            }
+        } else {
+            BlockSlice {
+                params: part(groups, (a, b)),
+                input: (0, repeats + groups * count * width),
+                output: (a, b - a),
+            }
+        }
+    })
 }
 
 /// Splits `n` elements into at most `workers` contiguous slices of whole vectors of `vw`
