@@ -11,6 +11,7 @@
 //!
 //! | module | owns | uses |
 //! |---|---|---|
+//! | [`radix`] | a stable radix sort by 64-bit keys (the large sorts of the compiler and the verifier) | — |
 //! | [`ids`] | the ids of tensors, compute sets, exchanges, streams, and [`TileId`] | — |
 //! | [`error`] | [`CompileError`], the verifier's typed [`error::VerifierError`] | `ids` |
 //! | [`target`] | [`Target`]: one chip's figures, presets, target files | `error` |
@@ -42,6 +43,7 @@ pub mod layout;
 pub mod memory;
 pub mod options;
 pub mod program;
+pub mod radix;
 pub mod slices;
 pub mod system;
 pub mod target;

@@ -65,10 +65,18 @@ pub(super) fn place_temporaries(reqs: &mut [Request], base: u64) -> (Vec<u64>, u
     (offsets, top, peak)
 }
 
-/// Sorts `reqs` by (first step, tensor, slice): one sort of 128-bit words holding the key
-/// and each request's index, then the requests gathered in that order (sorting the requests
-/// themselves by a tuple was a sixth of a CNN tile's placement).
+/// Sorts `reqs` by (first step, tensor, slice). The plan lists a tile's requests by tensor
+/// and slice, so a stable radix sort by first step alone orders them so; other lists are
+/// sorted as 128-bit words holding the key and each request's index, then gathered in that
+/// order (sorting the requests themselves by a tuple was a sixth of a CNN tile's placement).
 fn sort_by_first_use(reqs: &mut [Request]) {
+    if reqs
+        .windows(2)
+        .all(|w| (w[0].tensor, w[0].slice) < (w[1].tensor, w[1].slice))
+    {
+        ipusim_exe::radix::sort_by_key(reqs, |r| u64::from(r.first));
+        return;
+    }
     let mut keyed: Vec<u128> = reqs
         .iter()
         .enumerate()
@@ -135,15 +143,14 @@ fn packed_first(reqs: &[Request], base: u64) -> Vec<u64> {
             reqs[i].last.saturating_sub(reqs[i].first) >= SHORT_LIFETIME || reqs[i].size >= LARGE
         })
         .collect();
-    // Largest first, ties by index: one sort of 128-bit words (room for any size).
-    let mut keyed: Vec<u128> = first
+    // Largest first, ties by index (the radix sort is stable and `first` ascends).
+    let mut by_size: Vec<(u64, usize)> = first
         .iter()
-        .map(|&i| (u128::from(u64::MAX - size(&reqs[i])) << 64) | i as u128)
+        .map(|&i| (u64::MAX - size(&reqs[i]), i))
         .collect();
-    keyed.sort_unstable();
-    let by_size: Vec<usize> = keyed.into_iter().map(|k| k as u64 as usize).collect();
+    ipusim_exe::radix::sort_by_key(&mut by_size, |&(key, _)| key);
     let mut placed = Placed::default();
-    for &i in &by_size {
+    for &(_, i) in &by_size {
         let r = &reqs[i];
         let off = placed.lowest_fit(base, size(r), (r.first, r.last));
         placed.insert(off, size(r), (r.first, r.last));
@@ -408,6 +415,34 @@ mod tests {
             scan_kept > 20 && packed_kept > 20,
             "{scan_kept} scans, {packed_kept} packings"
         );
+    }
+
+    /// Requests listed by tensor and slice (the plan's order: the radix path) and shuffled
+    /// (the packed words' path) both end in (first step, tensor, slice) order.
+    #[test]
+    fn requests_sort_by_first_use_then_tensor_and_slice() {
+        let mut next = numbers(0x1405_7b7e_f767_814f);
+        let listed: Vec<Request> = (0..2000u32)
+            .map(|i| Request {
+                tensor: i / 3,
+                slice: i % 3,
+                size: 8,
+                first: next(700) as u32,
+                last: 800,
+            })
+            .collect();
+        let key = |r: &Request| (r.first, r.tensor, r.slice);
+        let mut want = listed.clone();
+        want.sort_by_key(key);
+        let mut shuffled = listed.clone();
+        for i in (1..shuffled.len()).rev() {
+            shuffled.swap(i, next(i as u64 + 1) as usize);
+        }
+        for mut reqs in [listed, shuffled] {
+            sort_by_first_use(&mut reqs);
+            let got: Vec<_> = reqs.iter().map(key).collect();
+            assert_eq!(got, want.iter().map(key).collect::<Vec<_>>());
+        }
     }
 
     #[test]

@@ -266,7 +266,8 @@ impl Verifier<'_> {
         };
         let (tiles, ipus) = (self.exe.target.tiles, self.exe.system.ipus);
         let mut prev: Option<TileId> = None;
-        let mut all: Vec<(u64, u64)> = Vec::new();
+        let count = t.slices.iter().map(|s| s.intervals.len()).sum();
+        let mut all: Vec<(u64, u64)> = Vec::with_capacity(count);
         for s in &t.slices {
             if s.tile.tile() >= tiles || s.tile.ipu() >= ipus {
                 self.fail(
@@ -302,7 +303,12 @@ impl Verifier<'_> {
                 all.push((iv.begin, iv.end));
             }
         }
-        all.sort_unstable();
+        // By first element (radix); two intervals of one first element (a broken mapping)
+        // are ordered by their ends too, as the message below expects.
+        crate::radix::sort_by_key(&mut all, |iv| iv.0);
+        if all.windows(2).any(|w| w[0].0 == w[1].0) {
+            all.sort_unstable();
+        }
         let mut next = 0u64;
         for (b, e) in all {
             if b != next {

@@ -5,6 +5,7 @@
 use crate::cycles::vertex::elementwise_cycles;
 use crate::executable::{Interval, TileSlice};
 use crate::target::Target;
+use ipusim_exe::radix;
 use ipusim_exe::system::TileId;
 use ipusim_ir::DType;
 
@@ -20,7 +21,7 @@ impl Mapping {
     /// Builds a mapping from unordered `(tile, begin, end)` pieces.
     pub fn from_pieces(mut pieces: Vec<(u32, u64, u64)>) -> Mapping {
         pieces.retain(|p| p.2 > p.1);
-        pieces.sort_unstable();
+        sort_pieces(&mut pieces);
         let mut tiles: Vec<(u32, Vec<(u64, u64)>)> = Vec::new();
         for (tile, b, e) in pieces {
             match tiles.last_mut() {
@@ -51,6 +52,27 @@ impl Mapping {
             Ok(i) => &self.tiles[i].1,
             Err(_) => &[],
         }
+    }
+}
+
+/// Bits of a piece's first element in [`sort_pieces`]' radix key (its tile above them).
+const PIECE_BEGIN_BITS: u32 = 40;
+
+/// Sorts `(tile, begin, end)` pieces as `sort_unstable` does: by a radix sort of
+/// `tile << 40 | begin` when every piece's fit (a mapping's pieces are disjoint, so the key
+/// orders them all), else, or when two pieces share a key, by comparisons.
+fn sort_pieces(pieces: &mut [(u32, u64, u64)]) {
+    let fits = pieces
+        .iter()
+        .all(|p| p.0 < 1 << (u64::BITS - PIECE_BEGIN_BITS) && p.1 < 1 << PIECE_BEGIN_BITS);
+    if !fits {
+        pieces.sort_unstable();
+        return;
+    }
+    let key = |p: &(u32, u64, u64)| u64::from(p.0) << PIECE_BEGIN_BITS | p.1;
+    radix::sort_by_key(pieces, key);
+    if pieces.windows(2).any(|w| key(&w[0]) == key(&w[1])) {
+        pieces.sort_unstable();
     }
 }
 
@@ -126,7 +148,7 @@ fn sorted_by_begin(segs: Vec<Seg>) -> Vec<Seg> {
         .enumerate()
         .map(|(i, s)| s.begin << POSITION_BITS | i as u64)
         .collect();
-    keys.sort_unstable();
+    radix::sort_words_above(&mut keys, POSITION_BITS);
     let mask = (1u64 << POSITION_BITS) - 1;
     keys.iter().map(|&k| segs[(k & mask) as usize]).collect()
 }
@@ -165,18 +187,16 @@ pub fn tile_slices(mapping: &Mapping, dtype: DType, ipu: u32) -> Vec<TileSlice> 
 /// the index [`build_index`] gives the mapping the slices were built from.
 pub fn slices_index(t: &crate::executable::Tensor) -> Index {
     let es = t.dtype.size_bytes().max(1) as u64;
-    let segs: Vec<Seg> = t
-        .slices
-        .iter()
-        .flat_map(|s| {
-            s.intervals.iter().map(|iv| Seg {
-                begin: iv.begin,
-                end: iv.end,
-                tile: s.tile.tile(),
-                pos: u64::from(iv.offset) / es,
-            })
+    let count = t.slices.iter().map(|s| s.intervals.len()).sum();
+    let mut segs: Vec<Seg> = Vec::with_capacity(count);
+    segs.extend(t.slices.iter().flat_map(|s| {
+        s.intervals.iter().map(|iv| Seg {
+            begin: iv.begin,
+            end: iv.end,
+            tile: s.tile.tile(),
+            pos: u64::from(iv.offset) / es,
         })
-        .collect();
+    }));
     let segs = sorted_by_begin(segs);
     let ends = segs.iter().map(|s| s.end).collect();
     Index { segs, ends }
@@ -507,6 +527,51 @@ mod tests {
     /// The packed-key sort orders segments as sorting them by first element does: shuffled
     /// interleaved segments (the packed path), already sorted ones, and first elements too
     /// large to pack (the plain path).
+    #[test]
+    fn pieces_sort_as_tuples_on_every_path() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        // Disjoint pieces over 40 tiles (the radix path above 256 pieces), tiles past the
+        // key's 24 bits and first elements past its 40 (the comparison path), and two pieces
+        // of one tile starting at one element (a broken list, still sorted as tuples).
+        for (count, tile_scale, scale, twin) in [
+            (5u64, 1u32, 1u64, false),
+            (3000, 1, 1, false),
+            (3000, 1, 1 << 38, false),
+            (600, 1 << 20, 1, false),
+            (600, 1, 1 << 41, false),
+            (600, 1, 1, true),
+        ] {
+            let mut pieces: Vec<(u32, u64, u64)> = (0..count)
+                .map(|k| {
+                    (
+                        (k % 40) as u32 * tile_scale,
+                        4 * k * scale,
+                        (4 * k + 3) * scale,
+                    )
+                })
+                .collect();
+            if twin {
+                pieces.push((pieces[7].0, pieces[7].1, pieces[7].2 + 1));
+            }
+            for i in (1..pieces.len()).rev() {
+                pieces.swap(i, next(i as u64 + 1) as usize);
+            }
+            let mut want = pieces.clone();
+            want.sort_unstable();
+            sort_pieces(&mut pieces);
+            assert_eq!(
+                pieces, want,
+                "{count} pieces, tiles x{tile_scale}, scale {scale}"
+            );
+        }
+    }
+
     #[test]
     fn segments_sort_by_first_element_on_every_path() {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
