@@ -119,6 +119,26 @@ struct TilePlacement {
 /// aligned).
 const OFF_TOP: u32 = u32::MAX;
 
+/// Tensor indices in order of first step (a tensor never used counts as step 0, as its
+/// requests do), ties by index: a counting sort over the steps.
+fn by_first_step(usage: &[Usage], steps: usize) -> Vec<usize> {
+    let first = |u: &Usage| (u.first.unwrap_or(0) as usize).min(steps);
+    let mut starts = vec![0usize; steps + 2];
+    for u in usage {
+        starts[first(u) + 1] += 1;
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let mut order = vec![0usize; usage.len()];
+    for (ti, u) in usage.iter().enumerate() {
+        let at = &mut starts[first(u)];
+        order[*at] = ti;
+        *at += 1;
+    }
+    order
+}
+
 /// Plans the memory of the lowered program: assigns every slice's and interval's byte offset
 /// and returns the plan.
 pub(crate) fn plan(
@@ -156,16 +176,26 @@ pub(crate) fn plan(
             &mut n_temps
         };
         for s in &t.slices {
-            if let Some(c) = counts.get_mut(dense(s.tile)) {
-                *c += 1;
-            }
+            let Some(c) = counts.get_mut(dense(s.tile)) else {
+                return Err(CompileError::Verify {
+                    pass: "memory plan",
+                    message: format!(
+                        "tensor '{}' is mapped to tile {} of {}",
+                        t.name, s.tile, ntiles
+                    ),
+                });
+            };
+            *c += 1;
         }
     }
     let mut persistent: Vec<Vec<(u32, u32, u64)>> =
         n_persistent.into_iter().map(Vec::with_capacity).collect();
     let mut temps: Vec<Vec<Request>> = n_temps.into_iter().map(Vec::with_capacity).collect();
     let mut liveness = vec![0i128; steps + 1];
-    for (ti, t) in tensors.iter().enumerate() {
+    // Tensors visited by first step, then index, so that each tile's requests are listed in
+    // the order its placement takes them (by first use, tensor and slice) and need no sort.
+    for ti in by_first_step(&usage[..tensors.len()], steps) {
+        let t = &tensors[ti];
         let es = t.dtype.size_bytes() as u64;
         let always = t.kind.always_live();
         let u = usage[ti];
@@ -175,15 +205,6 @@ pub(crate) fn plan(
             let size = s.num_elements() * es;
             total += size;
             let tile = dense(s.tile);
-            if tile >= ntiles {
-                return Err(CompileError::Verify {
-                    pass: "memory plan",
-                    message: format!(
-                        "tensor '{}' is mapped to tile {} of {}",
-                        t.name, s.tile, ntiles
-                    ),
-                });
-            }
             if always {
                 persistent[tile].push((ti as u32, si as u32, size));
             } else {
@@ -641,6 +662,31 @@ mod tests {
             offset,
             len,
         }
+    }
+
+    /// Tensors come in order of first step (unused ones at step 0, a step past the end
+    /// with the last), ties by index, as a stable sort would give them.
+    #[test]
+    fn tensors_are_visited_by_first_step_then_index() {
+        let firsts = [
+            Some(3),
+            None,
+            Some(0),
+            Some(3),
+            Some(9),
+            Some(1),
+            Some(0),
+            Some(2),
+        ];
+        let usage: Vec<Usage> = firsts
+            .iter()
+            .map(|&first| Usage { first, last: first })
+            .collect();
+        let steps = 5;
+        let mut want: Vec<usize> = (0..usage.len()).collect();
+        want.sort_by_key(|&ti| firsts[ti].unwrap_or(0).min(steps as u32));
+        assert_eq!(by_first_step(&usage, steps), want);
+        assert_eq!(by_first_step(&usage, steps), [1, 2, 6, 5, 7, 0, 3, 4]);
     }
 
     /// The offset resolution moves each operand and copy endpoint by its slice's base and

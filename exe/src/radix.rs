@@ -12,40 +12,44 @@ const SMALL: usize = 256;
 /// element's index packed below its key (a word `key << b | index`) and `key` taking the
 /// bits from `b` up, the words end sorted as a whole, as `sort_unstable` would leave them.
 ///
-/// Below [`SMALL`] elements, a stable comparison sort; otherwise one pass to count every
-/// byte of the keys, then one stable scatter through a scratch buffer per byte whose values
-/// are not all equal.
+/// Below [`SMALL`] elements, a stable comparison sort; otherwise one pass to find the key
+/// bytes whose values are not all equal, one to count their values, then one stable scatter
+/// through a scratch buffer per such byte.
 pub fn sort_by_key<T: Copy>(v: &mut [T], key: impl Fn(&T) -> u64) {
     let n = v.len();
     if n < SMALL {
         v.sort_by_key(|x| key(x));
         return;
     }
-    let mut counts = vec![[0usize; 256]; 8];
     let (mut all_or, mut all_and) = (0u64, u64::MAX);
     for x in v.iter() {
         let k = key(x);
         all_or |= k;
         all_and &= k;
-        for (d, c) in counts.iter_mut().enumerate() {
-            c[((k >> (8 * d)) & 0xff) as usize] += 1;
-        }
     }
-    // A byte that is the same in every key leaves the order as it is.
+    // A byte that is the same in every key leaves the order as it is: only the others are
+    // counted and passed over.
     let varying = all_or ^ all_and;
-    let digits: Vec<usize> = (0..8)
+    let digits: Vec<u32> = (0..8)
         .filter(|&d| (varying >> (8 * d)) & 0xff != 0)
         .collect();
     if digits.is_empty() {
         return;
     }
+    let mut counts = vec![[0usize; 256]; digits.len()];
+    for x in v.iter() {
+        let k = key(x);
+        for (&d, c) in digits.iter().zip(counts.iter_mut()) {
+            c[((k >> (8 * d)) & 0xff) as usize] += 1;
+        }
+    }
     let mut scratch: Vec<T> = v.to_vec();
     // Each pass moves the elements from `src` into `dst`; they start in `v`.
     let mut in_v = true;
-    for &d in &digits {
+    for (&d, count) in digits.iter().zip(&counts) {
         let mut starts = [0usize; 256];
         let mut at = 0;
-        for (s, &c) in starts.iter_mut().zip(counts[d].iter()) {
+        for (s, &c) in starts.iter_mut().zip(count.iter()) {
             *s = at;
             at += c;
         }

@@ -65,11 +65,16 @@ pub(super) fn place_temporaries(reqs: &mut [Request], base: u64) -> (Vec<u64>, u
     (offsets, top, peak)
 }
 
-/// Sorts `reqs` by (first step, tensor, slice). The plan lists a tile's requests by tensor
-/// and slice, so a stable radix sort by first step alone orders them so; other lists are
-/// sorted as 128-bit words holding the key and each request's index, then gathered in that
-/// order (sorting the requests themselves by a tuple was a sixth of a CNN tile's placement).
+/// Sorts `reqs` by (first step, tensor, slice). The plan lists a tile's requests so
+/// already; a list by tensor and slice is sorted by a stable radix sort by first step
+/// alone; other lists as 128-bit words holding the key and each request's index, then
+/// gathered in that order (sorting the requests themselves by a tuple was a sixth of a CNN
+/// tile's placement).
 fn sort_by_first_use(reqs: &mut [Request]) {
+    let key = |r: &Request| (r.first, r.tensor, r.slice);
+    if reqs.windows(2).all(|w| key(&w[0]) < key(&w[1])) {
+        return;
+    }
     if reqs
         .windows(2)
         .all(|w| (w[0].tensor, w[0].slice) < (w[1].tensor, w[1].slice))
@@ -417,8 +422,8 @@ mod tests {
         );
     }
 
-    /// Requests listed by tensor and slice (the plan's order: the radix path) and shuffled
-    /// (the packed words' path) both end in (first step, tensor, slice) order.
+    /// Requests listed by tensor and slice (the radix path) and shuffled (the packed words'
+    /// path) both end in (first step, tensor, slice) order, and a list in that order stays.
     #[test]
     fn requests_sort_by_first_use_then_tensor_and_slice() {
         let mut next = numbers(0x1405_7b7e_f767_814f);
@@ -438,7 +443,7 @@ mod tests {
         for i in (1..shuffled.len()).rev() {
             shuffled.swap(i, next(i as u64 + 1) as usize);
         }
-        for mut reqs in [listed, shuffled] {
+        for mut reqs in [listed, shuffled, want.clone()] {
             sort_by_first_use(&mut reqs);
             let got: Vec<_> = reqs.iter().map(key).collect();
             assert_eq!(got, want.iter().map(key).collect::<Vec<_>>());
