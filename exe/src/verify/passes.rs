@@ -230,6 +230,41 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
     Ok(())
 }
 
+/// Tensor indices by the first step they are live (0 for the always-live and the unused),
+/// ties by index: a counting sort over the steps (a compile's usage spans its program's
+/// steps).
+fn by_first_live_step(exe: &Executable, usage: &[Usage]) -> Vec<usize> {
+    let first = |ti: usize| {
+        if exe.tensors[ti].kind.always_live() {
+            0
+        } else {
+            usage[ti].first.unwrap_or(0) as usize
+        }
+    };
+    let n = exe.tensors.len();
+    let steps = (0..n).map(first).max().unwrap_or(0);
+    if steps > 4 * n + 1024 {
+        // Steps far apart (a hand-written usage): a comparison sort, not a table per step.
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&ti| first(ti));
+        return order;
+    }
+    let mut starts = vec![0usize; steps + 2];
+    for ti in 0..n {
+        starts[first(ti) + 1] += 1;
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let mut order = vec![0usize; n];
+    for ti in 0..n {
+        let at = &mut starts[first(ti)];
+        order[*at] = ti;
+        *at += 1;
+    }
+    order
+}
+
 /// Checks 4-5 on the planned executable.
 pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
     const PASS: &str = "memory plan";
@@ -254,7 +289,11 @@ pub fn planned(exe: &Executable, usage: &[Usage]) -> Result<(), CompileError> {
     }
     let mut table: Vec<Alloc> = vec![(0, 0, 0, 0, 0); starts[ntiles]];
     let mut fill = starts.clone();
-    for (ti, t) in exe.tensors.iter().enumerate() {
+    // Tensors visited in the order the overlap check takes them (the always-live ones at
+    // step 0, the others by first step; ties by index), so that each tile's run is already
+    // in that order.
+    for ti in by_first_live_step(exe, usage) {
+        let t = &exe.tensors[ti];
         let tag = if t.kind.always_live() { ALWAYS } else { 0 } | ti as u32;
         let u = usage[ti];
         for s in &t.slices {
