@@ -122,6 +122,20 @@ impl Recorded {
         });
     }
 
+    /// Forgets the requests, keeping the lists' room.
+    fn clear(&mut self) {
+        self.sources.clear();
+        self.source_of.clear();
+        self.ranges.clear();
+        self.requests.clear();
+    }
+
+    /// Whether nothing was recorded and the lists have no room yet (a fresh list, which an
+    /// emptied one may replace).
+    pub fn is_fresh(&self) -> bool {
+        self.requests.capacity() == 0 && self.ranges.capacity() == 0
+    }
+
     /// Whether some request makes or joins a copy: one of its ranges is not empty and starts
     /// at an element its source maps.
     fn makes_copies(&self) -> bool {
@@ -217,16 +231,27 @@ impl Copies {
 
     /// The copies, part after part.
     pub fn build(self) -> Vec<ByteCopy> {
-        let mut parts = self.parts.into_iter();
-        let mut out = match parts.next() {
-            Some(Part::Built(c)) => c,
-            Some(Part::Recorded(r)) => r.build(),
-            None => return Vec::new(),
-        };
-        for p in parts {
+        self.build_recycling(|_| {})
+    }
+
+    /// The copies, part after part, each recorded part handed to `spare` emptied once
+    /// built (its lists keep their room for another exchange's requests).
+    pub fn build_recycling(self, mut spare: impl FnMut(Recorded)) -> Vec<ByteCopy> {
+        let mut out = Vec::new();
+        for p in self.parts {
             match p {
+                Part::Built(c) if out.is_empty() => out = c,
                 Part::Built(c) => out.extend(c),
-                Part::Recorded(r) => out.extend(r.build()),
+                Part::Recorded(mut r) => {
+                    let built = r.build();
+                    if out.is_empty() {
+                        out = built;
+                    } else {
+                        out.extend(built);
+                    }
+                    r.clear();
+                    spare(r);
+                }
             }
         }
         out
@@ -533,9 +558,33 @@ pub(super) mod tests {
         assert!(whole.iter().any(|c| c.dsts.len() >= 5));
     }
 
+    /// An exchange's request lists, built and handed back emptied, then filled with
+    /// another exchange's requests, give that exchange's copies as new lists do.
+    #[test]
+    fn emptied_request_lists_record_the_next_exchange_as_new_ones() {
+        let reqs = requests();
+        for (first, second, whole) in [(0, 2, true), (3, 1, false), (1, 0, true)] {
+            let mut spare = None;
+            let built =
+                Copies::from(recorded(&reqs[first..], whole)).build_recycling(|r| spare = Some(r));
+            assert_eq!(built, recorded(&reqs[first..], whole).build());
+            let spare = spare.expect("the recorded part is handed back");
+            assert!(!spare.is_fresh() && !spare.makes_copies());
+            // Emptied of all it held (the sources' indexes too), keeping its room.
+            assert!(spare.sources.is_empty() && spare.source_of.is_empty());
+            assert!(spare.ranges.is_empty() && spare.requests.is_empty());
+            let again = fill(spare, &reqs[second..], !whole);
+            assert_eq!(again.build(), recorded(&reqs[second..], !whole).build());
+        }
+    }
+
     /// The requests `reqs` recorded, as whole operands or not.
     pub(in crate::lower::core) fn recorded(reqs: &[Req], whole: bool) -> Recorded {
-        let mut r = Recorded::default();
+        fill(Recorded::default(), reqs, whole)
+    }
+
+    /// `r` with the requests `reqs` recorded after its own.
+    fn fill(mut r: Recorded, reqs: &[Req], whole: bool) -> Recorded {
         let src = source();
         for (tile, pos, ranges) in reqs {
             r.request(

@@ -10,7 +10,7 @@
 //! job alone, so it is the same whichever thread does it and whenever: jobs are done in the
 //! order sent and their results given back in that order.
 
-use super::copies::Copies;
+use super::copies::{Copies, Recorded};
 use super::Lowerer;
 use crate::executable::{ByteCopy, ExchangeId, TileWork};
 use crate::target::Target;
@@ -32,11 +32,22 @@ pub(crate) enum Done {
     Cycles(u32, Vec<TileWork>, u64),
 }
 
+/// Emptied request lists on their way back to the lowering ([`SideWorker::spare`]): our own
+/// choice of a few, enough for the exchanges recorded while one is built, so that the
+/// lists of the largest exchanges are not held beyond that.
+const SPARES: usize = 4;
+
 impl Job {
     /// Does the job on the calling thread.
     pub fn run(self, target: &Target) -> Done {
+        self.run_recycling(target, |_| {})
+    }
+
+    /// Does the job on the calling thread, handing the emptied request lists of the
+    /// copies it builds to `spare`.
+    fn run_recycling(self, target: &Target, spare: impl FnMut(Recorded)) -> Done {
         match self {
-            Job::Copies(id, copies) => Done::Copies(id, copies.build()),
+            Job::Copies(id, copies) => Done::Copies(id, copies.build_recycling(spare)),
             Job::Cycles(id, mut tiles) => {
                 for tw in &mut tiles {
                     tw.cycles = ipusim_exe::cycles::tile_work_cycles(target, tw);
@@ -52,6 +63,10 @@ impl Job {
 pub(crate) struct SideWorker {
     jobs: Option<mpsc::Sender<Job>>,
     done: mpsc::Receiver<Done>,
+    /// Request lists the thread has built and emptied, for the lowering to fill again:
+    /// a recorded exchange's lists grow to hundreds of thousands of entries, and each grew
+    /// anew, doubling and faulting in fresh pages, on the lowering's thread.
+    spare: mpsc::Receiver<Recorded>,
     thread: Option<std::thread::JoinHandle<()>>,
     pending: usize,
     /// For jobs done on the caller's thread when the side thread could not be started.
@@ -63,12 +78,17 @@ impl SideWorker {
     pub fn start(target: &Target) -> SideWorker {
         let (jobs, inbox) = mpsc::channel::<Job>();
         let (outbox, done) = mpsc::channel();
+        let (spares, spare) = mpsc::sync_channel(SPARES);
         let on_thread = target.clone();
         let thread = std::thread::Builder::new()
             .name("ipusim-lowering-side".into())
             .spawn(move || {
                 for job in inbox {
-                    if outbox.send(job.run(&on_thread)).is_err() {
+                    // A full channel drops the lists (the lowering has enough).
+                    let done = job.run_recycling(&on_thread, |r| {
+                        let _ = spares.try_send(r);
+                    });
+                    if outbox.send(done).is_err() {
                         return;
                     }
                 }
@@ -77,6 +97,7 @@ impl SideWorker {
         SideWorker {
             jobs: thread.as_ref().map(|_| jobs),
             done,
+            spare,
             thread,
             pending: 0,
             target: target.clone(),
@@ -96,6 +117,11 @@ impl SideWorker {
             },
             None => Some(job.run(&self.target)),
         }
+    }
+
+    /// An emptied request list the thread gave back, if any.
+    pub fn spare(&self) -> Option<Recorded> {
+        self.spare.try_recv().ok()
     }
 
     /// Every job sent so far, done, in the order sent. A panic on the thread (a bug) is
@@ -153,6 +179,15 @@ impl Lowerer<'_> {
         if let Some(done) = done {
             self.fill_in(done);
         }
+    }
+
+    /// A request list for an exchange being recorded: one the side thread emptied, if it
+    /// gave one back, else a new one.
+    pub(crate) fn fresh_recorded(&self) -> Recorded {
+        self.side
+            .as_ref()
+            .and_then(SideWorker::spare)
+            .unwrap_or_default()
     }
 
     fn fill_in(&mut self, done: Done) {

@@ -74,6 +74,9 @@ impl ExchangeBuilder {
             tile,
             pos,
         };
+        if self.recorded.is_fresh() {
+            self.recorded = lw.fresh_recorded();
+        }
         self.recorded
             .request((src, lw.index(src)), source, ranges, dest, whole);
     }
