@@ -59,8 +59,8 @@ impl Mapping {
 const PIECE_BEGIN_BITS: u32 = 40;
 
 /// Sorts `(tile, begin, end)` pieces as `sort_unstable` does: by a radix sort of
-/// `tile << 40 | begin` when every piece's fit (a mapping's pieces are disjoint, so the key
-/// orders them all), else, or when two pieces share a key, by comparisons.
+/// `tile << 40 | begin` when every piece's key fits (a mapping's pieces are disjoint, so
+/// the keys order them all), else, or when two pieces share a key, by comparisons.
 fn sort_pieces(pieces: &mut [(u32, u64, u64)]) {
     let fits = pieces
         .iter()
@@ -127,8 +127,9 @@ const POSITION_BITS: u32 = 24;
 /// `segs` sorted by their first elements (distinct in a mapping). A feature map's
 /// segments interleave over its tiles, and the hands-on day's step 2 builds 24 M of them
 /// into its indexes: they are sorted as packed keys (first element above the segment's
-/// position), eight bytes moved where a segment is 32, and gathered once; a segment list
-/// whose keys do not fit is sorted as it is.
+/// position; a radix sort by the first elements, the positions ascending already), eight
+/// bytes moved where a segment is 32, and gathered once; a segment list whose keys do not
+/// fit is sorted as it is.
 fn sorted_by_begin(segs: Vec<Seg>) -> Vec<Seg> {
     let n = segs.len();
     if segs.windows(2).all(|w| w[0].begin <= w[1].begin) {
