@@ -21,6 +21,8 @@ pub mod pipeline_report;
 pub mod program_tree;
 pub mod report;
 pub mod summary;
+#[cfg(test)]
+mod test_numbers;
 
 // The executable contract, re-exported under the paths this crate has always had.
 pub use ipusim_exe::{

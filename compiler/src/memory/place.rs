@@ -293,6 +293,7 @@ fn linear_scan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_numbers::numbers;
 
     fn request(tensor: u32, size: u64, (first, last): (u32, u32)) -> Request {
         Request {
@@ -321,17 +322,6 @@ mod tests {
             })
             .max()
             .unwrap_or(0) as u64
-    }
-
-    /// A deterministic sequence of numbers below `n` (xorshift from `seed`): the tests'
-    /// cases are the same on every run.
-    fn numbers(mut state: u64) -> impl FnMut(u64) -> u64 {
-        move |n| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        }
     }
 
     /// The vectorised first fit finds the offset the plain one finds (every placed

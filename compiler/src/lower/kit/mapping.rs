@@ -370,6 +370,7 @@ pub use ipusim_exe::workers::worker_slices;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_numbers::numbers;
 
     #[test]
     fn linear_mapping_respects_grains_and_tiles() {
@@ -525,18 +526,10 @@ mod tests {
         assert_eq!(w.last().unwrap().1, 1026);
     }
 
-    /// The packed-key sort orders segments as sorting them by first element does: shuffled
-    /// interleaved segments (the packed path), already sorted ones, and first elements too
-    /// large to pack (the plain path).
+    /// A mapping's pieces sort as tuples on the radix path and on both comparison paths.
     #[test]
     fn pieces_sort_as_tuples_on_every_path() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut next = numbers(0x2545_f491_4f6c_dd1d);
         // Disjoint pieces over 40 tiles (the radix path above 256 pieces), tiles past the
         // key's 24 bits and first elements past its 40 (the comparison path), and two pieces
         // of one tile starting at one element (a broken list, still sorted as tuples).
@@ -573,15 +566,12 @@ mod tests {
         }
     }
 
+    /// The packed-key sort orders segments as sorting them by first element does: shuffled
+    /// interleaved segments (the packed path), already sorted ones, and first elements too
+    /// large to pack (the plain path).
     #[test]
     fn segments_sort_by_first_element_on_every_path() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut next = numbers(0x9e37_79b9_7f4a_7c15);
         for (count, scale) in [
             (0, 1),
             (1, 1),
