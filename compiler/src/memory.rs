@@ -120,23 +120,11 @@ struct TilePlacement {
 const OFF_TOP: u32 = u32::MAX;
 
 /// Tensor indices in order of first step (a tensor never used counts as step 0, as its
-/// requests do), ties by index: a counting sort over the steps.
+/// requests do), ties by index.
 fn by_first_step(usage: &[Usage], steps: usize) -> Vec<usize> {
-    let first = |u: &Usage| (u.first.unwrap_or(0) as usize).min(steps);
-    let mut starts = vec![0usize; steps + 2];
-    for u in usage {
-        starts[first(u) + 1] += 1;
-    }
-    for i in 1..starts.len() {
-        starts[i] += starts[i - 1];
-    }
-    let mut order = vec![0usize; usage.len()];
-    for (ti, u) in usage.iter().enumerate() {
-        let at = &mut starts[first(u)];
-        order[*at] = ti;
-        *at += 1;
-    }
-    order
+    ipusim_exe::radix::order_by_small_key(usage.len(), |ti| {
+        (usage[ti].first.unwrap_or(0) as usize).min(steps)
+    })
 }
 
 /// Plans the memory of the lowered program: assigns every slice's and interval's byte offset

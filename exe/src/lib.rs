@@ -11,7 +11,7 @@
 //!
 //! | module | owns | uses |
 //! |---|---|---|
-//! | [`radix`] | a stable radix sort by 64-bit keys (the large sorts of the compiler and the verifier) | — |
+//! | [`radix`] | a stable radix sort by 64-bit keys and a counting order of indices by small keys (the large sorts of the compiler and the verifier) | — |
 //! | [`ids`] | the ids of tensors, compute sets, exchanges, streams, and [`TileId`] | — |
 //! | [`error`] | [`CompileError`], the verifier's typed [`error::VerifierError`] | `ids` |
 //! | [`target`] | [`Target`]: one chip's figures, presets, target files | `error` |

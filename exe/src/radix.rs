@@ -2,7 +2,8 @@
 //! verifier's large sorts of packed words (an interval index's segments by first element, a
 //! tile's allocations by first step): a pass per byte of the key that is not the same in
 //! every element, where a comparison sort takes `log₂ n` compare-and-swap levels (hundreds of
-//! thousands of segments for a feature map of the hands-on ResNet101).
+//! thousands of segments for a feature map of the hands-on ResNet101); and a counting sort of
+//! indices by a small key (tensors by the step they are first used at).
 
 /// Below this many elements a comparison sort is as fast (the histograms' set-up and the
 /// scratch buffer are not repaid). Our own choice.
@@ -80,6 +81,32 @@ pub fn sort_words_above(v: &mut [u64], low: u32) {
     sort_by_key(v, |&w| w >> low);
 }
 
+/// The indices `0..n` in order of `key`, ties by index: a counting sort over the keys (a
+/// program's steps), or a comparison sort when the largest key is far beyond `n` (a table
+/// per key would then be most of the work).
+pub fn order_by_small_key(n: usize, key: impl Fn(usize) -> usize) -> Vec<usize> {
+    let largest = (0..n).map(&key).max().unwrap_or(0);
+    if largest > 4 * n + 1024 {
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| key(i));
+        return order;
+    }
+    let mut starts = vec![0usize; largest + 2];
+    for i in 0..n {
+        starts[key(i) + 1] += 1;
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let mut order = vec![0usize; n];
+    for i in 0..n {
+        let at = &mut starts[key(i)];
+        order[*at] = i;
+        *at += 1;
+    }
+    order
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +142,20 @@ mod tests {
                 assert_eq!(got, want, "n {n} bits {bits}");
             }
         }
+    }
+
+    /// Indices come in order of their keys, ties by index, on the counting path and on the
+    /// comparison path (keys far beyond the count).
+    #[test]
+    fn indices_order_by_their_keys_then_index() {
+        let keys = [3usize, 0, 0, 3, 9, 1, 0, 2];
+        let mut want: Vec<usize> = (0..keys.len()).collect();
+        want.sort_by_key(|&i| keys[i]);
+        assert_eq!(order_by_small_key(keys.len(), |i| keys[i]), want);
+        assert_eq!(want, [1, 2, 6, 5, 7, 0, 3, 4]);
+        let far = |i: usize| keys[i] * 1_000_000;
+        assert_eq!(order_by_small_key(keys.len(), far), want);
+        assert!(order_by_small_key(0, |i| i).is_empty());
     }
 
     /// Packed words (key above, index below) sorted by their keys come out as a full sort.

@@ -66,20 +66,12 @@ pub(super) fn place_temporaries(reqs: &mut [Request], base: u64) -> (Vec<u64>, u
 }
 
 /// Sorts `reqs` by (first step, tensor, slice). The plan lists a tile's requests so
-/// already; a list by tensor and slice is sorted by a stable radix sort by first step
-/// alone; other lists as 128-bit words holding the key and each request's index, then
-/// gathered in that order (sorting the requests themselves by a tuple was a sixth of a CNN
-/// tile's placement).
+/// already; other lists are sorted as 128-bit words holding the key and each request's
+/// index, then gathered in that order (sorting the requests themselves by a tuple was a
+/// sixth of a CNN tile's placement).
 fn sort_by_first_use(reqs: &mut [Request]) {
     let key = |r: &Request| (r.first, r.tensor, r.slice);
     if reqs.windows(2).all(|w| key(&w[0]) < key(&w[1])) {
-        return;
-    }
-    if reqs
-        .windows(2)
-        .all(|w| (w[0].tensor, w[0].slice) < (w[1].tensor, w[1].slice))
-    {
-        ipusim_exe::radix::sort_by_key(reqs, |r| u64::from(r.first));
         return;
     }
     let mut keyed: Vec<u128> = reqs
@@ -412,8 +404,8 @@ mod tests {
         );
     }
 
-    /// Requests listed by tensor and slice (the radix path) and shuffled (the packed words'
-    /// path) both end in (first step, tensor, slice) order, and a list in that order stays.
+    /// Requests listed by tensor and slice and shuffled (the packed words' path) both end in
+    /// (first step, tensor, slice) order, and a list in that order stays.
     #[test]
     fn requests_sort_by_first_use_then_tensor_and_slice() {
         let mut next = numbers(0x1405_7b7e_f767_814f);

@@ -231,38 +231,15 @@ fn written_before_read(low: &Executable) -> Result<(), CompileError> {
 }
 
 /// Tensor indices by the first step they are live (0 for the always-live and the unused),
-/// ties by index: a counting sort over the steps (a compile's usage spans its program's
-/// steps).
+/// ties by index.
 fn by_first_live_step(exe: &Executable, usage: &[Usage]) -> Vec<usize> {
-    let first = |ti: usize| {
+    crate::radix::order_by_small_key(exe.tensors.len(), |ti| {
         if exe.tensors[ti].kind.always_live() {
             0
         } else {
             usage[ti].first.unwrap_or(0) as usize
         }
-    };
-    let n = exe.tensors.len();
-    let steps = (0..n).map(first).max().unwrap_or(0);
-    if steps > 4 * n + 1024 {
-        // Steps far apart (a hand-written usage): a comparison sort, not a table per step.
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by_key(|&ti| first(ti));
-        return order;
-    }
-    let mut starts = vec![0usize; steps + 2];
-    for ti in 0..n {
-        starts[first(ti) + 1] += 1;
-    }
-    for i in 1..starts.len() {
-        starts[i] += starts[i - 1];
-    }
-    let mut order = vec![0usize; n];
-    for ti in 0..n {
-        let at = &mut starts[first(ti)];
-        order[*at] = ti;
-        *at += 1;
-    }
-    order
+    })
 }
 
 /// Checks 4-5 on the planned executable.
