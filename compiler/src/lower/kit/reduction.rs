@@ -192,7 +192,9 @@ fn scratch(lw: &mut Lowerer, spec: &Spec, stage: &str) -> TileScratch {
 }
 
 /// Stage-1 work: one `Reduce` group per block, reading the block from `input` and writing
-/// its `groups × width` results in `output` at the tensor and position `dst` gives it.
+/// its `groups × width` results in `output` at the tensor and position `dst` gives it. The
+/// blocks of one tile that follow each other share one work entry (a tile of a batch norm's
+/// statistics holds dozens of blocks).
 fn local_work(
     lw: &mut Lowerer,
     spec: &Spec,
@@ -202,18 +204,31 @@ fn local_work(
     mut dst: impl FnMut(&mut Lowerer, &LocalBlock) -> (TensorId, u64),
 ) -> Vec<TileWork> {
     blocks
-        .iter()
-        .map(|b| {
-            let at = dst(lw, b);
-            let vertices = block_vertices(
-                lw,
-                (input, b.pos),
-                at,
-                (b.groups, b.count, b.width),
-                (b.outer, b.stride),
-                scale,
-            );
-            TileWork::one_group(lw.tile_id(b.tile), codelet(spec, output), vertices)
+        .chunk_by(|a, b| a.tile == b.tile)
+        .map(|run| {
+            let groups = run
+                .iter()
+                .map(|b| {
+                    let at = dst(lw, b);
+                    let vertices = block_vertices(
+                        lw,
+                        (input, b.pos),
+                        at,
+                        (b.groups, b.count, b.width),
+                        (b.outer, b.stride),
+                        scale,
+                    );
+                    VertexGroup {
+                        codelet: codelet(spec, output),
+                        vertices,
+                    }
+                })
+                .collect();
+            TileWork {
+                tile: lw.tile_id(run[0].tile),
+                groups,
+                cycles: 0,
+            }
         })
         .collect()
 }
