@@ -29,3 +29,54 @@ fn the_index_of_the_slices_is_the_index_of_the_mapping() {
         assert_eq!(mapping::locate(&a, 41), mapping::locate(&b, 41));
     }
 }
+
+/// A compute set's work entries merged by tile: one entry per tile in tile order, each
+/// holding its groups in the order given, its list (and the entries' list) no longer than
+/// what it holds.
+#[test]
+fn work_entries_merge_by_tile_in_order_at_their_size() {
+    use crate::codelets::Codelet;
+    use crate::executable::{Vertex, VertexGroup};
+    let fill = |value: u64| VertexGroup {
+        codelet: Codelet::Fill { dtype: DType::F32 },
+        vertices: vec![Vertex {
+            worker: 0,
+            operands: Default::default(),
+            params: crate::codelets::VertexParams::Fill {
+                value: value as f64,
+            },
+        }],
+    };
+    let entry = |tile: u32, values: &[u64]| TileWork {
+        tile: TileId::new(0, tile),
+        groups: values.iter().map(|&v| fill(v)).collect(),
+        cycles: 0,
+    };
+    let value = |g: &VertexGroup| match g.vertices[0].params {
+        crate::codelets::VertexParams::Fill { value } => value as u64,
+        _ => unreachable!(),
+    };
+    let mut tiles = vec![
+        entry(7, &[0]),
+        entry(2, &[1, 2]),
+        entry(7, &[3]),
+        entry(5, &[4]),
+        entry(2, &[5]),
+        entry(7, &[6, 7]),
+    ];
+    merge_tiles(&mut tiles);
+    let got: Vec<(u32, Vec<u64>)> = tiles
+        .iter()
+        .map(|t| (t.tile.tile(), t.groups.iter().map(value).collect()))
+        .collect();
+    assert_eq!(
+        got,
+        [(2, vec![1, 2, 5]), (5, vec![4]), (7, vec![0, 3, 6, 7])]
+    );
+    assert_eq!(tiles.capacity(), 3);
+    assert!(tiles.iter().all(|t| t.groups.capacity() == t.groups.len()));
+    // Entries already one per tile in order stay as they are.
+    let before = tiles.clone();
+    merge_tiles(&mut tiles);
+    assert_eq!(tiles, before);
+}
