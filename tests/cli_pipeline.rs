@@ -179,14 +179,24 @@ fn bad_placements_name_the_option_and_the_value() {
     std::fs::write(&grouped, text.replace("Sequential", "Grouped")).unwrap();
     let interleaved = dir.join("interleaved.ron");
     std::fs::write(&interleaved, text.replace("Sequential", "Interleaved")).unwrap();
-    // Three stages keep 5 micro-batches in flight: a depth of 2 cannot fill the pipeline.
+    // Three stages keep 5 micro-batches in flight: a depth of 2 (the program's) cannot fill
+    // the pipeline; the error names where the depth was set, and `check` finds it too.
     fails(
         &ipusim(&["compile", grouped.to_str().unwrap()]),
-        "--gradient-accumulation 2: a 3-stage Grouped pipeline keeps 5 micro-batches in flight",
+        "training.gradient_accumulation 2: a 3-stage Grouped pipeline keeps 5 micro-batches in flight",
     );
     fails(
-        &ipusim(&["compile", interleaved.to_str().unwrap()]),
-        "--gradient-accumulation 2: a 3-stage Interleaved pipeline keeps 5 micro-batches",
+        &ipusim(&["check", grouped.to_str().unwrap()]),
+        "training.gradient_accumulation 2: a 3-stage Grouped pipeline",
+    );
+    fails(
+        &ipusim(&[
+            "compile",
+            interleaved.to_str().unwrap(),
+            "--gradient-accumulation",
+            "4",
+        ]),
+        "--gradient-accumulation 4: a 3-stage Interleaved pipeline keeps 5 micro-batches",
     );
     let short = dir.join("short.ron");
     std::fs::write(&short, text.replace("ipus: [0, 2, 1]", "ipus: [0, 1]")).unwrap();

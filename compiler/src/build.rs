@@ -126,6 +126,14 @@ pub enum BuildError {
     },
 }
 
+impl BuildError {
+    /// Whether the compiler found the program cannot fit in tile memory
+    /// ([`CompileError::is_out_of_memory`]).
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, BuildError::Compile { source, .. } if source.is_out_of_memory())
+    }
+}
+
 /// A built program.
 #[derive(Clone, Debug)]
 pub struct Built {
@@ -229,7 +237,12 @@ pub fn step_graph(program: &Program, options: &BuildOptions) -> Result<StepGraph
             step.placement.replicas = replicas;
         }
     }
-    check_schedule(&step, spec.schedule, is_training(program, options))
+    let option = if options.gradient_accumulation.is_some() {
+        "--gradient-accumulation"
+    } else {
+        "training.gradient_accumulation"
+    };
+    check_schedule(&step, spec.schedule, is_training(program, options), option)
         .map_err(BuildError::Placement)?;
     Ok(step)
 }
@@ -266,6 +279,7 @@ fn check_schedule(
     step: &StepGraph,
     schedule: Schedule,
     training: bool,
+    option: &'static str,
 ) -> Result<(), PlacementError> {
     let stages = step.placement.stages();
     if stages <= 1 || schedule == Schedule::Sequential {
@@ -278,6 +292,7 @@ fn check_schedule(
     let needed = if training { 2 * stages - 1 } else { stages };
     if step.gradient_accumulation < needed {
         return Err(PlacementError::TooShallow {
+            option,
             depth: step.gradient_accumulation,
             schedule,
             stages,

@@ -68,6 +68,7 @@ pub fn compile_placed(
     options.validate()?;
     let system = System::replicated(target, placement.ipus, placement.replicas);
     system.validate()?;
+    system.check_tiles(target)?;
     let low = lower::lower(graph, target, options, placement)?;
     let initial_values = initial_values(graph, &low.tensors);
     let mut exe = Executable {

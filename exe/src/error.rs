@@ -35,6 +35,22 @@ pub enum CompileError {
     /// A tensor does not fit the compiler's index types (2^32 bytes per tile).
     #[error("node '{node}': {what}")]
     TooLarge { node: String, what: String },
+    /// A node's value alone needs more bytes than the tile memory of a whole IPU: it cannot
+    /// fit however it is laid out. The compile stops at the node, before laying out a value
+    /// whose layout the host would hold piece by piece (out of memory, without a memory
+    /// plan to report).
+    #[error(
+        "node '{node}': out of memory: its value ({ty}) needs {bytes} bytes, more than the \
+         {capacity} bytes of tile memory of one IPU ({tiles} tiles of {per_tile} bytes)"
+    )]
+    OutOfMemory {
+        node: String,
+        ty: String,
+        bytes: u64,
+        capacity: u64,
+        tiles: u32,
+        per_tile: u32,
+    },
     /// An option is out of range.
     #[error("invalid compile option {option}: {message}")]
     Option {
@@ -63,6 +79,19 @@ pub enum CompileError {
     /// The finished executable breaks invariants of `crate::verify` (every violation).
     #[error("the executable breaks {} invariant(s):\n{}", .0.len(), render(.0))]
     Invalid(Vec<VerifierError>),
+}
+
+impl CompileError {
+    /// Whether the program cannot fit in tile memory: a value larger than an IPU's memory
+    /// ([`CompileError::OutOfMemory`]) or a tile's share of one beyond 32-bit tile addresses
+    /// ([`CompileError::TooLarge`], more than any tile holds). The command line exits with its
+    /// out-of-memory code for these, as for a memory plan that does not fit.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(
+            self,
+            CompileError::OutOfMemory { .. } | CompileError::TooLarge { .. }
+        )
+    }
 }
 
 /// Where a violation is.

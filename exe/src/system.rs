@@ -12,6 +12,12 @@
 
 pub use crate::ids::{TileId, MAX_IPUS, MAX_TILES_PER_IPU};
 
+/// The most tiles a system may have over all its IPUs and replicas ([`System::check_tiles`]):
+/// our choice, 2^21 = 2,097,152, over five times an IPU-POD256's 376,832 (256 GC200s) and
+/// within what the host holds per tile (the compiler's and the simulator's per-tile figures
+/// took about 270 bytes a tile in a compile of the digits MLP on a million-tile target).
+pub const MAX_SYSTEM_TILES: u64 = 1 << 21;
+
 use crate::error::CompileError;
 use crate::target::Target;
 use serde::{Deserialize, Serialize};
@@ -154,6 +160,29 @@ impl System {
         let rate = self.links.bytes_per_second_per_link.max(1) as u128;
         let transfer = (bytes as u128 * target.clock_hz as u128).div_ceil(rate);
         (self.links.latency_cycles as u64).saturating_add(transfer.min(u64::MAX as u128) as u64)
+    }
+
+    /// Checks that the system's tiles, over all its IPUs and replicas, are at most
+    /// [`MAX_SYSTEM_TILES`] with `target`'s tiles per IPU: the compiler and the simulator keep
+    /// figures per tile, so a system of millions of tiles costs the host gigabytes before
+    /// any of the program's data.
+    pub fn check_tiles(&self, target: &Target) -> Result<(), CompileError> {
+        let tiles = u64::from(target.tiles)
+            .saturating_mul(u64::from(self.ipus))
+            .saturating_mul(u64::from(self.replicas));
+        if tiles <= MAX_SYSTEM_TILES {
+            return Ok(());
+        }
+        Err(CompileError::Target {
+            source_name: Some("system".into()),
+            field: "ipus".into(),
+            message: format!(
+                "{} IPU(s) x {} replica(s) x {} tiles = {tiles} tiles, more than the \
+                 {MAX_SYSTEM_TILES} this simulator models (lower --ipus or --replicas, or the \
+                 target's tiles)",
+                self.ipus, self.replicas, target.tiles
+            ),
+        })
     }
 
     /// Checks the system's figures.

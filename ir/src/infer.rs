@@ -194,12 +194,17 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> R {
         }
         Op::Reshape { shape } => {
             if shape.num_elements() != inputs[0].num_elements() {
+                // A product past usize::MAX saturates: say so rather than print the bound.
+                let count = |s: &Shape| match s.num_elements() {
+                    usize::MAX => "more than 2^64 - 1".to_string(),
+                    n => n.to_string(),
+                };
                 return Err(InferFault::Invalid(format!(
                     "cannot reshape {} ({} elements) to {} ({} elements)",
                     inputs[0].shape,
-                    inputs[0].num_elements(),
+                    count(&inputs[0].shape),
                     shape,
-                    shape.num_elements()
+                    count(shape)
                 )));
             }
             Ok(TensorType::new(inputs[0].dtype, shape.clone()))
@@ -511,6 +516,21 @@ mod tests {
         assert_eq!(
             infer(&Op::Add, &[&a, &b]),
             Err(InferFault::DTypeMismatch { a: 0, b: 1 })
+        );
+    }
+
+    /// A reshape to a shape of more than 2^64 - 1 elements says so, not the saturated count.
+    #[test]
+    fn a_reshape_past_2_64_elements_names_no_wrapped_count() {
+        let x = t(DType::F32, &[2, 3, 8, 8]);
+        let shape = Shape::new([1usize << 63, 2, 384]);
+        assert_eq!(
+            infer(&Op::Reshape { shape }, &[&x]),
+            Err(InferFault::Invalid(
+                "cannot reshape [2, 3, 8, 8] (384 elements) to [9223372036854775808, 2, 384] \
+                 (more than 2^64 - 1 elements)"
+                    .into()
+            ))
         );
     }
 

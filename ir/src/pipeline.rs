@@ -207,8 +207,11 @@ pub enum PlacementError {
         last: u32,
     },
     /// Too few micro-batches to fill an overlapping pipeline.
-    #[error("--gradient-accumulation {depth}: a {stages}-stage {schedule} pipeline keeps {needed} micro-batches in flight (each stage's forward and backward pass), so it needs a gradient accumulation of at least {needed}")]
+    #[error("{option} {depth}: a {stages}-stage {schedule} pipeline keeps {needed} micro-batches in flight (each stage's forward and backward pass), so it needs a gradient accumulation of at least {needed}")]
     TooShallow {
+        /// Where the depth was set: `--gradient-accumulation`, or the training spec's
+        /// `training.gradient_accumulation` (also when left at its default, 1).
+        option: &'static str,
         /// The gradient accumulation (the pipeline depth).
         depth: u32,
         /// The schedule.

@@ -286,6 +286,13 @@ fn check(model: &Model, spec: &ResNetSpec) -> Result<(), IrError> {
             spec.batch, spec.classes, spec.channels
         ));
     }
+    if i32::try_from(spec.classes).is_err() {
+        return bad(format!(
+            "classes ({}) must be at most 2^31 - 1 = {}: the labels are I32 class indices",
+            spec.classes,
+            i32::MAX
+        ));
+    }
     let min = 1usize << model.downsampling();
     if spec.image_size < min {
         return bad(format!(
@@ -532,6 +539,13 @@ mod tests {
         spec.batch = 0;
         assert!(resnet(&spec).unwrap_err().to_string().contains("batch (0)"));
         spec.batch = 1;
+        spec.classes = 1 << 31;
+        let e = resnet(&spec).unwrap_err().to_string();
+        assert!(
+            e.contains("classes (2147483648) must be at most 2^31 - 1"),
+            "{e}"
+        );
+        spec.classes = 1000;
         spec.name = "resnet51".into();
         assert!(resnet(&spec)
             .unwrap_err()

@@ -92,6 +92,22 @@ pub fn is_training_state(name: &str) -> bool {
 /// a tree of JSON values at a time.
 pub const MAX_CHECKPOINT_BYTES: u64 = 16 << 30;
 
+/// The most bytes a checkpoint of variables `types` can take: 256 bytes per element (a
+/// value written in full takes at most 26 characters with its separator; a checkpoint may
+/// hold an optimizer's state beside the weights, up to three times their elements, and
+/// nesting brackets) and 4 KiB per variable, plus 1 MiB; our bound, so that a session does
+/// not read gigabytes of something that is not its checkpoint.
+pub fn checkpoint_limit(types: &[(String, TensorType)]) -> u64 {
+    types
+        .iter()
+        .map(|(_, t)| {
+            (t.num_elements() as u64)
+                .saturating_mul(256)
+                .saturating_add(4 << 10)
+        })
+        .fold(1 << 20, u64::saturating_add)
+}
+
 /// The document, written straight to a serializer (a checkpoint of a large model holds tens
 /// of millions of values: no tree of `Value`s beside them). Keys in alphabetical order.
 impl Serialize for Checkpoint {
@@ -161,8 +177,14 @@ impl Checkpoint {
 
     /// Reads and checks a checkpoint file.
     pub fn load(path: &Path) -> Result<Checkpoint, CheckpointError> {
+        Checkpoint::load_within(path, MAX_CHECKPOINT_BYTES)
+    }
+
+    /// [`Checkpoint::load`] reading at most `limit` bytes (a session reads at most what a
+    /// checkpoint of its variables can take, [`checkpoint_limit`]).
+    pub fn load_within(path: &Path, limit: u64) -> Result<Checkpoint, CheckpointError> {
         let file = path.display().to_string();
-        let text = read_text(path, MAX_CHECKPOINT_BYTES, "checkpoint").map_err(|e| {
+        let text = read_text(path, limit.min(MAX_CHECKPOINT_BYTES), "checkpoint").map_err(|e| {
             CheckpointError::File {
                 file: file.clone(),
                 message: e.to_string(),
@@ -353,7 +375,8 @@ fn parse_tensor(entry: &Value) -> Result<Tensor, String> {
     let mut elements = Vec::new();
     flatten(values, &shape, &mut elements).map_err(|e| {
         format!(
-            "\"values\"{e} (the variable is {})",
+            "\"values\"{}{e} (the entry declares {})",
+            if e.index.is_empty() { ": " } else { "" },
             TensorType::new(dtype, shape.clone())
         )
     })?;
@@ -546,6 +569,15 @@ mod tests {
         assert!(
             e.to_string()
                 .contains("\"values\"[1]: 1 elements where the shape has 2"),
+            "{e}"
+        );
+        let doc = r#"{"format": "ipusim-variables", "version": 1, "variables": [
+            {"name": "x", "dtype": "f32", "shape": [3], "values": [1, 2]}]}"#;
+        let e = Checkpoint::parse(doc, "c.json").unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "\"values\": 2 elements where the shape has 3 (the entry declares f32[3])"
+            ),
             "{e}"
         );
         let e = Checkpoint::load(Path::new("/no/such/ckpt.json")).unwrap_err();

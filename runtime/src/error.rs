@@ -15,6 +15,17 @@ impl RuntimeError {
             source: Box::new(e),
         }
     }
+
+    /// Whether the program does not fit in tile memory: a memory plan that does not fit
+    /// ([`RuntimeError::OutOfMemory`]), or a value the compiler found too large for an IPU
+    /// before planning ([`BuildError::is_out_of_memory`]).
+    pub fn is_out_of_memory(&self) -> bool {
+        match self {
+            RuntimeError::OutOfMemory(_) => true,
+            RuntimeError::Build { source, .. } => source.is_out_of_memory(),
+            _ => false,
+        }
+    }
 }
 
 /// A fault of a session.

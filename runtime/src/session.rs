@@ -693,10 +693,11 @@ impl Session {
     /// Restores the variables from `path`; returns how many were loaded. Nothing changes
     /// unless the whole checkpoint matches (see [`crate::checkpoint`]).
     pub fn load_variables(&mut self, path: &Path) -> Result<usize, RuntimeError> {
-        let c = Checkpoint::load(path)?;
+        let types = self.variable_types();
+        let c = Checkpoint::load_within(path, crate::checkpoint::checkpoint_limit(&types))?;
         let values = c.matching(
             &path.display().to_string(),
-            &self.variable_types(),
+            &types,
             self.options.build.inference,
         )?;
         for (name, t) in &values {

@@ -1,5 +1,10 @@
 //! `ipusim check PROGRAM [--json]`: validate a program file and summarise it.
 //!
+//! Validating means parsing and checking the program, then building its step graph (the
+//! training transform, the precision policy and the pipeline's placement, as `compile`
+//! does before lowering), so that a program `check` accepts fails `compile` only for what
+//! the lowering and the memory plan find.
+//!
 //! Prints the program's ops, parameters (variables, elements and bytes by dtype), streams
 //! (dtype, shape and bytes per micro-batch of each infeed, per entry of each outfeed, host I/O
 //! per device run), the training spec and the numerical lint's findings, all with the dtypes
@@ -16,6 +21,7 @@
 use super::output::write_stdout;
 use super::{warn, EXIT_ERROR, EXIT_OK};
 use clap::Args;
+use ipusim_compiler::build::{step_graph, BuildOptions};
 use ipusim_ir::lint::{LintLevel, LintWarning};
 use ipusim_ir::program::DataSource;
 use ipusim_ir::summary::{summarize, ProgramSummary, StreamLink};
@@ -49,6 +55,14 @@ pub fn run(args: &CheckArgs) -> i32 {
             (Some(e), message)
         })
     };
+    // What `compile` would refuse before lowering — the training transform, the precision
+    // policy, the pipeline's placement — is refused here too.
+    let loaded = loaded.and_then(
+        |program| match step_graph(&program, &BuildOptions::default()) {
+            Ok(_) => Ok(program),
+            Err(e) => Err((None, format!("{file}: error: {e}"))),
+        },
+    );
     match loaded {
         Ok(program) => {
             let mut summary = summarize(&program);

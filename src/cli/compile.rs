@@ -280,9 +280,15 @@ fn compile_program(args: &CompileArgs) -> Result<i32, String> {
     // The command ends with the process: the executable (millions of vertices on a large
     // model) is left to the process's exit rather than freed piece by piece, as compilers do
     // with their final data.
-    let exe = std::mem::ManuallyDrop::new(
-        compile_step(&step, &options).map_err(|e| format!("{file}: error: {e}"))?,
-    );
+    let exe = match compile_step(&step, &options) {
+        Ok(exe) => std::mem::ManuallyDrop::new(exe),
+        // A value larger than an IPU's memory: out of memory, found before any plan.
+        Err(e) if e.is_out_of_memory() => {
+            warn(&format!("{file}: error: {e}\n"));
+            return Ok(EXIT_OOM);
+        }
+        Err(e) => return Err(format!("{file}: error: {e}")),
+    };
     if args.dump.contains(&Stage::Tiles) {
         print_dump(&dump::tiles(&exe))?;
     }

@@ -222,11 +222,11 @@ fn runs_for(steps: Option<u64>, inference: bool, per_run: u64) -> Result<u64, Ru
         Some(n) if n % per_run == 0 => Ok(n / per_run),
         Some(n) => {
             let below = n / per_run * per_run;
-            let above = below + per_run;
-            let hint = if below == 0 {
-                format!("--steps {above}")
-            } else {
-                format!("--steps {below} or --steps {above}")
+            // The multiple above may be past u64::MAX: then only the one below is offered.
+            let hint = match (below, below.checked_add(per_run)) {
+                (0, Some(above)) => format!("--steps {above}"),
+                (_, Some(above)) => format!("--steps {below} or --steps {above}"),
+                (_, None) => format!("--steps {below}"),
             };
             Err(usage(format!(
                 "--steps {n} is not a multiple of the program's device_iterations ({per_run}): a \
@@ -274,6 +274,12 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
                 .collect();
             write_output(args, &plan, files, main)?;
             warn(&format!("{}\n", RuntimeError::OutOfMemory(report)));
+            return Ok(EXIT_OOM);
+        }
+        // A value larger than an IPU's memory: out of memory, found before any plan (no
+        // report to write).
+        Err(e) if e.is_out_of_memory() => {
+            warn(&format!("{e}\n"));
             return Ok(EXIT_OOM);
         }
         Err(e) => return Err(e.into()),
@@ -513,6 +519,9 @@ mod tests {
             .unwrap_err()
             .to_string()
             .ends_with("use --steps 10"));
+        // The multiple above u64::MAX is not offered (it would wrap to 0).
+        let m = runs_for(Some(u64::MAX), false, 2).unwrap_err().to_string();
+        assert!(m.ends_with(&format!("use --steps {}", u64::MAX - 1)), "{m}");
         assert!(runs_for(Some(0), false, 10).is_err());
     }
 

@@ -16,7 +16,7 @@ use super::sim_options::{FeedArgs, SimArgs};
 use super::{EXIT_ERROR, EXIT_OK};
 use clap::Args;
 use ipusim_compiler::executable::StreamDirection;
-use ipusim_runtime::{RuntimeError, Session, SessionHost};
+use ipusim_runtime::{Session, SessionHost};
 use ipusim_sim::debugger::inspect::fp_sts;
 use ipusim_sim::debugger::repl::{self, repl};
 use ipusim_sim::debugger::Debugger;
@@ -59,7 +59,7 @@ pub fn run(args: &StepArgs) -> i32 {
     });
     let (name, debugger) = match opened {
         Ok(d) => d,
-        Err(e @ RuntimeError::OutOfMemory(_)) => {
+        Err(e) if e.is_out_of_memory() => {
             fail(&e.to_string());
             return EXIT_OOM;
         }

@@ -101,6 +101,7 @@ pub(crate) fn lower(
             .collect();
         for &id in &nodes {
             if let Op::Input { .. } = g.node(id).op {
+                check_fits(g, target, id)?;
                 lw.set_ipu_of(id);
                 lower_input(&mut lw, id)?;
             }
@@ -126,6 +127,7 @@ pub(crate) fn lower(
             if lw.fused_into(id).is_some() || waiting.contains(&id) || done {
                 continue;
             }
+            check_fits(g, target, id)?;
             lw.set_ipu_of(id);
             match &node.op {
                 Op::Input { .. } | Op::Variable { .. } | Op::Constant { .. } => {}
@@ -211,6 +213,37 @@ pub(crate) fn lower(
             .filter(|&id| live[id.as_usize()] || matches!(g.node(id).op, Op::Variable { .. })),
     );
     Ok(lw.into_lowered(program, values))
+}
+
+/// Refuses a value of the step (an activation, an infeed, a constant) that alone needs more
+/// bytes than one IPU's tile memory ([`CompileError::OutOfMemory`]): no layout of it fits,
+/// and laying it out would cost the host memory in proportion to its elements (a broadcast
+/// or a pad to a huge shape, an image size or batch far beyond the chip). Variables and the
+/// update's values are left to the memory plan: optimizer state may be sharded over the
+/// replicas or kept in streaming memory.
+fn check_fits(g: &Graph, target: &Target, id: NodeId) -> Result<(), CompileError> {
+    let node = g.node(id);
+    if node.phase != Phase::Step
+        || matches!(
+            node.op,
+            Op::Variable { .. } | Op::Assign | Op::Outfeed { .. }
+        )
+    {
+        return Ok(());
+    }
+    let bytes = (node.ty.num_elements() as u64).saturating_mul(node.ty.dtype.size_bytes() as u64);
+    let capacity = u64::from(target.tiles) * u64::from(target.bytes_per_tile);
+    if bytes <= capacity {
+        return Ok(());
+    }
+    Err(CompileError::OutOfMemory {
+        node: node.name.clone(),
+        ty: node.ty.to_string(),
+        bytes,
+        capacity,
+        tiles: target.tiles,
+        per_tile: target.bytes_per_tile,
+    })
 }
 
 /// Nodes whose value reaches an `Outfeed` or `Assign` (indexed by id).

@@ -235,8 +235,15 @@ impl Window {
         }
         let out =
             |size: usize, pad_lo: usize, pad_hi: usize, k: usize, d: usize, s: usize, dim: &str| {
-                let padded = size.saturating_add(pad_lo).saturating_add(pad_hi);
-                let span = d.saturating_mul(k - 1).saturating_add(1);
+                let (Some(padded), Some(span)) = (
+                    size.checked_add(pad_lo).and_then(|p| p.checked_add(pad_hi)),
+                    d.checked_mul(k - 1).and_then(|s| s.checked_add(1)),
+                ) else {
+                    return Err(invalid(format!(
+                        "the padded input's {dim} ({size} + {pad_lo} + {pad_hi}) or the kernel's \
+                         dilated {dim} ({k} with dilation {d}) exceeds 2^64"
+                    )));
+                };
                 if span > padded {
                     return Err(invalid(format!(
                     "the kernel's {dim} ({k}, dilated to {span}) is larger than the padded input's \
@@ -325,7 +332,7 @@ impl Pool {
             // PyTorch's rule: padding at most half the kernel, so every window sees the input.
             for (i, &p) in padding.iter().enumerate() {
                 let k = kernel[i % 2];
-                if 2 * p > k {
+                if p > k / 2 {
                     let side = ["top", "left", "bottom", "right"][i];
                     return Err(invalid(format!(
                         "the {side} padding {p} is more than half the kernel's {} ({k})",

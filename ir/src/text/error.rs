@@ -193,14 +193,15 @@ impl fmt::Display for ProgramError {
         }
         let gutter = " ".repeat(d.line.max(1).to_string().len());
         if let Some(text) = &d.source_line {
+            let (text, column, width) = excerpt(text, d.column, d.width);
             // Keep tabs in the caret line so the carets line up under the fault.
             let pad: String = text
                 .chars()
-                .take(d.column - 1)
+                .take(column - 1)
                 .map(|c| if c == '\t' { '\t' } else { ' ' })
                 .collect();
             write!(f, "\n{gutter} |\n{} | {text}", d.line)?;
-            write!(f, "\n{gutter} | {pad}{}", "^".repeat(d.width))?;
+            write!(f, "\n{gutter} | {pad}{}", "^".repeat(width))?;
         }
         for note in &d.notes {
             write!(f, "\n{gutter} = {note}")?;
@@ -210,6 +211,35 @@ impl fmt::Display for ProgramError {
 }
 
 impl std::error::Error for ProgramError {}
+
+/// The characters of a source line shown around a fault: our choice, a terminal line's worth.
+const EXCERPT_CHARS: usize = 120;
+
+/// The part of source line `text` shown for a fault at 1-based `column` underlined for
+/// `width` characters: the whole line when it is short, else [`EXCERPT_CHARS`] characters
+/// from a little before the column, cut ends marked with `…` (a program written on one
+/// line of megabytes would otherwise be echoed whole). Returns the excerpt and the column
+/// and width within it.
+fn excerpt(text: &str, column: usize, width: usize) -> (String, usize, usize) {
+    let chars = text.chars().count();
+    if chars <= EXCERPT_CHARS {
+        return (text.to_string(), column.max(1), width);
+    }
+    let start = column
+        .saturating_sub(1 + EXCERPT_CHARS / 4)
+        .min(chars - EXCERPT_CHARS);
+    let mut shown: String = text.chars().skip(start).take(EXCERPT_CHARS).collect();
+    let mut column = column.max(1) - start;
+    if start > 0 {
+        shown.insert(0, '…');
+        column += 1;
+    }
+    if start + EXCERPT_CHARS < chars {
+        shown.push('…');
+    }
+    let width = width.min((EXCERPT_CHARS + 2).saturating_sub(column)).max(1);
+    (shown, column, width)
+}
 
 /// The candidate closest to `word` by edit distance, if it is close enough to be a typo.
 pub(crate) fn did_you_mean<'a>(
@@ -258,6 +288,33 @@ mod tests {
         assert_eq!(e.to_string(), "p.ron: error: cannot read");
         let e = ProgramError::at("p.ron", "", 9, 9, 1, ErrorKind::Syntax, "eof");
         assert_eq!(e.to_string(), "p.ron:9:9: error: eof");
+    }
+
+    /// A fault on a line longer than a terminal's shows the part of the line around it, the
+    /// carets under the same characters; a short line is shown whole.
+    #[test]
+    fn a_long_line_is_shown_around_the_fault() {
+        let line = format!("{}Bad{}", "a".repeat(5000), "b".repeat(5000));
+        let e = ProgramError::at("p.ron", &line, 1, 5001, 3, ErrorKind::Syntax, "unknown op");
+        let text = e.to_string();
+        assert!(text.len() < 400, "{} bytes", text.len());
+        let lines: Vec<&str> = text.lines().collect();
+        let (shown, carets) = (lines[2], lines[3]);
+        assert!(
+            shown.starts_with("1 | …a") && shown.ends_with("b…"),
+            "{shown}"
+        );
+        // The caret line is ASCII: its byte offset is the column, in characters.
+        let at = carets.find('^').unwrap();
+        let under: String = shown.chars().skip(at).take(3).collect();
+        assert_eq!(under, "Bad");
+        assert_eq!(carets.matches('^').count(), 3);
+        // At the line's end and past it, no cut at the end.
+        for column in [10_003, 10_004] {
+            let e = ProgramError::at("p.ron", &line, 1, column, 1, ErrorKind::Syntax, "x");
+            let text = e.to_string();
+            assert!(text.lines().nth(2).unwrap().ends_with('b'), "{text}");
+        }
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!
 //! 1. Every input of every node exists, and the graph's edges are exactly the nodes' input
 //!    lists (one edge per input slot, labelled with the slot).
-//! 2. Node names are non-empty and unique, and looking a node up by name finds it.
+//! 2. Node names are non-empty, free of control characters and unique, and looking a node up
+//!    by name finds it.
 //! 3. The graph is acyclic.
 //! 4. Every node's stored type equals the type re-inferred from its op and its inputs' stored
 //!    types (so arity, dtypes and shapes are consistent everywhere).
@@ -27,8 +28,9 @@
 //!    round-to-nearest overflow threshold) or `f32`; a `Uniform` initialiser's bounds and a
 //!    `Normal` initialiser's `|mean| + 8.58 std` (the largest Box-Muller radius of 53-bit
 //!    uniforms, `sqrt(-2 ln 2^-53)` = 8.57) do not overflow a float dtype.
-//! 7. `Input` stream names are non-empty and unique among inputs; `Outfeed` stream names are
-//!    non-empty and unique among outfeeds; no name is both an input and an outfeed stream.
+//! 7. Stream names are non-empty and free of control characters; `Input` stream names are
+//!    unique among inputs, `Outfeed` stream names among outfeeds; no name is both an input
+//!    and an outfeed stream.
 //! 8. `Input` nodes run in [`Phase::Step`] (an infeed delivers one micro-batch per step).
 //! 9. `Assign`'s first input is a `Variable` node, and each variable is assigned at most once
 //!    per phase.
@@ -165,6 +167,17 @@ fn check_names(graph: &Graph) -> Result<(), IrError> {
                 "",
                 &node.op,
                 format!("node {id} has an empty name"),
+            ));
+        }
+        if let Some(c) = node.name.chars().find(|c| c.is_control()) {
+            return Err(invalid(
+                "",
+                &node.op,
+                format!(
+                    "node {id}'s name {:?} holds the control character {c:?} (names are \
+                     printed in reports and on terminals)",
+                    node.name
+                ),
             ));
         }
         if !seen.insert(node.name.as_str()) || graph.find(&node.name) != Some(id) {
@@ -436,6 +449,16 @@ fn check_streams(graph: &Graph) -> Result<(), IrError> {
                 &node.name,
                 &node.op,
                 "stream name must not be empty".into(),
+            ));
+        }
+        if let Some(c) = stream.chars().find(|c| c.is_control()) {
+            return Err(invalid(
+                &node.name,
+                &node.op,
+                format!(
+                    "stream name {stream:?} holds the control character {c:?} (names are \
+                     printed in reports and on terminals)"
+                ),
             ));
         }
         if let Some(first) = mine

@@ -100,10 +100,19 @@ fn check_training(graph: &Graph, spec: &TrainingSpec) -> Result<(), IrError> {
             Err(field(path, format!("must be in [0, 1), got {v}")))
         }
     };
+    // AdamW's weight decay may be 0 (Adam's update), as `torch.optim.AdamW` allows.
+    let non_negative = |path: &str, v: f64| {
+        if v.is_finite() && v >= 0.0 {
+            Ok(())
+        } else {
+            Err(field(path, format!("must be finite and >= 0, got {v}")))
+        }
+    };
     for (name, value) in spec.optimizer.hyperparameters() {
         let path = format!("training.optimizer.{name}");
         match name {
             "momentum" | "beta1" | "beta2" => unit(&path, value)?,
+            "weight_decay" => non_negative(&path, value)?,
             _ => positive(&path, value)?,
         }
     }

@@ -133,6 +133,14 @@ pub enum ReportFileError {
         /// The report file.
         file: String,
     },
+    /// A report whose `total_cycles` is not a cycle count.
+    #[error("{file}: error: \"total_cycles\" is {found}, not a cycle count (an integer from 0 to 2^64 - 1)")]
+    BadTotalCycles {
+        /// The report file.
+        file: String,
+        /// The value found, as JSON.
+        found: String,
+    },
 }
 
 /// Reads a report file: JSON with a `total_cycles` field.
@@ -159,10 +167,19 @@ pub fn parse(text: &str, file: &str) -> Result<Value, ReportFileError> {
         Some(r) if v.get("total_cycles").is_none() => r.clone(),
         _ => v,
     };
-    if v.get("total_cycles").and_then(Value::as_u64).is_none() {
-        return Err(ReportFileError::NotAReport {
-            file: file.to_string(),
-        });
+    match v.get("total_cycles") {
+        None => {
+            return Err(ReportFileError::NotAReport {
+                file: file.to_string(),
+            })
+        }
+        Some(c) if c.as_u64().is_none() => {
+            return Err(ReportFileError::BadTotalCycles {
+                file: file.to_string(),
+                found: c.to_string(),
+            })
+        }
+        Some(_) => {}
     }
     Ok(v)
 }
@@ -306,9 +323,35 @@ fn show(v: &Option<Value>) -> String {
     }
 }
 
+/// `b − a` exactly, when both are integers (cycle and byte counts beyond 2^53 are not exact
+/// in `f64`).
+fn exact_delta(d: &FieldDiff) -> Option<i128> {
+    let int = |v: &Option<Value>| -> Option<i128> {
+        match v.as_ref()? {
+            Value::Number(n) => n
+                .as_u64()
+                .map(i128::from)
+                .or_else(|| n.as_i64().map(i128::from)),
+            _ => None,
+        }
+    };
+    Some(int(&d.b)? - int(&d.a)?)
+}
+
 fn show_delta(d: &FieldDiff) -> (String, String) {
     let delta = match d.delta {
         None => "-".into(),
+        Some(_) if exact_delta(d).is_some() => {
+            let x = exact_delta(d).unwrap_or(0);
+            let sign = match x.signum() {
+                1 => "+",
+                -1 => "-",
+                _ => "",
+            };
+            let abs = x.unsigned_abs();
+            let digits = u64::try_from(abs).map_or_else(|_| abs.to_string(), group);
+            format!("{sign}{digits}")
+        }
         Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => {
             let sign = if x > 0.0 {
                 "+"
@@ -450,6 +493,48 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("mm "), "{text}");
+    }
+
+    /// Counts beyond 2^53 differ exactly (f64 would round the difference).
+    #[test]
+    fn integer_deltas_are_exact() {
+        let (a, b) = (
+            report(1 << 60, 600, "16.16"),
+            report((1 << 60) + 1, 600, "16.16"),
+        );
+        let text = diff("a", &a, "b", &b).to_text(20);
+        let total = text
+            .lines()
+            .find(|l| l.starts_with("total_cycles"))
+            .unwrap();
+        assert!(total.contains(" +1 "), "{total}");
+        let (a, b) = (
+            report(9_007_199_254_740_993, 6, "16.16"),
+            report(7, 6, "16.16"),
+        );
+        let text = diff("a", &a, "b", &b).to_text(20);
+        let total = text
+            .lines()
+            .find(|l| l.starts_with("total_cycles"))
+            .unwrap();
+        assert!(total.contains(" -9,007,199,254,740,986 "), "{total}");
+    }
+
+    /// A `total_cycles` that is there but not a count is named as such.
+    #[test]
+    fn a_total_that_is_not_a_count_is_named() {
+        for (found, shown) in [("\"lots\"", "\"lots\""), ("-5", "-5"), ("1e308", "1e+308")] {
+            let e = parse(&format!("{{\"total_cycles\": {found}}}"), "r.json").unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "r.json: error: \"total_cycles\" is {shown}, not a cycle count (an integer \
+                     from 0 to 2^64 - 1)"
+                )
+            );
+        }
+        let e = parse("{\"cycles\": 5}", "r.json").unwrap_err();
+        assert!(e.to_string().contains("no \"total_cycles\""), "{e}");
     }
 
     #[test]

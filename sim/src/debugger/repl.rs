@@ -78,7 +78,7 @@ impl<H: HostIo> Session<H> {
                     .parse::<u32>()
                     .ok()
                     .filter(|&n| n > 0)
-                    .ok_or_else(|| format!("'{a}' is not a positive count")),
+                    .ok_or_else(|| format!("'{a}' is not a count from 1 to {}", u32::MAX)),
             }
         };
         let by = match cmd {
