@@ -198,6 +198,21 @@ fn bad_placements_name_the_option_and_the_value() {
         ]),
         "--gradient-accumulation 4: a 3-stage Interleaved pipeline keeps 5 micro-batches",
     );
+    // An overlapping schedule gives each stage an IPU of its own: `check` refuses two
+    // stages on one, as `compile` does.
+    let shared = dir.join("shared.ron");
+    std::fs::write(
+        &shared,
+        text.replace("Sequential", "Grouped")
+            .replace("ipus: [0, 2, 1]", "ipus: [0, 0, 1]"),
+    )
+    .unwrap();
+    for cmd in ["check", "compile"] {
+        fails(
+            &ipusim(&[cmd, shared.to_str().unwrap()]),
+            "pipeline.ipus [0, 0, 1]: the Grouped schedule runs each of its 3 stages on an IPU of its own",
+        );
+    }
     let short = dir.join("short.ron");
     std::fs::write(&short, text.replace("ipus: [0, 2, 1]", "ipus: [0, 1]")).unwrap();
     fails(

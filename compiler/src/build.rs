@@ -285,6 +285,16 @@ fn check_schedule(
     if stages <= 1 || schedule == Schedule::Sequential {
         return Ok(());
     }
+    let mut distinct = step.placement.stage_ipus.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() != stages as usize {
+        return Err(PlacementError::SharedIpu {
+            ipus: step.placement.stage_ipus.clone(),
+            schedule,
+            stages,
+        });
+    }
     // PopTorch: with pipelining, gradient accumulation "must be >= number of pipeline
     // stages (forward and backward)" (reference/user-features.md §2.1). S stages make
     // 2 S - 1 such stages in training (our reading: the last stage's forward and backward

@@ -206,6 +206,17 @@ pub enum PlacementError {
         /// The last IPU of the system.
         last: u32,
     },
+    /// An overlapping schedule with two stages on one IPU (each stage of a `Grouped` or
+    /// `Interleaved` pipeline runs on an IPU of its own).
+    #[error("pipeline.ipus {ipus:?}: the {schedule} schedule runs each of its {stages} stages on an IPU of its own, and two of them share one")]
+    SharedIpu {
+        /// The stages' IPUs.
+        ipus: Vec<u32>,
+        /// The schedule.
+        schedule: Schedule,
+        /// The stages.
+        stages: u32,
+    },
     /// Too few micro-batches to fill an overlapping pipeline.
     #[error("{option} {depth}: a {stages}-stage {schedule} pipeline keeps {needed} micro-batches in flight (each stage's forward and backward pass), so it needs a gradient accumulation of at least {needed}")]
     TooShallow {
