@@ -12,15 +12,15 @@
 
 pub use crate::ids::{TileId, MAX_IPUS, MAX_TILES_PER_IPU};
 
-/// The most tiles a system may have over all its IPUs and replicas ([`System::check_tiles`]):
-/// our choice, 2^21 = 2,097,152, over five times an IPU-POD256's 376,832 (256 GC200s) and
-/// within what the host holds per tile (the compiler's and the simulator's per-tile figures
-/// took about 270 bytes a tile in a compile of the digits MLP on a million-tile target).
-pub const MAX_SYSTEM_TILES: u64 = 1 << 21;
-
 use crate::error::CompileError;
 use crate::target::Target;
 use serde::{Deserialize, Serialize};
+
+/// The most tiles a system may have over all its IPUs and replicas ([`System::check_tiles`]):
+/// our choice, 2^21 = 2,097,152, over five times an IPU-POD256's 376,832 (256 GC200s). The
+/// compiler's per-tile figures took about 270 bytes a tile (4.5 GB for the digits MLP on 16
+/// IPUs of a million-tile target), so the bound keeps them under a gigabyte.
+pub const MAX_SYSTEM_TILES: u64 = 1 << 21;
 
 /// Where a sync reaches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

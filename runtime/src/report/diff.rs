@@ -339,10 +339,9 @@ fn exact_delta(d: &FieldDiff) -> Option<i128> {
 }
 
 fn show_delta(d: &FieldDiff) -> (String, String) {
-    let delta = match d.delta {
-        None => "-".into(),
-        Some(_) if exact_delta(d).is_some() => {
-            let x = exact_delta(d).unwrap_or(0);
+    let delta = match (d.delta, exact_delta(d)) {
+        (None, _) => "-".into(),
+        (Some(_), Some(x)) => {
             let sign = match x.signum() {
                 1 => "+",
                 -1 => "-",
@@ -352,7 +351,7 @@ fn show_delta(d: &FieldDiff) -> (String, String) {
             let digits = u64::try_from(abs).map_or_else(|_| abs.to_string(), group);
             format!("{sign}{digits}")
         }
-        Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => {
+        (Some(x), None) if x.fract() == 0.0 && x.abs() < 1e15 => {
             let sign = if x > 0.0 {
                 "+"
             } else if x < 0.0 {
@@ -362,7 +361,7 @@ fn show_delta(d: &FieldDiff) -> (String, String) {
             };
             format!("{sign}{}", group(x.abs() as u64))
         }
-        Some(x) => format!("{x:+.4}"),
+        (Some(x), None) => format!("{x:+.4}"),
     };
     let pct = match (d.percent, d.delta) {
         (Some(p), _) => format!("{p:+.2}%"),
