@@ -400,10 +400,10 @@ fn a_matmul_of_2_28_rows_is_out_of_memory_without_host_memory_per_row() {
 #[test]
 fn a_value_larger_than_an_ipu_is_out_of_memory_before_it_is_laid_out() {
     // Each of these laid its value out element by element or row by row until the host's
-    // allocator aborted (exit 134): a broadcast and a pad to 1.6 GB, and the digits MLP at a
-    // batch of ten million. Each is now the out-of-memory verdict (exit 2) at the node, in
-    // a few MB of host memory (the MLP's u8 input, 640 MB, fits; its normalised FP16
-    // pixels do not).
+    // allocator aborted (exit 134): a broadcast to 1.6 GB, a pad to 3.8 GB, and the digits
+    // MLP at a batch of ten million. Each is now the out-of-memory verdict (exit 2) at the
+    // node, in a few MB of host memory (the MLP's u8 input, 640 MB, fits; its normalised
+    // FP16 pixels do not).
     let dir = scratch("rel-too-large");
     let program = |op: &str| {
         format!(
