@@ -105,6 +105,17 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
         if node.name.is_empty() {
             return Err(map.at(&path, ErrorKind::Invalid, "node names must not be empty"));
         }
+        if let Some(c) = node.name.chars().find(|c| c.is_control()) {
+            return Err(map.at(
+                &path,
+                ErrorKind::Invalid,
+                format!(
+                    "node name {:?} holds the control character {c:?} (names are printed in \
+                     reports and on terminals)",
+                    node.name
+                ),
+            ));
+        }
         if let Some(&first) = index.get(node.name.as_str()) {
             return Err(map
                 .at(
