@@ -285,10 +285,7 @@ fn check_schedule(
     if stages <= 1 || schedule == Schedule::Sequential {
         return Ok(());
     }
-    let mut distinct = step.placement.stage_ipus.clone();
-    distinct.sort_unstable();
-    distinct.dedup();
-    if distinct.len() != stages as usize {
+    if step.placement.shares_an_ipu() {
         return Err(PlacementError::SharedIpu {
             ipus: step.placement.stage_ipus.clone(),
             schedule,

@@ -128,6 +128,15 @@ impl Placement {
         self.stage_ipus.len() as u32
     }
 
+    /// Whether two stages are placed on one IPU (an overlapping schedule gives each stage an
+    /// IPU of its own).
+    pub fn shares_an_ipu(&self) -> bool {
+        let mut ipus = self.stage_ipus.clone();
+        ipus.sort_unstable();
+        ipus.dedup();
+        ipus.len() != self.stage_ipus.len()
+    }
+
     /// The stage of node `id`.
     pub fn stage_of(&self, id: NodeId) -> u32 {
         self.node_stage.get(id.as_usize()).copied().unwrap_or(0)

@@ -66,10 +66,7 @@ impl Segments {
         if stages <= 1 || placement.schedule == Schedule::Sequential {
             return Ok(None);
         }
-        let mut ipus = placement.stage_ipus.clone();
-        ipus.sort_unstable();
-        ipus.dedup();
-        if ipus.len() != stages as usize {
+        if placement.shares_an_ipu() {
             return Err(CompileError::Unsupported {
                 node: "pipeline".into(),
                 op: "Pipeline",

@@ -12,7 +12,7 @@ use crate::graph::{Graph, NodeId, Phase};
 use crate::op::Op;
 use crate::pipeline::PipelineSpec;
 use crate::program::{InfeedSpec, OutfeedSpec, Program, TrainingSpec};
-use crate::validate::{find_cycle, validate_program};
+use crate::validate::{control_character, find_cycle, validate_program};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -105,16 +105,8 @@ pub(crate) fn build(mut doc: ProgramDoc, map: &SourceMap) -> Result<Program, Pro
         if node.name.is_empty() {
             return Err(map.at(&path, ErrorKind::Invalid, "node names must not be empty"));
         }
-        if let Some(c) = node.name.chars().find(|c| c.is_control()) {
-            return Err(map.at(
-                &path,
-                ErrorKind::Invalid,
-                format!(
-                    "node name {:?} holds the control character {c:?} (names are printed in \
-                     reports and on terminals)",
-                    node.name
-                ),
-            ));
+        if let Some(fault) = control_character("node name", &node.name) {
+            return Err(map.at(&path, ErrorKind::Invalid, fault));
         }
         if let Some(&first) = index.get(node.name.as_str()) {
             return Err(map

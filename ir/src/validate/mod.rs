@@ -106,6 +106,16 @@ fn field(path: impl Into<String>, message: impl Into<String>) -> IrError {
     }
 }
 
+/// The fault of a name (`what`, e.g. "stream name") holding a control character, if it
+/// holds one: names are printed in reports and on terminals.
+pub(crate) fn control_character(what: &str, name: &str) -> Option<String> {
+    let c = name.chars().find(|c| c.is_control())?;
+    Some(format!(
+        "{what} {name:?} holds the control character {c:?} (names are printed in reports and \
+         on terminals)"
+    ))
+}
+
 fn invalid(node: &str, op: &Op, message: String) -> IrError {
     IrError::Invalid {
         node: node.to_string(),
@@ -169,16 +179,8 @@ fn check_names(graph: &Graph) -> Result<(), IrError> {
                 format!("node {id} has an empty name"),
             ));
         }
-        if let Some(c) = node.name.chars().find(|c| c.is_control()) {
-            return Err(invalid(
-                "",
-                &node.op,
-                format!(
-                    "node {id}'s name {:?} holds the control character {c:?} (names are \
-                     printed in reports and on terminals)",
-                    node.name
-                ),
-            ));
+        if let Some(fault) = control_character(&format!("node {id}'s name"), &node.name) {
+            return Err(invalid("", &node.op, fault));
         }
         if !seen.insert(node.name.as_str()) || graph.find(&node.name) != Some(id) {
             return Err(IrError::DuplicateName(node.name.clone()));
@@ -451,15 +453,8 @@ fn check_streams(graph: &Graph) -> Result<(), IrError> {
                 "stream name must not be empty".into(),
             ));
         }
-        if let Some(c) = stream.chars().find(|c| c.is_control()) {
-            return Err(invalid(
-                &node.name,
-                &node.op,
-                format!(
-                    "stream name {stream:?} holds the control character {c:?} (names are \
-                     printed in reports and on terminals)"
-                ),
-            ));
+        if let Some(fault) = control_character("stream name", stream) {
+            return Err(invalid(&node.name, &node.op, fault));
         }
         if let Some(first) = mine
             .get(stream.as_str())
