@@ -5,6 +5,9 @@
 //! tensor. Both sum every element: the inputs are small integers, so every order gives the
 //! exact sum. An intermediate stage spreads its sums over tiles by their work.
 
+mod common;
+
+use common::programs;
 use ipusim_compiler::{compile, CompileOptions, Executable, Target};
 use ipusim_ir::{DType, GraphBuilder, Init, Op, Shape};
 use ipusim_sim::host::QueueHost;
@@ -363,4 +366,48 @@ fn the_sum_of_a_variables_squares_is_compiled() {
     engine.run(&mut host).unwrap();
     let got = f32::from_le_bytes(host.outfeeds["y"][0][..4].try_into().unwrap());
     assert_eq!(got, want);
+}
+
+#[test]
+fn a_tile_of_many_reductions_shares_them_whole_between_its_workers() {
+    // The shipped CNN on 16 tiles: a tile of its first batch norm's statistics holds ten
+    // blocks (one per image of the micro-batch, channel groups of 8). As PopLibs'
+    // single-stage path does, they run as one group, each block whole on one worker, equal
+    // blocks in consecutive runs (4 workers take two, 2 take one), not ten groups one after
+    // the other each split among the workers. (The differential tests hold its values to
+    // the interpreter's.)
+    let l = programs::launch_with(
+        &programs::root().join("programs/resnet_digits.ron"),
+        &programs::mk2(16),
+        Default::default(),
+    );
+    let cs = l
+        .executable
+        .compute_sets
+        .iter()
+        .find(|c| c.name == "bn1/mean/local+power/local")
+        .expect("the first batch norm's local statistics");
+    let mut shared = 0;
+    for t in &cs.tiles {
+        // The compute set sums the mean's and the power's statistics: a group each.
+        assert!(
+            t.groups.len() <= 2,
+            "tile {:?}: {} groups",
+            t.tile,
+            t.groups.len()
+        );
+        for g in t.groups.iter().filter(|g| g.vertices.len() >= 6) {
+            shared += 1;
+            let workers: Vec<u8> = g.vertices.iter().map(|v| v.worker).collect();
+            assert!(
+                workers.windows(2).all(|w| w[0] <= w[1]) && workers.last() == Some(&5),
+                "tile {:?}: workers {workers:?}",
+                t.tile
+            );
+            let per = |w: u8| workers.iter().filter(|&&x| x == w).count();
+            let (most, least) = ((0..6).map(per).max(), (0..6).map(per).min());
+            assert!(most.unwrap() - least.unwrap() <= 1, "{workers:?}");
+        }
+    }
+    assert!(shared >= 16, "{shared} groups of six blocks or more");
 }

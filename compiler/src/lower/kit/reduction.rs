@@ -39,6 +39,7 @@ use crate::lower::core::Lowerer;
 use crate::lower::kit::mapping::{
     choose_tiles, grain, min_elements_per_tile, worker_slices, Mapping,
 };
+use crate::lower::kit::share;
 use crate::lower::kit::stage::{ExchangeBuilder, TileScratch};
 use ipusim_exe::workers::ALL_WORKERS;
 use ipusim_ir::{DType, NodeId, Shape};
@@ -128,6 +129,11 @@ struct LocalBlock {
 }
 
 impl LocalBlock {
+    /// The elements the block's vertex reads: its repeats' strides and the last repeat.
+    fn len(&self) -> u64 {
+        self.outer.saturating_sub(1) * self.stride + self.groups * self.count * self.width
+    }
+
     /// Takes `next` in as a further repeat when it is the next outer index's block of the
     /// same outputs on the same tile, at the same stride (PopLibs' strided reduce sums such
     /// repeats with its outer strides: a batch norm's statistics over the images a tile
@@ -191,10 +197,12 @@ fn scratch(lw: &mut Lowerer, spec: &Spec, stage: &str) -> TileScratch {
     )
 }
 
-/// Stage-1 work: one `Reduce` group per block, reading the block from `input` and writing
-/// its `groups × width` results in `output` at the tensor and position `dst` gives it. The
-/// blocks of one tile that follow each other share one work entry (a tile of a batch norm's
-/// statistics holds dozens of blocks).
+/// Stage-1 work: `Reduce` vertices reading each block from `input` and writing its
+/// `groups × width` results in `output` at the tensor and position `dst` gives it, the
+/// blocks of one tile in one work entry (a tile of a batch norm's statistics holds dozens of
+/// blocks). A tile of at least as many blocks as workers runs them as one group, each block
+/// whole on the worker [`share::distribute`] gives it (PopLibs' single-stage path); a tile
+/// of fewer runs each block as a group of its own, split among the workers.
 fn local_work(
     lw: &mut Lowerer,
     spec: &Spec,
@@ -203,27 +211,61 @@ fn local_work(
     (output, scale): (DType, f64),
     mut dst: impl FnMut(&mut Lowerer, &LocalBlock) -> (TensorId, u64),
 ) -> Vec<TileWork> {
+    let nw = lw.target().worker_contexts.max(1) as usize;
+    let add = matches!(spec.kind, Kind::Sum | Kind::SumSquares);
+    let vw = lw.target().vector_width(output);
     blocks
         .chunk_by(|a, b| a.tile == b.tile)
         .map(|run| {
-            let groups = run
-                .iter()
-                .map(|b| {
-                    let at = dst(lw, b);
-                    let vertices = block_vertices(
-                        lw,
-                        (input, b.pos),
-                        at,
-                        (b.groups, b.count, b.width),
-                        (b.outer, b.stride),
-                        scale,
-                    );
-                    VertexGroup {
-                        codelet: codelet(spec, output),
-                        vertices,
-                    }
-                })
-                .collect();
+            let groups = if run.len() >= nw && spec.kind != Kind::ArgMax {
+                let costs: Vec<u64> = run
+                    .iter()
+                    .map(|b| {
+                        let partials = b.outer * b.groups * b.count * b.width;
+                        share::rough_cycles(partials, b.groups * b.width, output, vw, add)
+                    })
+                    .collect();
+                let workers = share::distribute(&costs, nw);
+                let vertices = run
+                    .iter()
+                    .zip(workers)
+                    .map(|(b, w)| {
+                        let at = dst(lw, b);
+                        block_vertex(
+                            lw,
+                            w as u8,
+                            (input, b.pos, b.len()),
+                            at,
+                            (b.groups, b.count, b.width),
+                            (b.outer, b.stride),
+                            (0, b.width),
+                            scale,
+                        )
+                    })
+                    .collect();
+                vec![VertexGroup {
+                    codelet: codelet(spec, output),
+                    vertices,
+                }]
+            } else {
+                run.iter()
+                    .map(|b| {
+                        let at = dst(lw, b);
+                        let vertices = block_vertices(
+                            lw,
+                            (input, b.pos),
+                            at,
+                            (b.groups, b.count, b.width),
+                            (b.outer, b.stride),
+                            scale,
+                        );
+                        VertexGroup {
+                            codelet: codelet(spec, output),
+                            vertices,
+                        }
+                    })
+                    .collect()
+            };
             TileWork {
                 tile: lw.tile_id(run[0].tile),
                 groups,
