@@ -83,6 +83,26 @@ fn the_report_has_a_row_per_ipu_with_the_labels_on_the_loss_ipu() {
         (0..3).map(|i| field(i, "execute_cycles")).sum::<u64>(),
         r["categories"]["OnTileExecute"].as_u64().unwrap()
     );
+    // Each IPU's memory is its own tiles': the rows add up to the total, the fullest row is
+    // the fullest tile, and each IPU's free bytes are its capacity less what it holds.
+    let memory = |f: &str| r["memory"][f].as_u64().unwrap();
+    assert_eq!(
+        (0..3).map(|i| field(i, "memory_bytes")).sum::<u64>(),
+        memory("total_bytes")
+    );
+    assert_eq!(
+        (0..3).map(|i| field(i, "max_tile_bytes")).max(),
+        Some(memory("max_tile_bytes"))
+    );
+    for i in 0..3 {
+        let capacity = field(i, "tiles") * memory("bytes_per_tile_capacity");
+        assert!(field(i, "memory_bytes") > 0, "IPU {i}");
+        assert_eq!(
+            field(i, "free_bytes"),
+            capacity - field(i, "memory_bytes"),
+            "IPU {i}"
+        );
+    }
     // The copies between the stages' IPUs are global exchange code, the code's fourth part.
     let k = &r["memory"]["categories"];
     let code = |f: &str| k[f].as_u64().unwrap_or_else(|| panic!("{f}: {k}"));

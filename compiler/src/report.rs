@@ -244,23 +244,29 @@ fn is_zero(v: &u64) -> bool {
 
 /// The per-IPU rows of `exe`.
 fn ipu_rows(exe: &Executable) -> Vec<IpuReport> {
+    let cap = exe.memory.bytes_per_tile_capacity;
+    // (memory, max tile, OOM tiles, bytes held up to capacity) per IPU number, in one pass
+    // over the tiles (a pass per IPU was quadratic in the IPUs).
+    let ipus = exe.estimate.ipus.iter().map(|c| c.ipu as usize + 1).max();
+    let mut per = vec![(0u64, 0u64, 0u32, 0u64); ipus.unwrap_or(0)];
+    for t in &exe.memory.tiles {
+        if let Some(p) = per.get_mut(t.tile.ipu() as usize) {
+            p.0 += t.total;
+            p.1 = p.1.max(t.total);
+            p.2 += u32::from(t.total > cap);
+            p.3 = p.3.saturating_add(t.total.min(cap));
+        }
+    }
     exe.estimate
         .ipus
         .iter()
         .map(|c| {
-            let tiles = exe.memory.tiles.iter().filter(|t| t.tile.ipu() == c.ipu);
-            let (mut memory_bytes, mut max_tile_bytes, mut oom_tiles) = (0u64, 0u64, 0u32);
-            let cap = exe.memory.bytes_per_tile_capacity;
+            let (memory_bytes, max_tile_bytes, oom_tiles, held) =
+                per.get(c.ipu as usize).copied().unwrap_or_default();
             // Tiles without a row in the plan hold nothing.
-            let mut free_bytes = cap.saturating_mul(exe.target.tiles as u64);
-            for t in tiles {
-                free_bytes = free_bytes.saturating_sub(t.total.min(cap));
-                memory_bytes += t.total;
-                max_tile_bytes = max_tile_bytes.max(t.total);
-                if t.total > exe.memory.bytes_per_tile_capacity {
-                    oom_tiles += 1;
-                }
-            }
+            let free_bytes = cap
+                .saturating_mul(exe.target.tiles as u64)
+                .saturating_sub(held);
             IpuReport {
                 ipu: c.ipu,
                 tiles: exe.target.tiles,
