@@ -129,11 +129,6 @@ struct LocalBlock {
 }
 
 impl LocalBlock {
-    /// The elements the block's vertex reads: its repeats' strides and the last repeat.
-    fn len(&self) -> u64 {
-        self.outer.saturating_sub(1) * self.stride + self.groups * self.count * self.width
-    }
-
     /// Takes `next` in as a further repeat when it is the next outer index's block of the
     /// same outputs on the same tile, at the same stride (PopLibs' strided reduce sums such
     /// repeats with its outer strides: a batch norm's statistics over the images a tile
@@ -231,14 +226,13 @@ fn local_work(
                     .zip(workers)
                     .map(|(b, w)| {
                         let at = dst(lw, b);
-                        block_vertex(
+                        whole_block_vertex(
                             lw,
                             w as u8,
-                            (input, b.pos, b.len()),
+                            (input, b.pos),
                             at,
                             (b.groups, b.count, b.width),
                             (b.outer, b.stride),
-                            (0, b.width),
                             scale,
                         )
                     })
@@ -751,23 +745,45 @@ fn gather(
 /// vectors (one group), as [`ipusim_exe::workers::block_slices`] cuts it.
 pub(crate) fn block_vertices(
     lw: &Lowerer,
-    (input, in_pos): (TensorId, u64),
-    (out, out_pos): (TensorId, u64),
-    (groups, count, width): (u64, u64, u64),
+    input: (TensorId, u64),
+    out: (TensorId, u64),
+    dims: (u64, u64, u64),
     outer: (u64, u64),
     scale: f64,
 ) -> Vec<Vertex> {
-    let repeats = outer.0.saturating_sub(1) * outer.1;
-    vec![block_vertex(
+    vec![whole_block_vertex(
         lw,
         ALL_WORKERS,
+        input,
+        out,
+        dims,
+        outer,
+        scale,
+    )]
+}
+
+/// [`block_vertices`]' vertex of the whole block on `worker` (or split among the workers,
+/// [`ALL_WORKERS`]).
+fn whole_block_vertex(
+    lw: &Lowerer,
+    worker: u8,
+    (input, in_pos): (TensorId, u64),
+    out: (TensorId, u64),
+    (groups, count, width): (u64, u64, u64),
+    outer: (u64, u64),
+    scale: f64,
+) -> Vertex {
+    let repeats = outer.0.saturating_sub(1) * outer.1;
+    block_vertex(
+        lw,
+        worker,
         (input, in_pos, repeats + groups * count * width),
-        (out, out_pos),
+        out,
         (groups, count, width),
         outer,
         (0, width),
         scale,
-    )]
+    )
 }
 
 /// A block vertex (`Reduce`, `ArgMax`) on `worker`: it reads `len` elements of `input` from
