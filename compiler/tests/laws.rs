@@ -292,9 +292,33 @@ fn reductions_over_the_chip_are_multi_stage() {
     let names: Vec<&str> = exe.compute_sets.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(
         names,
-        ["reduce_sum/local", "reduce_sum/combine", "reduce_sum"],
+        [
+            "reduce_sum/local",
+            "reduce_sum/local/second",
+            "reduce_sum/combine",
+            "reduce_sum"
+        ],
         "{names:?}"
     );
+    // A tile's ~712 elements are one reduction with one output: as PopLibs'
+    // `splitTwoStageReductionsBetweenWorkers` does, its rows are cut into six runs (an
+    // estimate of 30 + 712 / 4 cycles whole, 60 + 178 / 6 in six), one per worker, and a
+    // second compute set adds the six partial sums.
+    for t in &exe.compute_sets[0].tiles {
+        let workers: Vec<u8> = t.groups[0].vertices.iter().map(|v| v.worker).collect();
+        assert_eq!(workers, [0, 1, 2, 3, 4, 5], "tile {:?}", t.tile);
+    }
+    for t in &exe.compute_sets[1].tiles {
+        let counts: Vec<u32> = t.groups[0]
+            .vertices
+            .iter()
+            .map(|v| match &v.params {
+                ipusim_compiler::VertexParams::Block(p) => p.count,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(counts, [6], "tile {:?}", t.tile);
+    }
     // Stage 1 runs on every tile holding x; the final sum on one tile from ~sqrt(1472)
     // partials instead of 1472.
     let last = exe.compute_sets.last().unwrap();

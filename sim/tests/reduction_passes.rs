@@ -9,6 +9,7 @@ mod common;
 
 use common::programs;
 use ipusim_compiler::{compile, CompileOptions, Executable, Target};
+use ipusim_exe::cycles::{tile_work_cycles, vertex::group_cycles};
 use ipusim_ir::{DType, GraphBuilder, Init, Op, Shape};
 use ipusim_sim::host::QueueHost;
 use ipusim_sim::tensor::Tensor;
@@ -371,16 +372,20 @@ fn the_sum_of_a_variables_squares_is_compiled() {
 #[test]
 fn a_tile_of_many_reductions_shares_them_whole_between_its_workers() {
     // The shipped CNN on 16 tiles: a tile of its first batch norm's statistics holds ten
-    // blocks (one per image of the micro-batch, channel groups of 8). As PopLibs'
-    // single-stage path does, they run as one group, each block whole on one worker, equal
-    // blocks in consecutive runs (4 workers take two, 2 take one), not ten groups one after
-    // the other each split among the workers. (The differential tests hold its values to
-    // the interpreter's.)
+    // blocks of the mean and ten of the power (one per image of the micro-batch, channel
+    // groups of 8). The two reductions share the compute set as PopLibs' `reduceMany` does,
+    // each planned for its quota of ⌈6 / 2⌉ = 3 workers (`ReduceManyInfo::assignWorkers`):
+    // the mean's blocks whole on workers 0–2, the power's on 3–5, equal blocks in
+    // consecutive runs (4, 3, 3), as PopLibs' single-stage path deals them, and the two
+    // groups' vertices side by side on the six workers: the tile costs its busiest worker
+    // once, not the two groups one after the other. (The differential tests hold the
+    // values to the interpreter's.)
     let l = programs::launch_with(
         &programs::root().join("programs/resnet_digits.ron"),
         &programs::mk2(16),
         Default::default(),
     );
+    let target = &l.executable.target;
     let cs = l
         .executable
         .compute_sets
@@ -389,25 +394,76 @@ fn a_tile_of_many_reductions_shares_them_whole_between_its_workers() {
         .expect("the first batch norm's local statistics");
     let mut shared = 0;
     for t in &cs.tiles {
-        // The compute set sums the mean's and the power's statistics: a group each.
-        assert!(
-            t.groups.len() <= 2,
-            "tile {:?}: {} groups",
-            t.tile,
-            t.groups.len()
-        );
-        for g in t.groups.iter().filter(|g| g.vertices.len() >= 6) {
-            shared += 1;
+        let [mean, power] = &t.groups[..] else {
+            panic!("tile {:?}: {} groups", t.tile, t.groups.len());
+        };
+        if mean.vertices.len() < 6 {
+            continue;
+        }
+        shared += 1;
+        for (g, first) in [(mean, 0u8), (power, 3)] {
             let workers: Vec<u8> = g.vertices.iter().map(|v| v.worker).collect();
+            let per: Vec<usize> = (first..first + 3)
+                .map(|w| workers.iter().filter(|&&x| x == w).count())
+                .collect();
             assert!(
-                workers.windows(2).all(|w| w[0] <= w[1]) && workers.last() == Some(&5),
+                workers.windows(2).all(|w| w[0] <= w[1])
+                    && per.iter().sum::<usize>() == workers.len()
+                    && per.iter().max().unwrap() - per.iter().min().unwrap() <= 1,
                 "tile {:?}: workers {workers:?}",
                 t.tile
             );
-            let per = |w: u8| workers.iter().filter(|&&x| x == w).count();
-            let (most, least) = ((0..6).map(per).max(), (0..6).map(per).min());
-            assert!(most.unwrap() - least.unwrap() <= 1, "{workers:?}");
         }
+        let apart = group_cycles(target, mean).total + group_cycles(target, power).total;
+        let together = tile_work_cycles(target, t);
+        assert!(together < apart, "tile {:?}: {together} >= {apart}", t.tile);
     }
-    assert!(shared >= 16, "{shared} groups of six blocks or more");
+    // Every tile but the last (which holds fewer channels) holds ten blocks of each.
+    assert!(
+        shared >= 15 && shared + 1 >= cs.tiles.len(),
+        "{shared} of {} tiles of six blocks or more",
+        cs.tiles.len()
+    );
+}
+
+#[test]
+fn a_tiles_one_long_reduction_is_cut_into_runs_summed_in_a_second_stage() {
+    // The sum of 1,000 f32 values on one tile: one reduction with one output, so PopLibs'
+    // two-stage path cuts its rows into six runs (an estimate of 30 + 1000 / 4 cycles
+    // whole, 60 + 250 / 6 in six), in grains of the f32 vector width (two) with the
+    // remainder on the first runs: 168, 168, 166, 166, 166, 166. Each run is summed in
+    // ascending order on a worker of its own, and a second compute set adds the six sums in
+    // order: the result is that order's, bit for bit, not the sequential sum's.
+    let mut b = GraphBuilder::new();
+    let x = b.variable("x", DType::F32, [1000], Init::Zeros).unwrap();
+    let y = b.reduce_sum(x, &[0], false).unwrap();
+    b.outfeed("y", y).unwrap();
+    let exe = compile(&b.finish(), &programs::mk2(1), &CompileOptions::default()).unwrap();
+    let names: Vec<&str> = exe.compute_sets.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["reduce_sum", "reduce_sum/second"]);
+    // Values over six decades, so that the order of the sum shows in its rounding.
+    let xs: Vec<f32> = (0..1000u32)
+        .map(|i| ((i * 7919) % 1000) as f32 * 10f32.powi((i % 6) as i32 - 3) - 40.0)
+        .collect();
+    let mut runs = Vec::new();
+    let mut at = 0;
+    for len in [168, 168, 166, 166, 166, 166] {
+        runs.push(xs[at..at + len].iter().fold(0f32, |s, &v| s + v));
+        at += len;
+    }
+    let want = runs.iter().fold(0f32, |s, &v| s + v);
+    let sequential = xs.iter().fold(0f32, |s, &v| s + v);
+    assert_ne!(
+        want.to_bits(),
+        sequential.to_bits(),
+        "the data must tell the orders apart"
+    );
+    let mut engine = Engine::new(std::sync::Arc::new(exe), Default::default()).unwrap();
+    engine
+        .write_variable("x", &Tensor::f32(Shape::new(vec![1000]), xs).unwrap())
+        .unwrap();
+    let mut host = QueueHost::new();
+    engine.run(&mut host).unwrap();
+    let got = f32::from_le_bytes(host.outfeeds["y"][0][..4].try_into().unwrap());
+    assert_eq!(got.to_bits(), want.to_bits(), "{got} against {want}");
 }

@@ -29,19 +29,44 @@ pub mod window;
 
 pub use crate::estimate::{ComputeSetCycles, CycleEstimate, ExchangeCycles, IpuCycles};
 use crate::executable::{
-    CollectiveOp, ComputeSet, Exchange, Executable, Program, TensorId, TileWork,
+    CollectiveOp, ComputeSet, Exchange, Executable, Program, TensorId, TileWork, VertexGroup,
 };
 use crate::system::{System, TileId};
 use crate::target::Target;
 use rayon::prelude::*;
 use vertex::group_total;
 
-/// Cycles of one tile in a compute set: its vertex groups run one after the other.
+/// Cycles of one tile in a compute set ([`groups_cycles`] of its groups).
 pub fn tile_work_cycles(target: &Target, work: &TileWork) -> u64 {
-    work.groups
-        .iter()
-        .map(|g| group_total(target, g))
-        .fold(0, u64::saturating_add)
+    groups_cycles(target, &work.groups)
+}
+
+/// Cycles of a tile's vertex `groups` in a compute set: they run one after the other, but
+/// for the reduction groups whose vertices each have a worker of their own
+/// ([`vertex::shares_workers`]): those are worker vertices that Poplar runs side by side on
+/// the tile's worker contexts, so their workers' cycles add up per worker and the tile pays
+/// for its busiest worker once (`worker_contexts × max`, as one group does), plus each
+/// group's supervisor cycles.
+pub fn groups_cycles(target: &Target, groups: &[VertexGroup]) -> u64 {
+    let nw = target.worker_contexts.max(1) as usize;
+    let mut shared = smallvec::SmallVec::<[u64; 8]>::from_elem(0, nw);
+    let (mut sequential, mut supervisors, mut any) = (0u64, 0u64, false);
+    for g in groups {
+        if vertex::shares_workers(g) {
+            supervisors =
+                supervisors.saturating_add(vertex::add_worker_cycles(target, g, &mut shared));
+            any = true;
+        } else {
+            sequential = sequential.saturating_add(group_total(target, g));
+        }
+    }
+    if !any {
+        return sequential;
+    }
+    let busiest = shared.iter().copied().max().unwrap_or(0);
+    sequential
+        .saturating_add(supervisors)
+        .saturating_add((nw as u64).saturating_mul(busiest))
 }
 
 /// Cycles of a compute set: the slowest tile (all tiles start together after a sync).

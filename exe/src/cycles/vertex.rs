@@ -49,6 +49,22 @@ pub fn group_total(target: &Target, group: &VertexGroup) -> u64 {
     total(supervisor, &workers)
 }
 
+/// Whether `group` is reduction worker vertices (`Reduce`, `ArgMax`) each on a worker of its
+/// own, which share a tile's worker contexts with its other such groups in a compute set
+/// ([`super::groups_cycles`]; PopLibs' reductions are worker vertices, not supervisor ones).
+pub fn shares_workers(group: &VertexGroup) -> bool {
+    matches!(
+        group.codelet,
+        Codelet::Reduce { .. } | Codelet::ArgMax { .. }
+    ) && !group.vertices.iter().any(workers::is_split)
+}
+
+/// Adds the cycles of each worker of `group` into `workers` (one slot per worker context);
+/// returns the group's supervisor cycles.
+pub fn add_worker_cycles(target: &Target, group: &VertexGroup, workers: &mut [u64]) -> u64 {
+    costs(target, group, workers)
+}
+
 /// `supervisor + workers × max(workers)`.
 fn total(supervisor: u64, workers: &[u64]) -> u64 {
     let max = workers.iter().copied().max().unwrap_or(0);

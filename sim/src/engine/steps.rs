@@ -10,7 +10,7 @@ use crate::codelets::{self, Scratch, VertexError, Worker};
 use crate::host::HostIo;
 use crate::numerics::{FpCtl, FpSts};
 use crate::trace::{Event, TileCycle};
-use ipusim_exe::cycles::vertex::group_cycles;
+use ipusim_exe::cycles::groups_cycles;
 use ipusim_exe::executable::{
     CollectiveOp, ComputeSet, ComputeSetId, ExchangeId, StreamDirection, StreamId, TensorId,
     TileWork,
@@ -317,10 +317,7 @@ impl Engine {
         }
         if let Some((i, (group, vertex, worker, f))) = fault {
             let work = &cs.tiles[i];
-            let before: u64 = work.groups[..group]
-                .iter()
-                .map(|g| group_cycles(&exe.target, g).total)
-                .sum();
+            let before = groups_cycles(&exe.target, &work.groups[..group]);
             let dump = FpExceptionDump {
                 tile: work.tile,
                 worker,

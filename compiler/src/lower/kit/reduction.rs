@@ -16,7 +16,10 @@
 //!    with outer strides), summed on in ascending `o`, then `r`. Each run (with its repeats)
 //!    is a *contribution* to the outputs it covers, keyed by its first `(o, r)` as
 //!    `o · R + r` (`o` the outer index, 0 without one): the order of the sum is ascending
-//!    key.
+//!    key. A tile that holds fewer reductions than workers may cut one by rows, as PopLibs'
+//!    two-stage path does ([`super::share`]): each of its runs of consecutive rows (of consecutive
+//!    outer indices when it has repeats) is summed the same way into a partial in the
+//!    accumulation type, and a second compute set adds the runs' partials in ascending order.
 //! 2. **Optionally** (when an output has many contributions and a second superstep is
 //!    cheaper than gathering them all on one tile), the contributing tiles are split into
 //!    `K ≈ √C` groups of consecutive tile numbers; each group's contributions are summed on a
@@ -26,55 +29,24 @@
 //!    sequentially in ascending key by a `Reduce` vertex, which applies the mean's scale and
 //!    rounds once to the output type.
 //!
-//! So every output is a sum tree with at most three levels, each level a sequential sum in
+//! So every output is a sum tree with at most four levels, each level a sequential sum in
 //! the accumulation type (f32 for half data unless partials are half). For `n` summands the
 //! error of any such tree with `n − 1` additions is bounded by `(n − 1)·u·Σ|x_i|` to first
 //! order (`u` the unit roundoff of the accumulation type), plus one final rounding.
 //! When every output has a single contribution (whole rows on one tile), stage 1 writes the
 //! output directly.
 
-use crate::codelets::{BlockParams, Codelet, ReduceOp, VertexParams};
-use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex, VertexGroup};
+use crate::executable::{TensorId, TensorKind, TileWork, VertexGroup};
 use crate::lower::core::Lowerer;
+use crate::lower::kit::block::block_vertex;
+use crate::lower::kit::first_stage::{codelet, local_work, scratch, LocalBlock};
+pub(crate) use crate::lower::kit::first_stage::{Kind, Spec};
 use crate::lower::kit::mapping::{
     choose_tiles, grain, min_elements_per_tile, worker_slices, Mapping,
 };
-use crate::lower::kit::share;
 use crate::lower::kit::stage::{ExchangeBuilder, TileScratch};
-use ipusim_exe::workers::ALL_WORKERS;
-use ipusim_ir::{DType, NodeId, Shape};
+use ipusim_ir::DType;
 use std::collections::BTreeMap;
-
-/// What is reduced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Sum,
-    /// The sum of the squares of the input (the first pass's local sums square each element;
-    /// the later stages add the partial sums).
-    SumSquares,
-    Max,
-    ArgMax,
-}
-
-/// One `[P, R, Q]` reduction pass. When `outer > 1`, `P` is `outer × (P / outer)` and its
-/// first factor is reduced too: the pass sums the elements `(o, k, r, q)` of every `o` and
-/// `r` into output `(k, q)` (a reduction over two separated runs of axes, the outer one
-/// leading, as a batch norm's statistics over the `N` and the spatial axes of `[N, C, H, W]`).
-#[derive(Clone)]
-pub(crate) struct Spec {
-    pub node: NodeId,
-    pub name: String,
-    pub p: u64,
-    pub outer: u64,
-    pub r: u64,
-    pub q: u64,
-    pub kind: Kind,
-    pub input: DType,
-    pub acc: DType,
-    pub output: DType,
-    pub scale: f64,
-    pub shape: Shape,
-}
 
 /// Values for outputs `[o_begin, o_begin + len)`, stored at element `elem` of `tensor` on
 /// `tile` (consecutive), summed in ascending `key`.
@@ -113,63 +85,6 @@ struct Piece {
     width: u64,
 }
 
-/// A stage-1 local reduction block: `groups × count × width` input elements at slice
-/// position `pos` of the input on `tile`, repeated for `outer` consecutive outer indices
-/// `stride` elements apart, producing `groups × width` outputs from `o_begin`.
-struct LocalBlock {
-    tile: u32,
-    pos: u64,
-    groups: u64,
-    count: u64,
-    width: u64,
-    outer: u64,
-    stride: u64,
-    o_begin: u64,
-    key: u64,
-}
-
-impl LocalBlock {
-    /// Takes `next` in as a further repeat when it is the next outer index's block of the
-    /// same outputs on the same tile, at the same stride (PopLibs' strided reduce sums such
-    /// repeats with its outer strides: a batch norm's statistics over the images a tile
-    /// holds). `r` is the rows per outer index.
-    fn absorb(&mut self, next: &LocalBlock, r: u64) -> bool {
-        let size = self.groups * self.count * self.width;
-        let stride = if self.outer == 1 {
-            next.pos.saturating_sub(self.pos)
-        } else {
-            self.stride
-        };
-        let fits = self.tile == next.tile
-            && (self.groups, self.count, self.width, self.o_begin)
-                == (next.groups, next.count, next.width, next.o_begin)
-            && next.key == self.key + self.outer * r
-            && stride >= size
-            && next.pos == self.pos + self.outer * stride
-            && u32::try_from(stride).is_ok();
-        if fits {
-            self.stride = stride;
-            self.outer += 1;
-        }
-        fits
-    }
-}
-
-fn codelet(spec: &Spec, output: DType) -> Codelet {
-    let op = match spec.kind {
-        Kind::Sum => ReduceOp::Sum,
-        Kind::SumSquares => ReduceOp::SquareAdd,
-        Kind::Max => ReduceOp::Max,
-        Kind::ArgMax => return Codelet::ArgMax { dtype: spec.input },
-    };
-    Codelet::Reduce {
-        op,
-        input: spec.input,
-        acc: spec.acc,
-        output,
-    }
-}
-
 /// The output tensor of the pass, mapped by `mapping`.
 fn output_tensor(lw: &mut Lowerer, spec: &Spec, mapping: Mapping) -> TensorId {
     lw.new_tensor(
@@ -180,93 +95,6 @@ fn output_tensor(lw: &mut Lowerer, spec: &Spec, mapping: Mapping) -> TensorId {
         spec.shape.clone(),
         mapping,
     )
-}
-
-/// A scratch tensor of the pass in the accumulation type, named `{pass}/{stage}`.
-fn scratch(lw: &mut Lowerer, spec: &Spec, stage: &str) -> TileScratch {
-    TileScratch::new(
-        lw,
-        format!("{}/{stage}", spec.name),
-        Some(spec.node),
-        spec.acc,
-    )
-}
-
-/// Stage-1 work: `Reduce` vertices reading each block from `input` and writing its
-/// `groups × width` results in `output` at the tensor and position `dst` gives it, the
-/// blocks of one tile in one work entry (a tile of a batch norm's statistics holds dozens of
-/// blocks). A tile of at least as many blocks as workers runs them as one group, each block
-/// whole on the worker [`share::distribute`] gives it (PopLibs' single-stage path); a tile
-/// of fewer runs each block as a group of its own, split among the workers.
-fn local_work(
-    lw: &mut Lowerer,
-    spec: &Spec,
-    input: TensorId,
-    blocks: &[LocalBlock],
-    (output, scale): (DType, f64),
-    mut dst: impl FnMut(&mut Lowerer, &LocalBlock) -> (TensorId, u64),
-) -> Vec<TileWork> {
-    let nw = lw.target().worker_contexts.max(1) as usize;
-    let add = matches!(spec.kind, Kind::Sum | Kind::SumSquares);
-    let vw = lw.target().vector_width(output);
-    blocks
-        .chunk_by(|a, b| a.tile == b.tile)
-        .map(|run| {
-            let groups = if run.len() >= nw && spec.kind != Kind::ArgMax {
-                let costs: Vec<u64> = run
-                    .iter()
-                    .map(|b| {
-                        let partials = b.outer * b.groups * b.count * b.width;
-                        share::rough_cycles(partials, b.groups * b.width, output, vw, add)
-                    })
-                    .collect();
-                let workers = share::distribute(&costs, nw);
-                let vertices = run
-                    .iter()
-                    .zip(workers)
-                    .map(|(b, w)| {
-                        let at = dst(lw, b);
-                        whole_block_vertex(
-                            lw,
-                            w as u8,
-                            (input, b.pos),
-                            at,
-                            (b.groups, b.count, b.width),
-                            (b.outer, b.stride),
-                            scale,
-                        )
-                    })
-                    .collect();
-                vec![VertexGroup {
-                    codelet: codelet(spec, output),
-                    vertices,
-                }]
-            } else {
-                run.iter()
-                    .map(|b| {
-                        let at = dst(lw, b);
-                        let vertices = block_vertices(
-                            lw,
-                            (input, b.pos),
-                            at,
-                            (b.groups, b.count, b.width),
-                            (b.outer, b.stride),
-                            scale,
-                        );
-                        VertexGroup {
-                            codelet: codelet(spec, output),
-                            vertices,
-                        }
-                    })
-                    .collect()
-            };
-            TileWork {
-                tile: lw.tile_id(run[0].tile),
-                groups,
-                cycles: 0,
-            }
-        })
-        .collect()
 }
 
 /// The contributions `(tile, pos, o_begin, len, key)` stored at slice position `pos` of
@@ -443,10 +271,10 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
             .collect();
         let out = output_tensor(lw, spec, Mapping::from_pieces(pieces));
         let output = (spec.output, spec.scale);
-        let tiles = local_work(lw, spec, input, &blocks, output, |lw, b| {
+        let work = local_work(lw, spec, input, &blocks, output, |lw, b| {
             (out, lw.position(out, b.o_begin))
         });
-        lw.superstep(&spec.name, Some(spec.node), Vec::new(), tiles);
+        work.emit(lw, &spec.name, spec.node);
         return out;
     }
     // Stage 1 into partials.
@@ -454,19 +282,14 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
     if !blocks.is_empty() {
         let mut partials = scratch(lw, spec, "partials");
         let mut placed = Vec::new();
-        let tiles = local_work(lw, spec, input, &blocks, (spec.acc, 1.0), |_, b| {
+        let work = local_work(lw, spec, input, &blocks, (spec.acc, 1.0), |_, b| {
             let at = partials.alloc(b.tile, b.groups * b.width);
             placed.push((b.tile, at, b.o_begin, b.groups * b.width, b.key));
             (partials.tensor, at)
         });
         let st = partials.tensor;
         partials.finish(lw);
-        lw.superstep(
-            &format!("{}/local", spec.name),
-            Some(spec.node),
-            Vec::new(),
-            tiles,
-        );
+        work.emit(lw, &format!("{}/local", spec.name), spec.node);
         contribs.extend(stored(lw, st, placed));
     }
     // From here on every contribution is in the accumulation type (and squared already).
@@ -662,7 +485,7 @@ fn gather(
             d += 1;
         }
     }
-    let nw = lw.target().worker_contexts;
+    let nw = lw.reduction_workers() as u32;
     let vw = lw.target().vector_width(spec.acc);
     for (di, pieces) in per_dest {
         let dest = dests[di];
@@ -735,98 +558,5 @@ fn gather(
                 cycles: 0,
             });
         }
-    }
-}
-
-/// The block vertex (`Reduce`, `ArgMax`, `ReduceAdd`) of a block `groups × count × width`
-/// read at slice position `in_pos` of `input`, repeated `outer.0` times `outer.1` elements
-/// apart (every repeat summed into the same outputs), and written at `out_pos` of `out`: one
-/// vertex its workers split among them, by groups (several groups) or by columns in whole
-/// vectors (one group), as [`ipusim_exe::workers::block_slices`] cuts it.
-pub(crate) fn block_vertices(
-    lw: &Lowerer,
-    input: (TensorId, u64),
-    out: (TensorId, u64),
-    dims: (u64, u64, u64),
-    outer: (u64, u64),
-    scale: f64,
-) -> Vec<Vertex> {
-    vec![whole_block_vertex(
-        lw,
-        ALL_WORKERS,
-        input,
-        out,
-        dims,
-        outer,
-        scale,
-    )]
-}
-
-/// [`block_vertices`]' vertex of the whole block on `worker` (or split among the workers,
-/// [`ALL_WORKERS`]).
-fn whole_block_vertex(
-    lw: &Lowerer,
-    worker: u8,
-    (input, in_pos): (TensorId, u64),
-    out: (TensorId, u64),
-    (groups, count, width): (u64, u64, u64),
-    outer: (u64, u64),
-    scale: f64,
-) -> Vertex {
-    let repeats = outer.0.saturating_sub(1) * outer.1;
-    block_vertex(
-        lw,
-        worker,
-        (input, in_pos, repeats + groups * count * width),
-        out,
-        (groups, count, width),
-        outer,
-        (0, width),
-        scale,
-    )
-}
-
-/// A block vertex (`Reduce`, `ArgMax`) on `worker`: it reads `len` elements of `input` from
-/// slice position `pos` holding a `groups × count × width` block (repeated `outer.0` times
-/// `outer.1` elements apart), handles columns `[a, b)`, and writes `groups × (b − a)`
-/// outputs from slice position `out_pos` of `out`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn block_vertex(
-    lw: &Lowerer,
-    worker: u8,
-    (input, pos, len): (TensorId, u64, u64),
-    (out, out_pos): (TensorId, u64),
-    (groups, count, width): (u64, u64, u64),
-    (outer, outer_stride): (u64, u64),
-    (a, b): (u64, u64),
-    scale: f64,
-) -> Vertex {
-    let ies = lw.tensor(input).dtype.size_bytes() as u64;
-    let oes = lw.tensor(out).dtype.size_bytes() as u64;
-    Vertex {
-        worker,
-        operands: Operands::from_iter([
-            Operand {
-                tensor: input,
-                offset: (pos * ies) as u32,
-                len: len as u32,
-            },
-            Operand {
-                tensor: out,
-                offset: (out_pos * oes) as u32,
-                len: (groups * (b - a)) as u32,
-            },
-        ]),
-        params: VertexParams::Block(BlockParams {
-            scale,
-            outer: outer as u32,
-            outer_stride: if outer > 1 { outer_stride as u32 } else { 0 },
-            ..BlockParams::new(
-                groups as u32,
-                count as u32,
-                width as u32,
-                (a as u32, (b - a) as u32),
-            )
-        }),
     }
 }

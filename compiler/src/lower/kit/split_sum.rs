@@ -5,7 +5,7 @@
 use crate::codelets::Codelet;
 use crate::executable::{TensorId, TileWork};
 use crate::lower::core::Lowerer;
-use crate::lower::kit::reduction::block_vertices;
+use crate::lower::kit::block::block_vertices;
 use crate::lower::kit::stage::{ExchangeBuilder, TileScratch};
 use ipusim_exe::cycles::conv_reduce::multi_stage_reduce_plan;
 use ipusim_ir::{DType, NodeId};

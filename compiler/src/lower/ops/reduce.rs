@@ -144,7 +144,7 @@ pub(crate) fn lower_batch(
     if let [one] = members[..] {
         return lower(lw, one);
     }
-    lw.begin_lanes();
+    lw.begin_lanes(members.len());
     let lowered = (|| {
         for (i, &r) in members.iter().enumerate() {
             if i > 0 {
