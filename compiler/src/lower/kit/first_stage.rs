@@ -269,7 +269,10 @@ pub(crate) fn local_work(
                 share::split_rows(units, s, grain)
             })
             .collect();
-        let mut singles = Vec::new();
+        // Each vector at its final length (the vertices of millions of tiles).
+        let cut_pieces = cuts.iter().filter(|c| c.len() > 1);
+        let (n_sums, n_runs) = (cut_pieces.clone().count(), cut_pieces.map(Vec::len).sum());
+        let mut singles = Vec::with_capacity(pieces.len() - n_sums + n_runs);
         let mut worker = 0;
         for (&p, cut) in pieces.iter().zip(&cuts) {
             if cut.len() == 1 {
@@ -277,8 +280,8 @@ pub(crate) fn local_work(
                 worker += 1;
             }
         }
-        let mut runs = Vec::new();
-        let mut sums = Vec::new();
+        let mut runs = Vec::with_capacity(n_runs);
+        let mut sums = Vec::with_capacity(n_sums);
         for (&(i, a, e), cut) in pieces.iter().zip(&cuts) {
             if cut.len() == 1 {
                 continue;
