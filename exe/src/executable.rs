@@ -289,7 +289,9 @@ pub struct VertexGroup {
     pub vertices: Vec<Vertex>,
 }
 
-/// The work of one compute set on one tile: groups run one after the other.
+/// The work of one compute set on one tile: groups run one after the other, but for the
+/// reduction groups of worker vertices, which share the tile's workers
+/// ([`crate::cycles::groups_cycles`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TileWork {
     /// The tile.
