@@ -467,3 +467,64 @@ fn a_tiles_one_long_reduction_is_cut_into_runs_summed_in_a_second_stage() {
     let got = f32::from_le_bytes(host.outfeeds["y"][0][..4].try_into().unwrap());
     assert_eq!(got.to_bits(), want.to_bits(), "{got} against {want}");
 }
+
+/// `op` of a 1,000-element variable of `dtype` holding `xs`, on one tile: its outfeed's bytes
+/// and its compute sets' names.
+fn one_tile(op: Op, dtype: DType, xs: &[f32]) -> (Vec<u8>, Vec<String>) {
+    let n = xs.len();
+    let mut b = GraphBuilder::new();
+    let x = b.variable("x", dtype, [n], Init::Zeros).unwrap();
+    let y = b.named("y", op, &[x]).unwrap();
+    b.outfeed("y", y).unwrap();
+    let exe = compile(&b.finish(), &programs::mk2(1), &CompileOptions::default()).unwrap();
+    let names = exe.compute_sets.iter().map(|c| c.name.clone()).collect();
+    let t = match dtype {
+        DType::F16 => Tensor::f16(
+            Shape::new(vec![n]),
+            xs.iter().map(|&v| half::f16::from_f32(v)).collect(),
+        ),
+        _ => Tensor::f32(Shape::new(vec![n]), xs.to_vec()),
+    };
+    let mut engine = Engine::new(std::sync::Arc::new(exe), Default::default()).unwrap();
+    engine.write_variable("x", &t.unwrap()).unwrap();
+    let mut host = QueueHost::new();
+    engine.run(&mut host).unwrap();
+    (host.outfeeds["y"][0].clone(), names)
+}
+
+#[test]
+fn a_cut_max_takes_the_runs_max_and_a_cut_half_mean_scales_in_the_second_stage() {
+    // The same one-tile cut as above for a max (the second stage takes the max of the runs'
+    // maxima) and for the mean of half values (f32 partials; the second stage adds them,
+    // scales by 1/1000 and rounds once to half).
+    let xs: Vec<f32> = (0..1000u32)
+        .map(|i| ((i * 7919) % 1000) as f32 * 0.01 - 3.0)
+        .collect();
+    let max = Op::ReduceMax {
+        axes: vec![0],
+        keep_dims: false,
+    };
+    let (y, names) = one_tile(max, DType::F32, &xs);
+    assert_eq!(names, ["y", "y/second"]);
+    let want = xs.iter().copied().fold(f32::MIN, f32::max);
+    assert_eq!(f32::from_le_bytes(y[..4].try_into().unwrap()), want);
+    let mean = Op::ReduceMean {
+        axes: vec![0],
+        keep_dims: false,
+    };
+    let (y, names) = one_tile(mean, DType::F16, &xs);
+    assert_eq!(names, ["y", "y/second"]);
+    let got = half::f16::from_le_bytes([y[0], y[1]]).to_f64();
+    let halves: Vec<f64> = xs
+        .iter()
+        .map(|&v| half::f16::from_f32(v).to_f64())
+        .collect();
+    let exact = halves.iter().sum::<f64>() / 1000.0;
+    // The f32 sums' error (at most 1000 · 2⁻²⁴ · Σ|x| ≈ 0.18, 1.8 · 10⁻⁴ after the scale)
+    // is a fifth of an ulp of half below 2 (2⁻¹⁰): the result is within one ulp of the
+    // exact mean of the half values.
+    assert!(
+        (got - exact).abs() <= 2f64.powi(-10),
+        "{got} against {exact}"
+    );
+}

@@ -65,11 +65,6 @@ impl LocalBlock {
         )
     }
 
-    /// PopLibs' reduction factor of the block: the rows summed into each output.
-    fn rows(&self) -> u64 {
-        self.outer * self.count
-    }
-
     /// Takes `next` in as a further repeat when it is the next outer index's block of the
     /// same outputs on the same tile, at the same stride (PopLibs' strided reduce sums such
     /// repeats with its outer strides: a batch norm's statistics over the images a tile
@@ -250,23 +245,23 @@ pub(crate) fn local_work(
             ));
             continue;
         }
-        // The two-stage path: each piece's runs of rows (of outer indices for a block
-        // repeated over outer indices), in grains of the input's vector width for a single
-        // column (`splitRowsToWorkers`).
-        let rows: Vec<u64> = pieces.iter().map(|&(i, ..)| run[i].rows()).collect();
+        // The two-stage path: each piece's runs of rows, in grains of the input's vector
+        // width for a single column (`splitRowsToWorkers`). A block repeated over outer
+        // indices is not cut (our simplification: PopLibs would cut its rows across the
+        // repeats; the CNNs' channel-grouped layouts never leave such a block on a tile of
+        // few pieces): it counts as one row, which PopLibs' rule cannot split.
+        let rows: Vec<u64> = pieces
+            .iter()
+            .map(|&(i, ..)| if run[i].outer > 1 { 1 } else { run[i].count })
+            .collect();
         let splits = share::two_stage_splits(&costs, &rows, nw);
         let in_vw = lw.target().vector_width(spec.input);
         let cuts: Vec<Vec<u64>> = pieces
             .iter()
             .zip(&splits)
             .map(|(&(i, a, e), &s)| {
-                let b = &run[i];
-                let (units, grain) = if b.outer > 1 {
-                    (b.outer, 1)
-                } else {
-                    (b.count, if e - a == 1 { in_vw } else { 1 })
-                };
-                share::split_rows(units, s, grain)
+                let grain = if e - a == 1 { in_vw } else { 1 };
+                share::split_rows(run[i].count, s, grain)
             })
             .collect();
         // Each vector at its final length (the vertices of millions of tiles).
@@ -290,27 +285,22 @@ pub(crate) fn local_work(
             let cols = e - a;
             let partials = second_partials.get_or_insert_with(|| scratch(lw, spec, "second"));
             let at = partials.alloc(tile, cut.len() as u64 * cols);
-            let mut first_unit = 0;
-            for (k, &units) in cut.iter().enumerate() {
+            let mut first_row = 0;
+            for (k, &count) in cut.iter().enumerate() {
                 let to = (partials.tensor, at + k as u64 * cols);
-                let (pos, count, outer) = if b.outer > 1 {
-                    (b.pos + first_unit * b.stride, b.count, (units, b.stride))
-                } else {
-                    (b.pos + first_unit * b.width, units, (1, 0))
-                };
-                let len = block_len((1, count, b.width), outer);
+                let pos = b.pos + first_row * b.width;
                 runs.push(block_vertex(
                     lw,
                     worker as u8,
-                    (input, pos, len),
+                    (input, pos, count * b.width),
                     to,
                     (1, count, b.width),
-                    outer,
+                    (1, 0),
                     (a, e),
                     1.0,
                 ));
                 worker += 1;
-                first_unit += units;
+                first_row += count;
             }
             let (t, pos) = outs[i];
             sums.push(block_vertex(

@@ -17,9 +17,9 @@
 //!    is a *contribution* to the outputs it covers, keyed by its first `(o, r)` as
 //!    `o · R + r` (`o` the outer index, 0 without one): the order of the sum is ascending
 //!    key. A tile that holds fewer reductions than workers may cut one by rows, as PopLibs'
-//!    two-stage path does ([`super::share`]): each of its runs of consecutive rows (of consecutive
-//!    outer indices when it has repeats) is summed the same way into a partial in the
-//!    accumulation type, and a second compute set adds the runs' partials in ascending order.
+//!    two-stage path does ([`super::share`]; a block with repeats is not cut): each of its
+//!    runs of consecutive rows is summed the same way into a partial in the accumulation
+//!    type, and a second compute set adds the runs' partials in ascending order.
 //! 2. **Optionally** (when an output has many contributions and a second superstep is
 //!    cheaper than gathering them all on one tile), the contributing tiles are split into
 //!    `K ≈ √C` groups of consecutive tile numbers; each group's contributions are summed on a
