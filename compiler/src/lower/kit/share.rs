@@ -157,10 +157,10 @@ pub(crate) fn split_rows(rows: u64, n: u64, grain: u64) -> Vec<u64> {
 /// cost `rough` ([`rough_cycles`]) and `rows` (its reduction factor). A reduction's estimate
 /// is 30 cycles of vertex overhead plus its rough cost (`approximateOverheadCyclesForReduction`:
 /// 30 for one piece, 60 once split, then the rough cost divided among the pieces); while
-/// workers are free, the costliest reduction takes one more piece if that lowers its
-/// estimate and stays under its most pieces, `min(rows / 2, estimate / 4)` (`getMaxSplit`:
-/// at least two rows and four cycles a piece); when the costliest estimate did not fall,
-/// nothing is split.
+/// workers are free, the costliest reduction takes one more piece if that keeps its pieces
+/// under its most, `min(rows / 2, estimate / 4)` (`getMaxSplit`: at least two rows and four
+/// cycles a piece), and lowers its estimate; else the splitting stops. When the costliest
+/// estimate did not fall, nothing is split.
 pub(crate) fn two_stage_splits(rough: &[u64], rows: &[u64], workers: usize) -> Vec<u64> {
     let n = rough.len();
     let mut estimate: Vec<u64> = rough.iter().map(|&c| 30 + c).collect();
