@@ -15,44 +15,22 @@ use ipusim_exe::workers::ALL_WORKERS;
 /// vectors (one group), as [`ipusim_exe::workers::block_slices`] cuts it.
 pub(crate) fn block_vertices(
     lw: &Lowerer,
-    input: (TensorId, u64),
-    out: (TensorId, u64),
-    dims: (u64, u64, u64),
-    outer: (u64, u64),
-    scale: f64,
-) -> Vec<Vertex> {
-    vec![whole_block_vertex(
-        lw,
-        ALL_WORKERS,
-        input,
-        out,
-        dims,
-        outer,
-        scale,
-    )]
-}
-
-/// [`block_vertices`]' vertex of the whole block on `worker` (or split among the workers,
-/// [`ALL_WORKERS`]).
-fn whole_block_vertex(
-    lw: &Lowerer,
-    worker: u8,
     (input, in_pos): (TensorId, u64),
     out: (TensorId, u64),
     (groups, count, width): (u64, u64, u64),
     outer: (u64, u64),
     scale: f64,
-) -> Vertex {
-    block_vertex(
+) -> Vec<Vertex> {
+    vec![block_vertex(
         lw,
-        worker,
+        ALL_WORKERS,
         (input, in_pos, block_len((groups, count, width), outer)),
         out,
         (groups, count, width),
         outer,
         (0, width),
         scale,
-    )
+    )]
 }
 
 /// The elements a block vertex reads: a `groups × count × width` block repeated `outer.0`

@@ -21,6 +21,17 @@ pub(crate) enum Kind {
     ArgMax,
 }
 
+impl Kind {
+    /// What the stages after the first do with its partials, which are in the accumulation
+    /// type and squared already: a sum of squares adds them.
+    pub(crate) fn of_partials(self) -> Kind {
+        match self {
+            Kind::SumSquares => Kind::Sum,
+            k => k,
+        }
+    }
+}
+
 /// One `[P, R, Q]` reduction pass. When `outer > 1`, `P` is `outer × (P / outer)` and its
 /// first factor is reduced too: the pass sums the elements `(o, k, r, q)` of every `o` and
 /// `r` into output `(k, q)` (a reduction over two separated runs of axes, the outer one
@@ -92,16 +103,21 @@ impl LocalBlock {
 }
 
 pub(crate) fn codelet(spec: &Spec, output: DType) -> Codelet {
-    let op = match spec.kind {
+    kind_codelet(spec.kind, (spec.input, spec.acc, output))
+}
+
+/// The codelet reducing by `kind` from `input` in `acc` into `output`.
+fn kind_codelet(kind: Kind, (input, acc, output): (DType, DType, DType)) -> Codelet {
+    let op = match kind {
         Kind::Sum => ReduceOp::Sum,
         Kind::SumSquares => ReduceOp::SquareAdd,
         Kind::Max => ReduceOp::Max,
-        Kind::ArgMax => return Codelet::ArgMax { dtype: spec.input },
+        Kind::ArgMax => return Codelet::ArgMax { dtype: input },
     };
     Codelet::Reduce {
         op,
-        input: spec.input,
-        acc: spec.acc,
+        input,
+        acc,
         output,
     }
 }
@@ -217,7 +233,7 @@ pub(crate) fn local_work(
             })
             .collect();
         // The vertex of columns `[a, e)` of block `i` on `worker`, writing at `to`.
-        let whole = |lw: &Lowerer, worker: usize, (i, a, e): (usize, u64, u64), to, scale| {
+        let whole = |lw: &Lowerer, worker: usize, (i, a, e): (usize, u64, u64), to| {
             let b: &LocalBlock = &run[i];
             let (t, pos) = to;
             block_vertex(
@@ -236,7 +252,7 @@ pub(crate) fn local_work(
             let vertices = pieces
                 .iter()
                 .zip(workers)
-                .map(|(&p, w)| whole(lw, w, p, outs[p.0], scale))
+                .map(|(&p, w)| whole(lw, w, p, outs[p.0]))
                 .collect();
             work.first.push(TileWork::one_group(
                 lw.tile_id(tile),
@@ -271,7 +287,7 @@ pub(crate) fn local_work(
         let mut worker = 0;
         for (&p, cut) in pieces.iter().zip(&cuts) {
             if cut.len() == 1 {
-                singles.push(whole(lw, worker, p, outs[p.0], scale));
+                singles.push(whole(lw, worker, p, outs[p.0]));
                 worker += 1;
             }
         }
@@ -332,18 +348,8 @@ pub(crate) fn local_work(
             cycles: 0,
         });
         if !sums.is_empty() {
-            // The second stage adds the runs' partials (squared already) or takes their max.
-            let op = if spec.kind == Kind::Max {
-                ReduceOp::Max
-            } else {
-                ReduceOp::Sum
-            };
-            let sum = Codelet::Reduce {
-                op,
-                input: spec.acc,
-                acc: spec.acc,
-                output,
-            };
+            // The second stage reads the runs' partials, as the later stages do.
+            let sum = kind_codelet(spec.kind.of_partials(), (spec.acc, spec.acc, output));
             work.second
                 .push(TileWork::one_group(lw.tile_id(tile), sum, sums));
         }

@@ -295,10 +295,7 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
     // From here on every contribution is in the accumulation type (and squared already).
     let gspec = Spec {
         input: spec.acc,
-        kind: match spec.kind {
-            Kind::SumSquares => Kind::Sum,
-            k => k,
-        },
+        kind: spec.kind.of_partials(),
         ..spec.clone()
     };
     let c = max_count as u64;
