@@ -155,7 +155,7 @@ pub(crate) fn product(
     mut worker: Worker,
 ) -> Result<FpSts, VertexError> {
     let (rows, n) = (shape.m, shape.n);
-    // The partials start at +0, zeroed here; FP16 inputs are widened exactly.
+    // The partials start at +0 (the kernel's part); FP16 inputs are widened exactly.
     let known = amp::Known {
         zero_partials: true,
         b_finite: Some(b_finite),
@@ -166,18 +166,15 @@ pub(crate) fn product(
     let flags = match (partials, output) {
         (DType::F32, DType::F32) => {
             let o = typed_mut::<f32>(out)?;
-            o.fill(0.0);
             amp::matmul_f32_known(shape, a, b, o, chunk, known)?
         }
         (DType::F32, _) => {
             let pp = pbuf.take::<f32>(rows * n);
-            pp.fill(0.0);
             let f = amp::matmul_f32_known(shape, a, b, pp, chunk, known)?;
             f | convert::f32_to_f16_slice(pp, typed_mut(out)?, &mut worker.rounding())?
         }
         (_, DType::F16) => {
             let o = typed_mut::<f16>(out)?;
-            o.fill(f16::ZERO);
             amp::amp_matmul_f16_partials_widened(
                 shape,
                 a,
@@ -190,7 +187,6 @@ pub(crate) fn product(
         }
         _ => {
             let pp = pbuf.take::<f16>(rows * n);
-            pp.fill(f16::ZERO);
             let f = amp::amp_matmul_f16_partials_widened(
                 shape,
                 a,

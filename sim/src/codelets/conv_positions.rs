@@ -287,7 +287,6 @@ fn product(
             }
         };
         let rows = obuf.take::<f32>(plane * outs);
-        rows.fill(0.0);
         amp::matmul_f32_known(shape, a, b, rows, chunk, known)?;
         let c0 = (ch - p.out_channels.0) as usize;
         let cols = (c0, c0 + (end - u) as usize);

@@ -679,8 +679,9 @@ impl Direct<'_> {
         let (p, taps, kwp) = self.block;
         let (m, cols) = (shape.m, shape.n);
         let ow = len(p.out_cols);
-        // FP16 inputs widened, the partials zeroed: no output overflows
-        // (`amp::fp16_sums_stay_finite`), and none needs checking.
+        // FP16 inputs widened, the partials from +0 (zeroed by the kernel, or here for FP32
+        // inputs): no output overflows (`amp::fp16_sums_stay_finite`), and none needs
+        // checking.
         let half = types.0 == DType::F16;
         let finite = {
             let pp: &mut [f32] = match types.2 {
@@ -691,7 +692,9 @@ impl Direct<'_> {
             match self.padded.span() {
                 // Rows of whole vector blocks: an output row at a time.
                 None => {
-                    pp.fill(0.0);
+                    if !half {
+                        pp.fill(0.0);
+                    }
                     let mut finite = true;
                     for ohl in 0..len(p.out_rows) {
                         let b = (base, self.padded.rows(ohl));
@@ -704,7 +707,9 @@ impl Direct<'_> {
                 // between and after the rows are computed and dropped.
                 Some((span, span_len, width)) => {
                     let wide = qbuf.take::<f32>(m * span_len);
-                    wide.fill(0.0);
+                    if !half {
+                        wide.fill(0.0);
+                    }
                     let b = (base, span);
                     amp::matmul_f32_rows(a, b, (wide, span_len), span_len, (chunk, half))?;
                     for (row, wide) in pp.chunks_exact_mut(cols).zip(wide.chunks_exact(span_len)) {

@@ -146,7 +146,8 @@ pub fn amp_matmul_f16_partials(
 /// group share one widened `b`, checked once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Known {
-    /// Every partial is +0 (a fresh product).
+    /// The product starts from +0 partials (a fresh product), whatever the output holds: it
+    /// is not read, and the kernel zeroes it only where it adds to it in memory.
     pub zero_partials: bool,
     /// Whether every element of `b` is finite ([`finite`]), when the caller checked it.
     pub b_finite: Option<bool>,
@@ -255,9 +256,10 @@ pub fn matmul_f32_known(
 /// The caller checks that `a` and every row are finite; it gets whether every output written
 /// is finite (an FP32 overflow), and when one is not, redoes the product with
 /// [`matmul_f32_known`] for the exact flags. With `half_operands` (every element of `a` and
-/// of `b`'s rows an FP16 value, widened, or zero, and the outputs zero before: the claim of
-/// [`Known::half_operands`] with zero partials) no output can overflow
-/// ([`fp16_sums_stay_finite`]), and the outputs are not checked.
+/// of `b`'s rows an FP16 value, widened, or zero, and the product from +0 partials, whatever
+/// the outputs held: the claims of [`Known::half_operands`] and [`Known::zero_partials`])
+/// no output can overflow ([`fp16_sums_stay_finite`]), and the outputs are neither read nor
+/// checked.
 pub fn matmul_f32_rows(
     a: &[f32],
     (base, rows): (&[f32], &[usize]),
@@ -288,7 +290,12 @@ pub fn matmul_f32_rows(
     if out.len() < needed {
         check_len(KERNEL, "out", needed, out.len())?;
     }
-    if !avx512::f32_partials_rows(a, (base, rows), (out, ldo), (m, n), chunk) {
+    if !avx512::f32_partials_rows(a, (base, rows), (out, ldo), (m, n), (chunk, half_operands)) {
+        if half_operands {
+            for i in 0..m {
+                out[i * ldo..i * ldo + n].fill(0.0);
+            }
+        }
         f32_partials_rows(a, base, rows, out, (ldo, m, n), chunk);
     }
     if half_operands && fp16_sums_stay_finite(k) {
@@ -449,7 +456,19 @@ fn matmul(
         };
     let b_finite = known.b_finite.unwrap_or_else(|| all_finite(b));
     let a_finite = known.a_finite.unwrap_or_else(|| all_finite(a));
+    let zero = known.zero_partials;
     if !(a_finite && b_finite && partials_finite) {
+        let partials = match partials {
+            Partials::F32(out) if zero => {
+                out.fill(0.0);
+                Partials::F32(out)
+            }
+            Partials::F16(out, r) if zero => {
+                out.fill(f16::ZERO);
+                Partials::F16(out, r)
+            }
+            partials => partials,
+        };
         return reference(shape, a, b, partials, chunk, 0..m, FpSts::empty()).0;
     }
     let mut flags = FpSts::empty();
@@ -457,11 +476,16 @@ fn matmul(
         Partials::F32(out) => {
             // Finite FP16 operands from zero partials: no output can overflow, none is
             // checked.
-            let checked = !(known.zero_partials && known.half_operands && fp16_sums_stay_finite(k));
+            let checked = !(zero && known.half_operands && fp16_sums_stay_finite(k));
             // The partials before the product, to redo a row from (zeros need no copy).
-            let saved = (!known.zero_partials).then(|| out.to_vec());
+            let saved = (!zero).then(|| out.to_vec());
             let (a, b) = (&a[..m * k], &b[..k * n]);
-            if !avx512::f32_partials(a, b, out, (k, n), chunk) {
+            // The AVX-512 kernel starts from +0 in its registers; the generic one adds to
+            // `out`, zeroed first.
+            if !avx512::f32_partials(a, b, out, (k, n), (chunk, zero)) {
+                if zero {
+                    out.fill(0.0);
+                }
                 f32_partials(a, b, out, k, n, chunk);
             }
             for i in (0..m).filter(|_| checked) {
@@ -486,7 +510,12 @@ fn matmul(
             }
             return flags;
         }
-        Partials::F16(out, r) => (out, r),
+        Partials::F16(out, r) => {
+            if zero {
+                out.fill(f16::ZERO);
+            }
+            (out, r)
+        }
     };
     // The chunk sums of a block of rows first (they do not depend on the partials), then
     // the partial writes in (row, chunk, column) order.

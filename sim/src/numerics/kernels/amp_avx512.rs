@@ -20,16 +20,18 @@
 //! do; masked-off lanes are computed on zeros and never stored).
 
 /// `out += a · b` (`a` `m × k`, `b` `k × n`, `out` `m × n`, all row-major, `n > 0`, finite
-/// operands) with the FP32-partials kernel's operations; returns false, computing nothing,
-/// where the CPU lacks AVX-512 (the caller then runs the generic kernel).
+/// operands) with the FP32-partials kernel's operations — with `zero`, `out = (+0) + a · b`
+/// whatever `out` held, its partials starting from +0 in registers instead of loaded (the
+/// same values as from zeroed partials, without a pass that zeroes them); returns false,
+/// computing nothing, where the CPU lacks AVX-512 (the caller then runs the generic kernel).
 pub(super) fn f32_partials(
     a: &[f32],
     b: &[f32],
     out: &mut [f32],
     (k, n): (usize, usize),
-    chunk: usize,
+    (chunk, zero): (usize, bool),
 ) -> bool {
-    f32_partials_strided((a, k, 1), b, out, (k, n), chunk)
+    strided((a, k, 1), b, out, (k, n), (chunk, zero))
 }
 
 /// [`f32_partials`] with `a`'s element `(i, kk)` at `a[i · row + kk · step]` (a column-major
@@ -42,6 +44,17 @@ pub(super) fn f32_partials_strided(
     out: &mut [f32],
     (k, n): (usize, usize),
     chunk: usize,
+) -> bool {
+    strided((a, row, step), b, out, (k, n), (chunk, false))
+}
+
+/// [`f32_partials_strided`], from zero partials with `zero` ([`f32_partials`]).
+fn strided(
+    (a, row, step): (&[f32], usize, usize),
+    b: &[f32],
+    out: &mut [f32],
+    (k, n): (usize, usize),
+    (chunk, zero): (usize, bool),
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -58,25 +71,27 @@ pub(super) fn f32_partials_strided(
                 out: (out.as_mut_ptr(), n),
                 dims: (m, k, n),
                 chunk,
+                zero,
             };
             // SAFETY: the CPU supports AVX-512F; the lengths were checked above.
             unsafe { x86::f32_partials(product) };
             return true;
         }
     }
-    let _ = (a, row, step, b, out, k, n, chunk);
+    let _ = (a, row, step, b, out, k, n, chunk, zero);
     false
 }
 
 /// [`f32_partials`] with row `kk` of `b` (its `n` columns) at `base[rows[kk] ..]` and row
-/// `i` of `out` at `out[i · ldo ..]` (`a` row-major, `m × rows.len()`); returns false,
-/// computing nothing, where the CPU lacks AVX-512 or an operand is too short.
+/// `i` of `out` at `out[i · ldo ..]` (`a` row-major, `m × rows.len()`), from zero partials
+/// with `zero`; returns false, computing nothing, where the CPU lacks AVX-512 or an operand
+/// is too short.
 pub(super) fn f32_partials_rows(
     a: &[f32],
     (base, rows): (&[f32], &[usize]),
     (out, ldo): (&mut [f32], usize),
     (m, n): (usize, usize),
-    chunk: usize,
+    (chunk, zero): (usize, bool),
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -95,13 +110,14 @@ pub(super) fn f32_partials_rows(
                 out: (out.as_mut_ptr(), ldo),
                 dims: (m, k, n),
                 chunk,
+                zero,
             };
             // SAFETY: the CPU supports AVX-512F; the lengths were checked above.
             unsafe { x86::f32_partials(product) };
             return true;
         }
     }
-    let _ = (a, base, rows, out, ldo, m, n, chunk);
+    let _ = (a, base, rows, out, ldo, m, n, chunk, zero);
     false
 }
 
@@ -142,7 +158,8 @@ mod x86 {
 
     /// One product's operands, checked by the caller: `a`'s element `(i, kk)` at `a.0 +
     /// i · a.1 + kk · a.2`, `b`'s rows, `out`'s row `i` at `out.0 + i · out.1`, `dims`
-    /// `(m, k, n)`, the reduction chunk.
+    /// `(m, k, n)`, the reduction chunk, and whether the partials start from +0 (`out` not
+    /// read).
     #[derive(Clone, Copy)]
     pub(super) struct Product<B> {
         pub a: (*const f32, usize, usize),
@@ -150,6 +167,7 @@ mod x86 {
         pub out: (*mut f32, usize),
         pub dims: (usize, usize, usize),
         pub chunk: usize,
+        pub zero: bool,
     }
 
     /// [`super::f32_partials_strided`] and [`super::f32_partials_rows`]: one to three rows
@@ -260,7 +278,7 @@ mod x86 {
         // of `a`; the callers give only vectors that start below `n`.
         unsafe {
             let mut acc = [[_mm512_setzero_ps(); V]; R];
-            for r in 0..R {
+            for r in (0..R).filter(|_| !p.zero) {
                 for v in 0..V {
                     acc[r][v] = _mm512_maskz_loadu_ps(mask[v], out.add((i + r) * ldo + j + 16 * v));
                 }

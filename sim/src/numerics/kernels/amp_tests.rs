@@ -175,9 +175,68 @@ fn fast_path_equals_reference(shape: MatMulShape) {
     }
 }
 
-/// Products from zeroed partials with `b`'s finiteness given equal the products that
-/// check both: values, flags and random draws, also where rows overflow (redone from
-/// zero) and where `b` holds an infinity or a NaN (the reference path).
+/// A product of FP16 operands from zero partials, whose outputs are not checked
+/// ([`Known::half_operands`]), does not read its output either: NaNs there give the values
+/// of zeroed partials, for every block shape of the kernels (rows 1 to 9, columns 1 to 59).
+#[test]
+fn zero_partials_are_not_read() {
+    for (m, n) in [(1, 59), (2, 17), (3, 40), (9, 59), (6, 33), (7, 1)] {
+        let shape = MatMulShape { m, k: 37, n };
+        let a = widen(&operands(m * shape.k, 5));
+        let b = widen(&operands(shape.k * n, 6));
+        let known = Known {
+            zero_partials: true,
+            b_finite: Some(true),
+            a_finite: Some(true),
+            half_operands: true,
+        };
+        for chunk in [1, 16] {
+            let (mut told, mut zeroed) = (vec![f32::NAN; m * n], vec![0f32; m * n]);
+            let ft = matmul_f32_known(shape, &a, &b, &mut told, chunk, known).unwrap();
+            let fz = matmul_f32(shape, &a, &b, &mut zeroed, chunk).unwrap();
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                (bits(&told), ft),
+                (bits(&zeroed), fz),
+                "{m}x{n}, chunk {chunk}"
+            );
+            let (mut told, mut zeroed) = (vec![f16::NAN; m * n], vec![f16::ZERO; m * n]);
+            let mut rt = SrRng::new(3, 0, 0);
+            let mut rz = rt.clone();
+            let ft = amp_matmul_f16_partials_widened(
+                shape,
+                &a,
+                &b,
+                &mut told,
+                chunk,
+                &mut Rounding::new(true, false, &mut rt),
+                known,
+            )
+            .unwrap();
+            let fz = amp_matmul_f16_partials_widened(
+                shape,
+                &a,
+                &b,
+                &mut zeroed,
+                chunk,
+                &mut Rounding::new(true, false, &mut rz),
+                Known::default(),
+            )
+            .unwrap();
+            let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                (bits(&told), ft),
+                (bits(&zeroed), fz),
+                "{m}x{n}, chunk {chunk}"
+            );
+        }
+    }
+}
+
+/// Products from zero partials with `b`'s finiteness given equal the products that check
+/// both from zeroed partials — values, flags and random draws, also where rows overflow
+/// (redone from zero) and where `b` holds an infinity or a NaN (the reference path) — with
+/// NaNs in the output they were told starts from zero.
 #[test]
 fn known_operands_change_nothing() {
     let shape = MatMulShape { m: 9, k: 40, n: 59 };
@@ -200,7 +259,9 @@ fn known_operands_change_nothing() {
         };
         assert_eq!(known.b_finite, Some(poison.is_none()));
         for chunk in [1, 16] {
-            let (mut told, mut checked) = (zeros.clone(), zeros.clone());
+            // A product from zero partials does not read its output: NaNs there change
+            // nothing.
+            let (mut told, mut checked) = (vec![f32::NAN; zeros.len()], zeros.clone());
             let ft = matmul_f32_known(shape, &a32, &b32, &mut told, chunk, known).unwrap();
             let fc = matmul_f32(shape, &a32, &b32, &mut checked, chunk).unwrap();
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -208,7 +269,7 @@ fn known_operands_change_nothing() {
             assert!(ft.contains(FpSts::OFLO));
             for (sr, nanoo) in [(false, false), (true, true)] {
                 let (mut told, mut checked) =
-                    (vec![f16::ZERO; zeros.len()], vec![f16::ZERO; zeros.len()]);
+                    (vec![f16::NAN; zeros.len()], vec![f16::ZERO; zeros.len()]);
                 let mut rt = SrRng::new(9, 0, 0);
                 let mut rc = rt.clone();
                 let ft = amp_matmul_f16_partials_widened(
@@ -391,7 +452,8 @@ fn half_operands_claim_changes_no_value() {
         assert_eq!((bits(&told), ft), (bits(&checked), fc));
         assert!(told.iter().all(|x| x.is_finite()));
         let rows: Vec<usize> = (0..shape.k).map(|kk| kk * shape.n).collect();
-        let mut out = zeros.clone();
+        // The claim includes zero partials: the output is not read.
+        let mut out = vec![f32::NAN; zeros.len()];
         let ok = matmul_f32_rows(&a, (&b, &rows), (&mut out, shape.n), shape.n, (chunk, true));
         assert!(ok.unwrap());
         assert_eq!(bits(&out), bits(&checked));
