@@ -30,8 +30,14 @@
 //! in the host's cache instead of from memory (the 1024³ matmul's step a quarter faster on
 //! two host threads).
 //!
+//! On one host thread, an exchange of such large moves whose destinations overlap none of
+//! its sources skips the staging buffer: each tile's writes read the source tiles directly
+//! ([`direct`]).
+//!
 //! The cycles, bytes and trace of an exchange come from the executable's copies, not from
 //! these moves.
+
+pub(super) mod direct;
 
 use super::error::EngineError;
 use super::memory::TileIndex;

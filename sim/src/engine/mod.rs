@@ -52,6 +52,7 @@ use crate::init;
 use crate::numerics::{FpConfig, FpCtl, FpSts, SrRng};
 use crate::tensor::{Data, Tensor};
 use crate::trace::{Event, Trace};
+use exchange::direct::Direct;
 use ipusim_exe::executable::{
     ComputeSetId, ExchangeId, Executable, InitialValue, SourceValue, TensorId, TensorKind,
 };
@@ -61,6 +62,7 @@ use memory::{gather, scatter, TileIndex, TileMem};
 use plan::Plan;
 use program::{Frame, Tree};
 use rayon::prelude::*;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Where [`Engine::run_to_collective`] stopped.
@@ -179,10 +181,18 @@ pub struct Engine {
     runs: u64,
     current: RunSummary,
     staging: Vec<u8>,
-    /// An exchange whose sources are in `staging` and whose writes wait for the compute
-    /// set that follows it (module `exchange`); only inside [`Engine::run`] and
+    /// An exchange whose writes wait for the compute set that follows it (module
+    /// `exchange`), and whether it moves them directly from the source tiles (module
+    /// `exchange::direct`) or has its sources in `staging`; only inside [`Engine::run`] and
     /// [`Engine::run_to_collective`], never between calls.
-    pending: Option<ExchangeId>,
+    pending: Option<(ExchangeId, bool)>,
+    /// On one host thread, each exchange's direct moves, where it defers, its moves are
+    /// large and no destination overlaps a source (module `exchange::direct`); empty on
+    /// several.
+    direct: Vec<Option<Direct>>,
+    /// Whether a direct exchange's writes may wait for a compute set's vertices (none
+    /// writes a byte it reads: [`Direct::conflicts`]), by pair, as found.
+    direct_waits: HashMap<(ExchangeId, ComputeSetId), bool>,
     /// The exchange that last followed each compute set directly, if one did, and whether
     /// the compute set gathers its sources ([`Engine::gathers_after`]): inside
     /// [`Engine::run`], tile by tile as its vertices finish ([`Engine::run_compute_set`],
@@ -250,6 +260,14 @@ impl Engine {
         // The plans of the compute sets and exchanges are independent: made on the host
         // threads the engine runs on.
         let plan = workers.install(true, |parallel| Plan::new(&exe, &index, &sizes, parallel))?;
+        // On one host thread, the exchanges of large moves go direct (module
+        // `exchange::direct`).
+        let direct = match workers {
+            Workers::Caller => (plan.exchanges.iter())
+                .map(|x| x.gathers_early().then(|| Direct::new(x)).flatten())
+                .collect(),
+            _ => Vec::new(),
+        };
         let tree = Tree::new(&exe.program, &exe.steps);
         tree.check(&exe)?;
         let contexts = exe.target.worker_contexts.max(1);
@@ -282,6 +300,8 @@ impl Engine {
             current: RunSummary::default(),
             staging: Vec::new(),
             pending: None,
+            direct,
+            direct_waits: HashMap::new(),
             follows: vec![None; exe.compute_sets.len()],
             last_compute_set: None,
             early: (Vec::new(), None),

@@ -195,13 +195,17 @@ impl Engine {
         self.plan.exchanges.iter().filter(|x| x.defers()).count()
     }
 
+    /// How many of those exchanges move their bytes straight from the source tiles inside
+    /// [`Engine::run`], on an engine of one host thread (module `exchange::direct`).
+    pub fn direct_exchanges(&self) -> usize {
+        self.direct.iter().filter(|d| d.is_some()).count()
+    }
+
     /// How many of those exchanges a compute set just before them gathers early, tile by
-    /// tile, inside [`Engine::run`] (module `exchange`).
+    /// tile, inside [`Engine::run`] (module `exchange`), where they do not go direct.
     pub fn early_gathering_exchanges(&self) -> usize {
-        self.plan
-            .exchanges
-            .iter()
-            .filter(|x| x.gathers_early())
+        (self.plan.exchanges.iter().enumerate())
+            .filter(|&(i, x)| x.gathers_early() && !self.direct.get(i).is_some_and(Option::is_some))
             .count()
     }
 
@@ -211,8 +215,10 @@ impl Engine {
     /// cache when the tile's vertices are done. Sources written long before are no cheaper
     /// to read then than in the exchange, and ResNet-50's step measured a few percent
     /// slower with every large-move exchange gathered early.
+    /// A direct exchange (module `exchange::direct`) gathers nothing.
     pub(super) fn gathers_after(&self, c: ComputeSetId, x: ExchangeId) -> bool {
-        if !self.plan.exchanges[x.0 as usize].gathers_early() {
+        let direct = self.direct.get(x.0 as usize).is_some_and(Option::is_some);
+        if direct || !self.plan.exchanges[x.0 as usize].gathers_early() {
             return false;
         }
         // A vertex's output is its last operand.
@@ -259,11 +265,24 @@ impl Engine {
             target: &exe.target,
         };
         // A pending exchange's writes: each tile's just before its vertices, the other
-        // destinations' after them (module `exchange`).
-        let pending = self
-            .pending
-            .take()
-            .map(|x| &self.plan.exchanges[x.0 as usize]);
+        // destinations' after them (module `exchange`); a direct one's all at once first
+        // where a vertex here writes a byte it reads.
+        let (pending, direct) = match self.pending.take() {
+            Some((x, false)) => (Some(&self.plan.exchanges[x.0 as usize]), None),
+            Some((x, true)) => {
+                let direct = self.direct[x.0 as usize].as_ref();
+                let waits = *(self.direct_waits.entry((x, id)))
+                    .or_insert_with(|| direct.is_some_and(|d| !d.conflicts(&exe, cs, &plan.dense)));
+                match direct {
+                    Some(d) if !waits => {
+                        d.scatter(&mut self.tiles);
+                        (None, None)
+                    }
+                    d => (None, d),
+                }
+            }
+            None => (None, None),
+        };
         let writes = pending.map_or_else(Vec::new, |x| x.writes_along(&plan.dense));
         // The exchange that followed this compute set last time, if it defers: each tile
         // gathers its sources for it as soon as its vertices are done.
@@ -279,20 +298,36 @@ impl Engine {
             (x.early_gather(buffer), x.early_moves(&plan.dense))
         });
         let staging = &self.staging[..];
-        let states = select_mut(&mut self.tiles, &plan.dense);
-        let parallel = plan.on_pool();
-        let outcomes: Vec<TileOutcome> = self.workers.install(parallel, |parallel| {
-            if parallel {
-                par_run(&run, cs, (&writes, staging), states, &gathers)
-            } else {
-                (cs.tiles.iter().zip(states).enumerate())
-                    .map(|(i, (w, st))| {
-                        let pieces = writes.get(i).copied().unwrap_or(&[]);
-                        run_tile(&run, w, (pieces, staging), st, early_of(&gathers, i))
-                    })
-                    .collect()
-            }
-        });
+        let outcomes: Vec<TileOutcome> = if let Some(d) = direct {
+            // One host thread: each tile's writes read the other tiles' memories.
+            let along = d.along(&plan.dense);
+            (cs.tiles.iter().zip(&plan.dense).zip(along).enumerate())
+                .map(|(i, ((w, &t), k))| {
+                    if let Some(k) = k {
+                        d.write(&mut self.tiles, k);
+                    }
+                    let st = &mut self.tiles[t];
+                    run_tile(&run, w, (&[], staging), st, early_of(&gathers, i))
+                })
+                .collect()
+        } else {
+            let states = select_mut(&mut self.tiles, &plan.dense);
+            self.workers.install(plan.on_pool(), |parallel| {
+                if parallel {
+                    par_run(&run, cs, (&writes, staging), states, &gathers)
+                } else {
+                    (cs.tiles.iter().zip(states).enumerate())
+                        .map(|(i, (w, st))| {
+                            let pieces = writes.get(i).copied().unwrap_or(&[]);
+                            run_tile(&run, w, (pieces, staging), st, early_of(&gathers, i))
+                        })
+                        .collect()
+                }
+            })
+        };
+        if let Some(d) = direct {
+            d.scatter_except(&mut self.tiles, &plan.dense);
+        }
         if let Some((x, _)) = next {
             if outcomes.iter().all(|o| o.stop.is_none()) {
                 *expected = Some((x, id));
@@ -393,9 +428,17 @@ impl Engine {
 
     /// Applies the pending exchange's writes, if one waits (module `exchange`).
     pub(super) fn flush_pending(&mut self) {
-        if let Some(x) = self.pending.take() {
-            let plan = &self.plan.exchanges[x.0 as usize];
-            plan.scatter(&mut self.tiles, &self.staging, &self.workers);
+        match self.pending.take() {
+            Some((x, false)) => {
+                let plan = &self.plan.exchanges[x.0 as usize];
+                plan.scatter(&mut self.tiles, &self.staging, &self.workers);
+            }
+            Some((x, true)) => {
+                if let Some(d) = &self.direct[x.0 as usize] {
+                    d.scatter(&mut self.tiles);
+                }
+            }
+            None => {}
         }
     }
 
@@ -411,7 +454,12 @@ impl Engine {
         let exe = Arc::clone(&self.exe);
         let ex = exe.exchange(id);
         let plan = &self.plan.exchanges[id.0 as usize];
-        if defer && plan.defers() {
+        let direct = self.direct.get(id.0 as usize).is_some_and(Option::is_some);
+        if defer && direct {
+            // Nothing to gather: the writes read the sources where they are.
+            self.early.1 = None;
+            self.pending = Some((id, true));
+        } else if defer && plan.defers() {
             let (buffer, expected) = &mut self.early;
             match expected.take() {
                 // The compute set just run gathered its tiles' sources: the others' now.
@@ -422,7 +470,7 @@ impl Engine {
                 }
                 _ => plan.gather(&self.tiles, &mut self.staging, &self.workers),
             }
-            self.pending = Some(id);
+            self.pending = Some((id, false));
         } else {
             plan.apply(&mut self.tiles, &mut self.staging, &self.workers);
         }

@@ -7,7 +7,7 @@ use super::*;
 use crate::engine::memory::TileMem;
 use crate::numerics::FpSts;
 use ipusim_compiler::{compile, CompileOptions, Target};
-use ipusim_exe::executable::{ByteCopy, CopyDst, TensorId};
+use ipusim_exe::executable::{ByteCopy, ComputeSet, CopyDst, TensorId};
 use ipusim_exe::system::TileId;
 use ipusim_ir::{DType, GraphBuilder, Init};
 
@@ -164,6 +164,54 @@ fn deferred(
     tiles.iter().map(|t| t.mem.bytes().to_vec()).collect()
 }
 
+/// `ex` moved directly (module `direct`), if its destinations overlap none of its sources:
+/// the tiles of `done` (as in [`deferred`]) take their writes one after the other, then the
+/// rest take theirs; `None` when the exchange cannot go direct.
+fn direct(
+    exe: &Executable,
+    ex: &Exchange,
+    index: &TileIndex,
+    sizes: &[usize],
+    mems: &[Vec<u8>],
+) -> Option<Vec<Vec<u8>>> {
+    let plan = ExchangePlan::new(exe, ex, index, sizes).unwrap();
+    let d = direct::Direct::new(&plan)?;
+    let mut tiles = tiles_holding(mems);
+    let mut done: Vec<usize> = plan.dst_tiles.iter().copied().skip(1).step_by(2).collect();
+    done.extend((0..sizes.len()).filter(|d| !plan.dst_tiles.contains(d)));
+    done.sort_unstable();
+    for (&t, k) in done.iter().zip(d.along(&done)) {
+        assert_eq!(k.is_some(), plan.dst_tiles.contains(&t));
+        if let Some(k) = k {
+            d.write(&mut tiles, k);
+        }
+    }
+    d.scatter_except(&mut tiles, &done);
+    let once = {
+        let mut tiles = tiles_holding(mems);
+        d.scatter(&mut tiles);
+        tiles
+    };
+    let bytes = |tiles: &[TileState]| -> Vec<Vec<u8>> {
+        tiles.iter().map(|t| t.mem.bytes().to_vec()).collect()
+    };
+    assert_eq!(bytes(&tiles), bytes(&once), "exchange '{}' direct", ex.name);
+    Some(bytes(&tiles))
+}
+
+/// Whether any destination byte of `ex` is a source byte on the same tile.
+fn overlaps(ex: &Exchange) -> bool {
+    let reads: Vec<(TileId, u32, u32)> = (ex.copies.iter())
+        .map(|c| (c.src_tile, c.src_offset, c.src_offset + c.bytes))
+        .collect();
+    ex.copies.iter().any(|c| {
+        (c.dsts.iter()).any(|d| {
+            let (start, end) = (d.offset, d.offset + c.bytes);
+            (reads.iter()).any(|&(t, s, e)| t == d.tile && s < end && start < e)
+        })
+    })
+}
+
 fn check(exe: &Executable, ex: &Exchange, index: &TileIndex, sizes: &[usize]) {
     let mems = memories(sizes);
     let mut want = mems.clone();
@@ -175,6 +223,10 @@ fn check(exe: &Executable, ex: &Exchange, index: &TileIndex, sizes: &[usize]) {
     assert_eq!(got, want, "exchange '{}' with its writes deferred", ex.name);
     let got = deferred(exe, ex, index, sizes, &mems, true);
     assert_eq!(got, want, "exchange '{}' gathered early", ex.name);
+    match direct(exe, ex, index, sizes, &mems) {
+        Some(got) => assert_eq!(got, want, "exchange '{}' moved directly", ex.name),
+        None => assert!(overlaps(ex), "exchange '{}' not direct", ex.name),
+    }
 }
 
 #[test]
@@ -185,6 +237,7 @@ fn plans_move_the_bytes_the_copies_say() {
     for ex in &exe.exchanges {
         check(&exe, ex, &index, &sizes);
     }
+    assert!(exe.exchanges.iter().any(|ex| !overlaps(ex)));
     // Destinations overlapping sources: a swap between two tiles, a shift on one tile,
     // then copies overwriting part of what was just written.
     let (a, b) = (index.tile(0), index.tile(1));
@@ -211,6 +264,7 @@ fn plans_move_the_bytes_the_copies_say() {
         cycles: 0,
     };
     check(&exe, &ex, &index, &sizes);
+    assert!(overlaps(&ex));
     // Destinations with tiles between and before them that are none.
     let ex = Exchange {
         name: "gaps".into(),
@@ -221,6 +275,22 @@ fn plans_move_the_bytes_the_copies_say() {
         ],
         cycles: 0,
     };
+    check(&exe, &ex, &index, &sizes);
+    // One destination run (one staged write) from the sources of three tiles, one of them
+    // the destination itself, and a later copy over part of it.
+    let ex = Exchange {
+        name: "spanning".into(),
+        node: None,
+        copies: vec![
+            copy(a, 0, 8, &[(index.tile(3), 0)]),
+            copy(index.tile(2), 4, 6, &[(index.tile(3), 8)]),
+            copy(index.tile(3), 40, 10, &[(index.tile(3), 14), (a, 32)]),
+            copy(b, 2, 4, &[(index.tile(3), 10)]),
+        ],
+        cycles: 0,
+    };
+    let mems = memories(&sizes);
+    assert!(direct(&exe, &ex, &index, &sizes, &mems).is_some());
     check(&exe, &ex, &index, &sizes);
 }
 
@@ -262,4 +332,66 @@ fn a_gather_in_runs_fills_the_staging_as_one_pass_does() {
         pool.install(|| gather_parallel(&pieces, &tiles, &mut got));
         assert_eq!(got, want, "{threads} threads");
     }
+}
+
+/// A direct exchange's writes may wait for a compute set's vertices exactly when none of
+/// them writes (its last operand) a byte the exchange reads: against a count over every
+/// copy and vertex, for every exchange and compute set of a compiled program, and for a
+/// vertex moved onto a source.
+#[test]
+fn a_direct_exchange_conflicts_with_vertices_writing_its_sources() {
+    let exe = &executable();
+    let (index, sizes) = TileIndex::new(exe).unwrap();
+    let writes = |cs: &ComputeSet| -> Vec<(TileId, u32, u32)> {
+        (cs.tiles.iter())
+            .flat_map(|w| {
+                (w.groups.iter().flat_map(|g| &g.vertices)).filter_map(move |v| {
+                    let o = v.operands.last()?;
+                    let size = exe.tensor(o.tensor).dtype.size_bytes() as u32;
+                    Some((w.tile, o.offset, o.offset + o.len * size))
+                })
+            })
+            .collect()
+    };
+    let counted = |ex: &Exchange, cs: &ComputeSet| {
+        writes(cs).iter().any(|&(t, s, e)| {
+            (ex.copies.iter())
+                .any(|c| c.src_tile == t && c.src_offset < e && s < c.src_offset + c.bytes && s < e)
+        })
+    };
+    let (mut waiting, mut moved_checked) = (0, 0);
+    for ex in &exe.exchanges {
+        let plan = ExchangePlan::new(exe, ex, &index, &sizes).unwrap();
+        let Some(d) = direct::Direct::new(&plan) else {
+            continue;
+        };
+        for cs in &exe.compute_sets {
+            let dense: Vec<usize> = cs
+                .tiles
+                .iter()
+                .map(|w| index.get(w.tile).unwrap())
+                .collect();
+            let found = d.conflicts(exe, cs, &dense);
+            assert_eq!(found, counted(ex, cs), "'{}' after '{}'", cs.name, ex.name);
+            waiting += usize::from(!found);
+            // A vertex writing the first source byte of a copy from one of its tiles.
+            let mut moved = cs.clone();
+            let Some((w, c)) = (moved.tiles.iter_mut()).find_map(|w| {
+                let c = ex.copies.iter().find(|c| c.src_tile == w.tile)?;
+                Some((w, c))
+            }) else {
+                continue;
+            };
+            let Some(v) = w.groups.iter_mut().flat_map(|g| &mut g.vertices).next() else {
+                continue;
+            };
+            v.operands.last_mut().unwrap().offset = c.src_offset;
+            assert!(d.conflicts(exe, &moved, &dense), "moved '{}'", cs.name);
+            moved_checked += 1;
+        }
+    }
+    assert!(
+        waiting > 0 && moved_checked > 0,
+        "{waiting} {moved_checked}"
+    );
 }
