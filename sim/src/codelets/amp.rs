@@ -100,7 +100,7 @@ pub(crate) fn run(
         ..
     } = scratch;
     let a = abuf.take::<f32>(rows * k);
-    widen_block(
+    let a_finite = widen_block(
         input,
         p.a_layout,
         ops.inputs[0],
@@ -118,8 +118,8 @@ pub(crate) fn run(
     );
     if *b_key != Some(key) {
         let b = bbuf.take::<f32>(k * n);
-        widen_block(input, p.b_layout, ops.inputs[1], k, 0, k, n, b)?;
-        *b_finite = amp::finite(b);
+        let finite = widen_block(input, p.b_layout, ops.inputs[1], k, 0, k, n, b)?;
+        *b_finite = finite.unwrap_or_else(|| amp::finite(b));
         *b_key = Some(key);
     }
     let b: &[f32] = bbuf.take::<f32>(k * n);
@@ -128,7 +128,7 @@ pub(crate) fn run(
     product(
         types,
         shape,
-        (a, None),
+        (a, a_finite),
         b,
         chunk,
         ops.output,
@@ -215,6 +215,8 @@ pub(crate) fn product(
 /// stored row-major, or as its transpose (`layout` Transposed: element `(i, j)` at
 /// `j·stride + i`, `stride` the stored row length). For `A`'s rows of a vertex (`m × k`,
 /// stride `m`) and for the whole `B` (`k × n`, stride `k`). FP16 values widen exactly.
+/// Returns whether every value is finite where the widening found it on the way (FP16
+/// row-major), else `None`.
 #[allow(clippy::too_many_arguments)]
 fn widen_block(
     input: DType,
@@ -225,10 +227,13 @@ fn widen_block(
     rows: usize,
     cols: usize,
     dst: &mut [f32],
-) -> Result<(), EngineError> {
+) -> Result<Option<bool>, EngineError> {
     let range = first * cols..(first + rows) * cols;
     match (input, layout) {
-        (DType::F16, MatrixLayout::RowMajor) => convert::widen(&typed::<f16>(bytes)?[range], dst),
+        (DType::F16, MatrixLayout::RowMajor) => {
+            let finite = convert::widen_finite(&typed::<f16>(bytes)?[range], dst);
+            return Ok(Some(finite));
+        }
         (_, MatrixLayout::RowMajor) => dst.copy_from_slice(&typed::<f32>(bytes)?[range]),
         (DType::F16, MatrixLayout::Transposed) => {
             // Column `j` of the block is a run of `rows` values in source row `j`: widened a
@@ -257,7 +262,7 @@ fn widen_block(
             }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// An FP16 value held exactly as `f64`, back as FP16.

@@ -91,6 +91,23 @@ pub fn widen(src: &[f16], dst: &mut [f32]) {
     src.convert_to_f32_slice(dst);
 }
 
+/// [`widen`], returning whether every value is finite (no exponent field all ones): one
+/// pass over the FP16 values where [`widen`] and a check of its output would take two (the
+/// AMP codelet's operands, whose finiteness decides the product's path).
+pub fn widen_finite(src: &[f16], dst: &mut [f32]) -> bool {
+    let n = src.len().min(dst.len());
+    let (src, dst) = (&src[..n], &mut dst[..n]);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports every feature `widen_finite_avx512` was compiled for.
+            return unsafe { x86::widen_finite_avx512(src, dst) };
+        }
+    }
+    widen(src, dst);
+    src.iter().all(|h| h.to_bits() & 0x7c00 != 0x7c00)
+}
+
 /// Widens `src` to FP32 into `dst` (exact); NaN inputs give the canonical NaN and INV.
 pub fn f16_to_f32_slice(src: &[f16], dst: &mut [f32]) -> Result<FpSts, NumericsError> {
     check_len("f16_to_f32_slice", "dst", src.len(), dst.len())?;
@@ -325,6 +342,29 @@ mod x86 {
     /// IEEE nearest even (`vcvtps2ph` rounding control; the MXCSR flags it may set are
     /// never read).
     const RNE: i32 = _MM_FROUND_TO_NEAREST_INT;
+
+    /// [`widen_avx512`], with whether every value is finite: the exponent fields all ones
+    /// found by a compare per 16 values, OR-ed together.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn widen_finite_avx512(src: &[f16], dst: &mut [f32]) -> bool {
+        let exponent = _mm256_set1_epi16(0x7c00);
+        let mut ones = _mm256_setzero_si256();
+        let mut s = src.chunks_exact(16);
+        let mut d = dst.chunks_exact_mut(16);
+        for (h, x) in (&mut s).zip(&mut d) {
+            // SAFETY: `h` holds 16 f16 (32 bytes) and `x` 16 f32 (64 bytes); both accesses
+            // are unaligned-tolerant.
+            unsafe {
+                let v = _mm256_loadu_si256(h.as_ptr().cast());
+                let e = _mm256_and_si256(v, exponent);
+                ones = _mm256_or_si256(ones, _mm256_cmpeq_epi16(e, exponent));
+                _mm512_storeu_ps(x.as_mut_ptr(), _mm512_cvtph_ps(v));
+            }
+        }
+        let rest = s.remainder();
+        half::slice::HalfFloatSliceExt::convert_to_f32_slice(rest, d.into_remainder());
+        _mm256_testz_si256(ones, ones) == 1 && rest.iter().all(|h| h.to_bits() & 0x7c00 != 0x7c00)
+    }
 
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn widen_avx512(src: &[f16], dst: &mut [f32]) {
@@ -646,6 +686,41 @@ mod tests {
             widen(src, &mut got);
             for (h, x) in src.iter().zip(&got) {
                 assert_eq!(x.to_bits(), h.to_f32().to_bits(), "{:#06x}", h.to_bits());
+            }
+        }
+    }
+
+    /// Widening with the finiteness check gives the widening's bits and says whether any
+    /// value is an infinity or a NaN, one at every position of a vector and of the
+    /// remainder, over every FP16 pattern of the finite ones.
+    #[test]
+    fn widening_finds_every_non_finite_value() {
+        let finite: Vec<f16> = (0..=u16::MAX)
+            .map(f16::from_bits)
+            .filter(|h| h.is_finite())
+            .collect();
+        let mut got = vec![0f32; finite.len()];
+        assert!(widen_finite(&finite, &mut got));
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let mut want = vec![0f32; finite.len()];
+        widen(&finite, &mut want);
+        assert_eq!(bits(&got), bits(&want));
+        for bad in [
+            f16::INFINITY,
+            f16::NEG_INFINITY,
+            f16::NAN,
+            f16::from_bits(0xfc01),
+        ] {
+            for len in [16, 37] {
+                for at in 0..len {
+                    let mut src = finite[1000..1000 + len].to_vec();
+                    src[at] = bad;
+                    let mut got = vec![0f32; len];
+                    assert!(!widen_finite(&src, &mut got), "{bad} at {at} of {len}");
+                    let mut want = vec![0f32; len];
+                    widen(&src, &mut want);
+                    assert_eq!(bits(&got), bits(&want));
+                }
             }
         }
     }
