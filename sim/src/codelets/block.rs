@@ -19,7 +19,7 @@ use crate::display::element_with_bits;
 use crate::engine::error::{DumpValue, EngineError};
 use crate::engine::memory::{typed, typed_mut};
 use crate::numerics::int::IntArith;
-use crate::numerics::kernels::{convert, map as k};
+use crate::numerics::kernels::{amp, convert, map as k};
 use crate::numerics::{cast, fp16, fp32, round, ArithOp, FpCtl, FpSts, Rounding, SrRng, Tail};
 use bytemuck::Pod;
 use half::f16;
@@ -468,7 +468,7 @@ fn reduce_f32(
                 let mut run = run;
                 if i == 0 {
                     acc.copy_from_slice(&run[..cols]);
-                    finite = in_place && acc.iter().all(|v| v.is_finite());
+                    finite = in_place && amp::finite(acc);
                     run = &run[cols..];
                     i = 1;
                 }

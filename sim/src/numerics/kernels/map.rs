@@ -506,19 +506,26 @@ fn finite_blocks(
     flags
 }
 
-/// `acc[j] += row[j]` in FP32 (nearest even) for each `acc.len()`-wide row of `rows` in
-/// turn, returning whether every sum is finite: then no flag was raised (a sum of finite
-/// values raises one only when it overflows). Not finite is for good (an infinity plus
-/// anything is infinite or NaN, and a NaN stays), so the sums are tested once, after the
-/// last row. When it returns false, `acc` holds the sums as computed and the caller sums
-/// again with [`accumulate_f32`], which gives the flags.
-pub fn add_rows_in_place_finite(acc: &mut [f32], rows: &[f32]) -> bool {
+simd_dispatch! {
+    /// `acc[j] += row[j]` in FP32 (nearest even) for each `acc.len()`-wide row of `rows` in
+    /// turn, returning whether every sum is finite: then no flag was raised (a sum of finite
+    /// values raises one only when it overflows). Not finite is for good (an infinity plus
+    /// anything is infinite or NaN, and a NaN stays), so the sums are tested once, after the
+    /// last row. When it returns false, `acc` holds the sums as computed and the caller sums
+    /// again with [`accumulate_f32`], which gives the flags.
+    pub fn add_rows_in_place_finite(acc: &mut [f32], rows: &[f32]) -> bool => add_rows_in_place_finite_body
+}
+
+/// [`add_rows_in_place_finite`]: IEEE f32 adds (never contracted), then a branch-free fold of
+/// the sums' finiteness per block, so that both vectorise.
+#[inline(always)]
+fn add_rows_in_place_finite_body(acc: &mut [f32], rows: &[f32]) -> bool {
     for row in rows.chunks_exact(acc.len().max(1)) {
         for (a, v) in acc.iter_mut().zip(row) {
             *a += *v;
         }
     }
-    acc.iter().all(|a| a.is_finite())
+    (acc.chunks(256)).all(|c| c.iter().fold(true, |ok, a| ok & a.is_finite()))
 }
 
 /// `acc[j] = acc[j] op x[j]` in FP32 for `op` Add or Max (the step of a column-wise
@@ -794,13 +801,17 @@ mod tests {
     fn row_sums_in_place_are_the_flagged_sums_and_finite_only_without_flags() {
         let mut rng = SrRng::new(5, 0, 0);
         let big = f32::MAX / 2.0;
-        let (width, count) = (16, 9);
-        for case in 0..6 {
+        // One vector's width, and widths past a block of the finiteness fold (256).
+        for (width, case) in [16, 300]
+            .into_iter()
+            .flat_map(|w| (0..6).map(move |c| (w, c)))
+        {
+            let count = 9;
             let mut rows: Vec<f32> = (0..width * count)
                 .map(|_| (rng.next_u32() % 2001) as f32 - 1000.0)
                 .collect();
             match case {
-                1 => rows[3 * width + 5] = f32::NAN,
+                1 => rows[3 * width + width - 3] = f32::NAN,
                 2 => rows[8 * width] = f32::INFINITY,
                 3 => (1..4).for_each(|r| rows[r * width + 2] = big),
                 4 => {
