@@ -76,6 +76,9 @@ fn fp32_partials_kernels_equal_the_reference() {
         (13, 20, 96),
         (7, 17, 100),
         (1, 18, 49),
+        (9, 21, 8),
+        (10, 12, 88),
+        (17, 11, 5),
     ] {
         let shape = MatMulShape { m, k, n };
         fast_path_equals_reference(shape);
