@@ -201,11 +201,17 @@ impl Engine {
         self.direct.iter().filter(|d| d.is_some()).count()
     }
 
+    /// Whether exchange `x` moves its bytes straight from the source tiles inside
+    /// [`Engine::run`] (module `exchange::direct`).
+    fn is_direct(&self, x: ExchangeId) -> bool {
+        self.direct.get(x.0 as usize).is_some_and(Option::is_some)
+    }
+
     /// How many of those exchanges a compute set just before them gathers early, tile by
     /// tile, inside [`Engine::run`] (module `exchange`), where they do not go direct.
     pub fn early_gathering_exchanges(&self) -> usize {
         (self.plan.exchanges.iter().enumerate())
-            .filter(|&(i, x)| x.gathers_early() && !self.direct.get(i).is_some_and(Option::is_some))
+            .filter(|&(i, x)| x.gathers_early() && !self.is_direct(ExchangeId(i as u32)))
             .count()
     }
 
@@ -217,8 +223,7 @@ impl Engine {
     /// slower with every large-move exchange gathered early.
     /// A direct exchange (module `exchange::direct`) gathers nothing.
     pub(super) fn gathers_after(&self, c: ComputeSetId, x: ExchangeId) -> bool {
-        let direct = self.direct.get(x.0 as usize).is_some_and(Option::is_some);
-        if direct || !self.plan.exchanges[x.0 as usize].gathers_early() {
+        if self.is_direct(x) || !self.plan.exchanges[x.0 as usize].gathers_early() {
             return false;
         }
         // A vertex's output is its last operand.
@@ -269,18 +274,17 @@ impl Engine {
         // where a vertex here writes a byte it reads.
         let (pending, direct) = match self.pending.take() {
             Some((x, false)) => (Some(&self.plan.exchanges[x.0 as usize]), None),
-            Some((x, true)) => {
-                let direct = self.direct[x.0 as usize].as_ref();
-                let waits = *(self.direct_waits.entry((x, id)))
-                    .or_insert_with(|| direct.is_some_and(|d| !d.conflicts(&exe, cs, &plan.dense)));
-                match direct {
-                    Some(d) if !waits => {
+            Some((x, true)) => match self.direct[x.0 as usize].as_ref() {
+                Some(d) => {
+                    let waits = *(self.direct_waits.entry((x, id)))
+                        .or_insert_with(|| !d.conflicts(&exe, cs, &plan.dense));
+                    if !waits {
                         d.scatter(&mut self.tiles);
-                        (None, None)
                     }
-                    d => (None, d),
+                    (None, waits.then_some(d))
                 }
-            }
+                None => (None, None),
+            },
             None => (None, None),
         };
         let writes = pending.map_or_else(Vec::new, |x| x.writes_along(&plan.dense));
@@ -454,8 +458,7 @@ impl Engine {
         let exe = Arc::clone(&self.exe);
         let ex = exe.exchange(id);
         let plan = &self.plan.exchanges[id.0 as usize];
-        let direct = self.direct.get(id.0 as usize).is_some_and(Option::is_some);
-        if defer && direct {
+        if defer && self.is_direct(id) {
             // Nothing to gather: the writes read the sources where they are.
             self.early.1 = None;
             self.pending = Some((id, true));
