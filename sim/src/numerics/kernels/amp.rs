@@ -414,27 +414,13 @@ impl Partials<'_, '_, '_> {
 }
 
 simd_dispatch! {
-    /// Whether every value is finite (a branch-free fold per block, so it vectorises).
-    fn all_finite(x: &[f32]) -> bool => all_finite_body
+    /// Whether every value is finite ([`lanes::all_finite`], vectorised).
+    fn all_finite(x: &[f32]) -> bool => lanes::all_finite
 }
 
 simd_dispatch! {
-    /// [`finite_f16`]: a branch-free fold of the exponent fields per block.
-    fn all_finite_f16(x: &[f16]) -> bool => all_finite_f16_body
-}
-
-#[inline(always)]
-fn all_finite_f16_body(x: &[f16]) -> bool {
-    x.chunks(256).all(|c| {
-        c.iter()
-            .fold(true, |ok, v| ok & (v.to_bits() & 0x7c00 != 0x7c00))
-    })
-}
-
-#[inline(always)]
-fn all_finite_body(x: &[f32]) -> bool {
-    x.chunks(256)
-        .all(|c| c.iter().fold(true, |ok, v| ok & v.is_finite()))
+    /// [`finite_f16`] ([`lanes::all_finite_f16`], vectorised).
+    fn all_finite_f16(x: &[f16]) -> bool => lanes::all_finite_f16
 }
 
 fn matmul(

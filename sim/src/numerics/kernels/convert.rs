@@ -105,7 +105,7 @@ pub fn widen_finite(src: &[f16], dst: &mut [f32]) -> bool {
         }
     }
     widen(src, dst);
-    src.iter().all(|h| h.to_bits() & 0x7c00 != 0x7c00)
+    lanes::all_finite_f16(src)
 }
 
 /// Widens `src` to FP32 into `dst` (exact); NaN inputs give the canonical NaN and INV.
@@ -363,7 +363,7 @@ mod x86 {
         }
         let rest = s.remainder();
         half::slice::HalfFloatSliceExt::convert_to_f32_slice(rest, d.into_remainder());
-        _mm256_testz_si256(ones, ones) == 1 && rest.iter().all(|h| h.to_bits() & 0x7c00 != 0x7c00)
+        _mm256_testz_si256(ones, ones) == 1 && super::lanes::all_finite_f16(rest)
     }
 
     #[target_feature(enable = "avx512f")]

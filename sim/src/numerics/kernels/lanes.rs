@@ -15,6 +15,29 @@
 //!
 //! The dropped bits `rem` (`k` of them) give the rounding: nearest even compares them with
 //! `2^(k-1)`; stochastic rounding compares the draw with `⌊rem·2^32/2^k⌋`.
+//!
+//! Beside them, the branch-free finiteness folds the kernels share ([`all_finite`],
+//! [`all_finite_f16`]).
+
+use half::f16;
+
+/// Whether every f32 value is finite: a branch-free fold per block of 256, which
+/// vectorises inside the callers' dispatched kernels (an early exit per value would not).
+#[inline(always)]
+pub(crate) fn all_finite(x: &[f32]) -> bool {
+    x.chunks(256)
+        .all(|c| c.iter().fold(true, |ok, v| ok & v.is_finite()))
+}
+
+/// Whether every FP16 value is finite (its exponent field not all ones): [`all_finite`]'s
+/// fold on the bit patterns.
+#[inline(always)]
+pub(crate) fn all_finite_f16(x: &[f16]) -> bool {
+    x.chunks(256).all(|c| {
+        c.iter()
+            .fold(true, |ok, v| ok & (v.to_bits() & 0x7c00 != 0x7c00))
+    })
+}
 
 /// f32: rounds the bit pattern `bits` to FP16. `draw`: `None` for nearest even.
 /// Returns `(fp16 bits, slow)`.

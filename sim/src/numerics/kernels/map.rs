@@ -516,8 +516,8 @@ simd_dispatch! {
     pub fn add_rows_in_place_finite(acc: &mut [f32], rows: &[f32]) -> bool => add_rows_in_place_finite_body
 }
 
-/// [`add_rows_in_place_finite`]: IEEE f32 adds (never contracted), then a branch-free fold of
-/// the sums' finiteness per block, so that both vectorise.
+/// [`add_rows_in_place_finite`]: IEEE f32 adds (never contracted), then the branch-free fold
+/// of the sums' finiteness ([`lanes::all_finite`]), so that both vectorise.
 #[inline(always)]
 fn add_rows_in_place_finite_body(acc: &mut [f32], rows: &[f32]) -> bool {
     for row in rows.chunks_exact(acc.len().max(1)) {
@@ -525,7 +525,7 @@ fn add_rows_in_place_finite_body(acc: &mut [f32], rows: &[f32]) -> bool {
             *a += *v;
         }
     }
-    (acc.chunks(256)).all(|c| c.iter().fold(true, |ok, a| ok & a.is_finite()))
+    lanes::all_finite(acc)
 }
 
 /// `acc[j] = acc[j] op x[j]` in FP32 for `op` Add or Max (the step of a column-wise
