@@ -7,8 +7,8 @@
 //! (steps in program order, a `Repeat` body counted once), and two share bytes only when
 //! their live ranges are disjoint; [`place`] gives each its offset, by the lower top of a
 //! linear scan over program steps and a packing of the long-lived and large first. Vertex
-//! state and code (codelets, control code, exchange code) are accounted after the data
-//! region; the simulator does not materialise them.
+//! state and code (codelets, control code, exchange code: [`exchange_code`]) are accounted
+//! after the data region; the simulator does not materialise them.
 //!
 //! Out of memory is a result, not an error: the plan marks `oom`, lists the tiles over
 //! capacity, and names the worst tiles with their largest tensors and the temporaries live
@@ -27,15 +27,13 @@ use ipusim_exe::workers;
 use rayon::prelude::*;
 use std::collections::BTreeSet;
 
+mod exchange_code;
 mod place;
 
 use place::{align, place_temporaries, Request};
 
 /// Control code per compute set on a tile (a call and a sync; not found, chosen).
 const CONTROL_CODE_BYTES: u64 = 24;
-/// Exchange code per copy endpoint on a tile (a pointer set-up and a send/receive; not
-/// found, chosen).
-const EXCHANGE_CODE_BYTES: u64 = 8;
 
 /// The codelets and vertex state of one compute set: its distinct codelets' code keys and
 /// bytes, and each tile's vertex state and codelets (indices into them).
@@ -388,46 +386,11 @@ pub(crate) fn plan(
             mem[tile].vertex_state += state;
         }
     }
-    // An endpoint of a copy that crosses IPUs is global exchange code on its tile (the
-    // source's when any destination is on another IPU, a destination's when it is). The
-    // endpoints are counted per tile on the host's cores (tens of millions on a large CNN)
-    // and the counts summed.
-    let endpoints = exchanges
-        .par_iter()
-        .filter(|ex| !recomputed(&ex.name))
-        .fold(
-            || vec![(0u64, 0u64); ntiles],
-            |mut n, ex| {
-                for c in &ex.copies {
-                    let src_ipu = c.src_tile.ipu();
-                    let mut count = |tile: TileId, global: bool| {
-                        if let Some(e) = n.get_mut(dense(tile)) {
-                            if global {
-                                e.1 += 1;
-                            } else {
-                                e.0 += 1;
-                            }
-                        }
-                    };
-                    count(c.src_tile, c.dsts.iter().any(|d| d.tile.ipu() != src_ipu));
-                    for d in &c.dsts {
-                        count(d.tile, d.tile.ipu() != src_ipu);
-                    }
-                }
-                n
-            },
-        )
-        .reduce_with(|mut a, b| {
-            for (x, y) in a.iter_mut().zip(b) {
-                x.0 += y.0;
-                x.1 += y.1;
-            }
-            a
-        })
-        .unwrap_or_default();
-    for (m, (internal, global)) in mem.iter_mut().zip(endpoints) {
-        m.internal_exchange_code += internal * EXCHANGE_CODE_BYTES;
-        m.global_exchange_code += global * EXCHANGE_CODE_BYTES;
+    // Exchange code: each tile's instructions in the exchanges ([`exchange_code`]).
+    let instructions = exchange_code::instructions(exchanges, target.tiles, ntiles, recomputed);
+    for (m, (internal, global)) in mem.iter_mut().zip(instructions) {
+        m.internal_exchange_code += internal * exchange_code::INSTRUCTION_BYTES;
+        m.global_exchange_code += global * exchange_code::INSTRUCTION_BYTES;
     }
     let capacity = target.bytes_per_tile as u64;
     let mut oom_tiles = Vec::new();

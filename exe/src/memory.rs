@@ -41,12 +41,13 @@ pub struct TileMemory {
     /// Of `code`: each codelet used on the tile, once ("Vertex Code").
     #[serde(default)]
     pub vertex_code: u64,
-    /// Of `code`: the code of the tile's copy endpoints between tiles of its IPU ("Internal
-    /// Exchange Code").
+    /// Of `code`: the tile's exchange instructions with tiles of its IPU ("Internal Exchange
+    /// Code"): a switch to each sender it hears and a send per run of bytes it sends, in
+    /// each exchange.
     #[serde(default)]
     pub internal_exchange_code: u64,
-    /// Of `code`: the code of the tile's copy endpoints to or from other IPUs ("Global
-    /// Exchange Code").
+    /// Of `code`: the tile's exchange instructions with tiles of other IPUs ("Global
+    /// Exchange Code"), counted as the internal ones.
     #[serde(default)]
     pub global_exchange_code: u64,
     /// Sum of the categories.

@@ -104,10 +104,10 @@ fn candidates(d: u32, gran: u32) -> Vec<u32> {
 }
 
 /// Cycles our planner charges per exchange region (one contiguous range a tile sends or
-/// receives): the two instructions of its set-up — the 8 bytes of exchange code per endpoint
-/// that the memory plan charges — at one instruction per cycle. Our own proxy (PopLibs'
-/// planner has no per-region term: its channel-grouped layouts keep regions large, as ours
-/// do when a feature map's channels are grouped).
+/// receives): two instructions — the send on its source and the receiver's switch to that
+/// source, the instructions the memory plan counts as exchange code — at one instruction
+/// per cycle. Our own proxy (PopLibs' planner has no per-region term: its channel-grouped
+/// layouts keep regions large, as ours do when a feature map's channels are grouped).
 const REGION_CYCLES: u64 = 2;
 
 /// What the planner plans: the pass, its codelet (for the estimate), the geometry, the
