@@ -458,3 +458,41 @@ fn synthetic_data_replaces_every_source() {
         stderr(&both)
     );
 }
+
+/// Labels outside the loss's classes train as on the IPU (an all-zero one-hot row) but are
+/// reported: a warning on standard error and in the report naming the stream, the loss,
+/// the classes, the count and the first; a clean run has no `warnings` in its JSON.
+#[test]
+fn labels_outside_the_classes_are_reported() {
+    let dir = scratch("labels");
+    let last_field_to =
+        |label: &'static str| move |l: &str| format!("{},{label}", &l[..l.rfind(',').unwrap()]);
+    let one_out = csv(&dir, "one_out.csv", &digits_with(3, last_field_to("10")));
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "programs/mlp_digits.ron", "--json"];
+        args.extend_from_slice(extra);
+        ipusim(&args)
+    };
+    let infeed = format!("labels={one_out}");
+    let o = run(&["--infeed", &infeed]);
+    let doc = json(&o);
+    let warnings = doc["report"]["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let w = warnings[0].as_str().unwrap();
+    // 300 steps of 50 rows: ten passes over the 1,500 rows, the edited one in each.
+    assert!(
+        w.starts_with("infeed 'labels': 10 of 15,000 labels fed are outside [0, 10), the classes of 'loss' (the first: 10, sample 3 of micro-batch 0)"),
+        "{w}"
+    );
+    assert!(
+        stderr(&o).contains(&format!("warning: {w}")),
+        "{}",
+        stderr(&o)
+    );
+    let clean = json(&run(&[]));
+    assert!(
+        clean["report"].get("warnings").is_none(),
+        "{}",
+        clean["report"]
+    );
+}

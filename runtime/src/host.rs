@@ -14,6 +14,7 @@
 //!   report shows.
 
 use crate::feeds::{Feed, FeedError};
+use crate::labels::LabelCheck;
 use crate::outfeed::{OutfeedCollector, OutfeedData};
 use crate::stream::StreamType;
 use ipusim_compiler::executable::HostStream;
@@ -43,6 +44,10 @@ struct InfeedPort {
     /// Micro-batches the run still needs that are not in `ready`.
     to_read: u64,
     count: StreamCount,
+    /// Micro-batches read from the feed so far.
+    read: u64,
+    /// The check of its labels, when an op reads it as labels ([`crate::labels`]).
+    labels: Option<LabelCheck>,
 }
 
 impl InfeedPort {
@@ -50,6 +55,10 @@ impl InfeedPort {
         while self.ready.len() < depth && self.to_read > 0 {
             let mut buf = vec![0u8; self.stream.bytes()];
             self.feed.fill(&self.stream, &mut buf)?;
+            if let Some(check) = &mut self.labels {
+                check.check(&buf, self.read);
+            }
+            self.read += 1;
             self.ready.push_back(buf);
             self.to_read -= 1;
         }
@@ -65,6 +74,8 @@ pub struct SessionHost {
     prefetch_depth: u32,
     /// Called with the stream name after every stream copy (progress reporting).
     on_copy: Option<CopyHook>,
+    /// The label checks of streams read as labels, for the feeds connected after them.
+    watched: BTreeMap<String, LabelCheck>,
 }
 
 impl std::fmt::Debug for SessionHost {
@@ -86,12 +97,38 @@ impl SessionHost {
             out_counts: BTreeMap::new(),
             prefetch_depth: prefetch_depth.max(1),
             on_copy: None,
+            watched: BTreeMap::new(),
         }
     }
 
+    /// Checks the labels fed to `check.stream` from now on, whichever feed is connected
+    /// ([`crate::labels`]).
+    pub fn watch_labels(&mut self, check: LabelCheck) {
+        if let Some(port) = self.infeeds.get_mut(&check.stream) {
+            port.labels.get_or_insert_with(|| check.clone());
+        }
+        self.watched.insert(check.stream.clone(), check);
+    }
+
+    /// The label checks so far, by stream name (counts over every feed the stream had).
+    pub fn label_checks(&self) -> Vec<LabelCheck> {
+        (self.watched.keys())
+            .map(
+                |name| match self.infeeds.get(name).and_then(|p| p.labels.as_ref()) {
+                    Some(c) => c.clone(),
+                    None => self.watched[name].clone(),
+                },
+            )
+            .collect()
+    }
+
     /// Connects (or replaces) the feed of an infeed stream. Prefetched data of a replaced
-    /// feed is dropped.
+    /// feed is dropped; its labels' check goes on counting.
     pub fn connect_infeed(&mut self, stream: StreamType, feed: Box<dyn Feed>) {
+        let labels = match self.infeeds.remove(&stream.name) {
+            Some(old) => old.labels,
+            None => self.watched.get(&stream.name).cloned(),
+        };
         self.infeeds.insert(
             stream.name.clone(),
             InfeedPort {
@@ -100,6 +137,8 @@ impl SessionHost {
                 ready: VecDeque::new(),
                 to_read: 0,
                 count: StreamCount::default(),
+                read: 0,
+                labels,
             },
         );
     }

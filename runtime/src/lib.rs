@@ -28,6 +28,7 @@ pub mod feeds;
 pub mod host;
 pub mod io_model;
 pub mod json;
+pub mod labels;
 pub mod launch;
 pub mod options;
 pub mod outfeed;

@@ -27,6 +27,7 @@ use crate::error::{OptionsError, RuntimeError, StreamError};
 use crate::feeds::Feed;
 use crate::host::SessionHost;
 use crate::io_model::{stream_types, HostIoModel};
+use crate::labels::{label_streams, LabelCheck};
 use crate::options::SessionOptions;
 use crate::outfeed::OutfeedData;
 use crate::report::{
@@ -160,6 +161,7 @@ fn empty_report(
                 entries: 0,
             })
             .collect(),
+        warnings: Vec::new(),
         wall_seconds: 0.0,
     }
 }
@@ -217,7 +219,10 @@ impl Session {
             step_graph(program, &build_options).map_err(|e| RuntimeError::build(program, e))?;
         let replicas = step.placement.replicas.max(1);
         let (ins, outs) = graph_streams(&step.graph);
-        let host = connect(program, base_dir, &ins, &outs, &options.streams)?;
+        let mut host = connect(program, base_dir, &ins, &outs, &options.streams)?;
+        for check in label_streams(&step.graph) {
+            host.watch_labels(check);
+        }
         if options.build.inference && build_options.device_iterations.is_none() {
             // One pass over the data of the file-backed infeeds.
             // Replicas share it: each takes every `replicas`-th micro-batch.
@@ -761,6 +766,9 @@ impl Session {
         for o in &mut r.outfeeds {
             o.entries = t.entries.get(&o.stream).copied().unwrap_or(0);
         }
+        r.warnings = (self.host.label_checks().iter())
+            .filter_map(LabelCheck::warning)
+            .collect();
         r.wall_seconds = self.wall.as_secs_f64();
         r
     }

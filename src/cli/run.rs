@@ -329,6 +329,9 @@ fn execute(args: &RunArgs) -> Result<i32, RunFailure> {
         bar.finish_and_clear();
     }
     let mut report = session.report();
+    for w in &report.warnings {
+        warn(&format!("{file}: warning: {w}\n"));
+    }
     if execution(args) {
         let ipus = TraceIpus::of(session.executable());
         let tiles = session.executable().target.tiles;

@@ -147,6 +147,10 @@ pub struct RunReport {
     pub infeeds: Vec<InfeedReport>,
     /// Outfeed modes and traffic.
     pub outfeeds: Vec<OutfeedReport>,
+    /// What the host found wrong with the data fed, a sentence each: labels outside their
+    /// loss's classes ([`crate::labels`]). Absent when there is nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Host time spent running, in seconds (not deterministic).
     pub wall_seconds: f64,
 }

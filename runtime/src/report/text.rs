@@ -139,6 +139,9 @@ pub(super) fn render(r: &RunReport) -> String {
             o.stream, o.mode, o.entries
         );
     }
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
     s
 }
 
