@@ -9,6 +9,8 @@
 //!   therefore found up to `prefetch_depth` micro-batches before the device would consume
 //!   the data, as with a real prefetching loader. Micro-batches prefetched and not consumed
 //!   by the end of a run are fed first in the next run, so no data is skipped.
+//! - **Labels.** A stream an op reads as labels has a [`LabelCheck`] beside its feed, which
+//!   counts every label fed outside the op's classes ([`crate::labels`]).
 //! - **Outfeeds.** Each outfeed stream has an [`OutfeedCollector`] in its mode.
 //! - **Accounting.** Bytes and copies per stream in the current run: the Rx/Tx the run
 //!   report shows.
