@@ -461,7 +461,8 @@ fn synthetic_data_replaces_every_source() {
 
 /// Labels outside the loss's classes train as on the IPU (an all-zero one-hot row) but are
 /// reported: a warning on standard error and in the report naming the stream, the loss,
-/// the classes, the count and the first; a clean run has no `warnings` in its JSON.
+/// the classes, the count and the first with its file and line; a clean run has no
+/// `warnings` in its JSON.
 #[test]
 fn labels_outside_the_classes_are_reported() {
     let dir = scratch("labels");
@@ -480,10 +481,9 @@ fn labels_outside_the_classes_are_reported() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     let w = warnings[0].as_str().unwrap();
     // 300 steps of 50 rows: ten passes over the 1,500 rows, the edited one in each.
-    assert!(
-        w.starts_with("infeed 'labels': 10 of 15,000 labels fed are outside [0, 10), the classes of 'loss' (the first: 10, sample 3 of micro-batch 0)"),
-        "{w}"
-    );
+    // The edited row is data row 3, line 5 of the file (after the header).
+    let expected = format!("infeed 'labels': 10 of 15,000 labels fed are outside [0, 10), the classes of 'loss' (the first: 10, sample 3 of micro-batch 0, {one_out}:5)");
+    assert!(w.starts_with(&expected), "{w}");
     assert!(
         stderr(&o).contains(&format!("warning: {w}")),
         "{}",

@@ -58,7 +58,7 @@ impl InfeedPort {
             let mut buf = vec![0u8; self.stream.bytes()];
             self.feed.fill(&self.stream, &mut buf)?;
             if let Some(check) = &mut self.labels {
-                check.check(&buf, self.read);
+                check.check(&buf, self.read, |sample| self.feed.locate(sample));
             }
             self.read += 1;
             self.ready.push_back(buf);

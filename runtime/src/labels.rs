@@ -30,19 +30,28 @@ pub struct LabelCheck {
     pub outside: u64,
     /// The first outside: (the feed's micro-batch, 0-based; the sample in it; the label).
     pub first: Option<(u64, u64, i64)>,
+    /// Where the first came from (`file:line`), when its source can tell.
+    pub first_at: Option<String>,
 }
 
 impl LabelCheck {
     /// Counts the labels of one micro-batch (`bytes`: little-endian `i32`s), the feed's
-    /// `micro_batch`-th.
-    pub fn check(&mut self, bytes: &[u8], micro_batch: u64) {
+    /// `micro_batch`-th; `locate` tells where a sample of it came from.
+    pub fn check(
+        &mut self,
+        bytes: &[u8],
+        micro_batch: u64,
+        locate: impl Fn(usize) -> Option<String>,
+    ) {
         for (sample, b) in bytes.chunks_exact(4).enumerate() {
             let label = i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
             self.fed += 1;
             if !(0..self.classes as i64).contains(&label) {
                 self.outside += 1;
-                self.first
-                    .get_or_insert((micro_batch, sample as u64, label));
+                if self.first.is_none() {
+                    self.first = Some((micro_batch, sample as u64, label));
+                    self.first_at = locate(sample);
+                }
             }
         }
     }
@@ -50,9 +59,10 @@ impl LabelCheck {
     /// The warning of a stream with labels outside its classes, if it had any.
     pub fn warning(&self) -> Option<String> {
         let (micro_batch, sample, label) = self.first?;
+        let at = (self.first_at.as_ref()).map_or(String::new(), |a| format!(", {a}"));
         Some(format!(
             "infeed '{}': {} of {} labels fed are outside [0, {}), the classes of '{}' (the \
-             first: {label}, sample {sample} of micro-batch {micro_batch}); each gives an \
+             first: {label}, sample {sample} of micro-batch {micro_batch}{at}); each gives an \
              all-zero one-hot row, so its sample adds nothing to the loss or the gradient, as \
              on the IPU",
             self.stream,
@@ -106,6 +116,7 @@ pub fn label_streams(graph: &Graph) -> Vec<LabelCheck> {
                 fed: 0,
                 outside: 0,
                 first: None,
+                first_at: None,
             }),
         }
     }
@@ -164,16 +175,22 @@ mod tests {
             fed: 0,
             outside: 0,
             first: None,
+            first_at: None,
         };
         let bytes = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-        c.check(&bytes(&[0, 9, 3, 1]), 0);
+        let at = |s: usize| Some(format!("f.csv:{}", 10 + s));
+        c.check(&bytes(&[0, 9, 3, 1]), 0, at);
         assert_eq!(c.warning(), None);
-        c.check(&bytes(&[2, 10, -1, 9]), 1);
-        c.check(&bytes(&[-100, 0, 0, 0]), 2);
+        c.check(&bytes(&[2, 10, -1, 9]), 1, at);
+        c.check(&bytes(&[-100, 0, 0, 0]), 2, at);
         assert_eq!((c.fed, c.outside, c.first), (12, 3, Some((1, 1, 10))));
+        assert_eq!(c.first_at.as_deref(), Some("f.csv:11"));
         let w = c.warning().unwrap();
         assert!(w.contains("'labels': 3 of 12 labels"), "{w}");
         assert!(w.contains("[0, 10)") && w.contains("'loss'"), "{w}");
-        assert!(w.contains("first: 10, sample 1 of micro-batch 1"), "{w}");
+        assert!(
+            w.contains("first: 10, sample 1 of micro-batch 1, f.csv:11)"),
+            "{w}"
+        );
     }
 }

@@ -104,6 +104,8 @@ pub struct CsvFeed {
     next_row: usize,
     epoch: u64,
     delivered: u64,
+    /// The row the micro-batch last filled began at.
+    last_start: usize,
 }
 
 impl CsvFeed {
@@ -257,6 +259,7 @@ impl CsvFeed {
             next_row: 0,
             epoch: 0,
             delivered: 0,
+            last_start: 0,
         };
         if feed.rows() < stream.samples() {
             return Err(FeedError::File {
@@ -318,6 +321,11 @@ impl Feed for CsvFeed {
                 ),
             });
         }
+        self.last_start = if self.next_row == self.rows() {
+            0
+        } else {
+            self.next_row
+        };
         for chunk in dst.chunks_exact_mut(self.sample_bytes) {
             if self.next_row == self.rows() {
                 self.next_row = 0;
@@ -340,6 +348,11 @@ impl Feed for CsvFeed {
 
     fn describe(&self) -> String {
         format!("{}, {}", self.file, self.columns)
+    }
+
+    fn locate(&self, sample: usize) -> Option<String> {
+        let row = (self.last_start + sample) % self.rows().max(1);
+        Some(format!("{}:{}", self.file, self.line_of(row)?))
     }
 }
 
@@ -582,6 +595,8 @@ mod tests {
         f.fill(&s, &mut buf).unwrap();
         assert_eq!(buf, [5, 6, 1, 2], "wraps around: a new epoch");
         assert_eq!(f.position(), (1, 1));
+        let at = |s| f.locate(s).unwrap();
+        assert!(at(0).ends_with(":5") && at(1).ends_with(":2"), "{} {}", at(0), at(1));
         assert_eq!(f.remaining(&s), None);
         let l = stream(DType::I32, &[3]);
         let mut f = parse(text, Columns::Names(vec!["label".into()]), &l).unwrap();

@@ -107,6 +107,12 @@ pub trait Feed: Send {
 
     /// Where the data comes from, for reports (`data/digits_train.csv, columns 0..64`).
     fn describe(&self) -> String;
+
+    /// Where sample `sample` of the micro-batch last filled came from (`file:line`), when
+    /// the source can tell.
+    fn locate(&self, _sample: usize) -> Option<String> {
+        None
+    }
 }
 
 /// The feed of a program's `infeeds` entry for `stream`. A CSV path is relative to
