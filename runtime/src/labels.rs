@@ -8,7 +8,8 @@
 //! silently wrong data. The host therefore checks every label fed to a stream that such an
 //! op reads ([`label_streams`]) and the run report carries a warning per stream that had
 //! any ([`LabelCheck::warning`]), naming the stream, the op, the classes, how many were out
-//! and the first of them.
+//! and the first of them, with its file and line when its feed can tell
+//! ([`crate::feeds::Feed::locate`]).
 
 use ipusim_compiler::report::group;
 use ipusim_ir::{DType, Graph, NodeId, Op};

@@ -596,7 +596,12 @@ mod tests {
         assert_eq!(buf, [5, 6, 1, 2], "wraps around: a new epoch");
         assert_eq!(f.position(), (1, 1));
         let at = |s| f.locate(s).unwrap();
-        assert!(at(0).ends_with(":5") && at(1).ends_with(":2"), "{} {}", at(0), at(1));
+        assert!(
+            at(0).ends_with(":5") && at(1).ends_with(":2"),
+            "{} {}",
+            at(0),
+            at(1)
+        );
         assert_eq!(f.remaining(&s), None);
         let l = stream(DType::I32, &[3]);
         let mut f = parse(text, Columns::Names(vec!["label".into()]), &l).unwrap();
