@@ -9,7 +9,7 @@
 //!   therefore found up to `prefetch_depth` micro-batches before the device would consume
 //!   the data, as with a real prefetching loader. Micro-batches prefetched and not consumed
 //!   by the end of a run are fed first in the next run, so no data is skipped.
-//! - **Labels.** A stream an op reads as labels has a [`LabelCheck`] beside its feed, which
+//! - **Labels.** A stream an op reads as labels has a [`LabelCheck`], kept across its feeds, which
 //!   counts every label fed outside the op's classes ([`crate::labels`]).
 //! - **Outfeeds.** Each outfeed stream has an [`OutfeedCollector`] in its mode.
 //! - **Accounting.** Bytes and copies per stream in the current run: the Rx/Tx the run
@@ -48,16 +48,20 @@ struct InfeedPort {
     count: StreamCount,
     /// Micro-batches read from the feed so far.
     read: u64,
-    /// The check of its labels, when an op reads it as labels ([`crate::labels`]).
-    labels: Option<LabelCheck>,
 }
 
 impl InfeedPort {
-    fn top_up(&mut self, depth: usize) -> Result<(), FeedError> {
+    /// Reads micro-batches until `depth` are ready or the run needs no more, each one's
+    /// labels counted by `labels` when the stream is read as labels.
+    fn top_up(
+        &mut self,
+        depth: usize,
+        mut labels: Option<&mut LabelCheck>,
+    ) -> Result<(), FeedError> {
         while self.ready.len() < depth && self.to_read > 0 {
             let mut buf = vec![0u8; self.stream.bytes()];
             self.feed.fill(&self.stream, &mut buf)?;
-            if let Some(check) = &mut self.labels {
+            if let Some(check) = labels.as_deref_mut() {
                 check.check(&buf, self.read, |sample| self.feed.locate(sample));
             }
             self.read += 1;
@@ -76,8 +80,8 @@ pub struct SessionHost {
     prefetch_depth: u32,
     /// Called with the stream name after every stream copy (progress reporting).
     on_copy: Option<CopyHook>,
-    /// The label checks of streams read as labels, for the feeds connected after them.
-    watched: BTreeMap<String, LabelCheck>,
+    /// The label checks of the streams read as labels, by name, over every feed each had.
+    labels: BTreeMap<String, LabelCheck>,
 }
 
 impl std::fmt::Debug for SessionHost {
@@ -99,38 +103,24 @@ impl SessionHost {
             out_counts: BTreeMap::new(),
             prefetch_depth: prefetch_depth.max(1),
             on_copy: None,
-            watched: BTreeMap::new(),
+            labels: BTreeMap::new(),
         }
     }
 
     /// Checks the labels fed to `check.stream` from now on, whichever feed is connected
     /// ([`crate::labels`]).
     pub fn watch_labels(&mut self, check: LabelCheck) {
-        if let Some(port) = self.infeeds.get_mut(&check.stream) {
-            port.labels.get_or_insert_with(|| check.clone());
-        }
-        self.watched.insert(check.stream.clone(), check);
+        self.labels.insert(check.stream.clone(), check);
     }
 
     /// The label checks so far, by stream name (counts over every feed the stream had).
-    pub fn label_checks(&self) -> Vec<LabelCheck> {
-        (self.watched.keys())
-            .map(
-                |name| match self.infeeds.get(name).and_then(|p| p.labels.as_ref()) {
-                    Some(c) => c.clone(),
-                    None => self.watched[name].clone(),
-                },
-            )
-            .collect()
+    pub fn label_checks(&self) -> impl Iterator<Item = &LabelCheck> {
+        self.labels.values()
     }
 
     /// Connects (or replaces) the feed of an infeed stream. Prefetched data of a replaced
     /// feed is dropped; its labels' check goes on counting.
     pub fn connect_infeed(&mut self, stream: StreamType, feed: Box<dyn Feed>) {
-        let labels = match self.infeeds.remove(&stream.name) {
-            Some(old) => old.labels,
-            None => self.watched.get(&stream.name).cloned(),
-        };
         self.infeeds.insert(
             stream.name.clone(),
             InfeedPort {
@@ -140,7 +130,6 @@ impl SessionHost {
                 to_read: 0,
                 count: StreamCount::default(),
                 read: 0,
-                labels,
             },
         );
     }
@@ -207,7 +196,7 @@ impl SessionHost {
             }
             port.to_read = need.saturating_sub(buffered);
             port.count = StreamCount::default();
-            port.top_up(self.prefetch_depth as usize)?;
+            port.top_up(self.prefetch_depth as usize, self.labels.get_mut(name))?;
         }
         for c in self.out_counts.values_mut() {
             *c = StreamCount::default();
@@ -253,7 +242,7 @@ impl SessionHost {
         if port.ready.is_empty() {
             // The run asks for more than `begin_run` was told: read on demand.
             port.to_read += 1;
-            port.top_up(1)
+            port.top_up(1, self.labels.get_mut(stream))
                 .map_err(|e| stream_error(stream, e.to_string()))?;
         }
         let batch = port.ready.pop_front().unwrap_or_default();
@@ -271,7 +260,7 @@ impl SessionHost {
         dst.copy_from_slice(&batch);
         port.count.copies += 1;
         port.count.bytes += dst.len() as u64;
-        port.top_up(depth)
+        port.top_up(depth, self.labels.get_mut(stream))
             .map_err(|e| stream_error(stream, e.to_string()))?;
         if let Some(f) = self.on_copy.as_mut() {
             f(stream);

@@ -766,7 +766,7 @@ impl Session {
         for o in &mut r.outfeeds {
             o.entries = t.entries.get(&o.stream).copied().unwrap_or(0);
         }
-        r.warnings = (self.host.label_checks().iter())
+        r.warnings = (self.host.label_checks())
             .filter_map(LabelCheck::warning)
             .collect();
         r.wall_seconds = self.wall.as_secs_f64();

@@ -182,10 +182,10 @@ pub struct Engine {
     current: RunSummary,
     staging: Vec<u8>,
     /// An exchange whose writes wait for the compute set that follows it (module
-    /// `exchange`), and whether it moves them directly from the source tiles (module
-    /// `exchange::direct`) or has its sources in `staging`; only inside [`Engine::run`] and
-    /// [`Engine::run_to_collective`], never between calls.
-    pending: Option<(ExchangeId, bool)>,
+    /// `exchange`): moved directly from the source tiles when it is direct (module
+    /// `exchange::direct`), else from its sources in `staging`; only inside [`Engine::run`]
+    /// and [`Engine::run_to_collective`], never between calls.
+    pending: Option<ExchangeId>,
     /// On one host thread, each exchange's direct moves, where it defers, its moves are
     /// large and no destination overlaps a source (module `exchange::direct`); empty on
     /// several.

@@ -273,8 +273,7 @@ impl Engine {
         // destinations' after them (module `exchange`); a direct one's all at once first
         // where a vertex here writes a byte it reads.
         let (pending, direct) = match self.pending.take() {
-            Some((x, false)) => (Some(&self.plan.exchanges[x.0 as usize]), None),
-            Some((x, true)) => match self.direct[x.0 as usize].as_ref() {
+            Some(x) => match self.direct.get(x.0 as usize).and_then(Option::as_ref) {
                 Some(d) => {
                     let waits = *(self.direct_waits.entry((x, id)))
                         .or_insert_with(|| !d.conflicts(&exe, cs, &plan.dense));
@@ -283,7 +282,7 @@ impl Engine {
                     }
                     (None, waits.then_some(d))
                 }
-                None => (None, None),
+                None => (Some(&self.plan.exchanges[x.0 as usize]), None),
             },
             None => (None, None),
         };
@@ -432,17 +431,14 @@ impl Engine {
 
     /// Applies the pending exchange's writes, if one waits (module `exchange`).
     pub(super) fn flush_pending(&mut self) {
-        match self.pending.take() {
-            Some((x, false)) => {
-                let plan = &self.plan.exchanges[x.0 as usize];
-                plan.scatter(&mut self.tiles, &self.staging, &self.workers);
-            }
-            Some((x, true)) => {
-                if let Some(d) = &self.direct[x.0 as usize] {
-                    d.scatter(&mut self.tiles);
+        if let Some(x) = self.pending.take() {
+            match self.direct.get(x.0 as usize).and_then(Option::as_ref) {
+                Some(d) => d.scatter(&mut self.tiles),
+                None => {
+                    let plan = &self.plan.exchanges[x.0 as usize];
+                    plan.scatter(&mut self.tiles, &self.staging, &self.workers);
                 }
             }
-            None => {}
         }
     }
 
@@ -461,7 +457,7 @@ impl Engine {
         if defer && self.is_direct(id) {
             // Nothing to gather: the writes read the sources where they are.
             self.early.1 = None;
-            self.pending = Some((id, true));
+            self.pending = Some(id);
         } else if defer && plan.defers() {
             let (buffer, expected) = &mut self.early;
             match expected.take() {
@@ -473,7 +469,7 @@ impl Engine {
                 }
                 _ => plan.gather(&self.tiles, &mut self.staging, &self.workers),
             }
-            self.pending = Some((id, false));
+            self.pending = Some(id);
         } else {
             plan.apply(&mut self.tiles, &mut self.staging, &self.workers);
         }
