@@ -307,7 +307,7 @@ pub(crate) fn plan(
             let mut pos = u64::from(off);
             for iv in &mut s.intervals {
                 iv.offset = pos as u32;
-                pos += (iv.end - iv.begin) * es;
+                pos += u64::from(iv.len) * es;
             }
         }
     }
@@ -656,13 +656,7 @@ mod tests {
                 .map(|k| TileSlice {
                     tile: TileId::on_first_ipu(k as u32),
                     offset: 64 * (k as u32 + 1),
-                    intervals: [Interval {
-                        begin: 8 * k,
-                        end: 8 * k + 8,
-                        offset: 0,
-                    }]
-                    .into_iter()
-                    .collect(),
+                    intervals: [Interval::new(8 * k, 8 * k + 8, 0)].into_iter().collect(),
                 })
                 .collect();
             t

@@ -482,3 +482,26 @@ fn long_softmax_rows_are_split_over_the_tiles_holding_them() {
         });
     assert!(!one_vertex, "a one-vertex softmax remains");
 }
+
+/// A variable of more elements on one tile than 32 bits count (intervals hold 32-bit
+/// lengths) is laid out in pieces and refused by the memory plan as beyond 32-bit tile
+/// addresses, naming the tensor and the bytes it would need: an error, not a wrapped length.
+#[test]
+fn a_variable_past_32_bits_of_elements_on_one_tile_is_too_large_not_wrapped() {
+    let mut b = ipusim_ir::GraphBuilder::new();
+    let init = ipusim_ir::Init::Zeros;
+    let v = b
+        .variable("v", DType::F16, [1usize << 33], init.clone())
+        .unwrap();
+    let w = b.variable("w", DType::F16, [1usize << 33], init).unwrap();
+    b.assign(w, v).unwrap();
+    let mut one_tile = Target::mk2();
+    one_tile.tiles = 1;
+    let e = compile(&b.finish(), &one_tile, &CompileOptions::default()).unwrap_err();
+    assert!(e.is_out_of_memory(), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("17179869184 bytes, beyond 32-bit tile addresses"),
+        "{text}"
+    );
+}

@@ -323,7 +323,7 @@ fn the_compilers_final_check_is_the_full_one_but_for_what_its_passes_established
         .iter()
         .position(|t| t.slices.iter().any(|s| s.num_elements() > 0))
         .unwrap();
-    sized_slice(&mut mapping, t).intervals[0].end += 1_000_000;
+    sized_slice(&mut mapping, t).intervals[0].len += 1_000_000;
     assert!(verify::executable(&mapping)
         .iter()
         .any(|e| e.invariant == 2));

@@ -37,6 +37,7 @@ use crate::codelets::{Codelet, VertexParams};
 use crate::estimate::CycleEstimate;
 use crate::memory::MemoryPlan;
 use crate::options::CompileOptions;
+use crate::packed_vec::PackedVec;
 use crate::system::System;
 use crate::target::Target;
 use ipusim_ir::{DType, Init, Literal, NodeId, Shape};
@@ -200,20 +201,97 @@ pub type Intervals = smallvec::SmallVec<[Interval; 1]>;
 impl TileSlice {
     /// Number of elements on this tile.
     pub fn num_elements(&self) -> u64 {
-        self.intervals.iter().map(|i| i.end - i.begin).sum()
+        self.intervals.iter().map(|i| u64::from(i.len)).sum()
     }
 }
 
-/// A range `[begin, end)` of a tensor's row-major elements, stored at byte `offset` of the
-/// tile's memory.
+/// A range `[begin, begin + len)` of a tensor's row-major elements, stored at byte `offset`
+/// of the tile's memory.
+///
+/// Its length is 32-bit, as its byte offset is: a range longer than that is held as several
+/// intervals ([`Interval::pieces`]), and none fits a tile anyway (tile addresses are 32-bit).
+/// Sixteen bytes where a 64-bit end took twenty-four: a large CNN has millions of them. Files
+/// keep the `begin`, `end`, `offset` fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "IntervalFields", into = "IntervalFields")]
 pub struct Interval {
     /// First element.
     pub begin: u64,
-    /// One past the last element.
-    pub end: u64,
+    /// Number of elements.
+    pub len: u32,
     /// Byte offset of element `begin` in the tile's memory.
     pub offset: u32,
+}
+
+impl Interval {
+    /// The interval `[begin, end)` at byte `offset`.
+    ///
+    /// # Panics
+    ///
+    /// If `end < begin` or the range holds more than `u32::MAX` elements (split it with
+    /// [`Interval::pieces`]).
+    pub fn new(begin: u64, end: u64, offset: u32) -> Interval {
+        let len = end
+            .checked_sub(begin)
+            .and_then(|n| u32::try_from(n).ok())
+            .expect("an interval holds at most u32::MAX elements");
+        Interval { begin, len, offset }
+    }
+
+    /// One past the last element.
+    pub fn end(&self) -> u64 {
+        self.begin + u64::from(self.len)
+    }
+
+    /// The intervals holding `[begin, end)`, stored from byte `offset` on in elements of
+    /// `es` bytes: one unless the range is longer than `u32::MAX` elements. Offsets past
+    /// 32 bits wrap; the memory plan places slices anew, and refuses one that passes them.
+    pub fn pieces(begin: u64, end: u64, offset: u64, es: u64) -> impl Iterator<Item = Interval> {
+        let step = u64::from(u32::MAX);
+        (begin..end).step_by(step as usize).map(move |b| {
+            let e = end.min(b.saturating_add(step));
+            Interval::new(
+                b,
+                e,
+                offset.wrapping_add((b - begin).wrapping_mul(es)) as u32,
+            )
+        })
+    }
+}
+
+/// An interval as files hold it.
+#[derive(Clone, Copy, Serialize, Deserialize)]
+struct IntervalFields {
+    begin: u64,
+    end: u64,
+    offset: u32,
+}
+
+impl From<Interval> for IntervalFields {
+    fn from(i: Interval) -> Self {
+        IntervalFields {
+            begin: i.begin,
+            end: i.end(),
+            offset: i.offset,
+        }
+    }
+}
+
+impl TryFrom<IntervalFields> for Interval {
+    type Error = String;
+    fn try_from(f: IntervalFields) -> Result<Self, String> {
+        match f.end.checked_sub(f.begin).map(u32::try_from) {
+            Some(Ok(len)) => Ok(Interval {
+                begin: f.begin,
+                len,
+                offset: f.offset,
+            }),
+            _ => Err(format!(
+                "interval [{}, {}): the end must be at or after the begin and within 2^32 - 1 elements of it",
+                f.begin, f.end
+            )),
+        }
+    }
 }
 
 /// Where an IR node's value lives.
@@ -260,9 +338,10 @@ pub struct Operand {
     pub len: u32,
 }
 
-/// A vertex's operands, held inline (a vertex has two to four; millions of vertices would
-/// otherwise each hold a heap allocation).
-pub type Operands = smallvec::SmallVec<[Operand; 4]>;
+/// A vertex's operands, four held inline (93% of the hands-on day's vertices have at most
+/// four; millions of vertices would otherwise each hold a heap allocation), in 52 bytes
+/// ([`crate::packed_vec`]).
+pub type Operands = PackedVec<Operand, 4>;
 
 /// One vertex: an instance of its group's codelet on one worker context, or split among
 /// them all ([`crate::workers`]).
@@ -335,6 +414,10 @@ pub struct CopyDst {
     pub offset: u32,
 }
 
+/// A copy's destinations, one held inline (83% of the hands-on day's 10.7 million copies
+/// have one), in 12 bytes, so that a copy takes 32 ([`crate::packed_vec`]).
+pub type CopyDsts = PackedVec<CopyDst, 1>;
+
 /// An exact byte copy from one tile to one or more destinations (a broadcast).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ByteCopy {
@@ -351,12 +434,6 @@ pub struct ByteCopy {
     /// Destinations.
     pub dsts: CopyDsts,
 }
-
-/// A copy's destinations, the first two held inline: most copies have one, and a large
-/// graph has millions of copies, which would otherwise each hold a heap allocation. Two
-/// inline destinations take no more room than one (the inline array shares its bytes with
-/// the spilled pointer and length), so a copy to two tiles does not allocate either.
-pub type CopyDsts = smallvec::SmallVec<[CopyDst; 2]>;
 
 /// An exchange phase: copies between tiles, all sources read before any destination is
 /// written.
@@ -477,5 +554,55 @@ impl Executable {
             .flat_map(|t| &t.groups)
             .map(|g| g.vertices.len())
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ByteCopy, Interval, TileSlice};
+
+    /// The sizes a large graph's millions of copies, vertices and slices take (see
+    /// [`crate::packed_vec`] and [`Interval`]).
+    #[test]
+    fn a_copy_takes_32_bytes_a_vertex_104_a_slice_32_and_an_interval_16() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<ByteCopy>(), 32);
+        assert_eq!(size_of::<super::Vertex>(), 104);
+        assert_eq!(size_of::<TileSlice>(), 32);
+        assert_eq!(size_of::<Interval>(), 16);
+    }
+
+    #[test]
+    fn a_range_past_32_bits_of_elements_is_held_in_pieces_that_continue_one_another() {
+        let max = u64::from(u32::MAX);
+        let (begin, end) = (5, 5 + 2 * max + 7);
+        let pieces: Vec<Interval> = Interval::pieces(begin, end, 64, 2).collect();
+        assert_eq!(pieces.len(), 3);
+        assert_eq!(pieces[0].begin, begin);
+        assert_eq!(pieces[2].end(), end);
+        for w in pieces.windows(2) {
+            assert_eq!(w[0].end(), w[1].begin);
+        }
+        assert_eq!(pieces[2].len, 7);
+        // Byte offsets follow the elements, wrapping past 32 bits (the plan places them anew).
+        assert_eq!(pieces[1].offset, (64 + 2 * max) as u32);
+        let one: Vec<Interval> = Interval::pieces(3, 10, 8, 4).collect();
+        assert_eq!(one, vec![Interval::new(3, 10, 8)]);
+        assert_eq!(Interval::pieces(3, 3, 0, 4).count(), 0);
+    }
+
+    #[test]
+    fn files_keep_the_end_and_one_out_of_range_is_refused_with_its_bounds() {
+        let iv = Interval::new(10, 20, 96);
+        let text = ron::to_string(&iv).unwrap();
+        assert_eq!(text, "(begin:10,end:20,offset:96)");
+        assert_eq!(ron::from_str::<Interval>(&text).unwrap(), iv);
+        for bad in [
+            "(begin:20,end:10,offset:0)",
+            "(begin:0,end:4294967296,offset:0)",
+        ] {
+            let e = ron::from_str::<Interval>(bad).unwrap_err().to_string();
+            assert!(e.contains("interval [") && e.contains("2^32 - 1"), "{e}");
+        }
     }
 }

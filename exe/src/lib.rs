@@ -12,6 +12,7 @@
 //! | module | owns | uses |
 //! |---|---|---|
 //! | [`radix`] | a stable radix sort by 64-bit keys and a counting order of indices by small keys (the large sorts of the compiler and the verifier) | — |
+//! | [`packed_vec`] | [`packed_vec::PackedVec`], a short vector in few bytes (a copy's destinations, a vertex's operands); the crate's one `unsafe` module | — |
 //! | [`ids`] | the ids of tensors, compute sets, exchanges, streams, and [`TileId`] | — |
 //! | [`error`] | [`CompileError`], the verifier's typed [`error::VerifierError`] | `ids` |
 //! | [`target`] | [`Target`]: one chip's figures, presets, target files | `error` |
@@ -25,7 +26,7 @@
 //! | [`memory`] | the memory plan's data types, tensor usage over steps | `ids`, `system` |
 //! | [`estimate`] | the static cycle estimate's data types | — |
 //! | [`program`] | the control program: its tree, the pipeline's schedule, the program steps | `ids`, `system` |
-//! | [`executable`] | the executable's data types (re-exporting [`program`]'s) | `ids`, `codelets`, `target`, `system`, `options`, `memory`, `estimate`, `program` |
+//! | [`executable`] | the executable's data types (re-exporting [`program`]'s) | `ids`, `packed_vec`, `codelets`, `target`, `system`, `options`, `memory`, `estimate`, `program` |
 //! | [`cycles`] | the cycle estimators (per codelet in [`cycles::vertex`]; PopLibs' convolution vertices in [`cycles::conv`], applied to window groups by [`cycles::window`]), cycle accounting, the static estimate | `codelets`, `executable`, `estimate`, `target` |
 //! | [`timeline`] | the execution trace of one run (PopVision's Execution Trace): its data types, the builder, the static walk | `system`, `executable`, `cycles` |
 //! | [`verify`] | the executable's invariants, checked by one verifier | everything above |
@@ -42,6 +43,7 @@ pub mod ids;
 pub mod layout;
 pub mod memory;
 pub mod options;
+pub mod packed_vec;
 pub mod program;
 pub mod radix;
 pub mod slices;

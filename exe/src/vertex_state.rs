@@ -40,7 +40,7 @@ pub fn vertex_state_bytes(operands: usize, params: &VertexParams) -> u32 {
                 .iter()
                 .map(|a| match a {
                     Access::Aligned => 0,
-                    Access::Broadcast(b) => 2 + 2 * b.dims.len(),
+                    Access::Broadcast(b) => 2 + 2 * b.pattern.dims.len(),
                 })
                 .sum();
             let scale = if m.scale != 1.0 { 1 } else { 0 };

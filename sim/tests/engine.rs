@@ -414,12 +414,7 @@ fn if_takes_the_branch_of_its_condition_and_charges_a_sync() {
     cond.slices = vec![ipusim_compiler::executable::TileSlice {
         tile,
         offset: top,
-        intervals: vec![ipusim_compiler::executable::Interval {
-            begin: 0,
-            end: 1,
-            offset: top,
-        }]
-        .into(),
+        intervals: vec![ipusim_compiler::executable::Interval::new(0, 1, top)].into(),
     }];
     exe.tensors.push(cond);
     let cid = TensorId(exe.tensors.len() as u32 - 1);

@@ -258,9 +258,6 @@ fn group(
     FusedGroup {
         leaves,
         members: order,
-        codelet: Codelet::Fused {
-            leaves: leaf_info.into(),
-            steps: steps.into(),
-        },
+        codelet: Codelet::fused(leaf_info, steps),
     }
 }

@@ -484,12 +484,12 @@ fn lower_assigns(lw: &mut Lowerer, phase: Phase, assigns: &[NodeId]) -> Result<(
                     lw,
                     val_t,
                     iv.begin,
-                    iv.end - iv.begin,
+                    u64::from(iv.len),
                     var_t,
                     slice.tile.tile(),
                     pos,
                 );
-                pos += iv.end - iv.begin;
+                pos += u64::from(iv.len);
             }
         }
     }

@@ -442,7 +442,8 @@ fn copy_tensor(lw: &mut Lowerer, from: TensorId, to: TensorId, eb: &mut Exchange
     for s in &slices {
         for iv in &s.intervals {
             let at = lw.position(to, iv.begin);
-            eb.copy_elems(lw, from, iv.begin, iv.end - iv.begin, to, s.tile.tile(), at);
+            let len = u64::from(iv.len);
+            eb.copy_elems(lw, from, iv.begin, len, to, s.tile.tile(), at);
         }
     }
 }

@@ -131,7 +131,8 @@ fn costs(target: &Target, group: &VertexGroup, workers: &mut [u64]) -> u64 {
                 false,
             )
         }
-        Codelet::Fused { leaves, steps } => {
+        Codelet::Fused { program } => {
+            let (leaves, steps) = (&program.leaves, &program.steps);
             let len = |v: &Vertex| v.operands.last().map_or(0, |o| o.len as u64);
             let n: u64 = group.vertices.iter().map(len).sum();
             let vw = leaves
@@ -377,8 +378,8 @@ fn broadcast_extra(map: &MapParams, n: u64) -> u64 {
         .map(|a| match a {
             Access::Aligned => 0,
             Access::Broadcast(b) => {
-                let row = b.dims.last().copied().unwrap_or(1).max(1);
-                if b.strides.iter().all(|&s| s == 0) {
+                let row = b.pattern.dims.last().copied().unwrap_or(1).max(1);
+                if b.pattern.strides.iter().all(|&s| s == 0) {
                     4
                 } else {
                     10 * (n.div_ceil(row) + 1)

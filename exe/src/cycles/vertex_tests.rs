@@ -88,8 +88,8 @@ fn a_split_vertex_costs_its_worker_slices() {
             scale: 1.0,
         }),
     };
-    let cast_then_add = Codelet::Fused {
-        leaves: vec![
+    let cast_then_add = Codelet::fused(
+        vec![
             FusedLeaf {
                 dtype: DType::F16,
                 scalar: false,
@@ -98,9 +98,8 @@ fn a_split_vertex_costs_its_worker_slices() {
                 dtype: DType::F32,
                 scalar: false,
             },
-        ]
-        .into(),
-        steps: vec![
+        ],
+        vec![
             step(
                 Codelet::Cast {
                     from: DType::F16,
@@ -115,9 +114,8 @@ fn a_split_vertex_costs_its_worker_slices() {
                 },
                 &[FusedArg::Step(0), FusedArg::Leaf(1)],
             ),
-        ]
-        .into(),
-    };
+        ],
+    );
     let codelets = [
         (
             Codelet::Binary {
@@ -290,10 +288,7 @@ fn fused_group(leaves: Vec<FusedLeaf>, steps: Vec<FusedStep>, lens: &[u32]) -> V
     use crate::ids::TensorId;
     let n_leaves = leaves.len();
     VertexGroup {
-        codelet: Codelet::Fused {
-            leaves: leaves.into(),
-            steps: steps.into(),
-        },
+        codelet: Codelet::fused(leaves, steps),
         vertices: lens
             .iter()
             .enumerate()

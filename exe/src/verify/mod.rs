@@ -289,18 +289,20 @@ impl Verifier<'_> {
             prev = Some(s.tile);
             let mut last_end: Option<u64> = None;
             for iv in &s.intervals {
-                if iv.end <= iv.begin || last_end.is_some_and(|e| iv.begin < e) {
+                if iv.end() <= iv.begin || last_end.is_some_and(|e| iv.begin < e) {
                     self.fail(
                         2,
                         loc(),
                         format!(
                             "interval [{}, {}) on tile {} is empty or out of order",
-                            iv.begin, iv.end, s.tile
+                            iv.begin,
+                            iv.end(),
+                            s.tile
                         ),
                     );
                 }
-                last_end = Some(iv.end);
-                all.push((iv.begin, iv.end));
+                last_end = Some(iv.end());
+                all.push((iv.begin, iv.end()));
             }
         }
         // By first element (radix); two intervals of one first element (a broken mapping)

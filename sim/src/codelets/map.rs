@@ -20,8 +20,8 @@ use crate::numerics::{cast, round, ArithOp, CompareOp, FpSts, Rounding, Tail, Un
 use bytemuck::Pod;
 use half::f16;
 use ipusim_exe::codelets::{
-    Access, BroadcastAccess, Codelet, FusedArg, FusedLeaf, FusedStep, MapParams, VertexParams,
-    MAX_FUSED_LEAVES, MAX_FUSED_STEPS,
+    pattern_index, Access, BroadcastAccess, Codelet, FusedArg, FusedLeaf, FusedStep, MapParams,
+    VertexParams, MAX_FUSED_LEAVES, MAX_FUSED_STEPS,
 };
 use ipusim_exe::executable::{Tensor, Vertex};
 use ipusim_ir::DType;
@@ -163,8 +163,8 @@ fn run_slice(
     ),
     worker: &mut Worker,
 ) -> Result<FpSts, VertexError> {
-    if let Codelet::Fused { steps, .. } = codelet {
-        return fused(steps, ins, output, bufs, one, worker);
+    if let Codelet::Fused { program } = codelet {
+        return fused(&program.steps, ins, output, bufs, one, worker);
     }
     let n = output.len() / out_dtype.size_bytes().max(1);
     let saved = (!worker.mask().is_empty()).then(|| worker.rng.clone());
@@ -350,15 +350,16 @@ fn runs(b: &BroadcastAccess, n: usize, f: impl FnMut(i64, u64, u64)) {
 
 /// [`runs`] for the outputs at positions `x0 .. x0 + n` of the access's `dims`.
 fn runs_from(b: &BroadcastAccess, (x0, n): (u64, u64), mut f: impl FnMut(i64, u64, u64)) {
-    let (inner, stride) = match b.dims.len().checked_sub(1) {
-        Some(l) => (b.dims[l].max(1), b.strides.get(l).copied().unwrap_or(0)),
+    let (dims, strides): (&[u64], &[u64]) = (&b.pattern.dims, &b.pattern.strides);
+    let (inner, stride) = match dims.len().checked_sub(1) {
+        Some(l) => (dims[l].max(1), strides.get(l).copied().unwrap_or(0)),
         None => (u64::MAX, 0),
     };
-    let end = x0 + n;
+    let (end, base) = (x0 + n, b.base as i64);
     let mut x = x0;
     while x < end {
         let count = (inner - x % inner).min(end - x);
-        f(b.index(x) as i64 - b.base as i64, stride, count);
+        f(pattern_index(dims, strides, x) as i64 - base, stride, count);
         x += count;
     }
 }
@@ -384,12 +385,12 @@ pub(crate) fn broadcast_bounds(b: &BroadcastAccess, n: usize) -> Option<(i64, i6
 /// the block filled by doubling copies.
 fn gather(b: &BroadcastAccess, src: &[u8], es: usize, dst: &mut [u8]) {
     let n = (dst.len() / es) as u64;
-    let l = b.dims.len();
-    if l < 2 || b.strides.get(l - 2) != Some(&0) || b.dims[l - 2] < 2 {
+    let l = b.pattern.dims.len();
+    if l < 2 || b.pattern.strides.get(l - 2) != Some(&0) || b.pattern.dims[l - 2] < 2 {
         return gather_from(b, (b.start, n), src, es, dst);
     }
-    let inner = b.dims[l - 1].max(1);
-    let block = inner * b.dims[l - 2];
+    let inner = b.pattern.dims[l - 1].max(1);
+    let block = inner * b.pattern.dims[l - 2];
     let (mut x, mut at) = (b.start, 0usize);
     while x < b.start + n {
         let seg = (block - x % block).min(b.start + n - x);
@@ -465,10 +466,8 @@ fn signature(codelet: &Codelet) -> Result<(Vec<DType>, DType), String> {
             }
             (vec![I32], dtype)
         }
-        Codelet::Fused {
-            ref leaves,
-            ref steps,
-        } => {
+        Codelet::Fused { ref program } => {
+            let (leaves, steps) = (&program.leaves, &program.steps);
             check_fused(leaves, steps)?;
             let out = steps.last().map_or(U8, FusedStep::dtype);
             (leaves.iter().map(|l| l.dtype).collect(), out)
@@ -567,11 +566,11 @@ pub(crate) fn check(codelet: &Codelet, v: &Vertex, tensors: &[Tensor]) -> Result
                 }
             }
             Access::Broadcast(b) => {
-                if b.strides.len() != b.dims.len() {
+                if b.pattern.strides.len() != b.pattern.dims.len() {
                     return Err(format!(
                         "broadcast input {i} has {} strides for {} dims",
-                        b.strides.len(),
-                        b.dims.len()
+                        b.pattern.strides.len(),
+                        b.pattern.dims.len()
                     ));
                 }
                 if (op.offset, op.len) == (out_op.offset, out_op.len) && op.tensor == out_op.tensor
@@ -835,12 +834,7 @@ mod tests {
                     .map(|i| (i * 7 + 3) as u8)
                     .collect();
                 for (start, n) in [(0, total), (1, total - 1), (total / 3, total / 2), (5, 1)] {
-                    let b = BroadcastAccess {
-                        dims: dims.into(),
-                        strides: strides.into(),
-                        start,
-                        base: 0,
-                    };
+                    let b = BroadcastAccess::new(dims, strides, start, 0);
                     let mut got = vec![0u8; n as usize * es];
                     gather(&b, &src, es, &mut got);
                     let want: Vec<u8> = (start..start + n)

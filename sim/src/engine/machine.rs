@@ -230,7 +230,7 @@ impl Engine {
         let tensor = self.exe.tensor(t);
         for s in &tensor.slices {
             for iv in &s.intervals {
-                if iv.begin == 0 && iv.end > 0 {
+                if iv.begin == 0 && iv.end() > 0 {
                     let d = self
                         .index
                         .get(s.tile)

@@ -114,7 +114,7 @@ impl TileIndex {
                 }
                 used[tile] = true;
                 for iv in &s.intervals {
-                    let bytes = (iv.end.saturating_sub(iv.begin) as usize) * es;
+                    let bytes = iv.len as usize * es;
                     end[tile] = end[tile].max(iv.offset as usize + bytes);
                 }
             }
@@ -181,13 +181,13 @@ pub(crate) fn check_tensor(
     for s in &t.slices {
         let d = index.require(s.tile, &|| format!("tensor '{}'", t.name))?;
         for iv in &s.intervals {
-            let bytes = (iv.end.saturating_sub(iv.begin) as usize) * es;
-            if iv.end < iv.begin || iv.end > t.num_elements() {
+            let bytes = iv.len as usize * es;
+            if iv.end() < iv.begin || iv.end() > t.num_elements() {
                 return Err(EngineError::invalid(format!(
                     "tensor '{}' has elements [{}, {}) on tile {}, it holds {}",
                     t.name,
                     iv.begin,
-                    iv.end,
+                    iv.end(),
                     s.tile,
                     t.num_elements()
                 )));
@@ -213,7 +213,7 @@ pub(crate) fn gather<M: AsRef<TileMem>>(t: &Tensor, index: &TileIndex, mems: &[M
         let Some(d) = index.get(s.tile) else { continue };
         let mem = mems[d].as_ref().bytes();
         for iv in &s.intervals {
-            let n = (iv.end - iv.begin) as usize * es;
+            let n = iv.len as usize * es;
             let (h, o) = (iv.begin as usize * es, iv.offset as usize);
             out[h..h + n].copy_from_slice(&mem[o..o + n]);
         }
@@ -232,7 +232,7 @@ pub(crate) fn scatter<M: AsMut<TileMem>>(
         let Some(d) = index.get(s.tile) else { continue };
         let mem = mems[d].as_mut().bytes_mut();
         for iv in &s.intervals {
-            let n = (iv.end - iv.begin) as usize * es;
+            let n = iv.len as usize * es;
             let (h, o) = (iv.begin as usize * es, iv.offset as usize);
             mem[o..o + n].copy_from_slice(&src[h..h + n]);
         }

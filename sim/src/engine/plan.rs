@@ -251,7 +251,7 @@ pub(crate) fn check_condition(
     let has_first = tensor
         .slices
         .iter()
-        .any(|s| s.intervals.iter().any(|iv| iv.begin == 0 && iv.end > 0));
+        .any(|s| s.intervals.iter().any(|iv| iv.begin == 0 && iv.end() > 0));
     if tensor.dtype != DType::Bool || !has_first {
         return Err(EngineError::invalid(format!(
             "the condition '{}' of an If must be a Bool tensor with its first element on a tile",

@@ -165,7 +165,7 @@ impl Lowerer<'_> {
             .flat_map(|sl| {
                 sl.intervals
                     .iter()
-                    .map(|iv| (sl.tile.tile(), iv.begin, iv.end))
+                    .map(|iv| (sl.tile.tile(), iv.begin, iv.end()))
             })
             .collect();
         let (name, dtype, shape) = (
@@ -188,8 +188,8 @@ impl Lowerer<'_> {
         for sl in &self.tensors[src.0 as usize].slices {
             for iv in &sl.intervals {
                 let mut at = iv.begin;
-                while at < iv.end {
-                    let len = (iv.end - at).min(CHUNK / es.max(1));
+                while at < iv.end() {
+                    let len = (iv.end() - at).min(CHUNK / es.max(1));
                     copies.push(ByteCopy {
                         src_tile: sl.tile,
                         src_offset: iv.offset + ((at - iv.begin) * es) as u32,

@@ -162,18 +162,19 @@ pub fn tile_slices(mapping: &Mapping, dtype: DType, ipu: u32) -> Vec<TileSlice> 
         .iter()
         .map(|(tile, iv)| {
             let mut pos = 0u64;
-            let intervals = iv
-                .iter()
-                .map(|&(b, e)| {
-                    let offset = (pos * es) as u32;
-                    pos += e - b;
-                    Interval {
+            let mut intervals = crate::executable::Intervals::with_capacity(iv.len());
+            for &(b, e) in iv {
+                let offset = pos.wrapping_mul(es);
+                pos += e - b;
+                match u32::try_from(e - b) {
+                    Ok(len) => intervals.push(Interval {
                         begin: b,
-                        end: e,
-                        offset,
-                    }
-                })
-                .collect();
+                        len,
+                        offset: offset as u32,
+                    }),
+                    Err(_) => intervals.extend(Interval::pieces(b, e, offset, es)),
+                }
+            }
             TileSlice {
                 tile: TileId::new(ipu, *tile),
                 offset: 0,
@@ -193,7 +194,7 @@ pub fn slices_index(t: &crate::executable::Tensor) -> Index {
     segs.extend(t.slices.iter().flat_map(|s| {
         s.intervals.iter().map(|iv| Seg {
             begin: iv.begin,
-            end: iv.end,
+            end: iv.end(),
             tile: s.tile.tile(),
             pos: u64::from(iv.offset) / es,
         })
@@ -252,14 +253,14 @@ pub fn slice_run(slice: &TileSlice, es: u64, ranges: &[(u64, u64)]) -> Option<u6
     for &(b, len) in ranges {
         let (mut at, end) = (b, b + len);
         while at < end {
-            let holds = |j: usize| ivs.get(j).is_some_and(|iv| iv.begin <= at && at < iv.end);
+            let holds = |j: usize| ivs.get(j).is_some_and(|iv| iv.begin <= at && at < iv.end());
             // Ranges mostly ascend through the tile's intervals: the last one or the next,
             // else a bisection.
             if !holds(i) {
                 if holds(i + 1) {
                     i += 1;
                 } else {
-                    i = ivs.partition_point(|iv| iv.end <= at);
+                    i = ivs.partition_point(|iv| iv.end() <= at);
                     if !holds(i) {
                         return None;
                     }
@@ -275,7 +276,7 @@ pub fn slice_run(slice: &TileSlice, es: u64, ranges: &[(u64, u64)]) -> Option<u6
                 Some(_) if pos != expect => return None,
                 Some(_) => {}
             }
-            let take = end.min(iv.end) - at;
+            let take = end.min(iv.end()) - at;
             expect += take;
             at += take;
         }
@@ -403,11 +404,7 @@ mod tests {
             .map(|&(b, e)| {
                 let offset = (pos * es) as u32;
                 pos += e - b;
-                crate::executable::Interval {
-                    begin: b,
-                    end: e,
-                    offset,
-                }
+                crate::executable::Interval::new(b, e, offset)
             })
             .collect();
         TileSlice {

@@ -408,9 +408,9 @@ pub(crate) fn emit_mapped(
         let mut pos = 0u64;
         for iv in &slice.intervals {
             let mut at = iv.begin;
-            while at < iv.end {
+            while at < iv.end() {
                 let (row, col) = (at / row_len.max(1), at % row_len.max(1));
-                let end = iv.end.min((row + 1) * row_len);
+                let end = iv.end().min((row + 1) * row_len);
                 let mut r = row;
                 for d in (0..dims.len().saturating_sub(1)).rev() {
                     coords[d] = r % dims[d];

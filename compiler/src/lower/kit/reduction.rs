@@ -135,9 +135,9 @@ pub(crate) fn reduce(lw: &mut Lowerer, spec: &Spec, input: TensorId) -> TensorId
         let mut pos = 0u64;
         for iv in &slice.intervals {
             let mut i = iv.begin;
-            while i < iv.end {
+            while i < iv.end() {
                 let (pp, rr, qq) = (i / (r * q), (i / q) % r, i % q);
-                let left = iv.end - i;
+                let left = iv.end() - i;
                 let piece = if qq != 0 || left < q {
                     Piece {
                         tile: slice.tile.tile(),

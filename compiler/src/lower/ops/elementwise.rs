@@ -11,7 +11,9 @@
 //! by positions that jump between the tile's intervals (and for `OneHot`), a vertex per
 //! worker slice and interval.
 
-use crate::codelets::{Access, Accesses, BroadcastAccess, Codelet, MapParams, VertexParams};
+use crate::codelets::{
+    Access, Accesses, BroadcastAccess, BroadcastPattern, Codelet, MapParams, VertexParams,
+};
 use crate::error::CompileError;
 use crate::executable::{Operand, Operands, TensorId, TensorKind, TileWork, Vertex};
 use crate::lower::core::Lowerer;
@@ -218,8 +220,10 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         .map(|r| match r {
             Read::Aligned => None,
             Read::Broadcast { dims, strides } => Some(SharedPattern {
-                dims: dims.as_slice().into(),
-                strides: strides.as_slice().into(),
+                pattern: Arc::new(BroadcastPattern {
+                    dims: dims.as_slice().into(),
+                    strides: strides.as_slice().into(),
+                }),
                 local: None,
             }),
         })
@@ -230,7 +234,7 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
         let ranges: Vec<(u64, u64)> = slice
             .intervals
             .iter()
-            .map(|iv| (iv.begin, iv.end - iv.begin))
+            .map(|iv| (iv.begin, u64::from(iv.len)))
             .collect();
         let n_t: u64 = ranges.iter().map(|r| r.1).sum();
         // A tile whose intervals each read a broadcast input through one box of its pattern,
@@ -258,8 +262,10 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                 .zip(&global)
                 .map(|(lp, g)| match lp {
                     Some(lp) => Some(SharedPattern {
-                        dims: lp.dims.as_slice().into(),
-                        strides: lp.strides.as_slice().into(),
+                        pattern: Arc::new(BroadcastPattern {
+                            dims: lp.dims.as_slice().into(),
+                            strides: lp.strides.as_slice().into(),
+                        }),
                         local: Some(lp.origin),
                     }),
                     None => g.clone(),
@@ -337,25 +343,21 @@ pub(crate) fn lower(lw: &mut Lowerer, id: NodeId) -> Result<(), CompileError> {
                         });
                         access.push(Access::Aligned);
                     }
-                    Some(SharedPattern {
-                        dims,
-                        strides,
-                        local,
-                    }) => {
+                    Some(SharedPattern { pattern, local }) => {
                         // Where the pattern is evaluated, and the input index of its 0.
                         let (start, origin) = match *local {
                             Some(origin) => (p0, origin),
                             None => (out_begin.unwrap_or(0), 0),
                         };
-                        let (vlo, vhi) = pattern_range(dims, strides, start, start + len);
+                        let (vlo, vhi) =
+                            pattern_range(&pattern.dims, &pattern.strides, start, start + len);
                         operands.push(Operand {
                             tensor: op.tensor,
                             offset: op.offset + ((origin + vlo - lo) * es) as u32,
                             len: (vhi + 1 - vlo) as u32,
                         });
                         access.push(Access::Broadcast(Box::new(BroadcastAccess {
-                            dims: dims.clone(),
-                            strides: strides.clone(),
+                            pattern: pattern.clone(),
                             start,
                             base: vlo,
                         })));
@@ -504,8 +506,7 @@ fn read_in(dims_strides: &[(u64, u64)]) -> Read {
 /// positions).
 #[derive(Clone)]
 struct SharedPattern {
-    dims: Arc<[u64]>,
-    strides: Arc<[u64]>,
+    pattern: Arc<BroadcastPattern>,
     local: Option<u64>,
 }
 
@@ -638,7 +639,7 @@ pub(crate) fn mapping_of(lw: &Lowerer, t: TensorId) -> Mapping {
             .map(|s| {
                 (
                     s.tile.tile(),
-                    s.intervals.iter().map(|i| (i.begin, i.end)).collect(),
+                    s.intervals.iter().map(|i| (i.begin, i.end())).collect(),
                 )
             })
             .collect(),

@@ -61,12 +61,7 @@ fn a_grouped_input_is_read_in_its_own_storage_order() {
             Read::Broadcast { dims, strides } => (dims, strides),
             Read::Aligned => (vec![2 * 32 * 9], vec![1]),
         };
-        let acc = BroadcastAccess {
-            dims: dims.into(),
-            strides: strides.into(),
-            start: 0,
-            base: 0,
-        };
+        let acc = BroadcastAccess::new(&dims, &strides, 0, 0);
         for n in 0..2u64 {
             for c in 0..32u64 {
                 for s in 0..9u64 {
@@ -125,12 +120,7 @@ fn broadcast_patterns_merge_and_bound() {
 
 /// The input index a tile position reads through `lp`.
 fn local_index(lp: &LocalPattern, p: u64) -> u64 {
-    let acc = BroadcastAccess {
-        dims: lp.dims.as_slice().into(),
-        strides: lp.strides.as_slice().into(),
-        start: 0,
-        base: 0,
-    };
+    let acc = BroadcastAccess::new(&lp.dims, &lp.strides, 0, 0);
     lp.origin + acc.index(p)
 }
 
@@ -141,12 +131,7 @@ fn a_tile_of_channel_groups_reads_per_channel_inputs_through_one_pattern() {
         Read::Broadcast { dims, strides } => (dims, strides),
         Read::Aligned => panic!("expected broadcast"),
     };
-    let acc = BroadcastAccess {
-        dims: dims.as_slice().into(),
-        strides: strides.as_slice().into(),
-        start: 0,
-        base: 0,
-    };
+    let acc = BroadcastAccess::new(&dims, &strides, 0, 0);
     // A tile holding rows 1..3 of channel groups 1 and 2 of both batch elements.
     let plane = 9 * 8;
     let ranges: Vec<(u64, u64)> = [(0u64, 1u64), (1, 1), (0, 2), (1, 2)]
@@ -182,12 +167,7 @@ fn a_scalar_is_read_through_one_pattern_over_any_intervals() {
 fn pattern_range_matches_brute_force() {
     let dims = [3u64, 2, 5];
     let strides = [0u64, 5, 1];
-    let acc = BroadcastAccess {
-        dims: dims.as_slice().into(),
-        strides: strides.as_slice().into(),
-        start: 0,
-        base: 0,
-    };
+    let acc = BroadcastAccess::new(&dims, &strides, 0, 0);
     for s in 0..30 {
         for e in s + 1..=30 {
             let idx: Vec<u64> = (s..e).map(|g| acc.index(g)).collect();
