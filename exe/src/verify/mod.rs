@@ -289,7 +289,7 @@ impl Verifier<'_> {
             prev = Some(s.tile);
             let mut last_end: Option<u64> = None;
             for iv in &s.intervals {
-                if iv.end() <= iv.begin || last_end.is_some_and(|e| iv.begin < e) {
+                if iv.len == 0 || last_end.is_some_and(|e| iv.begin < e) {
                     self.fail(
                         2,
                         loc(),

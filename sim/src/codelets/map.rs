@@ -385,12 +385,13 @@ pub(crate) fn broadcast_bounds(b: &BroadcastAccess, n: usize) -> Option<(i64, i6
 /// the block filled by doubling copies.
 fn gather(b: &BroadcastAccess, src: &[u8], es: usize, dst: &mut [u8]) {
     let n = (dst.len() / es) as u64;
-    let l = b.pattern.dims.len();
-    if l < 2 || b.pattern.strides.get(l - 2) != Some(&0) || b.pattern.dims[l - 2] < 2 {
+    let (dims, strides) = (&b.pattern.dims, &b.pattern.strides);
+    let l = dims.len();
+    if l < 2 || strides.get(l - 2) != Some(&0) || dims[l - 2] < 2 {
         return gather_from(b, (b.start, n), src, es, dst);
     }
-    let inner = b.pattern.dims[l - 1].max(1);
-    let block = inner * b.pattern.dims[l - 2];
+    let inner = dims[l - 1].max(1);
+    let block = inner * dims[l - 2];
     let (mut x, mut at) = (b.start, 0usize);
     while x < b.start + n {
         let seg = (block - x % block).min(b.start + n - x);

@@ -182,7 +182,7 @@ pub(crate) fn check_tensor(
         let d = index.require(s.tile, &|| format!("tensor '{}'", t.name))?;
         for iv in &s.intervals {
             let bytes = iv.len as usize * es;
-            if iv.end() < iv.begin || iv.end() > t.num_elements() {
+            if iv.end() > t.num_elements() {
                 return Err(EngineError::invalid(format!(
                     "tensor '{}' has elements [{}, {}) on tile {}, it holds {}",
                     t.name,
